@@ -1,0 +1,162 @@
+//! The error type shared by every Tessera crate.
+
+use crate::dtype::DType;
+
+/// Result with Tessera's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Tessera, as a typed value with a message that names the
+/// op, tensor or device concerned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A type name or id that Tessera does not know.
+    #[error("unknown tensor type {0:?}")]
+    UnknownType(String),
+    /// An op name that Tessera does not know.
+    #[error("unknown op {0:?}")]
+    UnknownOp(String),
+    /// A row length that is not a multiple of its type's block size.
+    #[error("{n} values of {dtype} are not a whole number of blocks of {block}")]
+    BlockAlignment {
+        /// The type.
+        dtype: DType,
+        /// The number of values.
+        n: usize,
+        /// The block size of the type.
+        block: usize,
+    },
+    /// A size computation overflowed.
+    #[error("size overflow: {what}")]
+    Overflow {
+        /// What was being sized.
+        what: String,
+    },
+    /// A shape that is invalid in itself (zero or too large a dimension, too many dimensions).
+    #[error("invalid shape {shape:?}: {reason}")]
+    InvalidShape {
+        /// The shape as given.
+        shape: Vec<usize>,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// An op whose operands do not fit together.
+    #[error("{op}: {reason}")]
+    ShapeMismatch {
+        /// The op, e.g. "MUL_MAT".
+        op: String,
+        /// What does not fit, naming the shapes.
+        reason: String,
+    },
+    /// An op that does not accept a type.
+    #[error("{op}: type {dtype} is not supported ({reason})")]
+    UnsupportedType {
+        /// The op.
+        op: String,
+        /// The offending type.
+        dtype: DType,
+        /// Which operand and what is accepted.
+        reason: String,
+    },
+    /// A view that reaches outside its source.
+    #[error("{op}: view out of bounds: {reason}")]
+    ViewOutOfBounds {
+        /// The view op.
+        op: String,
+        /// The offending extent.
+        reason: String,
+    },
+    /// A tensor id that does not belong to the graph.
+    #[error("tensor id {0} does not exist in this graph")]
+    InvalidTensorId(usize),
+    /// A graph description that refers to tensors in a cycle.
+    #[error("the graph has a cycle through {0:?}")]
+    Cycle(String),
+    /// A name used for two tensors.
+    #[error("duplicate tensor name {0:?}")]
+    DuplicateName(String),
+    /// A name that refers to nothing.
+    #[error("{context}: unknown tensor {name:?}")]
+    UnknownTensor {
+        /// Where the name was used.
+        context: String,
+        /// The name.
+        name: String,
+    },
+    /// Data whose length does not fit the tensor.
+    #[error("{context}: expected {expected} bytes, got {actual}")]
+    DataLength {
+        /// The tensor or call.
+        context: String,
+        /// Expected byte count.
+        expected: usize,
+        /// Given byte count.
+        actual: usize,
+    },
+    /// A read or write outside a buffer or tensor.
+    #[error("out of bounds: {0}")]
+    OutOfBounds(String),
+    /// A tensor used in compute without memory.
+    #[error("tensor {0:?} has no data: allocate the graph first")]
+    NotAllocated(String),
+    /// An invalid graph description (JSON) or parameter.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+    /// A parameter out of range (thread count, option value ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A device name that no registered backend provides.
+    #[error("unknown device {0:?}")]
+    UnknownDevice(String),
+    /// An op that no device can compute, or that a device was asked to run but cannot.
+    #[error("{device}: op {op} is not supported")]
+    UnsupportedOp {
+        /// The device.
+        device: String,
+        /// The op and its types.
+        op: String,
+    },
+    /// Memory could not be allocated.
+    #[error("out of memory: could not allocate {size} bytes on {device}")]
+    OutOfMemory {
+        /// The device or buffer type.
+        device: String,
+        /// The requested size.
+        size: usize,
+    },
+    /// The abort callback asked compute to stop.
+    #[error("computation aborted")]
+    Aborted,
+    /// The caller cancelled the computation.
+    #[error("computation cancelled")]
+    Cancelled,
+    /// A backend failed (driver error, lost device ...).
+    #[error("backend {backend}: {message}")]
+    Backend {
+        /// The backend.
+        backend: String,
+        /// What happened.
+        message: String,
+    },
+    /// A kernel tier that the CPU does not support was requested.
+    #[error("kernel tier {0} is not supported by this CPU")]
+    TierUnsupported(String),
+    /// The session or object was closed.
+    #[error("closed: {0}")]
+    Closed(String),
+    /// A panic caught at a boundary.
+    #[error("internal error (panic): {0}")]
+    Panic(String),
+}
+
+impl Error {
+    /// A [`Error::ShapeMismatch`] for `op` with `reason`.
+    pub fn shape(op: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::ShapeMismatch { op: op.into(), reason: reason.into() }
+    }
+
+    /// An [`Error::UnsupportedType`] for `op`.
+    pub fn dtype(op: impl Into<String>, dtype: DType, reason: impl Into<String>) -> Error {
+        Error::UnsupportedType { op: op.into(), dtype, reason: reason.into() }
+    }
+}
