@@ -1,4 +1,7 @@
 //! Tessera's CPU device: feature detection, the scalar reference ops, SIMD kernels and the
 //! backend.
+#![warn(missing_docs)]
 
+pub mod buffer;
 pub mod features;
+pub mod reference;

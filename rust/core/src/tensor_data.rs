@@ -1,0 +1,64 @@
+//! Reading and writing a tensor's bytes through its storage, with bounds checks.
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::tensor::TensorId;
+
+fn located(graph: &Graph, id: TensorId, offset: usize, len: usize) -> Result<crate::Storage> {
+    let t = graph.get(id)?;
+    let nbytes = t.nbytes();
+    match offset.checked_add(len) {
+        Some(end) if end <= nbytes => {}
+        _ => {
+            return Err(Error::OutOfBounds(format!(
+                "{len} bytes at offset {offset} of tensor {} of {nbytes} bytes",
+                t.label(id)
+            )))
+        }
+    }
+    graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))
+}
+
+/// Writes `data` into tensor `id` from byte `offset` of the tensor.
+pub fn write_tensor(graph: &Graph, id: TensorId, offset: usize, data: &[u8]) -> Result<()> {
+    let s = located(graph, id, offset, data.len())?;
+    s.buffer.write(s.offset + offset, data)
+}
+
+/// Reads `out.len()` bytes of tensor `id` from byte `offset` of the tensor.
+pub fn read_tensor(graph: &Graph, id: TensorId, offset: usize, out: &mut [u8]) -> Result<()> {
+    let s = located(graph, id, offset, out.len())?;
+    s.buffer.read(s.offset + offset, out)
+}
+
+/// Writes the whole of tensor `id`; `data` must be exactly its size.
+pub fn set_tensor(graph: &Graph, id: TensorId, data: &[u8]) -> Result<()> {
+    let t = graph.get(id)?;
+    if data.len() != t.nbytes() {
+        return Err(Error::DataLength {
+            context: format!("tensor {}", t.label(id)),
+            expected: t.nbytes(),
+            actual: data.len(),
+        });
+    }
+    write_tensor(graph, id, 0, data)
+}
+
+/// Reads the whole of tensor `id`.
+pub fn get_tensor(graph: &Graph, id: TensorId) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; graph.get(id)?.nbytes()];
+    read_tensor(graph, id, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Writes F32 values into the contiguous F32 tensor `id`.
+pub fn set_f32(graph: &Graph, id: TensorId, values: &[f32]) -> Result<()> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    set_tensor(graph, id, &bytes)
+}
+
+/// Reads the contiguous F32 tensor `id` as values.
+pub fn get_f32(graph: &Graph, id: TensorId) -> Result<Vec<f32>> {
+    let bytes = get_tensor(graph, id)?;
+    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}

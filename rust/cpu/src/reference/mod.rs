@@ -1,0 +1,1 @@
+//! The scalar reference implementation of every op.
