@@ -144,6 +144,16 @@ pub enum Error {
     /// The session or object was closed.
     #[error("closed: {0}")]
     Closed(String),
+    /// An error in one node or tensor of a graph document, naming it.
+    #[error("{kind} {name:?}: {error}")]
+    InGraph {
+        /// "node", "tensor" or "output".
+        kind: String,
+        /// The node's or tensor's name.
+        name: String,
+        /// What is wrong.
+        error: Box<Error>,
+    },
     /// A panic caught at a boundary.
     #[error("internal error (panic): {0}")]
     Panic(String),

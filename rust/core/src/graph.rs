@@ -174,6 +174,19 @@ impl Graph {
         self.get(id)
     }
 
+    /// Appends a tensor as given (for the scheduler's copies); its sources must exist.
+    pub(crate) fn push_raw(&mut self, tensor: Tensor) -> TensorId {
+        self.push(tensor)
+    }
+
+    /// Replaces operand `i` of tensor `id` (for the scheduler's copies).
+    pub(crate) fn replace_src(&mut self, id: TensorId, i: usize, new: TensorId) {
+        let old = std::mem::replace(&mut self.tensors[id.0].src[i], new);
+        if self.tensors[id.0].view_src == Some(old) {
+            self.tensors[id.0].view_src = Some(new);
+        }
+    }
+
     fn push(&mut self, tensor: Tensor) -> TensorId {
         let id = TensorId(self.tensors.len());
         self.tensors.push(tensor);
@@ -835,9 +848,9 @@ impl Graph {
             return Err(Error::shape("PERMUTE", "a quantized tensor's dim 0 must stay in place"));
         }
         let mut layout = ta.layout;
-        for i in 0..MAX_DIMS {
-            layout.ne[axes[i]] = ta.layout.ne[i];
-            layout.nb[axes[i]] = ta.layout.nb[i];
+        for (i, &ax) in axes.iter().enumerate() {
+            layout.ne[ax] = ta.layout.ne[i];
+            layout.nb[ax] = ta.layout.nb[i];
         }
         Ok(self.push_view(Op::Permute { axes }, layout, a, 0))
     }

@@ -6,12 +6,16 @@
 //! backend computes graphs. See `docs/architecture.md`.
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod backend;
+pub mod desc;
 pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod op;
 pub mod quant;
+pub mod registry;
+pub mod sched;
 pub mod storage;
 pub mod tensor;
 pub mod tensor_data;

@@ -1,0 +1,600 @@
+//! Graph documents: a versioned, serializable description of a graph (the JSON format of
+//! `docs/graph-format.md`), and its conversion into a checked [`Graph`].
+//!
+//! Tensors and nodes are referred to by name; nodes may be listed in any order and are sorted
+//! into forward order, with cycles rejected. Every error names the tensor or node concerned.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::op::{GluOp, RopeParams, UnaryOp};
+use crate::tensor::{Layout, TensorId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// The only document version this build reads.
+pub const GRAPH_FORMAT_VERSION: u32 = 1;
+
+/// A leaf tensor: an input when it has no data, a constant (weight) when it has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorDesc {
+    /// Unique name.
+    pub name: String,
+    /// Type name ("F32", "Q4_0", ...).
+    #[serde(rename = "type")]
+    pub dtype: String,
+    /// Shape, innermost dim first (ggml's `ne`), 1 to 4 dims.
+    pub shape: Vec<usize>,
+    /// Constant data: the tensor's bytes in base64 (little-endian, GGUF block layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Constant data as numbers (converted, or quantized, to the type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<f64>>,
+}
+
+/// A node: an op applied to named sources.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeDesc {
+    /// Unique name.
+    pub name: String,
+    /// Op name ("MUL_MAT", "SOFT_MAX", ...).
+    pub op: String,
+    /// Source tensor or node names, in ggml's operand order.
+    #[serde(default)]
+    pub src: Vec<String>,
+    /// Op parameters.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub params: Map<String, Value>,
+}
+
+/// A whole graph document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphDesc {
+    /// Format version; must be [`GRAPH_FORMAT_VERSION`].
+    pub version: u32,
+    /// Leaf tensors.
+    #[serde(default)]
+    pub tensors: Vec<TensorDesc>,
+    /// Nodes, in any order.
+    #[serde(default)]
+    pub nodes: Vec<NodeDesc>,
+    /// Names of the tensors to return.
+    pub outputs: Vec<String>,
+}
+
+/// A graph built from a document, with its named inputs, constants and outputs.
+#[derive(Clone, Debug)]
+pub struct BuiltGraph {
+    /// The checked graph.
+    pub graph: Graph,
+    /// Input tensors by name, in document order.
+    pub inputs: Vec<(String, TensorId)>,
+    /// Constant tensors and their bytes, to be written once the graph has memory.
+    pub constants: Vec<(TensorId, Vec<u8>)>,
+    /// Output tensors by name, in document order.
+    pub outputs: Vec<(String, TensorId)>,
+}
+
+impl GraphDesc {
+    /// Parses a JSON document.
+    pub fn from_json(json: &str) -> Result<GraphDesc> {
+        let value: Value = serde_json::from_str(json)
+            .map_err(|e| Error::InvalidGraph(format!("not valid JSON: {e}")))?;
+        if let Some(v) = value.get("version") {
+            if v.as_u64() != Some(GRAPH_FORMAT_VERSION as u64) {
+                return Err(Error::InvalidGraph(format!(
+                    "unsupported version {v}: this build reads version {GRAPH_FORMAT_VERSION}"
+                )));
+            }
+        }
+        serde_json::from_value(value).map_err(|e| Error::InvalidGraph(e.to_string()))
+    }
+
+    /// The document as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Checks the document and builds the graph.
+    pub fn build(&self) -> Result<BuiltGraph> {
+        if self.version != GRAPH_FORMAT_VERSION {
+            return Err(Error::InvalidGraph(format!(
+                "unsupported version {}: this build reads version {GRAPH_FORMAT_VERSION}",
+                self.version
+            )));
+        }
+        let mut graph = Graph::new();
+        let mut ids: HashMap<&str, TensorId> = HashMap::new();
+        let mut inputs = Vec::new();
+        let mut constants = Vec::new();
+        for t in &self.tensors {
+            let wrap = |error: Error| in_graph("tensor", &t.name, error);
+            if t.name.is_empty() {
+                return Err(Error::InvalidGraph("a tensor has an empty name".into()));
+            }
+            if ids.contains_key(t.name.as_str()) {
+                return Err(Error::DuplicateName(t.name.clone()));
+            }
+            let dtype: DType = t.dtype.parse().map_err(wrap)?;
+            let layout = Layout::contiguous(dtype, &t.shape).map_err(wrap)?;
+            let data = leaf_data(t, &layout).map_err(wrap)?;
+            let id = if data.is_some() {
+                graph.weight(&t.name, dtype, &t.shape)
+            } else {
+                graph.input(&t.name, dtype, &t.shape)
+            }
+            .map_err(wrap)?;
+            match data {
+                Some(bytes) => constants.push((id, bytes)),
+                None => inputs.push((t.name.clone(), id)),
+            }
+            ids.insert(&t.name, id);
+        }
+        let by_name: HashMap<&str, &NodeDesc> = {
+            let mut m = HashMap::new();
+            for n in &self.nodes {
+                if n.name.is_empty() {
+                    return Err(Error::InvalidGraph("a node has an empty name".into()));
+                }
+                if ids.contains_key(n.name.as_str()) || m.insert(n.name.as_str(), n).is_some() {
+                    return Err(Error::DuplicateName(n.name.clone()));
+                }
+            }
+            m
+        };
+        for n in forward_order(&self.nodes, &by_name, &ids)? {
+            let srcs = n
+                .src
+                .iter()
+                .map(|s| {
+                    ids.get(s.as_str()).copied().ok_or_else(|| Error::UnknownTensor {
+                        context: format!("node {:?}", n.name),
+                        name: s.clone(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let id = add_node(&mut graph, n, &srcs).map_err(|e| in_graph("node", &n.name, e))?;
+            graph.set_name(id, &n.name)?;
+            ids.insert(&n.name, id);
+        }
+        if self.outputs.is_empty() {
+            return Err(Error::InvalidGraph("the document names no outputs".into()));
+        }
+        let mut outputs = Vec::new();
+        for o in &self.outputs {
+            let id = ids.get(o.as_str()).copied().ok_or_else(|| Error::UnknownTensor {
+                context: "outputs".into(),
+                name: o.clone(),
+            })?;
+            if outputs.iter().any(|(name, _)| name == o) {
+                return Err(Error::DuplicateName(o.clone()));
+            }
+            graph.set_output(id)?;
+            outputs.push((o.clone(), id));
+        }
+        Ok(BuiltGraph { graph, inputs, constants, outputs })
+    }
+}
+
+fn in_graph(kind: &str, name: &str, error: Error) -> Error {
+    Error::InGraph { kind: kind.into(), name: name.into(), error: Box::new(error) }
+}
+
+/// The nodes in an order where every source comes before its readers; a cycle is an error.
+fn forward_order<'a>(
+    nodes: &'a [NodeDesc],
+    by_name: &HashMap<&str, &'a NodeDesc>,
+    leaves: &HashMap<&str, TensorId>,
+) -> Result<Vec<&'a NodeDesc>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark: HashMap<&str, Mark> = nodes.iter().map(|n| (n.name.as_str(), Mark::New)).collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    for root in nodes {
+        if mark[root.name.as_str()] != Mark::New {
+            continue;
+        }
+        // Iterative depth-first search: (node, index of the next source to visit).
+        let mut stack: Vec<(&NodeDesc, usize)> = vec![(root, 0)];
+        mark.insert(&root.name, Mark::Open);
+        while let Some((node, next)) = stack.pop() {
+            if next == node.src.len() {
+                mark.insert(&node.name, Mark::Done);
+                order.push(node);
+                continue;
+            }
+            stack.push((node, next + 1));
+            let s = node.src[next].as_str();
+            if leaves.contains_key(s) {
+                continue;
+            }
+            let Some(&child) = by_name.get(s) else {
+                return Err(Error::UnknownTensor {
+                    context: format!("node {:?}", node.name),
+                    name: s.to_string(),
+                });
+            };
+            match mark[s] {
+                Mark::Done => {}
+                Mark::Open => return Err(Error::Cycle(s.to_string())),
+                Mark::New => {
+                    mark.insert(&child.name, Mark::Open);
+                    stack.push((child, 0));
+                }
+            }
+        }
+    }
+    Ok(order)
+}
+
+fn leaf_data(t: &TensorDesc, layout: &Layout) -> Result<Option<Vec<u8>>> {
+    let nbytes = layout.nbytes();
+    match (&t.data, &t.values) {
+        (Some(_), Some(_)) => {
+            Err(Error::InvalidGraph("give either \"data\" or \"values\", not both".into()))
+        }
+        (None, None) => Ok(None),
+        (Some(b64), None) => {
+            let bytes = base64_decode(b64)?;
+            if bytes.len() != nbytes {
+                return Err(Error::DataLength {
+                    context: format!("data of {} {:?}", layout.dtype, t.shape),
+                    expected: nbytes,
+                    actual: bytes.len(),
+                });
+            }
+            Ok(Some(bytes))
+        }
+        (None, Some(values)) => {
+            let n = layout.nelements();
+            if values.len() != n {
+                return Err(Error::DataLength {
+                    context: format!("values of {} {:?} (elements)", layout.dtype, t.shape),
+                    expected: n,
+                    actual: values.len(),
+                });
+            }
+            Ok(Some(values_to_bytes(layout.dtype, values)?))
+        }
+    }
+}
+
+/// Converts numbers to the bytes of `dtype` (quantizing row by row for block types).
+pub fn values_to_bytes(dtype: DType, values: &[f64]) -> Result<Vec<u8>> {
+    if dtype == DType::I32 {
+        return values
+            .iter()
+            .map(|&v| {
+                if v.fract() != 0.0 || v < i32::MIN as f64 || v > i32::MAX as f64 {
+                    Err(Error::InvalidGraph(format!("{v} is not an I32 value")))
+                } else {
+                    Ok((v as i32).to_le_bytes())
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(|v| v.concat());
+    }
+    let f: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    let mut out = vec![0u8; dtype.row_size(f.len())?];
+    crate::quant::quantize_row(dtype, &f, &mut out)?;
+    Ok(out)
+}
+
+fn param_map(n: &NodeDesc) -> Value {
+    Value::Object(n.params.clone())
+}
+
+fn params<T: for<'de> Deserialize<'de>>(n: &NodeDesc) -> Result<T> {
+    serde_json::from_value(param_map(n))
+        .map_err(|e| Error::InvalidArgument(format!("{} params: {e}", n.op)))
+}
+
+fn no_params(n: &NodeDesc) -> Result<()> {
+    if n.params.is_empty() {
+        Ok(())
+    } else {
+        let keys: Vec<&String> = n.params.keys().collect();
+        Err(Error::InvalidArgument(format!("{} takes no params, got {keys:?}", n.op)))
+    }
+}
+
+fn arity(n: &NodeDesc, srcs: &[TensorId], allowed: &[usize]) -> Result<()> {
+    if allowed.contains(&srcs.len()) {
+        Ok(())
+    } else {
+        let want: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
+        Err(Error::InvalidGraph(format!(
+            "{} takes {} sources, got {}",
+            n.op,
+            want.join(" or "),
+            srcs.len()
+        )))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScaleParams {
+    scale: f32,
+    #[serde(default)]
+    bias: f32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClampParams {
+    min: f32,
+    max: f32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DimParams {
+    dim: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShapeParams {
+    shape: Vec<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewParams {
+    shape: Vec<usize>,
+    #[serde(default)]
+    strides: Option<Vec<usize>>,
+    #[serde(default)]
+    offset: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxesParams {
+    axes: [usize; 4],
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SoftMaxParams {
+    #[serde(default = "one")]
+    scale: f32,
+    #[serde(default)]
+    max_bias: f32,
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NPastParams {
+    n_past: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EpsParams {
+    #[serde(default = "default_eps")]
+    eps: f32,
+}
+
+fn default_eps() -> f32 {
+    1e-6
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GluParams {
+    #[serde(default)]
+    swapped: bool,
+}
+
+fn add_node(g: &mut Graph, n: &NodeDesc, s: &[TensorId]) -> Result<TensorId> {
+    let unary = |op: UnaryOp| -> Option<UnaryOp> { Some(op) };
+    let un = match n.op.as_str() {
+        "SILU" => unary(UnaryOp::Silu),
+        "GELU" => unary(UnaryOp::Gelu),
+        "RELU" => unary(UnaryOp::Relu),
+        "TANH" => unary(UnaryOp::Tanh),
+        _ => None,
+    };
+    if let Some(u) = un {
+        arity(n, s, &[1])?;
+        no_params(n)?;
+        return g.unary(s[0], u);
+    }
+    match n.op.as_str() {
+        "ADD" | "SUB" | "MUL" | "DIV" | "MUL_MAT" | "GET_ROWS" | "CPY" => {
+            arity(n, s, &[2])?;
+            no_params(n)?;
+            match n.op.as_str() {
+                "ADD" => g.add(s[0], s[1]),
+                "SUB" => g.sub(s[0], s[1]),
+                "MUL" => g.mul(s[0], s[1]),
+                "DIV" => g.div(s[0], s[1]),
+                "MUL_MAT" => g.mul_mat(s[0], s[1]),
+                "GET_ROWS" => g.get_rows(s[0], s[1]),
+                _ => g.cpy(s[0], s[1]),
+            }
+        }
+        "DUP" | "CONT" | "SQR" | "SQRT" | "SUM" | "SUM_ROWS" | "MEAN" | "ARGMAX" | "TRANSPOSE" => {
+            arity(n, s, &[1])?;
+            no_params(n)?;
+            match n.op.as_str() {
+                "DUP" => g.dup(s[0]),
+                "CONT" => g.cont(s[0]),
+                "SQR" => g.sqr(s[0]),
+                "SQRT" => g.sqrt(s[0]),
+                "SUM" => g.sum(s[0]),
+                "SUM_ROWS" => g.sum_rows(s[0]),
+                "MEAN" => g.mean(s[0]),
+                "ARGMAX" => g.argmax(s[0]),
+                _ => g.transpose(s[0]),
+            }
+        }
+        "SCALE" => {
+            arity(n, s, &[1])?;
+            let p: ScaleParams = params(n)?;
+            g.scale_bias(s[0], p.scale, p.bias)
+        }
+        "CLAMP" => {
+            arity(n, s, &[1])?;
+            let p: ClampParams = params(n)?;
+            g.clamp(s[0], p.min, p.max)
+        }
+        "REPEAT" => {
+            arity(n, s, &[1])?;
+            let p: ShapeParams = params(n)?;
+            g.repeat_to(s[0], &p.shape)
+        }
+        "CONCAT" => {
+            arity(n, s, &[2])?;
+            let p: DimParams = params(n)?;
+            g.concat(s[0], s[1], p.dim)
+        }
+        "SOFT_MAX" => {
+            arity(n, s, &[1, 2])?;
+            let p: SoftMaxParams = params(n)?;
+            g.soft_max_ext(s[0], s.get(1).copied(), p.scale, p.max_bias)
+        }
+        "DIAG_MASK_INF" => {
+            arity(n, s, &[1])?;
+            let p: NPastParams = params(n)?;
+            g.diag_mask_inf(s[0], p.n_past)
+        }
+        "RMS_NORM" | "NORM" => {
+            arity(n, s, &[1])?;
+            let p: EpsParams = params(n)?;
+            if n.op == "NORM" {
+                g.norm(s[0], p.eps)
+            } else {
+                g.rms_norm(s[0], p.eps)
+            }
+        }
+        "ROPE" => {
+            arity(n, s, &[2, 3])?;
+            let p: RopeParams = params(n)?;
+            g.rope_ext(s[0], s[1], s.get(2).copied(), p)
+        }
+        "SWIGLU" | "GEGLU" => {
+            arity(n, s, &[1, 2])?;
+            let p: GluParams = params(n)?;
+            let op = if n.op == "SWIGLU" { GluOp::Swiglu } else { GluOp::Geglu };
+            if s.len() == 2 {
+                if p.swapped {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: swapped applies to one source only",
+                        n.op
+                    )));
+                }
+                g.glu_split(s[0], s[1], op)
+            } else {
+                g.glu(s[0], op, p.swapped)
+            }
+        }
+        "RESHAPE" => {
+            arity(n, s, &[1])?;
+            let p: ShapeParams = params(n)?;
+            g.reshape(s[0], &p.shape)
+        }
+        "VIEW" => {
+            arity(n, s, &[1])?;
+            let p: ViewParams = params(n)?;
+            let strides = match p.strides {
+                Some(st) => st,
+                None => {
+                    // Default: the source's strides for dims 1.. (a sub-block of it).
+                    let nb = g.get(s[0])?.nb();
+                    nb[1..p.shape.len().clamp(1, 4)].to_vec()
+                }
+            };
+            g.view(s[0], &p.shape, &strides, p.offset)
+        }
+        "PERMUTE" => {
+            arity(n, s, &[1])?;
+            let p: AxesParams = params(n)?;
+            g.permute(s[0], p.axes)
+        }
+        other => Err(Error::UnknownOp(other.to_string())),
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 (with padding) of `bytes`.
+pub fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Decodes standard base64 (padding optional, whitespace not allowed).
+pub fn base64_decode(text: &str) -> Result<Vec<u8>> {
+    let bad = |why: &str| Error::InvalidGraph(format!("invalid base64 data: {why}"));
+    let trimmed = text.trim_end_matches('=');
+    if text.len() - trimmed.len() > 2 {
+        return Err(bad("too much padding"));
+    }
+    let mut out = Vec::with_capacity(trimmed.len() * 3 / 4);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in trimmed.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return Err(bad(&format!("unexpected character {:?}", c as char))),
+        };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    if bits >= 6 {
+        return Err(bad("truncated"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        for n in 0..10 {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            assert_eq!(base64_decode(&base64_encode(&bytes)).unwrap(), bytes);
+        }
+        assert_eq!(base64_encode(b"Man"), "TWFu");
+        assert_eq!(base64_encode(b"Ma"), "TWE=");
+        assert!(base64_decode("TW!u").is_err());
+    }
+}

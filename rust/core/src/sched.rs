@@ -1,0 +1,412 @@
+//! The scheduler (ggml's `ggml_backend_sched`): runs one graph over several backends.
+//!
+//! Backends are given in priority order, the CPU last. Each node goes to the backend that holds
+//! its weights, then assignments spread to neighbouring nodes, and a node whose op a device does
+//! not support falls back to the next backend that does. The graph is cut into splits of
+//! consecutive nodes on one backend; operands that live where a split's device cannot read them
+//! are copied in before the split runs.
+
+use crate::alloc;
+use crate::backend::{copy_between, Backend, Buffer, BufferUsage, Device, Event};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::op::Op;
+use crate::storage::Storage;
+use crate::tensor::{Tensor, TensorFlags, TensorId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Called after each node is computed with the scheduler's graph and the node; returning
+/// `false` stops the computation with [`Error::Aborted`].
+pub type EvalCallback = Box<dyn FnMut(&Graph, TensorId) -> bool + Send>;
+
+/// A run of consecutive nodes on one backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Index of the backend.
+    pub backend: usize,
+    /// The nodes, in order (ids of the original graph).
+    pub nodes: Vec<TensorId>,
+    /// Tensors of the original graph copied to this backend before the split runs.
+    pub inputs: Vec<TensorId>,
+}
+
+struct Copy {
+    from: TensorId,
+    to: TensorId,
+}
+
+struct Prepared {
+    graph: Graph,
+    splits: Vec<Split>,
+    copies: Vec<Vec<Copy>>,
+    /// Node ids of each split in the scheduler's graph (equal to the original ids).
+    assignment: Vec<Option<usize>>,
+}
+
+/// Runs graphs over several backends.
+pub struct Scheduler {
+    backends: Vec<Box<dyn Backend>>,
+    devices: Vec<Arc<dyn Device>>,
+    buffers: Vec<Option<Arc<dyn Buffer>>>,
+    events: Vec<Option<Arc<dyn Event>>>,
+    pins: HashMap<TensorId, usize>,
+    eval: Option<EvalCallback>,
+    prepared: Option<Prepared>,
+}
+
+impl Scheduler {
+    /// A scheduler over `backends` in priority order (put the CPU last, as the fallback).
+    pub fn new(backends: Vec<Box<dyn Backend>>) -> Result<Scheduler> {
+        if backends.is_empty() {
+            return Err(Error::InvalidArgument("the scheduler needs at least one backend".into()));
+        }
+        let devices: Vec<_> = backends.iter().map(|b| b.device()).collect();
+        let events = devices.iter().map(|d| if d.caps().events { d.new_event() } else { None }).collect();
+        Ok(Scheduler {
+            buffers: vec![None; backends.len()],
+            events,
+            devices,
+            backends,
+            pins: HashMap::new(),
+            eval: None,
+            prepared: None,
+        })
+    }
+
+    /// The backends, in priority order.
+    pub fn backends(&self) -> &[Box<dyn Backend>] {
+        &self.backends
+    }
+
+    /// Mutable access to backend `i` (to set threads or an abort callback).
+    pub fn backend_mut(&mut self, i: usize) -> Option<&mut Box<dyn Backend>> {
+        self.backends.get_mut(i)
+    }
+
+    /// Pins node `id` to backend `backend` for the next graphs (until [`Scheduler::reset`]).
+    pub fn pin(&mut self, id: TensorId, backend: usize) -> Result<()> {
+        if backend >= self.backends.len() {
+            return Err(Error::InvalidArgument(format!("no backend {backend}")));
+        }
+        self.pins.insert(id, backend);
+        Ok(())
+    }
+
+    /// Sets or clears the callback run after each node.
+    pub fn set_eval_callback(&mut self, callback: Option<EvalCallback>) {
+        self.eval = callback;
+    }
+
+    /// Forgets pins and the prepared graph.
+    pub fn reset(&mut self) {
+        self.pins.clear();
+        self.prepared = None;
+    }
+
+    /// The splits of the last allocated graph.
+    pub fn splits(&self) -> &[Split] {
+        self.prepared.as_ref().map(|p| p.splits.as_slice()).unwrap_or(&[])
+    }
+
+    /// The backend each tensor of the last allocated graph was assigned to.
+    pub fn assignment(&self, id: TensorId) -> Option<usize> {
+        self.prepared.as_ref().and_then(|p| p.assignment.get(id.index()).copied().flatten())
+    }
+
+    fn backend_of_buffer(&self, buffer: &dyn Buffer) -> Option<usize> {
+        let bt = buffer.buffer_type();
+        let owner = self.devices.iter().position(|d| d.name() == bt.device_name());
+        owner.or_else(|| self.devices.iter().position(|d| d.supports_buffer_type(bt.as_ref())))
+    }
+
+    fn supports(&self, b: usize, graph: &Graph, id: TensorId) -> bool {
+        self.devices[b].supports_op(graph, id)
+    }
+
+    /// Chooses a backend for every tensor.
+    fn assign(&self, graph: &Graph) -> Result<Vec<Option<usize>>> {
+        let n = graph.len();
+        let mut who: Vec<Option<usize>> = vec![None; n];
+        // Tensors that already have memory belong to the backend of their buffer.
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            if t.view_src.is_none() {
+                if let Some(s) = &t.storage {
+                    who[id.index()] = self.backend_of_buffer(s.buffer.as_ref());
+                }
+            }
+        }
+        let nodes = graph.nodes();
+        let root_backend = |who: &Vec<Option<usize>>, id: TensorId| who[graph.view_root(id).0.index()];
+        // 1. Pins, then nodes that read weights go where the weights are.
+        for &id in &nodes {
+            if let Some(&b) = self.pins.get(&id) {
+                who[id.index()] = Some(b);
+                continue;
+            }
+            let t = graph.tensor(id);
+            if matches!(t.op, Op::Cpy) {
+                continue;
+            }
+            let weight_home = t.src.iter().find_map(|&s| {
+                let root = graph.tensor(graph.view_root(s).0);
+                if root.flags.weight && root.storage.is_some() {
+                    root_backend(&who, s)
+                } else {
+                    None
+                }
+            });
+            if let Some(b) = weight_home.filter(|&b| self.supports(b, graph, id)) {
+                who[id.index()] = Some(b);
+            }
+        }
+        // 2. Spread forward from assigned operands, preferring the highest priority.
+        for &id in &nodes {
+            if who[id.index()].is_some() || matches!(graph.tensor(id).op, Op::Cpy) {
+                continue;
+            }
+            let best = graph
+                .tensor(id)
+                .src
+                .iter()
+                .filter_map(|&s| {
+                    let r = graph.view_root(s).0;
+                    if graph.tensor(r).is_leaf() { None } else { who[r.index()] }
+                })
+                .filter(|&b| self.supports(b, graph, id))
+                .min();
+            who[id.index()] = best;
+        }
+        // 3. The rest: the first backend that supports the op; copies go where their
+        //    destination lives; a pinned or inherited backend that cannot run it falls back.
+        for &id in &nodes {
+            let t = graph.tensor(id);
+            if matches!(t.op, Op::Cpy) {
+                let dst = graph.view_root(t.src[1]).0;
+                let home = who[dst.index()].or_else(|| {
+                    (0..self.backends.len()).find(|&b| self.supports(b, graph, id))
+                });
+                who[id.index()] = home;
+                if who[dst.index()].is_none() {
+                    who[dst.index()] = home;
+                }
+            }
+            let ok = who[id.index()].is_some_and(|b| self.supports(b, graph, id));
+            if !ok {
+                let fallback = (0..self.backends.len()).find(|&b| self.supports(b, graph, id));
+                who[id.index()] = Some(fallback.ok_or_else(|| Error::UnsupportedOp {
+                    device: "any backend".into(),
+                    op: format!("{} ({})", t.op.name(), t.label(id)),
+                })?);
+            }
+        }
+        // Inputs without memory go to their first reader's backend; views follow their root.
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            if t.is_leaf() && who[id.index()].is_none() {
+                let reader = nodes.iter().find(|&&n| graph.tensor(n).src.contains(&id));
+                who[id.index()] =
+                    Some(reader.and_then(|&r| who[r.index()]).unwrap_or(self.backends.len() - 1));
+            }
+        }
+        for id in graph.ids() {
+            if graph.tensor(id).view_src.is_some() && !graph.tensor(id).op.computes() {
+                who[id.index()] = root_backend(&who, id);
+            }
+        }
+        Ok(who)
+    }
+
+    /// Whether backend `b` can read tensor `id` (through its root) where it lives.
+    fn readable(&self, graph: &Graph, who: &[Option<usize>], b: usize, id: TensorId) -> bool {
+        let root = graph.view_root(id).0;
+        match &graph.tensor(root).storage {
+            Some(s) => self.devices[b].supports_buffer_type(s.buffer.buffer_type().as_ref()),
+            None => match who[root.index()] {
+                Some(home) if home == b => true,
+                Some(home) => {
+                    let bt = self.backends[home].buffer_type();
+                    self.devices[b].supports_buffer_type(bt.as_ref())
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// Assigns, splits and allocates `graph`; afterwards the caller sets its inputs and calls
+    /// [`Scheduler::compute`]. Every tensor of `graph` gets its storage.
+    pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<()> {
+        let who = self.assign(graph)?;
+        let mut g = graph.clone();
+        let mut splits: Vec<Split> = Vec::new();
+        let mut copies: Vec<Vec<Copy>> = Vec::new();
+        let mut order: Vec<TensorId> = graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
+        let mut assignment = who.clone();
+        let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            if t.is_leaf() {
+                continue;
+            }
+            if !t.op.computes() {
+                order.push(id);
+                continue;
+            }
+            let b = who[id.index()].unwrap_or(self.backends.len() - 1);
+            if splits.last().is_none_or(|s| s.backend != b) {
+                splits.push(Split { backend: b, nodes: Vec::new(), inputs: Vec::new() });
+                copies.push(Vec::new());
+            }
+            let si = splits.len() - 1;
+            for (i, &s) in t.src.iter().enumerate() {
+                let is_cpy_dst = matches!(t.op, Op::Cpy) && i == 1;
+                if is_cpy_dst || self.readable(graph, &who, b, s) {
+                    continue;
+                }
+                let (root, offs) = graph.view_root(s);
+                let key = (root, b);
+                let root_copy = match copy_of.get(&key) {
+                    Some(&c) => c,
+                    None => {
+                        let rt = graph.tensor(root);
+                        let c = g.push_raw(copy_tensor(rt, root, Op::Dup, None, 0));
+                        assignment.push(Some(b));
+                        copy_of.insert(key, c);
+                        copies[si].push(Copy { from: root, to: c });
+                        splits[si].inputs.push(root);
+                        order.push(c);
+                        c
+                    }
+                };
+                let replacement = if s == root {
+                    root_copy
+                } else {
+                    let st = graph.tensor(s);
+                    let v = g.push_raw(copy_tensor(st, root_copy, Op::View, Some(root_copy), offs));
+                    assignment.push(Some(b));
+                    order.push(v);
+                    v
+                };
+                g.replace_src(id, i, replacement);
+            }
+            splits[si].nodes.push(id);
+            order.push(id);
+        }
+        // Allocate each backend's share in its own buffer.
+        for b in 0..self.backends.len() {
+            let bt = self.backends[b].buffer_type();
+            let plan = alloc::plan(
+                &g,
+                &order,
+                &|id| assignment.get(id.index()).copied().flatten() == Some(b),
+                &|id| bt.alloc_size(&g.tensor(id).layout),
+                bt.alignment(),
+            );
+            if plan.offsets.iter().all(|o| o.is_none()) {
+                continue;
+            }
+            let reuse = self.buffers[b].as_ref().is_some_and(|buf| buf.size() >= plan.size);
+            if !reuse {
+                let buf = bt.alloc(plan.size)?;
+                buf.set_usage(BufferUsage::Compute);
+                self.buffers[b] = Some(buf);
+            }
+            let buf = self.buffers[b].clone().ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
+            alloc::apply_plan(&mut g, &plan, &buf)?;
+        }
+        // The caller's graph sees the same memory.
+        let ids: Vec<TensorId> = graph.ids().collect();
+        for id in ids {
+            let t = g.tensor(id);
+            if t.view_src.is_none() && graph.tensor(id).storage.is_none() {
+                if let Some(s) = &t.storage {
+                    graph.set_storage(id, Storage { buffer: s.buffer.clone(), offset: s.offset })?;
+                }
+            }
+        }
+        self.prepared = Some(Prepared { graph: g, splits, copies, assignment });
+        Ok(())
+    }
+
+    /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its
+    /// inputs in and runs its nodes.
+    pub fn compute(&mut self) -> Result<()> {
+        let prepared = self.prepared.take().ok_or_else(|| {
+            Error::InvalidArgument("compute called before alloc_graph".into())
+        })?;
+        let result = self.run(&prepared);
+        self.prepared = Some(prepared);
+        result
+    }
+
+    /// Allocates and computes `graph` in one call (inputs must be set beforehand by the
+    /// caller through memory it placed itself, or be constants).
+    pub fn graph_compute(&mut self, graph: &mut Graph) -> Result<()> {
+        self.alloc_graph(graph)?;
+        self.compute()
+    }
+
+    fn run(&mut self, p: &Prepared) -> Result<()> {
+        let mut last_backend: Option<usize> = None;
+        for (split, copies) in p.splits.iter().zip(&p.copies) {
+            if let Some(prev) = last_backend {
+                if let Some(ev) = &self.events[prev] {
+                    self.backends[prev].event_record(ev.as_ref())?;
+                    ev.synchronize()?;
+                } else {
+                    self.backends[prev].synchronize()?;
+                }
+            }
+            for c in copies {
+                let from = p.graph.storage_of(c.from).ok_or_else(|| {
+                    Error::NotAllocated(p.graph.tensor(c.from).label(c.from))
+                })?;
+                let to = p.graph.storage_of(c.to).ok_or_else(|| {
+                    Error::NotAllocated(p.graph.tensor(c.to).label(c.to))
+                })?;
+                let len = p.graph.tensor(c.from).nbytes();
+                copy_between(from.buffer.as_ref(), from.offset, to.buffer.as_ref(), to.offset, len)?;
+            }
+            let backend = &mut self.backends[split.backend];
+            match self.eval.as_mut() {
+                None => backend.compute_nodes(&p.graph, &split.nodes)?,
+                Some(eval) => {
+                    for &n in &split.nodes {
+                        backend.compute_nodes(&p.graph, &[n])?;
+                        backend.synchronize()?;
+                        if !eval(&p.graph, n) {
+                            return Err(Error::Aborted);
+                        }
+                    }
+                }
+            }
+            last_backend = Some(split.backend);
+        }
+        if let Some(b) = last_backend {
+            self.backends[b].synchronize()?;
+        }
+        Ok(())
+    }
+}
+
+/// The scheduler's copy of `from` (a root copied to another backend, `op` DUP reading the
+/// original so that its lifetime covers the transfer) or a view of such a copy.
+fn copy_tensor(
+    from: &Tensor,
+    src: TensorId,
+    op: Op,
+    view_src: Option<TensorId>,
+    view_offs: usize,
+) -> Tensor {
+    Tensor {
+        layout: from.layout,
+        name: format!("{}#copy", from.name),
+        flags: TensorFlags::default(),
+        op,
+        src: vec![src],
+        view_src,
+        view_offs,
+        storage: None,
+    }
+}
