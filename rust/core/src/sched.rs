@@ -62,7 +62,8 @@ impl Scheduler {
             return Err(Error::InvalidArgument("the scheduler needs at least one backend".into()));
         }
         let devices: Vec<_> = backends.iter().map(|b| b.device()).collect();
-        let events = devices.iter().map(|d| if d.caps().events { d.new_event() } else { None }).collect();
+        let events =
+            devices.iter().map(|d| if d.caps().events { d.new_event() } else { None }).collect();
         Ok(Scheduler {
             buffers: vec![None; backends.len()],
             events,
@@ -138,7 +139,8 @@ impl Scheduler {
             }
         }
         let nodes = graph.nodes();
-        let root_backend = |who: &Vec<Option<usize>>, id: TensorId| who[graph.view_root(id).0.index()];
+        let root_backend =
+            |who: &Vec<Option<usize>>, id: TensorId| who[graph.view_root(id).0.index()];
         // 1. Pins, then nodes that read weights go where the weights are.
         for &id in &nodes {
             if let Some(&b) = self.pins.get(&id) {
@@ -158,10 +160,16 @@ impl Scheduler {
                 }
             });
             if let Some(b) = weight_home.filter(|&b| self.supports(b, graph, id)) {
-                who[id.index()] = Some(b);
+                // A device ahead of the weights' home may still want the op (large batches).
+                let offload = (0..b).find(|&o| {
+                    self.devices[o].offload_op(graph, id) && self.supports(o, graph, id)
+                });
+                who[id.index()] = Some(offload.unwrap_or(b));
             }
         }
-        // 2. Spread forward from assigned operands, preferring the highest priority.
+        // 2. Spread forward from operands assigned to a backend ahead of the last one (the
+        //    CPU, which takes what is left over anyway), preferring the highest priority.
+        let last = self.backends.len() - 1;
         for &id in &nodes {
             if who[id.index()].is_some() || matches!(graph.tensor(id).op, Op::Cpy) {
                 continue;
@@ -172,9 +180,13 @@ impl Scheduler {
                 .iter()
                 .filter_map(|&s| {
                     let r = graph.view_root(s).0;
-                    if graph.tensor(r).is_leaf() { None } else { who[r.index()] }
+                    if graph.tensor(r).is_leaf() {
+                        None
+                    } else {
+                        who[r.index()]
+                    }
                 })
-                .filter(|&b| self.supports(b, graph, id))
+                .filter(|&b| b < last && self.supports(b, graph, id))
                 .min();
             who[id.index()] = best;
         }
@@ -184,9 +196,8 @@ impl Scheduler {
             let t = graph.tensor(id);
             if matches!(t.op, Op::Cpy) {
                 let dst = graph.view_root(t.src[1]).0;
-                let home = who[dst.index()].or_else(|| {
-                    (0..self.backends.len()).find(|&b| self.supports(b, graph, id))
-                });
+                let home = who[dst.index()]
+                    .or_else(|| (0..self.backends.len()).find(|&b| self.supports(b, graph, id)));
                 who[id.index()] = home;
                 if who[dst.index()].is_none() {
                     who[dst.index()] = home;
@@ -241,7 +252,8 @@ impl Scheduler {
         let mut g = graph.clone();
         let mut splits: Vec<Split> = Vec::new();
         let mut copies: Vec<Vec<Copy>> = Vec::new();
-        let mut order: Vec<TensorId> = graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
+        let mut order: Vec<TensorId> =
+            graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
         let mut assignment = who.clone();
         let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
         for id in graph.ids() {
@@ -312,7 +324,9 @@ impl Scheduler {
                 buf.set_usage(BufferUsage::Compute);
                 self.buffers[b] = Some(buf);
             }
-            let buf = self.buffers[b].clone().ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
+            let buf = self.buffers[b]
+                .clone()
+                .ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
             alloc::apply_plan(&mut g, &plan, &buf)?;
         }
         // The caller's graph sees the same memory.
@@ -321,7 +335,8 @@ impl Scheduler {
             let t = g.tensor(id);
             if t.view_src.is_none() && graph.tensor(id).storage.is_none() {
                 if let Some(s) = &t.storage {
-                    graph.set_storage(id, Storage { buffer: s.buffer.clone(), offset: s.offset })?;
+                    graph
+                        .set_storage(id, Storage { buffer: s.buffer.clone(), offset: s.offset })?;
                 }
             }
         }
@@ -332,9 +347,10 @@ impl Scheduler {
     /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its
     /// inputs in and runs its nodes.
     pub fn compute(&mut self) -> Result<()> {
-        let prepared = self.prepared.take().ok_or_else(|| {
-            Error::InvalidArgument("compute called before alloc_graph".into())
-        })?;
+        let prepared = self
+            .prepared
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("compute called before alloc_graph".into()))?;
         let result = self.run(&prepared);
         self.prepared = Some(prepared);
         result
@@ -359,14 +375,22 @@ impl Scheduler {
                 }
             }
             for c in copies {
-                let from = p.graph.storage_of(c.from).ok_or_else(|| {
-                    Error::NotAllocated(p.graph.tensor(c.from).label(c.from))
-                })?;
-                let to = p.graph.storage_of(c.to).ok_or_else(|| {
-                    Error::NotAllocated(p.graph.tensor(c.to).label(c.to))
-                })?;
+                let from = p
+                    .graph
+                    .storage_of(c.from)
+                    .ok_or_else(|| Error::NotAllocated(p.graph.tensor(c.from).label(c.from)))?;
+                let to = p
+                    .graph
+                    .storage_of(c.to)
+                    .ok_or_else(|| Error::NotAllocated(p.graph.tensor(c.to).label(c.to)))?;
                 let len = p.graph.tensor(c.from).nbytes();
-                copy_between(from.buffer.as_ref(), from.offset, to.buffer.as_ref(), to.offset, len)?;
+                copy_between(
+                    from.buffer.as_ref(),
+                    from.offset,
+                    to.buffer.as_ref(),
+                    to.offset,
+                    len,
+                )?;
             }
             let backend = &mut self.backends[split.backend];
             match self.eval.as_mut() {
