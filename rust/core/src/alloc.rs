@@ -65,7 +65,8 @@ impl FreeList {
     fn free(&mut self, off: usize, size: usize) {
         let i = self.blocks.partition_point(|&(o, _)| o < off);
         self.blocks.insert(i, (off, size));
-        if i + 1 < self.blocks.len() && self.blocks[i].0 + self.blocks[i].1 == self.blocks[i + 1].0 {
+        if i + 1 < self.blocks.len() && self.blocks[i].0 + self.blocks[i].1 == self.blocks[i + 1].0
+        {
             self.blocks[i].1 += self.blocks[i + 1].1;
             self.blocks.remove(i + 1);
         }
@@ -239,10 +240,10 @@ impl GraphAllocator {
             b.set_usage(BufferUsage::Compute);
             self.buffer = Some(b);
         }
-        let buffer = self.buffer.clone().ok_or(Error::OutOfMemory {
-            device: self.buffer_type.name(),
-            size: plan.size,
-        })?;
+        let buffer = self
+            .buffer
+            .clone()
+            .ok_or(Error::OutOfMemory { device: self.buffer_type.name(), size: plan.size })?;
         apply_plan(graph, &plan, &buffer)?;
         Ok(plan)
     }

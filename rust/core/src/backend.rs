@@ -344,11 +344,23 @@ pub trait Backend: Send {
     }
     /// Writes `data` into tensor `id` at byte `offset` of it; may return before the write is
     /// done on asynchronous backends ([`Backend::synchronize`] waits).
-    fn set_tensor_async(&mut self, graph: &Graph, id: TensorId, offset: usize, data: &[u8]) -> Result<()> {
+    fn set_tensor_async(
+        &mut self,
+        graph: &Graph,
+        id: TensorId,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<()> {
         crate::tensor_data::write_tensor(graph, id, offset, data)
     }
     /// Reads tensor `id` from byte `offset` into `out`.
-    fn get_tensor_async(&mut self, graph: &Graph, id: TensorId, offset: usize, out: &mut [u8]) -> Result<()> {
+    fn get_tensor_async(
+        &mut self,
+        graph: &Graph,
+        id: TensorId,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
         crate::tensor_data::read_tensor(graph, id, offset, out)
     }
     /// Waits for all queued work.
@@ -365,7 +377,11 @@ pub trait Backend: Send {
         let _ = callback;
     }
     /// Prepares to compute `nodes` of `graph` repeatedly.
-    fn graph_plan_create(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<Box<dyn GraphPlan>>;
+    fn graph_plan_create(
+        &mut self,
+        graph: &Graph,
+        nodes: &[TensorId],
+    ) -> Result<Box<dyn GraphPlan>>;
     /// Computes a plan made by this backend for `graph`.
     fn graph_plan_compute(&mut self, graph: &Graph, plan: &dyn GraphPlan) -> Result<()>;
     /// Computes `nodes` (ids of `graph`, in order) whose operands are already computed.

@@ -197,7 +197,8 @@ fn forward_order<'a>(
         Open,
         Done,
     }
-    let mut mark: HashMap<&str, Mark> = nodes.iter().map(|n| (n.name.as_str(), Mark::New)).collect();
+    let mut mark: HashMap<&str, Mark> =
+        nodes.iter().map(|n| (n.name.as_str(), Mark::New)).collect();
     let mut order = Vec::with_capacity(nodes.len());
     for root in nodes {
         if mark[root.name.as_str()] != Mark::New {

@@ -593,7 +593,13 @@ impl Graph {
 
     /// Rotary position embedding of `a` (`[head_dim, n_head, n_tokens, 1]`, F32) at the I32
     /// positions `pos` (`[n_tokens]`), with default frequency parameters.
-    pub fn rope(&mut self, a: TensorId, pos: TensorId, n_dims: usize, mode: u32) -> Result<TensorId> {
+    pub fn rope(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        n_dims: usize,
+        mode: u32,
+    ) -> Result<TensorId> {
         self.rope_ext(a, pos, None, RopeParams { n_dims, mode, ..Default::default() })
     }
 
@@ -638,9 +644,12 @@ impl Graph {
                 p.mode
             )));
         }
-        let floats = [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow];
+        let floats =
+            [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow];
         if floats.iter().any(|f| !f.is_finite()) || p.freq_base <= 0.0 {
-            return Err(Error::InvalidArgument("ROPE: parameters must be finite, freq_base > 0".into()));
+            return Err(Error::InvalidArgument(
+                "ROPE: parameters must be finite, freq_base > 0".into(),
+            ));
         }
         let mut src = vec![a, pos];
         if let Some(f) = freq_factors {
@@ -812,16 +821,14 @@ impl Graph {
         let end = span.and_then(|s| s.checked_add(offset));
         match end {
             Some(end) if end <= ta.nbytes() => {}
-            _ => {
-                return Err(Error::ViewOutOfBounds {
-                    op: "VIEW".into(),
-                    reason: format!(
-                        "shape {ne:?} strides {nb:?} at offset {offset} exceed the {} bytes of src0 {}",
-                        ta.nbytes(),
-                        fmt_shape(&ta.ne())
-                    ),
-                })
-            }
+            _ => return Err(Error::ViewOutOfBounds {
+                op: "VIEW".into(),
+                reason: format!(
+                    "shape {ne:?} strides {nb:?} at offset {offset} exceed the {} bytes of src0 {}",
+                    ta.nbytes(),
+                    fmt_shape(&ta.ne())
+                ),
+            }),
         }
         if dtype.is_quantized() && offset % dtype.type_size() != 0 {
             return Err(Error::ViewOutOfBounds {

@@ -188,9 +188,9 @@ pub fn normalize_shape(shape: &[usize]) -> Result<[usize; MAX_DIMS]> {
     }
     let mut total: usize = 1;
     for &n in &ne {
-        total = total.checked_mul(n).ok_or_else(|| Error::Overflow {
-            what: format!("element count of shape {shape:?}"),
-        })?;
+        total = total
+            .checked_mul(n)
+            .ok_or_else(|| Error::Overflow { what: format!("element count of shape {shape:?}") })?;
     }
     Ok(ne)
 }
@@ -282,10 +282,7 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_rejected() {
-        assert!(matches!(
-            Layout::contiguous(DType::F32, &[0, 3]),
-            Err(Error::InvalidShape { .. })
-        ));
+        assert!(matches!(Layout::contiguous(DType::F32, &[0, 3]), Err(Error::InvalidShape { .. })));
         assert!(matches!(Layout::contiguous(DType::F32, &[]), Err(Error::InvalidShape { .. })));
         assert!(matches!(
             Layout::contiguous(DType::F32, &[1, 2, 3, 4, 5]),
