@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything the demo and the tests need on a fresh Debian/Ubuntu machine with Rust,
+# Python 3 and Node.js: apt packages, rustup components and targets, the gguf reference package
+# (in a venv under target/), and the npm packages. Idempotent and quiet; safe to run often.
+#
+# Usage: scripts/setup.sh [demo|all]   (default all)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+what=${1:-all}
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "setup: apt-get install ${missing[*]}" >&2
+        $SUDO apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+if [ "$what" = demo ]; then
+    exit 0
+fi
+
+# Software Vulkan (lavapipe) for the GPU tests; the aarch64 cross toolchain and qemu-user for the
+# ARM kernel tiers; a JDK and JNA for the Kotlin tests on the JVM.
+apt_install mesa-vulkan-drivers libvulkan1 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+    default-jdk-headless libjna-java
+
+for t in aarch64-unknown-linux-gnu; do
+    rustup target list --installed | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1
+done
+
+# The gguf package (NumPy reference quantizers) in a venv of our own.
+VENV=target/venv
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
+    echo "setup: pip install gguf numpy" >&2
+    "$VENV/bin/pip" install -q gguf numpy
+fi
+
+# npm packages of the React Native package (TypeScript, vitest, koffi, bob).
+if [ -f package-lock.json ] && [ ! -d node_modules ]; then
+    echo "setup: npm ci" >&2
+    npm ci --no-audit --no-fund --loglevel=error
+fi
