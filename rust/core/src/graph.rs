@@ -812,7 +812,14 @@ impl Graph {
             layout.nb[i + 1] = s;
         }
         for i in nb.len() + 1..MAX_DIMS {
-            layout.nb[i] = layout.nb[i - 1] * layout.ne[i - 1];
+            // An overflow here needs a stride above usize::MAX / 2 on a dim of 2 or more: such a
+            // view spans more than any tensor, so it is out of bounds (and must not panic).
+            layout.nb[i] = layout.nb[i - 1].checked_mul(layout.ne[i - 1]).ok_or_else(|| {
+                Error::ViewOutOfBounds {
+                    op: "VIEW".into(),
+                    reason: format!("strides {nb:?} of shape {ne:?} overflow"),
+                }
+            })?;
         }
         let span = (0..MAX_DIMS).try_fold(layout.row_bytes(), |acc: usize, i| {
             let extra = if i == 0 { Some(0) } else { (layout.ne[i] - 1).checked_mul(layout.nb[i]) };
