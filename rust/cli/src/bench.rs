@@ -1,0 +1,200 @@
+//! `tessera bench matmul`: CPU matmul throughput, timed as the anchor's ggml and candle benches.
+//!
+//! ```text
+//! tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096
+//!                      [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]
+//! ```
+//!
+//! `C[n, m] = sum_k A[m, k] B[n, k]` with `A` random weights of type `T` (quantized with the
+//! reference quantizers; placed in the repack layout when the tier has repacked kernels for the
+//! type, as llama.cpp does) and `B` F32 activations; the activation conversion is part of the
+//! timed work. At least `R` (default 10) timed runs after 3 warm-ups; the median is reported.
+//! `--cold-bytes B` cycles through at least `B` bytes of distinct weight matrices so that the
+//! weights come from DRAM. `--json FILE` appends one object per configuration with the keys
+//! `type, N, threads, median_s, gflops, weight_gbps` (plus `M, K, cold, tier, repacked`).
+
+use std::io::Write;
+use std::time::Instant;
+use tessera_core::{DType, Layout};
+use tessera_cpu::kernels;
+use tessera_cpu::matmul::{MatMul, TensorRef};
+
+const WARMUPS: usize = 3;
+
+struct Args {
+    types: Vec<DType>,
+    ns: Vec<usize>,
+    threads: Vec<usize>,
+    m: usize,
+    k: usize,
+    cold_bytes: usize,
+    json: Option<String>,
+    runs: usize,
+}
+
+fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
+    s.split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| x.trim().parse::<T>().map_err(|_| format!("bad {what}: {x:?}")))
+        .collect()
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        types: vec![DType::Q4_0],
+        ns: vec![1],
+        threads: vec![1],
+        m: 4096,
+        k: 4096,
+        cold_bytes: 0,
+        json: None,
+        runs: 10,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--types" => a.types = list(&val()?, "type")?,
+            "--ns" => a.ns = list(&val()?, "N")?,
+            "--threads" => a.threads = list(&val()?, "thread count")?,
+            "-M" | "--m" => a.m = val()?.parse().map_err(|_| "bad -M".to_string())?,
+            "-K" | "--k" => a.k = val()?.parse().map_err(|_| "bad -K".to_string())?,
+            "--cold-bytes" => {
+                a.cold_bytes =
+                    val()?.parse::<f64>().map_err(|_| "bad --cold-bytes".to_string())? as usize
+            }
+            "--json" => a.json = Some(val()?),
+            "--runs" => a.runs = val()?.parse().map_err(|_| "bad --runs".to_string())?,
+            "--tier" => {
+                kernels::force_tier(kernels::Tier::parse(&val()?).map_err(|e| e.to_string())?)
+                    .map_err(|e| e.to_string())?
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    if a.m == 0 || a.k == 0 || a.ns.contains(&0) || a.threads.contains(&0) {
+        return Err("sizes and thread counts must be positive".into());
+    }
+    a.runs = a.runs.max(10);
+    Ok(a)
+}
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs `tessera bench <args>`; `args` starts with the benchmark name (`matmul`).
+pub fn run(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        Some("matmul") => matmul(&parse(&args[1..])?),
+        _ => Err("usage: tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 \
+                  -K 4096 [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]"
+            .into()),
+    }
+}
+
+/// Weight matrices for one type: `copies` distinct allocations of the same random matrix.
+struct Weights {
+    layout: Layout,
+    copies: Vec<Vec<u8>>,
+    repacked: bool,
+}
+
+fn make_weights(dtype: DType, m: usize, k: usize, cold_bytes: usize) -> Result<Weights, String> {
+    let layout = Layout::contiguous(dtype, &[k, m]).map_err(|e| e.to_string())?;
+    let x = rand_vec(m * k, 42);
+    let bytes = tessera_core::quant::quantize_to_vec(dtype, &x).map_err(|e| e.to_string())?;
+    let (bytes, repacked) = match kernels::repack::repack_for_bench(&layout, &bytes) {
+        Some(r) => (r, true),
+        None => (bytes, false),
+    };
+    let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
+    let copies = (0..n).map(|_| bytes.clone()).collect();
+    Ok(Weights { layout, copies, repacked })
+}
+
+fn matmul(a: &Args) -> Result<(), String> {
+    println!(
+        "{:5} {:>5} {:>3} {:>12} {:>9} {:>8}  tier",
+        "type", "N", "thr", "median_ms", "GFLOPS", "GB/s"
+    );
+    for &dtype in &a.types {
+        let w = make_weights(dtype, a.m, a.k, a.cold_bytes)?;
+        let wbytes = w.copies[0].len();
+        let tier = kernels::tier_name(dtype);
+        for &n in &a.ns {
+            let x = rand_vec(n * a.k, 7);
+            let bl = Layout::contiguous(DType::F32, &[a.k, n]).map_err(|e| e.to_string())?;
+            let dl = Layout::contiguous(DType::F32, &[a.m, n]).map_err(|e| e.to_string())?;
+            let mut d = vec![0f32; a.m * n];
+            for &threads in &a.threads {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let mm = MatMul::new();
+                let mut next = 0usize;
+                let mut once = |d: &mut [f32]| -> Result<f64, String> {
+                    let wcopy = &w.copies[next % w.copies.len()];
+                    next += 1;
+                    let t0 = Instant::now();
+                    // SAFETY: every buffer holds its layout's bytes and dst is separate.
+                    unsafe {
+                        mm.run(
+                            &pool,
+                            threads,
+                            (dl, d.as_mut_ptr().cast()),
+                            TensorRef { layout: w.layout, ptr: wcopy.as_ptr() },
+                            TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                            &|| false,
+                        )
+                    }
+                    .map_err(|e| e.to_string())?;
+                    Ok(t0.elapsed().as_secs_f64())
+                };
+                for _ in 0..WARMUPS {
+                    once(&mut d)?;
+                }
+                let runs = a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 });
+                let mut times = (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>()?;
+                times.sort_by(|p, q| p.total_cmp(q));
+                let med = times[times.len() / 2];
+                let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;
+                let gbps = wbytes as f64 / med / 1e9;
+                println!(
+                    "{:5} {:>5} {:>3} {:>12.3} {:>9.1} {:>8.1}  {}{}",
+                    dtype.name(),
+                    n,
+                    threads,
+                    med * 1e3,
+                    gflops,
+                    gbps,
+                    tier,
+                    if w.repacked { " (repacked)" } else { "" }
+                );
+                if let Some(path) = &a.json {
+                    let obj = serde_json::json!({
+                        "type": dtype.name(), "N": n, "threads": threads, "M": a.m, "K": a.k,
+                        "median_s": med, "gflops": gflops, "weight_gbps": gbps,
+                        "cold": a.cold_bytes > 0, "tier": tier, "repacked": w.repacked,
+                    });
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .map_err(|e| format!("{path}: {e}"))?;
+                    writeln!(f, "{obj}").map_err(|e| format!("{path}: {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! SIMD kernels in tiers (scalar, NEON, NEON + dotprod, NEON + i8mm, AVX2, AVX-512 VNNI), chosen
+//! once at run time ([`tier`]).
+//!
+//! The matmul kernels compute tiles of `C[j][i] = dot(A row i, B row j)` with `A` the weights
+//! (any type) and `B` the activations already converted to the weight type's activation format
+//! ([`act_type`]); the driver in [`crate::matmul`] splits a matmul into such tiles.
+
+pub mod tier;
+
+pub mod repack;
+mod scalar;
+
+#[cfg(target_arch = "aarch64")]
+mod arm;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use scalar::vec_dot as scalar_vec_dot;
+pub use tier::{
+    active_tier, detected_tier, force_tier, last_tier_used, reset_tier, tier_for, tier_name,
+    tier_use_count, tiers_by_type, Tier, TIER_ENV,
+};
+
+use tessera_core::{DType, Error, Result};
+
+/// A tile kernel: for `i < mr` and `j < nr`, `c[j * ldc + i] = dot(A_i, B_j)` over `k` values,
+/// where `A_i` is the weight row at `a + i * lda` and `B_j` the activation row at `b + j * ldb`.
+///
+/// # Safety
+///
+/// The CPU supports the kernel's tier; `mr` and `nr` are at most the kernel's tile size; `k` is
+/// a multiple of the weight type's block size; the rows hold `k` values of their types; the
+/// `C` tile is writable.
+pub type TileFn = unsafe fn(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+);
+
+/// The activation format for weights of `wt`: F32 for float weights (F16 and BF16 weights are
+/// converted in the kernels, activations stay F32), ggml's `vec_dot_type` for quantized ones.
+pub const fn act_type(wt: DType) -> DType {
+    match wt {
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => DType::F32,
+        other => other.vec_dot_type(),
+    }
+}
+
+/// A matmul kernel for one weight type: its tier, activation format and tile.
+#[derive(Clone, Copy, Debug)]
+pub struct MatKernel {
+    /// The tier the kernel belongs to.
+    pub tier: Tier,
+    /// The weight type.
+    pub weight: DType,
+    /// The activation format the kernel reads ([`act_type`]).
+    pub act: DType,
+    /// Rows of the weight tile.
+    pub mr: usize,
+    /// Columns (activation rows) of the tile.
+    pub nr: usize,
+    tile: TileFn,
+}
+
+impl MatKernel {
+    /// Runs the tile kernel (see [`TileFn`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`TileFn`], except that the tier check is already done by construction.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub unsafe fn tile(
+        &self,
+        k: usize,
+        a: *const u8,
+        lda: usize,
+        b: *const u8,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+    ) {
+        debug_assert!(mr <= self.mr && nr <= self.nr);
+        // SAFETY: a MatKernel is only built for a tier the CPU supports; the rest is the
+        // caller's contract.
+        unsafe { (self.tile)(k, a, lda, b, ldb, c, ldc, mr, nr) }
+    }
+
+    /// Bytes of one activation row of `k` values.
+    pub fn act_row_size(&self, k: usize) -> Result<usize> {
+        self.act.row_size(k)
+    }
+
+    /// Converts `src` (one activation row) to the kernel's activation format in `dst`.
+    pub fn quantize_act(&self, src: &[f32], dst: &mut [u8]) -> Result<()> {
+        quantize_act(self.tier, self.act, src, dst)
+    }
+}
+
+/// Whether `tier` has its own matmul kernel for weights of `dtype` (without falling back).
+pub fn has_matmul_kernel(tier: Tier, dtype: DType) -> bool {
+    raw_tile(tier, dtype).is_some()
+}
+
+fn raw_tile(tier: Tier, dtype: DType) -> Option<(TileFn, usize, usize)> {
+    match tier {
+        Tier::Scalar => scalar::tile(dtype),
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => x86::avx2_tile(dtype),
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512Vnni => x86::avx512_tile(dtype),
+        #[cfg(target_arch = "aarch64")]
+        Tier::Neon => arm::neon_tile(dtype),
+        #[cfg(target_arch = "aarch64")]
+        Tier::Dotprod => arm::dotprod_tile(dtype),
+        #[cfg(target_arch = "aarch64")]
+        Tier::I8mm => arm::i8mm_tile(dtype),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// The matmul kernel for weights of `dtype` under `tier` (falling back to lower tiers for
+/// types `tier` has no kernel for); [`Error::TierUnsupported`] when the CPU lacks `tier`,
+/// [`Error::UnsupportedType`] when no tier handles `dtype`.
+pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
+    if !tier.is_supported() {
+        return Err(Error::TierUnsupported(tier.name().into()));
+    }
+    let t = tier::tier_for_in(tier, dtype);
+    let (tile, mr, nr) = raw_tile(t, dtype)
+        .ok_or_else(|| Error::dtype("mul_mat", dtype, "no CPU kernel for this weight type"))?;
+    Ok(MatKernel { tier: t, weight: dtype, act: act_type(dtype), mr, nr, tile })
+}
+
+/// The matmul kernel for weights of `dtype` under the active tier.
+pub fn matmul_kernel(dtype: DType) -> Result<MatKernel> {
+    matmul_kernel_in(active_tier(), dtype)
+}
+
+/// Converts one activation row `src` to `act` (F32, Q8_0, Q8_1 or Q8_K) in `dst`
+/// (`act.row_size(src.len())` bytes), with the kernels of `tier`; the result is bit-identical to
+/// `tessera_core`'s reference quantizers on every tier.
+pub fn quantize_act(tier: Tier, act: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    let expected = act.row_size(src.len())?;
+    if dst.len() != expected {
+        return Err(Error::DataLength {
+            context: format!("quantize_act: {} values of {act}", src.len()),
+            expected,
+            actual: dst.len(),
+        });
+    }
+    if !tier.is_supported() {
+        return Err(Error::TierUnsupported(tier.name().into()));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if tier >= Tier::Avx2 && x86::quantize_act(act, src, dst) {
+        return Ok(());
+    }
+    #[cfg(target_arch = "aarch64")]
+    if tier >= Tier::Neon && arm::quantize_act(act, src, dst) {
+        return Ok(());
+    }
+    tessera_core::quant::quantize_row(act, src, dst)
+}

@@ -1,0 +1,111 @@
+//! The scalar tier: portable kernels for every weight type, the reference the SIMD tiers are
+//! tested against.
+//!
+//! A dot product dequantizes one block of the weight row and of the activation row at a time
+//! with `tessera_core`'s reference dequantizers (which match ggml's) and accumulates in f64, so
+//! its only error is that of the activation quantization itself.
+
+use super::TileFn;
+use tessera_core::quant::dequantize_row;
+use tessera_core::DType;
+
+/// Values dequantized per step for plain (F32 / F16 / BF16) rows.
+const PLAIN_STEP: usize = 64;
+
+/// `dot(weight row, activation row)` of `k` values, `wt` the weight type and `act` its
+/// activation format.
+///
+/// # Safety
+///
+/// `a` must point to `wt.row_size(k)` readable bytes and `b` to `act.row_size(k)`, and `k` must
+/// be a multiple of both types' block sizes.
+pub unsafe fn vec_dot(wt: DType, act: DType, k: usize, a: *const u8, b: *const u8) -> f32 {
+    let step = if wt.is_quantized() { wt.block_size() } else { PLAIN_STEP };
+    let (wa, wb) = (wt.row_size(step).unwrap_or(0), act.row_size(step).unwrap_or(0));
+    let (Ok(ra), Ok(rb)) = (wt.row_size(k), act.row_size(k)) else { return f32::NAN };
+    // SAFETY: the caller guarantees the row lengths.
+    let (wrow, brow) =
+        unsafe { (std::slice::from_raw_parts(a, ra), std::slice::from_raw_parts(b, rb)) };
+    let mut x = [0f32; 256];
+    let mut y = [0f32; 256];
+    let mut sum = 0f64;
+    let mut done = 0;
+    while done < k {
+        let n = step.min(k - done);
+        let (ia, ib) = (done / step * wa, done / step * wb);
+        let (na, nb) = (wt.row_size(n).unwrap_or(0), act.row_size(n).unwrap_or(0));
+        if dequantize_row(wt, &wrow[ia..ia + na], &mut x[..n]).is_err()
+            || dequantize_row(act, &brow[ib..ib + nb], &mut y[..n]).is_err()
+        {
+            return f32::NAN;
+        }
+        sum += x[..n].iter().zip(&y[..n]).map(|(&p, &q)| f64::from(p) * f64::from(q)).sum::<f64>();
+        done += n;
+    }
+    sum as f32
+}
+
+macro_rules! scalar_tile {
+    ($name:ident, $wt:expr, $act:expr) => {
+        /// Scalar tile kernel (see [`TileFn`]).
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`].
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            for j in 0..nr {
+                for i in 0..mr {
+                    // SAFETY: the caller guarantees mr rows of A, nr rows of B and the C tile.
+                    unsafe {
+                        *c.add(j * ldc + i) = vec_dot($wt, $act, k, a.add(i * lda), b.add(j * ldb));
+                    }
+                }
+            }
+        }
+    };
+}
+
+scalar_tile!(tile_f32, DType::F32, DType::F32);
+scalar_tile!(tile_f16, DType::F16, DType::F32);
+scalar_tile!(tile_bf16, DType::BF16, DType::F32);
+scalar_tile!(tile_q4_0, DType::Q4_0, DType::Q8_0);
+scalar_tile!(tile_q4_1, DType::Q4_1, DType::Q8_1);
+scalar_tile!(tile_q5_0, DType::Q5_0, DType::Q8_0);
+scalar_tile!(tile_q5_1, DType::Q5_1, DType::Q8_1);
+scalar_tile!(tile_q8_0, DType::Q8_0, DType::Q8_0);
+scalar_tile!(tile_q2_k, DType::Q2_K, DType::Q8_K);
+scalar_tile!(tile_q3_k, DType::Q3_K, DType::Q8_K);
+scalar_tile!(tile_q4_k, DType::Q4_K, DType::Q8_K);
+scalar_tile!(tile_q5_k, DType::Q5_K, DType::Q8_K);
+scalar_tile!(tile_q6_k, DType::Q6_K, DType::Q8_K);
+
+/// The scalar tile kernel for weights of `wt`, with its tile size (rows, columns).
+pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    let f: TileFn = match wt {
+        DType::F32 => tile_f32,
+        DType::F16 => tile_f16,
+        DType::BF16 => tile_bf16,
+        DType::Q4_0 => tile_q4_0,
+        DType::Q4_1 => tile_q4_1,
+        DType::Q5_0 => tile_q5_0,
+        DType::Q5_1 => tile_q5_1,
+        DType::Q8_0 => tile_q8_0,
+        DType::Q2_K => tile_q2_k,
+        DType::Q3_K => tile_q3_k,
+        DType::Q4_K => tile_q4_k,
+        DType::Q5_K => tile_q5_k,
+        DType::Q6_K => tile_q6_k,
+        DType::I32 | DType::Q8_1 | DType::Q8_K => return None,
+    };
+    Some((f, 4, 4))
+}

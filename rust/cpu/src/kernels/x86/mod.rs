@@ -1,0 +1,23 @@
+//! x86_64 tiers: AVX2 + FMA + F16C, and AVX-512 VNNI.
+
+mod avx2;
+mod avx512;
+
+use super::TileFn;
+use tessera_core::DType;
+
+/// The AVX2 tile kernel for weights of `wt`, with its tile size.
+pub(super) fn avx2_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    avx2::tile(wt)
+}
+
+/// The AVX-512 VNNI tile kernel for weights of `wt`, with its tile size.
+pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    avx512::tile(wt)
+}
+
+/// Converts an activation row with AVX2 when a kernel exists for `act`; `false` otherwise.
+/// Only called once the AVX2 tier is known to be supported.
+pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
+    avx2::quantize_act(act, src, dst)
+}

@@ -1,0 +1,124 @@
+//! Step 1 of the driver: the activations in the kernel's format.
+
+use super::{SharedPtr, TensorRef};
+use crate::kernels::MatKernel;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use tessera_core::quant::dequantize_row;
+use tessera_core::{DType, Error, Result};
+
+/// The converted activations: row `(i1, i2, i3)` starts at `ptr + i1*nb[1] + i2*nb[2] +
+/// i3*nb[3]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Acts {
+    pub ptr: *const u8,
+    pub nb: [usize; 4],
+    pub ne: [usize; 4],
+}
+
+// SAFETY: the activations are only read while the driver's parallel section runs, and the
+// memory they point to outlives it.
+unsafe impl Send for Acts {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Acts {}
+
+/// Rows converted per parallel task.
+const ROWS_PER_TASK: usize = 4;
+
+/// Converts `b` to the kernel's activation format in `work` (or reads it in place).
+///
+/// # Safety
+///
+/// `b.ptr` must point to `b.layout.nbytes()` readable bytes.
+pub(crate) unsafe fn activations(
+    kernel: &MatKernel,
+    k: usize,
+    b: &TensorRef,
+    work: &mut Vec<u64>,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+) -> Result<Acts> {
+    let bl = &b.layout;
+    if kernel.act == DType::F32 && bl.dtype == DType::F32 && bl.nb[0] == 4 && bl.nb[1] % 4 == 0 {
+        return Ok(Acts { ptr: b.ptr, nb: bl.nb, ne: bl.ne });
+    }
+    let row = kernel.act_row_size(k)?;
+    let rows = bl.ne[1] * bl.ne[2] * bl.ne[3];
+    let bytes =
+        row.checked_mul(rows).ok_or(Error::Overflow { what: "activation buffer".into() })?;
+    if work.len() * 8 < bytes {
+        work.resize(bytes.div_ceil(8), 0);
+    }
+    let out = SharedPtr(work.as_mut_ptr().cast::<u8>());
+    let failed = AtomicBool::new(false);
+    let next = AtomicUsize::new(0);
+    let tasks = rows.div_ceil(ROWS_PER_TASK);
+    let src = SharedPtr(b.ptr.cast_mut());
+    let worker = || {
+        let mut tmp = vec![0f32; k];
+        loop {
+            let t = next.fetch_add(1, Ordering::Relaxed);
+            if t >= tasks {
+                return;
+            }
+            for r in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(rows) {
+                let (i1, i2, i3) = (r % bl.ne[1], r / bl.ne[1] % bl.ne[2], r / bl.ne[1] / bl.ne[2]);
+                let off = i1 * bl.nb[1] + i2 * bl.nb[2] + i3 * bl.nb[3];
+                // SAFETY: row r of the work buffer has `row` bytes (sized above); rows written by
+                // different threads are disjoint; the source row lies within b's bytes.
+                let ok = unsafe {
+                    let dst = std::slice::from_raw_parts_mut(out.get().add(r * row), row);
+                    let srow = src.get().add(off).cast_const();
+                    let x: &[f32] =
+                        if bl.dtype == DType::F32 && bl.nb[0] == 4 && srow.align_offset(4) == 0 {
+                            std::slice::from_raw_parts(srow.cast::<f32>(), k)
+                        } else {
+                            gather(bl.dtype, srow, bl.nb[0], &mut tmp);
+                            &tmp
+                        };
+                    kernel.quantize_act(x, dst).is_ok()
+                };
+                if !ok {
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    };
+    if threads > 1 && tasks > 1 {
+        pool.scope(|s| {
+            for _ in 0..threads.min(tasks) {
+                s.spawn(|_| worker());
+            }
+        });
+    } else {
+        worker();
+    }
+    if failed.load(Ordering::Relaxed) {
+        return Err(Error::InvalidArgument("mul_mat: activation conversion failed".into()));
+    }
+    let ne = bl.ne;
+    Ok(Acts { ptr: out.0.cast_const(), nb: [0, row, row * ne[1], row * ne[1] * ne[2]], ne })
+}
+
+/// Reads `out.len()` values of the float type `dtype` with element stride `stride` bytes.
+///
+/// # Safety
+///
+/// The strided elements must be readable.
+unsafe fn gather(dtype: DType, src: *const u8, stride: usize, out: &mut [f32]) {
+    let es = dtype.type_size();
+    if stride == es {
+        // SAFETY: a dense row of out.len() elements (caller's contract).
+        let row = unsafe { std::slice::from_raw_parts(src, es * out.len()) };
+        if dequantize_row(dtype, row, out).is_err() {
+            out.fill(f32::NAN);
+        }
+        return;
+    }
+    let mut tmp = [0u8; 4];
+    for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: element i lies within the source row (caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(src.add(i * stride), tmp.as_mut_ptr(), es) };
+        let mut v = [0f32];
+        *o = if dequantize_row(dtype, &tmp[..es], &mut v).is_ok() { v[0] } else { f32::NAN };
+    }
+}

@@ -1,0 +1,199 @@
+//! The matmul driver: ggml's MUL_MAT on the CPU with the kernels of the active tier.
+//!
+//! `dst[.., n, m] = sum_k A[.., m, k] * B[.., n, k]`: `A` (src0) the weights of any supported
+//! type, `B` (src1) F32 / F16 / BF16 activations (strided or not), `dst` F32 with dense rows;
+//! dims 2 and 3 of `A` are broadcast over those of `B` as in ggml.
+//!
+//! 1. The activations are converted once per call to the weight type's activation format
+//!    ([`crate::kernels::act_type`]: Q8_0, Q8_1, Q8_K or F32) into a work buffer reused across
+//!    calls (F32 activations with dense rows are read in place when the format is F32).
+//! 2. The output is cut into chunks of weight rows by activation rows; the threads take chunks
+//!    from an atomic counter (fast and slow cores balance themselves), and the abort callback
+//!    is polled between chunks.
+//! 3. Inside a chunk the kernel's `mr x nr` tiles run rows-outer, so that a tile of weight rows
+//!    is reused from L1 across every activation column of the chunk; a chunk's activation
+//!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
+//!    once, `mr` rows side by side.
+//!
+//! Weights in a [`crate::kernels::repack`] buffer (interleaved rows) are recognized by their
+//! address and use the repacked kernels.
+
+mod convert;
+mod split;
+
+use crate::kernels::{self, MatKernel};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use tessera_core::{DType, Error, Layout, Result};
+
+/// An operand of the driver: a layout and the host address of its first byte.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef {
+    /// Type, shape and byte strides.
+    pub layout: Layout,
+    /// Address of the first element.
+    pub ptr: *const u8,
+}
+
+/// The driver's state kept across calls: the activation work buffer.
+#[derive(Debug, Default)]
+pub struct MatMul {
+    work: Mutex<Vec<u64>>,
+}
+
+/// The abort poll: returns `true` to stop.
+pub type AbortFn<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// A raw pointer that pool threads may share; every use writes disjoint bytes or only reads.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedPtr(pub(crate) *mut u8);
+// SAFETY: the pointed-to memory outlives the parallel section (joined before `run` returns),
+// and threads write disjoint regions of it (rows of the work buffer, tiles of dst).
+unsafe impl Send for SharedPtr {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for SharedPtr {}
+
+impl SharedPtr {
+    /// The pointer (a method, so that closures capture the whole `Send` wrapper).
+    pub(crate) fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// Checks ggml's MUL_MAT shape rules; returns (K, M, N).
+fn check_shapes(dst: &Layout, a: &Layout, b: &Layout) -> Result<(usize, usize, usize)> {
+    let bad = |why: &str| Error::InvalidArgument(format!("mul_mat: {why}"));
+    if dst.dtype != DType::F32 || dst.nb[0] != 4 || dst.nb[1] % 4 != 0 {
+        return Err(bad("dst must be F32 with dense rows"));
+    }
+    if !b.dtype.is_float() {
+        return Err(Error::dtype("mul_mat", b.dtype, "activations must be F32, F16 or BF16"));
+    }
+    if a.nb[0] != a.dtype.type_size() {
+        return Err(bad("weight rows must be dense"));
+    }
+    let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    if b.ne[0] != k
+        || dst.ne[0] != m
+        || dst.ne[1] != n
+        || dst.ne[2] != b.ne[2]
+        || dst.ne[3] != b.ne[3]
+    {
+        return Err(bad(&format!("shapes {:?} x {:?} -> {:?} do not match", a.ne, b.ne, dst.ne)));
+    }
+    if b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0 {
+        return Err(bad("src1 dims 2 and 3 must be multiples of src0's"));
+    }
+    if k % a.dtype.block_size() != 0 {
+        return Err(Error::BlockAlignment { dtype: a.dtype, n: k, block: a.dtype.block_size() });
+    }
+    Ok((k, m, n))
+}
+
+impl MatMul {
+    /// A driver with an empty work buffer.
+    pub fn new() -> MatMul {
+        MatMul::default()
+    }
+
+    /// Computes `dst = mul_mat(a, b)` with the active tier's kernels on `threads` threads of
+    /// `pool` (1: on the calling thread).
+    ///
+    /// # Safety
+    ///
+    /// Every pointer must point to memory holding its layout's bytes (`nbytes`), valid for the
+    /// whole call; `dst` must be writable and must not overlap `a` or `b`.
+    pub unsafe fn run(
+        &self,
+        pool: &rayon::ThreadPool,
+        threads: usize,
+        dst: (Layout, *mut u8),
+        a: TensorRef,
+        b: TensorRef,
+        abort: AbortFn<'_>,
+    ) -> Result<()> {
+        let kernel = kernels::matmul_kernel(a.layout.dtype)?;
+        // SAFETY: forwarded caller contract.
+        unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }
+    }
+
+    /// As [`MatMul::run`] with a given kernel (tests use it to compare tiers).
+    ///
+    /// # Safety
+    ///
+    /// As [`MatMul::run`].
+    pub unsafe fn run_with(
+        &self,
+        kernel: &MatKernel,
+        pool: &rayon::ThreadPool,
+        threads: usize,
+        dst: (Layout, *mut u8),
+        a: TensorRef,
+        b: TensorRef,
+        abort: AbortFn<'_>,
+    ) -> Result<()> {
+        let (dl, dp) = dst;
+        let (k, _, _) = check_shapes(&dl, &a.layout, &b.layout)?;
+        if kernel.weight != a.layout.dtype {
+            return Err(Error::InvalidArgument("mul_mat: kernel for another weight type".into()));
+        }
+        let threads = threads.max(1);
+        let mut guard = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: forwarded caller contract (b's bytes are readable).
+        let acts = unsafe { convert::activations(kernel, k, &b, &mut guard, pool, threads)? };
+        let failed = AtomicBool::new(false);
+        let plan = split::Plan::new(kernel, &dl, &a.layout, &acts);
+        let next = AtomicUsize::new(0);
+        let dptr = SharedPtr(dp);
+        let aptr = SharedPtr(a.ptr.cast_mut());
+        let worker = || {
+            loop {
+                if failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= plan.chunks() {
+                    return;
+                }
+                if abort() {
+                    failed.store(true, Ordering::Relaxed);
+                    return;
+                }
+                // SAFETY: the plan's chunks are disjoint tiles of dst within its layout; the
+                // operands are valid per the caller's contract.
+                unsafe { plan.run_chunk(c, kernel, aptr.get(), &acts, dptr) };
+            }
+        };
+        if threads > 1 && plan.chunks() > 1 {
+            pool.scope(|s| {
+                for _ in 0..threads.min(plan.chunks()) {
+                    s.spawn(|_| worker());
+                }
+            });
+        } else {
+            worker();
+        }
+        kernels::tier::note_used(kernel.tier);
+        if failed.load(Ordering::Relaxed) {
+            return Err(Error::Aborted);
+        }
+        Ok(())
+    }
+}
+
+/// One-shot convenience: [`MatMul::run`] with a fresh work buffer.
+///
+/// # Safety
+///
+/// As [`MatMul::run`].
+pub unsafe fn mul_mat(
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    dst: (Layout, *mut u8),
+    a: TensorRef,
+    b: TensorRef,
+    abort: AbortFn<'_>,
+) -> Result<()> {
+    // SAFETY: forwarded caller contract.
+    unsafe { MatMul::new().run(pool, threads, dst, a, b, abort) }
+}

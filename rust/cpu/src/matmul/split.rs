@@ -1,0 +1,118 @@
+//! Steps 2 and 3 of the driver: the chunks of the output and the tiles inside a chunk.
+
+use super::convert::Acts;
+use super::SharedPtr;
+use crate::kernels::MatKernel;
+use tessera_core::Layout;
+
+/// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass).
+const COL_BYTES: usize = 192 * 1024;
+/// Chunks per thread aimed for, so that fast cores take more of them.
+const CHUNKS_PER_THREAD_HINT: usize = 16;
+
+/// How the output is cut into chunks.
+pub(crate) struct Plan {
+    k: usize,
+    m: usize,
+    n: usize,
+    rc: usize,
+    cc: usize,
+    row_chunks: usize,
+    col_chunks: usize,
+    planes: [usize; 2],
+    bcast: [usize; 2],
+    a_nb: [usize; 4],
+    d_nb: [usize; 4],
+}
+
+impl Plan {
+    pub(crate) fn new(kernel: &MatKernel, dst: &Layout, a: &Layout, acts: &Acts) -> Plan {
+        let (k, m, n) = (a.ne[0], a.ne[1], acts.ne[1]);
+        let per_col = acts.nb[1].max(1);
+        let cc = if n <= kernel.nr {
+            n
+        } else {
+            let fit = (COL_BYTES / per_col).max(kernel.nr);
+            let cc = (fit / kernel.nr * kernel.nr).min(n);
+            // Even columns chunks: ceil(n / chunks), rounded up to the tile width.
+            let chunks = n.div_ceil(cc);
+            n.div_ceil(chunks).div_ceil(kernel.nr) * kernel.nr
+        };
+        let col_chunks = n.div_ceil(cc);
+        let planes = [acts.ne[2], acts.ne[3]];
+        let want = (CHUNKS_PER_THREAD_HINT * 8).div_ceil(col_chunks * planes[0] * planes[1]).max(1);
+        let rc = m.div_ceil(want).div_ceil(kernel.mr).max(1) * kernel.mr;
+        let rc = rc.clamp(kernel.mr, 512.max(kernel.mr));
+        Plan {
+            k,
+            m,
+            n,
+            rc,
+            cc,
+            row_chunks: m.div_ceil(rc),
+            col_chunks,
+            planes,
+            bcast: [acts.ne[2] / a.ne[2], acts.ne[3] / a.ne[3]],
+            a_nb: a.nb,
+            d_nb: dst.nb,
+        }
+    }
+
+    pub(crate) fn chunks(&self) -> usize {
+        self.row_chunks * self.col_chunks * self.planes[0] * self.planes[1]
+    }
+
+    /// Computes chunk `c`: its tiles, weight rows outer.
+    ///
+    /// # Safety
+    ///
+    /// The operands must be valid for the plan's layouts; chunks write disjoint parts of dst.
+    pub(crate) unsafe fn run_chunk(
+        &self,
+        c: usize,
+        kernel: &MatKernel,
+        a: *mut u8,
+        acts: &Acts,
+        dst: SharedPtr,
+    ) {
+        let rchunk = c % self.row_chunks;
+        let rest = c / self.row_chunks;
+        let cchunk = rest % self.col_chunks;
+        let plane = rest / self.col_chunks;
+        let (i2, i3) = (plane % self.planes[0], plane / self.planes[0]);
+        let (r0, r1) = (rchunk * self.rc, ((rchunk + 1) * self.rc).min(self.m));
+        let (c0, c1) = (cchunk * self.cc, ((cchunk + 1) * self.cc).min(self.n));
+        let lda = self.a_nb[1];
+        let ldb = acts.nb[1];
+        let ldc = self.d_nb[1] / 4;
+        // SAFETY: all offsets stay within the operands' layouts (plane indices are in range and
+        // the broadcast divides them as ggml does).
+        unsafe {
+            let a_plane =
+                a.add((i2 / self.bcast[0]) * self.a_nb[2] + (i3 / self.bcast[1]) * self.a_nb[3]);
+            let b_plane = acts.ptr.add(i2 * acts.nb[2] + i3 * acts.nb[3]);
+            let d_plane = dst.get().add(i2 * self.d_nb[2] + i3 * self.d_nb[3]).cast::<f32>();
+            let mut i = r0;
+            while i < r1 {
+                let mr = kernel.mr.min(r1 - i);
+                let mut j = c0;
+                while j < c1 {
+                    let nr = kernel.nr.min(c1 - j);
+                    kernel.tile(
+                        self.k,
+                        a_plane.add(i * lda),
+                        lda,
+                        b_plane.add(j * ldb),
+                        ldb,
+                        d_plane.add(j * ldc + i),
+                        ldc,
+                        mr,
+                        nr,
+                    );
+                    j += nr;
+                }
+                i += mr;
+            }
+        }
+    }
+}

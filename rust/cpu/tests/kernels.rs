@@ -1,0 +1,320 @@
+//! Every kernel tier the running CPU supports against the scalar reference, for every weight
+//! type, on odd and bigger shapes; activation quantizers bit-exact; the threaded driver equal to
+//! the single-threaded one; broadcasting and strided activations.
+//!
+//! Under emulation (aarch64 on qemu) set `TESSERA_TEST_SMALL=1` to shrink the big shapes.
+
+use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
+use tessera_core::{DType, Error, Layout};
+use tessera_cpu::kernels::{self, MatKernel, Tier};
+use tessera_cpu::matmul::{MatMul, TensorRef};
+
+const WEIGHT_TYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+fn small() -> bool {
+    std::env::var("TESSERA_TEST_SMALL").is_ok_and(|v| !v.is_empty() && v != "0")
+        || cfg!(target_arch = "aarch64") && std::env::var("TESSERA_EXPECT_CPU").is_ok()
+}
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn supported_tiers() -> Vec<Tier> {
+    Tier::ALL.into_iter().filter(|t| t.is_supported()).collect()
+}
+
+fn nmse(got: &[f32], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    num / den.max(1e-300)
+}
+
+/// A weight matrix of `dtype` (`m` rows of `k`), its bytes and its dequantized values.
+fn weights(dtype: DType, k: usize, m: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    let x = rand_vec(k * m, seed);
+    let bytes = quantize_to_vec(dtype, &x).unwrap();
+    let deq = dequantize_to_vec(dtype, &bytes, k * m).unwrap();
+    (bytes, deq)
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+}
+
+fn never() -> bool {
+    false
+}
+
+/// Runs the driver with `kernel` on weights `a` (`[k, m]`) and F32 activations `b` of layout
+/// `bl`, returning dst `[m, n, ne2, ne3]`.
+fn run(
+    kernel: &MatKernel,
+    threads: usize,
+    a: &[u8],
+    al: Layout,
+    b: &[u8],
+    bl: Layout,
+) -> tessera_core::Result<Vec<f32>> {
+    let dl = Layout::contiguous(DType::F32, &[al.ne[1], bl.ne[1], bl.ne[2], bl.ne[3]]).unwrap();
+    let mut d = vec![0f32; dl.nelements()];
+    let mm = MatMul::new();
+    let p = pool(threads);
+    // SAFETY: every buffer holds its layout's bytes and dst is separate.
+    unsafe {
+        mm.run_with(
+            kernel,
+            &p,
+            threads,
+            (dl, d.as_mut_ptr().cast()),
+            TensorRef { layout: al, ptr: a.as_ptr() },
+            TensorRef { layout: bl, ptr: b.as_ptr() },
+            &never,
+        )?;
+    }
+    Ok(d)
+}
+
+fn f32_bytes(x: &[f32]) -> Vec<u8> {
+    x.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The exact product (f64) of dequantized weights and f32 activations.
+fn reference(wdeq: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0f64; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            out[j * m + i] =
+                (0..k).map(|t| f64::from(wdeq[i * k + t]) * f64::from(x[j * k + t])).sum();
+        }
+    }
+    out
+}
+
+fn check_shape(dtype: DType, m: usize, n: usize, k: usize) {
+    let (a, wdeq) = weights(dtype, k, m, (m * 31 + n * 7 + k) as u64);
+    let x = rand_vec(k * n, 12345 + n as u64);
+    let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    let b = f32_bytes(&x);
+    // The reference sees the activations as the kernels do (quantized to the activation
+    // format), so that tiny outputs are not dominated by the activation rounding.
+    let act = kernels::act_type(dtype);
+    let xq = dequantize_to_vec(act, &quantize_to_vec(act, &x).unwrap(), k * n).unwrap();
+    let want = reference(&wdeq, &xq, k, m, n);
+    let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
+    let base = run(&scalar, 1, &a, al, &b, bl).unwrap();
+    let e = nmse(&base, &want);
+    assert!(e <= 5e-4, "scalar {dtype} {m}x{n}x{k}: nmse {e}");
+    for tier in supported_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+        let got = run(&kern, 1, &a, al, &b, bl).unwrap();
+        let e = nmse(&got, &want);
+        assert!(e <= 5e-4, "{tier} ({}) {dtype} {m}x{n}x{k}: nmse {e} vs exact", kern.tier);
+        let base64: Vec<f64> = base.iter().map(|&v| f64::from(v)).collect();
+        let e = nmse(&got, &base64);
+        assert!(e <= 1e-5, "{tier} ({}) {dtype} {m}x{n}x{k}: nmse {e} vs scalar", kern.tier);
+    }
+}
+
+#[test]
+fn every_tier_matches_scalar_on_odd_shapes() {
+    for dtype in WEIGHT_TYPES {
+        let ks: &[usize] = if dtype.block_size() == 256 {
+            &[256, 768]
+        } else if dtype.is_quantized() {
+            &[32, 96, 288]
+        } else {
+            &[1, 7, 33, 100]
+        };
+        for &k in ks {
+            for &(m, n) in &[(1, 1), (3, 1), (1, 3), (17, 3), (3, 17), (17, 17)] {
+                check_shape(dtype, m, n, k);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_tier_matches_scalar_on_bigger_shapes() {
+    let shapes: &[(usize, usize, usize)] =
+        if small() { &[(37, 9, 1024), (9, 21, 512)] } else { &[(300, 17, 4096), (64, 130, 512)] };
+    for dtype in WEIGHT_TYPES {
+        for &(m, n, k) in shapes {
+            check_shape(dtype, m, n, k);
+        }
+    }
+}
+
+#[test]
+fn threaded_driver_equals_single_thread() {
+    let (m, n, k) = if small() { (67, 19, 512) } else { (259, 70, 2048) };
+    for dtype in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+        let (a, _) = weights(dtype, k, m, 7);
+        let x = rand_vec(k * n, 8);
+        let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+        let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+        let b = f32_bytes(&x);
+        for tier in supported_tiers() {
+            let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+            let one = run(&kern, 1, &a, al, &b, bl).unwrap();
+            for threads in [2, 3, 4] {
+                let many = run(&kern, threads, &a, al, &b, bl).unwrap();
+                assert_eq!(one, many, "{tier} {dtype} with {threads} threads");
+            }
+            let gemv = run(
+                &kern,
+                3,
+                &a,
+                al,
+                &b[..k * 4],
+                Layout::contiguous(DType::F32, &[k, 1]).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(&gemv[..], &one[..m], "{tier} {dtype} gemv");
+        }
+    }
+}
+
+#[test]
+fn broadcast_and_strided_activations() {
+    let (m, n, k) = (5, 3, 64);
+    for dtype in [DType::F32, DType::Q8_0, DType::Q4_0] {
+        // A: [k, m, 2, 1]; B: [k, n, 4, 3] (dims 2 and 3 broadcast over A's).
+        let (a, wdeq) = weights(dtype, k, m * 2, 99);
+        let al = Layout::contiguous(dtype, &[k, m, 2, 1]).unwrap();
+        let x = rand_vec(k * n * 12, 5);
+        let bl = Layout::contiguous(DType::F32, &[k, n, 4, 3]).unwrap();
+        let b = f32_bytes(&x);
+        for tier in supported_tiers() {
+            let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+            let got = run(&kern, 2, &a, al, &b, bl).unwrap();
+            for p in 0..12 {
+                let i2 = p % 4;
+                let wplane = &wdeq[(i2 / 2) * m * k..][..m * k];
+                let want = reference(wplane, &x[p * n * k..][..n * k], k, m, n);
+                let e = nmse(&got[p * m * n..][..m * n], &want);
+                assert!(e <= 5e-4, "{tier} {dtype} plane {p}: {e}");
+            }
+        }
+        // Transposed activations: B stored as [n][k] columns, viewed as ne = [k, n] with
+        // nb = [4 * n, 4] (not contiguous).
+        let xt = rand_vec(k * n, 6);
+        let mut bt = vec![0f32; k * n];
+        for j in 0..n {
+            for t in 0..k {
+                bt[t * n + j] = xt[j * k + t];
+            }
+        }
+        let (a2, wdeq2) = weights(dtype, k, m, 98);
+        let al2 = Layout::contiguous(dtype, &[k, m]).unwrap();
+        let mut btl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+        btl.nb = [4 * n, 4, 4 * n * k, 4 * n * k];
+        let want = reference(&wdeq2, &xt, k, m, n);
+        for tier in supported_tiers() {
+            let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+            let got = run(&kern, 2, &a2, al2, &f32_bytes(&bt), btl).unwrap();
+            assert!(nmse(&got, &want) <= 5e-4, "{tier} {dtype} transposed B");
+        }
+    }
+}
+
+#[test]
+fn f16_activations_are_converted() {
+    let (m, n, k) = (6, 2, 64);
+    let (a, wdeq) = weights(DType::Q8_0, k, m, 3);
+    let x = rand_vec(k * n, 4);
+    let b = quantize_to_vec(DType::F16, &x).unwrap();
+    let xr = dequantize_to_vec(DType::F16, &b, k * n).unwrap();
+    let want = reference(&wdeq, &xr, k, m, n);
+    let kern = kernels::matmul_kernel(DType::Q8_0).unwrap();
+    let got = run(
+        &kern,
+        1,
+        &a,
+        Layout::contiguous(DType::Q8_0, &[k, m]).unwrap(),
+        &b,
+        Layout::contiguous(DType::F16, &[k, n]).unwrap(),
+    )
+    .unwrap();
+    assert!(nmse(&got, &want) <= 5e-4);
+}
+
+#[test]
+fn activation_quantizers_are_bit_exact() {
+    for tier in supported_tiers() {
+        for act in [DType::Q8_0, DType::Q8_1, DType::Q8_K] {
+            for (len, seed) in [(256usize, 1u64), (512, 2), (4096, 3)] {
+                let mut x = rand_vec(len, seed);
+                // Exact ties and zeros: a block of zeros, values that scale to .5.
+                x[..32].fill(0.0);
+                for (i, v) in x[32..64].iter_mut().enumerate() {
+                    *v = (i as f32 - 16.0) * 0.5;
+                }
+                let want = quantize_to_vec(act, &x).unwrap();
+                let mut got = vec![0u8; want.len()];
+                kernels::quantize_act(tier, act, &x, &mut got).unwrap();
+                assert_eq!(got, want, "{tier} {act} len {len}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let kern = kernels::matmul_kernel(DType::Q4_0).unwrap();
+    let a = vec![0u8; 18 * 2];
+    let b = vec![0u8; 4 * 64];
+    let al = Layout::contiguous(DType::Q4_0, &[32, 2]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[64, 1]).unwrap();
+    assert!(matches!(run(&kern, 1, &a, al, &b, bl), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn abort_stops_the_driver() {
+    let kern = kernels::matmul_kernel(DType::F32).unwrap();
+    let (k, m, n) = (64, 64, 8);
+    let a = f32_bytes(&rand_vec(k * m, 1));
+    let b = f32_bytes(&rand_vec(k * n, 2));
+    let al = Layout::contiguous(DType::F32, &[k, m]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
+    let mut d = vec![0f32; m * n];
+    let p = pool(2);
+    let yes = || true;
+    // SAFETY: buffers hold their layouts' bytes.
+    let r = unsafe {
+        MatMul::new().run_with(
+            &kern,
+            &p,
+            2,
+            (dl, d.as_mut_ptr().cast()),
+            TensorRef { layout: al, ptr: a.as_ptr() },
+            TensorRef { layout: bl, ptr: b.as_ptr() },
+            &yes,
+        )
+    };
+    assert!(matches!(r, Err(Error::Aborted)));
+}

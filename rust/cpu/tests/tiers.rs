@@ -1,0 +1,152 @@
+//! The tier chosen on this CPU, that it ran, and that an unsupported tier is refused.
+//!
+//! `TESSERA_EXPECT_CPU` (set by scripts/qemu-test.sh for each qemu `-cpu` model) names the CPU:
+//! `cortex-a53` expects the NEON tier, `cortex-a76` dotprod, `max` i8mm. On x86_64 the AVX2
+//! tier (and AVX-512 VNNI where the CPU has it) is checked against the scalar reference.
+
+use tessera_core::{DType, Error, Layout};
+use tessera_cpu::kernels::{self, Tier};
+use tessera_cpu::matmul::{MatMul, TensorRef};
+
+/// Tests that force tiers or read the active tier take this lock (tests run in parallel).
+static TIER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Runs a Q8_0 / Q4_0 matmul with the kernel of `tier` and returns (result, tier that ran).
+fn run_tier(tier: Tier, dtype: DType) -> (Vec<f32>, Tier) {
+    let (m, n, k) = (13, 5, 256);
+    let a = tessera_core::quant::quantize_to_vec(dtype, &rand_vec(m * k, 1)).unwrap();
+    let b: Vec<u8> = rand_vec(n * k, 2).iter().flat_map(|v| v.to_le_bytes()).collect();
+    let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
+    let mut d = vec![0f32; m * n];
+    let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let before = kernels::tier_use_count(kern.tier);
+    // SAFETY: buffers hold their layouts' bytes.
+    unsafe {
+        MatMul::new()
+            .run_with(
+                &kern,
+                &pool,
+                1,
+                (dl, d.as_mut_ptr().cast()),
+                TensorRef { layout: al, ptr: a.as_ptr() },
+                TensorRef { layout: bl, ptr: b.as_ptr() },
+                &|| false,
+            )
+            .unwrap();
+    }
+    assert!(kernels::tier_use_count(kern.tier) > before, "{} kernel did not run", kern.tier);
+    (d, kern.tier)
+}
+
+fn close(a: &[f32], b: &[f32]) -> bool {
+    let num: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x - y).powi(2)).sum();
+    let den: f64 = b.iter().map(|&y| f64::from(y).powi(2)).sum();
+    num / den <= 1e-5
+}
+
+#[test]
+fn expected_tier_is_chosen_and_runs() {
+    let _guard = lock();
+    let expect = std::env::var("TESSERA_EXPECT_CPU").unwrap_or_default();
+    let want = match expect.as_str() {
+        "cortex-a53" => Some(Tier::Neon),
+        "cortex-a76" => Some(Tier::Dotprod),
+        "max" => Some(Tier::I8mm),
+        "" => None,
+        other => panic!("unknown TESSERA_EXPECT_CPU {other:?}"),
+    };
+    if let Some(want) = want {
+        assert_eq!(kernels::detected_tier(), want, "detected tier on {expect}");
+        if std::env::var(kernels::TIER_ENV).is_err() {
+            assert_eq!(kernels::active_tier(), want);
+        }
+        for dtype in [DType::Q8_0, DType::Q4_0] {
+            assert_eq!(kernels::tier::tier_for_in(want, dtype), want, "{dtype} on {expect}");
+            let (got, ran) = run_tier(want, dtype);
+            assert_eq!(ran, want);
+            let (reference, _) = run_tier(Tier::Scalar, dtype);
+            assert!(close(&got, &reference), "{want} {dtype} differs from scalar");
+        }
+        // Every tier above the expected one is refused.
+        for t in Tier::ALL {
+            if t > want || (t != Tier::Scalar && t.fallback().is_some() && !t.is_supported()) {
+                assert!(
+                    matches!(kernels::force_tier(t), Err(Error::TierUnsupported(_))),
+                    "{t} should be refused on {expect}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn forcing_an_unsupported_tier_is_refused() {
+    let _guard = lock();
+    let before = kernels::active_tier();
+    for t in Tier::ALL {
+        if !t.is_supported() {
+            assert!(matches!(kernels::force_tier(t), Err(Error::TierUnsupported(_))), "{t}");
+            assert!(matches!(
+                kernels::matmul_kernel_in(t, DType::Q4_0),
+                Err(Error::TierUnsupported(_))
+            ));
+            assert_eq!(kernels::active_tier(), before);
+        }
+    }
+    // The other architecture's tiers are never supported.
+    let foreign = if cfg!(target_arch = "x86_64") { Tier::Neon } else { Tier::Avx2 };
+    assert!(!foreign.is_supported());
+}
+
+#[test]
+fn forcing_a_supported_tier_works() {
+    let _guard = lock();
+    for t in Tier::ALL.into_iter().filter(|t| t.is_supported()) {
+        kernels::force_tier(t).unwrap();
+        assert_eq!(kernels::active_tier(), t);
+        assert!(kernels::tier_for(DType::Q8_0) <= t);
+        assert!(!kernels::tier_name(DType::Q4_K).is_empty());
+    }
+    kernels::reset_tier();
+    assert_eq!(Tier::parse("AVX512").unwrap(), Tier::Avx512Vnni);
+    assert!(Tier::parse("sse9").is_err());
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn x86_tiers_match_scalar() {
+    assert!(Tier::Avx2.is_supported(), "every x86_64 CI machine has AVX2");
+    let mut tiers = vec![Tier::Avx2];
+    if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+        assert!(Tier::Avx512Vnni.is_supported());
+        assert_eq!(kernels::detected_tier(), Tier::Avx512Vnni);
+        tiers.push(Tier::Avx512Vnni);
+    }
+    for tier in tiers {
+        for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::F32, DType::F16] {
+            let (got, ran) = run_tier(tier, dtype);
+            assert_eq!(ran, tier, "{dtype} should have a {tier} kernel");
+            let (reference, _) = run_tier(Tier::Scalar, dtype);
+            assert!(close(&got, &reference), "{tier} {dtype} differs from scalar");
+        }
+    }
+}
