@@ -4,4 +4,6 @@
 
 pub mod buffer;
 pub mod features;
+pub mod kernels;
+pub mod matmul;
 pub mod reference;
