@@ -2,8 +2,13 @@
 //! backend.
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod buffer;
+pub mod device;
 pub mod features;
 pub mod kernels;
 pub mod matmul;
 pub mod reference;
+
+pub use backend::CpuBackend;
+pub use device::{CpuBackendReg, CpuDevice};

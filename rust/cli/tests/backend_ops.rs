@@ -1,0 +1,112 @@
+//! The conformance harness in CI: every op on the CPU device against the scalar reference, and
+//! a device that computes nothing is caught.
+
+use std::sync::Arc;
+use tessera_cli::backend_ops::{self, cases, run_case, Outcome};
+use tessera_core::backend::{
+    Backend, BackendParams, BackendReg, BufferType, Device, DeviceCaps, DeviceType, GraphPlan,
+    MemoryInfo,
+};
+use tessera_core::registry::Registry;
+use tessera_core::{Graph, Result, TensorId};
+use tessera_cpu::CpuDevice;
+
+#[test]
+fn every_op_on_the_cpu_matches_the_reference() {
+    let registry = tessera_cli::registry();
+    let report = backend_ops::test(&registry, None);
+    assert!(report.failed.is_empty(), "failed:\n{}", report.failed.join("\n"));
+    assert!(report.passed >= 90, "only {} cases ran", report.passed);
+    let ops: std::collections::BTreeSet<&str> = cases(false).iter().map(|c| c.op).collect();
+    for op in [
+        "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "CLAMP", "SUM", "SUM_ROWS", "MEAN",
+        "ARGMAX", "REPEAT", "CONCAT", "MUL_MAT", "GET_ROWS", "SOFT_MAX", "DIAG_MASK_INF",
+        "RMS_NORM", "NORM", "ROPE", "SILU", "GELU", "RELU", "TANH", "SWIGLU", "GEGLU", "CPY",
+        "DUP", "CONT",
+    ] {
+        assert!(ops.contains(op), "no case for {op}");
+    }
+}
+
+/// A device that claims every op and computes nothing.
+struct Lazy;
+
+struct LazyBackend;
+
+impl Device for Lazy {
+    fn name(&self) -> String {
+        "LAZY".into()
+    }
+    fn description(&self) -> String {
+        "computes nothing".into()
+    }
+    fn memory(&self) -> MemoryInfo {
+        MemoryInfo::default()
+    }
+    fn device_type(&self) -> DeviceType {
+        DeviceType::Accelerator
+    }
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::default()
+    }
+    fn init_backend(&self, _: &BackendParams) -> Result<Box<dyn Backend>> {
+        Ok(Box::new(LazyBackend))
+    }
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        CpuDevice.buffer_type()
+    }
+    fn supports_op(&self, _: &Graph, _: TensorId) -> bool {
+        true
+    }
+    fn supports_buffer_type(&self, bt: &dyn BufferType) -> bool {
+        bt.is_host()
+    }
+}
+
+impl Backend for LazyBackend {
+    fn name(&self) -> String {
+        "LAZY".into()
+    }
+    fn device(&self) -> Arc<dyn Device> {
+        Arc::new(Lazy)
+    }
+    fn graph_plan_create(&mut self, _: &Graph, _: &[TensorId]) -> Result<Box<dyn GraphPlan>> {
+        unimplemented!()
+    }
+    fn graph_plan_compute(&mut self, _: &Graph, _: &dyn GraphPlan) -> Result<()> {
+        unimplemented!()
+    }
+    fn compute_nodes(&mut self, _: &Graph, _: &[TensorId]) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct LazyReg;
+
+impl BackendReg for LazyReg {
+    fn name(&self) -> String {
+        "LAZY".into()
+    }
+    fn devices(&self) -> Vec<Arc<dyn Device>> {
+        vec![Arc::new(Lazy)]
+    }
+}
+
+#[test]
+fn a_wrong_device_fails_the_harness() {
+    let all = cases(false);
+    let mm = all.iter().find(|c| c.op == "MUL_MAT").unwrap();
+    assert!(matches!(run_case(mm, &Lazy), Outcome::Fail(_)));
+    let mut reg = Registry::new();
+    reg.register(Arc::new(LazyReg));
+    let report = backend_ops::test(&reg, Some("SOFT_MAX"));
+    assert_eq!(report.passed, 0);
+    assert_eq!(report.failed.len(), 3);
+}
+
+#[test]
+fn support_lists_every_case() {
+    let text = backend_ops::support(&tessera_cli::registry()).unwrap();
+    assert!(text.contains("MUL_MAT"));
+    assert!(!text.contains(" no\n"), "the CPU supports everything:\n{text}");
+}

@@ -1,0 +1,215 @@
+//! The CPU backend: computes graphs on host memory with a thread pool of its own.
+
+use crate::buffer::CPU_NAME;
+use crate::device::{default_threads, CpuDevice};
+use crate::reference::{self, HostTensor};
+use rayon::prelude::*;
+use std::any::Any;
+use std::sync::Arc;
+use tessera_core::backend::{AbortCallback, Backend, Device, GraphPlan};
+use tessera_core::{Error, Graph, Op, Result, TensorId};
+
+/// The largest thread count accepted (far above any phone or desktop).
+pub const MAX_THREADS: usize = 512;
+
+/// A plan: the nodes to compute, resolved once.
+#[derive(Debug, Clone)]
+pub struct CpuGraphPlan {
+    nodes: Vec<TensorId>,
+}
+
+impl GraphPlan for CpuGraphPlan {
+    fn nodes(&self) -> &[TensorId] {
+        &self.nodes
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The CPU backend.
+pub struct CpuBackend {
+    threads: usize,
+    pool: rayon::ThreadPool,
+    abort: Option<AbortCallback>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CpuBackend({} threads)", self.threads)
+    }
+}
+
+fn check_threads(n: usize) -> Result<usize> {
+    if n == 0 || n > MAX_THREADS {
+        return Err(Error::InvalidArgument(format!(
+            "thread count {n} must be between 1 and {MAX_THREADS}"
+        )));
+    }
+    Ok(n)
+}
+
+fn make_pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tessera-cpu-{i}"))
+        .build()
+        .map_err(|e| Error::Backend { backend: CPU_NAME.into(), message: e.to_string() })
+}
+
+/// A host pointer that may cross to pool threads.
+#[derive(Clone, Copy)]
+struct SendTensor(HostTensor);
+// SAFETY: the pointed-to memory outlives the parallel section (it is joined before returning),
+// and parallel parts write disjoint regions of the destination.
+unsafe impl Send for SendTensor {}
+// SAFETY: as for `Send`; sources are only read.
+unsafe impl Sync for SendTensor {}
+
+impl CpuBackend {
+    /// A backend with `threads` workers (`None`: [`default_threads`]).
+    pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
+        let threads = check_threads(threads.unwrap_or_else(default_threads))?;
+        Ok(CpuBackend { threads, pool: make_pool(threads)?, abort: None })
+    }
+
+    /// The number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn host_tensor(graph: &Graph, id: TensorId) -> Result<HostTensor> {
+        let t = graph.get(id)?;
+        let s = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
+        let base = s.buffer.host_ptr().ok_or_else(|| Error::Backend {
+            backend: CPU_NAME.into(),
+            message: format!("tensor {} is not in host memory ({})", t.label(id), s.buffer.name()),
+        })?;
+        // SAFETY: `set_storage` checked that the tensor's bytes lie within the buffer.
+        let ptr = unsafe { base.as_ptr().add(s.offset) };
+        Ok(HostTensor { layout: t.layout, ptr })
+    }
+
+    fn compute_node(&self, graph: &Graph, id: TensorId, aborted: &dyn Fn() -> bool) -> Result<()> {
+        let t = graph.get(id)?;
+        if !t.op.computes() {
+            return Ok(());
+        }
+        if !reference::supports(graph, id) {
+            return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
+        }
+        let dst = Self::host_tensor(graph, id)?;
+        let srcs =
+            t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
+        if matches!(t.op, Op::MulMat) && self.threads > 1 {
+            return self.mul_mat_parallel(&t.op, dst, &srcs, aborted);
+        }
+        // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
+        // allocator only aliases dst and src0 for ops that can run in place.
+        unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
+    }
+
+    /// Splits a matmul over the weight rows (dst's dim 0) among the pool's threads.
+    fn mul_mat_parallel(
+        &self,
+        op: &Op,
+        dst: HostTensor,
+        srcs: &[HostTensor],
+        aborted: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let m = srcs[0].layout.ne[1];
+        let chunks = (self.threads * 4).min(m).max(1);
+        let per = m.div_ceil(chunks);
+        let (d, a, b) = (SendTensor(dst), SendTensor(srcs[0]), SendTensor(srcs[1]));
+        let abort = self.abort.clone();
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let poll = || {
+            failed.load(std::sync::atomic::Ordering::Relaxed) || abort.as_ref().is_some_and(|f| f())
+        };
+        let _ = aborted;
+        self.pool.install(|| {
+            (0..m.div_ceil(per)).into_par_iter().try_for_each(|c| {
+                let (start, end) = (c * per, ((c + 1) * per).min(m));
+                let mut a_part = a.0;
+                a_part.layout.ne[1] = end - start;
+                // SAFETY: rows start..end of src0 lie within it.
+                a_part.ptr = unsafe { a.0.ptr.add(start * a.0.layout.nb[1]) };
+                let mut d_part = d.0;
+                d_part.layout.ne[0] = end - start;
+                // SAFETY: columns start..end of dst lie within it; parts write disjoint columns.
+                d_part.ptr = unsafe { d.0.ptr.add(start * d.0.layout.nb[0]) };
+                // SAFETY: the parts are sub-views of valid tensors (see above).
+                let r =
+                    unsafe { reference::compute_op(&Op::MulMat, d_part, &[a_part, b.0], &poll) };
+                if r.is_err() {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                r
+            })
+        })?;
+        let _ = op;
+        Ok(())
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        CPU_NAME.to_string()
+    }
+
+    fn device(&self) -> Arc<dyn Device> {
+        CpuDevice::shared()
+    }
+
+    fn set_n_threads(&mut self, n: usize) -> Result<()> {
+        let n = check_threads(n)?;
+        if n != self.threads {
+            self.pool = make_pool(n)?;
+            self.threads = n;
+        }
+        Ok(())
+    }
+
+    fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
+        self.abort = callback;
+    }
+
+    fn graph_plan_create(
+        &mut self,
+        graph: &Graph,
+        nodes: &[TensorId],
+    ) -> Result<Box<dyn GraphPlan>> {
+        for &id in nodes {
+            let t = graph.get(id)?;
+            if t.op.computes() && !reference::supports(graph, id) {
+                return Err(Error::UnsupportedOp {
+                    device: CPU_NAME.into(),
+                    op: t.op.name().into(),
+                });
+            }
+        }
+        let nodes = nodes.iter().copied().filter(|&id| graph.tensor(id).op.computes()).collect();
+        Ok(Box::new(CpuGraphPlan { nodes }))
+    }
+
+    fn graph_plan_compute(&mut self, graph: &Graph, plan: &dyn GraphPlan) -> Result<()> {
+        let plan = plan.as_any().downcast_ref::<CpuGraphPlan>().ok_or_else(|| Error::Backend {
+            backend: CPU_NAME.into(),
+            message: "the plan was made by another backend".into(),
+        })?;
+        self.compute_nodes(graph, &plan.nodes)
+    }
+
+    fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
+        let abort = self.abort.clone();
+        let aborted = move || abort.as_ref().is_some_and(|f| f());
+        for &id in nodes {
+            if aborted() {
+                return Err(Error::Aborted);
+            }
+            self.compute_node(graph, id, &aborted)?;
+        }
+        Ok(())
+    }
+}
