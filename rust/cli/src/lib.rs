@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod backend_ops;
+pub mod bench;
 pub mod info;
 
 use tessera_core::registry::Registry;

@@ -1,12 +1,13 @@
 //! `tessera`: info, backend-ops and bench.
 
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, info, registry};
+use tessera_cli::{backend_ops, bench, info, registry};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
        tessera backend-ops support
-       tessera backend-ops perf [-o OP] [-t THREADS]";
+       tessera backend-ops perf [-o OP] [-t THREADS]
+       tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -64,6 +65,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
                 }
                 Some(other) => Err(format!("unknown backend-ops mode {other:?}\n{USAGE}")),
             }
+        }
+        Some("bench") => {
+            bench::run(&args[1..])?;
+            Ok(ExitCode::SUCCESS)
         }
         Some("-h") | Some("--help") | Some("help") => {
             println!("{USAGE}");
