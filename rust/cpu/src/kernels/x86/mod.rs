@@ -2,6 +2,7 @@
 
 mod avx2;
 mod avx512;
+mod kern;
 
 use super::TileFn;
 use tessera_core::DType;

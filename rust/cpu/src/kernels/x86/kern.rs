@@ -1,0 +1,370 @@
+//! The x86_64 tile kernels, written once and instantiated per tier by [`x86_tier!`] with the
+//! tier's `#[target_feature]` set, register-tile sizes and int8 dot instruction (AVX2
+//! `vpmaddubsw` + `vpmaddwd`, or AVX-512 VNNI `vpdpbusd` on 256-bit registers, which Zen 4 and
+//! Intel cores run at full rate).
+//!
+//! Each kernel computes an `MR x NR` register tile: per block, `MR` weight rows and `NR`
+//! activation rows are loaded once and every pair is multiplied, so a weight block is reused
+//! `NR` times from registers (GEMM) and, with `NR = 1`, `MR` weight rows stream side by side
+//! (GEMV).
+
+/// f16 bits to f32.
+macro_rules! h2f {
+    ($bits:expr) => {
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from($bits))))
+    };
+}
+
+/// Reads an unaligned little-endian u16 at `p`.
+macro_rules! rd16 {
+    ($p:expr) => {
+        std::ptr::read_unaligned($p.cast::<u16>())
+    };
+}
+
+/// Horizontal sum of 8 f32 lanes.
+macro_rules! hsum {
+    ($v:expr) => {{
+        let v = $v;
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }};
+}
+
+/// Splits a tile request into full `MR x NR` tiles and 1-wide edges.
+macro_rules! tiled {
+    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, $g:expr) => {
+        /// Tile kernel (see [`TileFn`]).
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`].
+        #[target_feature(enable = $feat)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            let mut i = 0;
+            while i < mr {
+                let rs = if mr - i >= $MR { $MR } else { 1 };
+                let mut j = 0;
+                while j < nr {
+                    let cs = if nr - j >= $NR { $NR } else { 1 };
+                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
+                    match (rs == $MR, cs == $NR) {
+                        (true, true) => $inner::<$MR, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (true, false) => $inner::<$MR, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, true) => $inner::<1, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, false) => $inner::<1, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                    }
+                    j += cs;
+                }
+                i += rs;
+            }
+        }
+    };
+}
+
+/// Loads 8 weights of kind `W` at element `t` of the row at `p`, as f32.
+macro_rules! load_w {
+    ($W:expr, $p:expr, $t:expr) => {
+        match $W {
+            W_F32 => _mm256_loadu_ps($p.cast::<f32>().add($t)),
+            W_F16 => _mm256_cvtph_ps(_mm_loadu_si128($p.cast::<u16>().add($t).cast())),
+            _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+                _mm_loadu_si128($p.cast::<u16>().add($t).cast()),
+            ))),
+        }
+    };
+}
+
+/// One weight of kind `W` at element `t`, as f32 (for the tails).
+macro_rules! scalar_w {
+    ($W:expr, $p:expr, $t:expr) => {
+        match $W {
+            W_F32 => std::ptr::read_unaligned($p.cast::<f32>().add($t)),
+            W_F16 => h2f!(rd16!($p.add(2 * $t))),
+            _ => f32::from_bits(u32::from(rd16!($p.add(2 * $t))) << 16),
+        }
+    };
+}
+
+/// Weight element kinds of the float kernel.
+pub(super) const W_F32: u8 = 0;
+/// F16 weights.
+pub(super) const W_F16: u8 = 1;
+/// BF16 weights.
+pub(super) const W_BF16: u8 = 2;
+
+pub(super) use {h2f, hsum, load_w, rd16, scalar_w, tiled};
+
+/// Instantiates the kernels of one x86 tier.
+///
+/// `$feat`: the target features; `$vnni`: whether `vpdpbusd` is available; `($fm, $fn)`,
+/// `($qm, $qn)`, `($km, $kn)`: tile sizes of the float, legacy-quant and k-quant kernels.
+macro_rules! x86_tier {
+    ($feat:literal, $vnni:expr, ($fm:literal, $fn:literal), ($qm:literal, $qn:literal), ($km:literal, $kn:literal)) => {
+        use super::kern::{h2f, hsum, load_w, rd16, scalar_w, tiled};
+        use crate::kernels::TileFn;
+        use std::arch::x86_64::*;
+        use tessera_core::DType;
+
+        const VNNI: bool = $vnni;
+
+        use super::kern::{W_BF16, W_F16, W_F32};
+
+        /// Float weights (F32 / F16 / BF16) times F32 activations.
+        #[target_feature(enable = $feat)]
+        unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let kv = k / 8 * 8;
+            let mut t = 0;
+            while t < kv {
+                let mut av = [_mm256_setzero_ps(); MR];
+                for (i, v) in av.iter_mut().enumerate() {
+                    *v = load_w!(W, a.add(i * lda), t);
+                }
+                for j in 0..NR {
+                    let bv = _mm256_loadu_ps(b.add(j * ldb).cast::<f32>().add(t));
+                    for i in 0..MR {
+                        acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+                    }
+                }
+                t += 8;
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    let mut s = hsum!(acc[i][j]);
+                    let bp = b.add(j * ldb).cast::<f32>();
+                    for tt in kv..k {
+                        s +=
+                            scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));
+                    }
+                    *c.add(j * ldc + i) = s;
+                }
+            }
+        }
+
+        /// Q8_0 or Q4_0 weights (`Q4` selects) times Q8_0 activations.
+        #[target_feature(enable = $feat)]
+        unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let wsize = if Q4 { 18 } else { 34 };
+            let nb = k / 32;
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let ones16 = _mm256_set1_epi16(1);
+            let ones8 = _mm256_set1_epi8(1);
+            let nib = _mm256_set1_epi8(0x0f);
+            // Zero point of the unsigned weights: 8 for Q4_0 nibbles, 128 for Q8_0 xor 0x80.
+            let zp = _mm256_set1_epi8(if Q4 { 8 } else { -128 });
+            let flip = _mm256_set1_epi8(-128);
+            for blk in 0..nb {
+                let mut wv = [_mm256_setzero_si256(); MR];
+                let mut wd = [_mm256_setzero_ps(); MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * wsize);
+                    wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
+                    wv[i] = if Q4 {
+                        let q = _mm_loadu_si128(p.add(2).cast());
+                        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+                        _mm256_and_si256(both, nib)
+                    } else if VNNI {
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(2).cast()), flip)
+                    } else {
+                        _mm256_loadu_si256(p.add(2).cast())
+                    };
+                }
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * 34);
+                    let bd = _mm256_set1_ps(h2f!(rd16!(p)));
+                    let bv = _mm256_loadu_si256(p.add(2).cast());
+                    if VNNI {
+                        // -zp * sum(b), per 4-byte lane: the correction for unsigned weights.
+                        let corr = _mm256_sub_epi32(
+                            _mm256_setzero_si256(),
+                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), zp, bv),
+                        );
+                        for i in 0..MR {
+                            let p32 = _mm256_dpbusd_epi32(corr, wv[i], bv);
+                            let s = _mm256_mul_ps(wd[i], bd);
+                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                        }
+                    } else if Q4 {
+                        let sum8 = _mm256_slli_epi32::<3>(_mm256_madd_epi16(
+                            _mm256_maddubs_epi16(ones8, bv),
+                            ones16,
+                        ));
+                        for i in 0..MR {
+                            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[i], bv), ones16);
+                            let p32 = _mm256_sub_epi32(dot, sum8);
+                            let s = _mm256_mul_ps(wd[i], bd);
+                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                        }
+                    } else {
+                        for i in 0..MR {
+                            // |w| * sign(b, w): the products of w * b with an unsigned left side.
+                            let ua = _mm256_sign_epi8(wv[i], wv[i]);
+                            let sb = _mm256_sign_epi8(bv, wv[i]);
+                            let p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(ua, sb), ones16);
+                            let s = _mm256_mul_ps(wd[i], bd);
+                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                        }
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                }
+            }
+        }
+
+        /// The 8 six-bit scales and mins of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
+        #[inline(always)]
+        fn scales_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+            let mut sc = [0u8; 8];
+            let mut mn = [0u8; 8];
+            for j in 0..4 {
+                sc[j] = s[j] & 63;
+                mn[j] = s[j + 4] & 63;
+            }
+            for j in 4..8 {
+                sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+                mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+            (sc, mn)
+        }
+
+        /// Q4_K weights times Q8_K activations.
+        #[target_feature(enable = $feat)]
+        unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let nb = k / 256;
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let mut macc = [[0f32; NR]; MR];
+            let nib = _mm256_set1_epi8(0x0f);
+            for blk in 0..nb {
+                let mut d = [0f32; MR];
+                let mut dmin = [0f32; MR];
+                let mut sc = [[0i16; 8]; MR];
+                let mut mn = [[0i32; 8]; MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * 144);
+                    d[i] = h2f!(rd16!(p));
+                    dmin[i] = h2f!(rd16!(p.add(2)));
+                    let (s, m) =
+                        scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                    for t in 0..8 {
+                        sc[i][t] = i16::from(s[t]);
+                        mn[i][t] = i32::from(m[t]);
+                    }
+                }
+                let mut bd = [0f32; NR];
+                let mut bsum = [[0i32; 8]; NR];
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * 292);
+                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                    let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+                    for t in 0..8 {
+                        bsum[j][t] = i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]);
+                    }
+                }
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                for ch in 0..4 {
+                    let mut lo = [_mm256_setzero_si256(); MR];
+                    let mut hi = [_mm256_setzero_si256(); MR];
+                    let mut s_lo = [_mm256_setzero_si256(); MR];
+                    let mut s_hi = [_mm256_setzero_si256(); MR];
+                    for i in 0..MR {
+                        let q =
+                            _mm256_loadu_si256(a.add(i * lda + blk * 144 + 16 + 32 * ch).cast());
+                        lo[i] = _mm256_and_si256(q, nib);
+                        hi[i] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
+                        s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
+                        s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
+                    }
+                    for j in 0..NR {
+                        let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
+                        let b_lo = _mm256_loadu_si256(p.cast());
+                        let b_hi = _mm256_loadu_si256(p.add(32).cast());
+                        for i in 0..MR {
+                            let x = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], b_lo), s_lo[i]);
+                            let y = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], b_hi), s_hi[i]);
+                            iacc[i][j] = _mm256_add_epi32(iacc[i][j], _mm256_add_epi32(x, y));
+                        }
+                    }
+                }
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let s = _mm256_set1_ps(d[i] * bd[j]);
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        let mut ms = 0i32;
+                        for t in 0..8 {
+                            ms += mn[i][t] * bsum[j][t];
+                        }
+                        macc[i][j] += dmin[i] * bd[j] * ms as f32;
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(acc[i][j]) - macc[i][j];
+                }
+            }
+        }
+
+        tiled!($feat, tile_f32, float_tile, $fm, $fn, W_F32);
+        tiled!($feat, tile_f16, float_tile, $fm, $fn, W_F16);
+        tiled!($feat, tile_bf16, float_tile, $fm, $fn, W_BF16);
+        tiled!($feat, tile_q8_0, q_0_tile, $qm, $qn, false);
+        tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
+        tiled!($feat, tile_q4_k, q4_k_tile, $km, $kn, 0);
+
+        /// The tile kernel of this tier for weights of `wt`, with its tile size.
+        pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+            Some(match wt {
+                DType::F32 => (tile_f32 as TileFn, $fm, $fn),
+                DType::F16 => (tile_f16 as TileFn, $fm, $fn),
+                DType::BF16 => (tile_bf16 as TileFn, $fm, $fn),
+                DType::Q8_0 => (tile_q8_0 as TileFn, $qm, $qn),
+                DType::Q4_0 => (tile_q4_0 as TileFn, $qm, $qn),
+                DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),
+                _ => return None,
+            })
+        }
+    };
+}
+
+pub(super) use x86_tier;
