@@ -828,14 +828,16 @@ impl Graph {
         let end = span.and_then(|s| s.checked_add(offset));
         match end {
             Some(end) if end <= ta.nbytes() => {}
-            _ => return Err(Error::ViewOutOfBounds {
-                op: "VIEW".into(),
-                reason: format!(
+            _ => {
+                return Err(Error::ViewOutOfBounds {
+                    op: "VIEW".into(),
+                    reason: format!(
                     "shape {ne:?} strides {nb:?} at offset {offset} exceed the {} bytes of src0 {}",
                     ta.nbytes(),
                     fmt_shape(&ta.ne())
                 ),
-            }),
+                })
+            }
         }
         if dtype.is_quantized() && offset % dtype.type_size() != 0 {
             return Err(Error::ViewOutOfBounds {

@@ -66,20 +66,29 @@ const X: &str = r#"{"name":"x","type":"F32","shape":[4,2]}"#;
 #[test]
 fn unknown_op_names_the_node() {
     let e = expect_err(&doc(X, r#"{"name":"y","op":"FROBNICATE","src":["x"]}"#, r#""y""#));
-    assert!(matches!(&e, Error::InGraph { name, error, .. } if name == "y" && matches!(**error, Error::UnknownOp(_))), "{e}");
+    assert!(
+        matches!(&e, Error::InGraph { name, error, .. } if name == "y" && matches!(**error, Error::UnknownOp(_))),
+        "{e}"
+    );
     assert!(e.to_string().contains("FROBNICATE"));
 }
 
 #[test]
 fn unknown_type_names_the_tensor() {
     let e = expect_err(&doc(r#"{"name":"x","type":"Q9_9","shape":[4]}"#, "", r#""x""#));
-    assert!(matches!(&e, Error::InGraph { name, error, .. } if name == "x" && matches!(**error, Error::UnknownType(_))), "{e}");
+    assert!(
+        matches!(&e, Error::InGraph { name, error, .. } if name == "x" && matches!(**error, Error::UnknownType(_))),
+        "{e}"
+    );
 }
 
 #[test]
 fn missing_source_is_named() {
     let e = expect_err(&doc(X, r#"{"name":"y","op":"SILU","src":["nope"]}"#, r#""y""#));
-    assert!(matches!(&e, Error::UnknownTensor { name, context } if name == "nope" && context.contains("\"y\"")), "{e}");
+    assert!(
+        matches!(&e, Error::UnknownTensor { name, context } if name == "nope" && context.contains("\"y\"")),
+        "{e}"
+    );
     let e = expect_err(&doc(X, "", r#""ghost""#));
     assert!(matches!(&e, Error::UnknownTensor { name, .. } if name == "ghost"), "{e}");
 }
@@ -89,8 +98,14 @@ fn shape_mismatch_names_node_op_and_shapes() {
     let t = r#"{"name":"x","type":"F32","shape":[4,2]},{"name":"w","type":"F32","shape":[5,3]}"#;
     let e = expect_err(&doc(t, r#"{"name":"y","op":"MUL_MAT","src":["w","x"]}"#, r#""y""#));
     let msg = e.to_string();
-    assert!(matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::ShapeMismatch { .. })), "{e}");
-    assert!(msg.contains("\"y\"") && msg.contains("MUL_MAT") && msg.contains("[5, 3, 1, 1]"), "{msg}");
+    assert!(
+        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::ShapeMismatch { .. })),
+        "{e}"
+    );
+    assert!(
+        msg.contains("\"y\"") && msg.contains("MUL_MAT") && msg.contains("[5, 3, 1, 1]"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -98,12 +113,20 @@ fn wrong_data_length_is_rejected() {
     let data = base64_encode(&[0u8; 12]);
     let t = format!(r#"{{"name":"c","type":"F32","shape":[4],"data":"{data}"}}"#);
     let e = expect_err(&doc(&t, "", r#""c""#));
-    assert!(matches!(&e, Error::InGraph { name, error, .. } if name == "c" && matches!(**error, Error::DataLength { expected: 16, actual: 12, .. })), "{e}");
-    let e = expect_err(&doc(r#"{"name":"c","type":"F32","shape":[4],"values":[1,2,3]}"#, "", r#""c""#));
-    assert!(matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::DataLength { expected: 4, actual: 3, .. })), "{e}");
+    assert!(
+        matches!(&e, Error::InGraph { name, error, .. } if name == "c" && matches!(**error, Error::DataLength { expected: 16, actual: 12, .. })),
+        "{e}"
+    );
+    let e =
+        expect_err(&doc(r#"{"name":"c","type":"F32","shape":[4],"values":[1,2,3]}"#, "", r#""c""#));
+    assert!(
+        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::DataLength { expected: 4, actual: 3, .. })),
+        "{e}"
+    );
     let e = expect_err(&doc(r#"{"name":"c","type":"F32","shape":[1],"data":"@@"}"#, "", r#""c""#));
     assert!(e.to_string().contains("base64"), "{e}");
-    let e = expect_err(&doc(r#"{"name":"c","type":"I32","shape":[1],"values":[1.5]}"#, "", r#""c""#));
+    let e =
+        expect_err(&doc(r#"{"name":"c","type":"I32","shape":[1],"values":[1.5]}"#, "", r#""c""#));
     assert!(e.to_string().contains("I32"), "{e}");
 }
 
@@ -145,7 +168,10 @@ fn cycles_are_rejected() {
 fn bad_params_and_arity_are_rejected() {
     for (nodes, want) in [
         (r#"{"name":"y","op":"SCALE","src":["x"]}"#, "missing field `scale`"),
-        (r#"{"name":"y","op":"SCALE","src":["x"],"params":{"scale":1,"zoom":2}}"#, "unknown field `zoom`"),
+        (
+            r#"{"name":"y","op":"SCALE","src":["x"],"params":{"scale":1,"zoom":2}}"#,
+            "unknown field `zoom`",
+        ),
         (r#"{"name":"y","op":"SILU","src":["x"],"params":{"a":1}}"#, "takes no params"),
         (r#"{"name":"y","op":"ADD","src":["x"]}"#, "takes 2 sources"),
         (r#"{"name":"y","op":"PERMUTE","src":["x"],"params":{"axes":[0,0,1,2]}}"#, "permutation"),
@@ -163,6 +189,13 @@ fn bad_params_and_arity_are_rejected() {
     assert!(matches!(e, Error::InvalidGraph(_)));
     let e = expect_err(&doc(X, "", ""));
     assert!(e.to_string().contains("no outputs"), "{e}");
-    let e = expect_err(&doc(r#"{"name":"h","type":"F32","shape":[1099511627776,1099511627776]}"#, "", r#""h""#));
-    assert!(matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::InvalidShape { .. } | Error::Overflow { .. })), "{e}");
+    let e = expect_err(&doc(
+        r#"{"name":"h","type":"F32","shape":[1099511627776,1099511627776]}"#,
+        "",
+        r#""h""#,
+    ));
+    assert!(
+        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::InvalidShape { .. } | Error::Overflow { .. })),
+        "{e}"
+    );
 }
