@@ -1,0 +1,444 @@
+//! The WGSL kernels: their sources, their pipelines, and how a graph node becomes a dispatch
+//! (bindings, a uniform block of shapes, strides and parameters, and a workgroup count).
+//!
+//! Every tensor is bound as a storage buffer range read as `array<u32>` and described by a
+//! 12-word descriptor (`Desc` in `shaders/common.wgsl`): `ne[4]`, `nb[4]` in bytes, the byte
+//! offset of element 0 in the bound range, and a type code. One module per op family builds the
+//! dispatch of its ops.
+
+mod elementwise;
+mod get_rows;
+mod mul_mat;
+mod norm;
+mod rope;
+mod soft_max;
+
+use crate::buffer::GpuBuffer;
+use crate::context::Context;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use tessera_core::{DType, Error, Graph, Op, Result, TensorId};
+
+/// Rows and columns of the MUL_MAT result computed by one workgroup.
+pub const MUL_MAT_TILE: usize = mul_mat::TILE;
+
+/// Source shared by every kernel, prepended to each shader file.
+const COMMON: &str = include_str!("../../shaders/common.wgsl");
+
+/// A WGSL shader file (one wgpu shader module, possibly several entry points).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shader {
+    /// Binary, unary and copy ops (`shaders/elementwise.wgsl`).
+    Elementwise,
+    /// MUL_MAT (`shaders/mul_mat.wgsl`).
+    MulMat,
+    /// SOFT_MAX (`shaders/soft_max.wgsl`).
+    SoftMax,
+    /// RMS_NORM (`shaders/rms_norm.wgsl`).
+    RmsNorm,
+    /// ROPE (`shaders/rope.wgsl`).
+    Rope,
+    /// GET_ROWS (`shaders/get_rows.wgsl`).
+    GetRows,
+}
+
+impl Shader {
+    /// Every shader file.
+    pub const ALL: [Shader; 6] = [
+        Shader::Elementwise,
+        Shader::MulMat,
+        Shader::SoftMax,
+        Shader::RmsNorm,
+        Shader::Rope,
+        Shader::GetRows,
+    ];
+
+    /// The file name in `shaders/`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Shader::Elementwise => "elementwise.wgsl",
+            Shader::MulMat => "mul_mat.wgsl",
+            Shader::SoftMax => "soft_max.wgsl",
+            Shader::RmsNorm => "rms_norm.wgsl",
+            Shader::Rope => "rope.wgsl",
+            Shader::GetRows => "get_rows.wgsl",
+        }
+    }
+
+    fn body(self) -> &'static str {
+        match self {
+            Shader::Elementwise => include_str!("../../shaders/elementwise.wgsl"),
+            Shader::MulMat => include_str!("../../shaders/mul_mat.wgsl"),
+            Shader::SoftMax => include_str!("../../shaders/soft_max.wgsl"),
+            Shader::RmsNorm => include_str!("../../shaders/rms_norm.wgsl"),
+            Shader::Rope => include_str!("../../shaders/rope.wgsl"),
+            Shader::GetRows => include_str!("../../shaders/get_rows.wgsl"),
+        }
+    }
+
+    /// The complete WGSL source compiled for this shader: `common.wgsl` followed by the file.
+    pub fn source(self) -> String {
+        format!("{COMMON}\n{}", self.body())
+    }
+
+    /// The entry points (kernels) of this shader.
+    pub fn kernels(self) -> Vec<Kernel> {
+        Kernel::ALL.into_iter().filter(|k| k.shader() == self).collect()
+    }
+}
+
+/// A compute entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// ADD, SUB, MUL, DIV with broadcasting.
+    Binary,
+    /// SCALE, SQR, SQRT, CLAMP, activations, and copies (CPY, CONT, DUP).
+    Unary,
+    /// MUL_MAT.
+    MulMat,
+    /// SOFT_MAX.
+    SoftMax,
+    /// RMS_NORM.
+    RmsNorm,
+    /// ROPE.
+    Rope,
+    /// GET_ROWS.
+    GetRows,
+}
+
+impl Kernel {
+    /// Every kernel.
+    pub const ALL: [Kernel; 7] = [
+        Kernel::Binary,
+        Kernel::Unary,
+        Kernel::MulMat,
+        Kernel::SoftMax,
+        Kernel::RmsNorm,
+        Kernel::Rope,
+        Kernel::GetRows,
+    ];
+
+    /// The shader file holding the kernel.
+    pub fn shader(self) -> Shader {
+        match self {
+            Kernel::Binary | Kernel::Unary => Shader::Elementwise,
+            Kernel::MulMat => Shader::MulMat,
+            Kernel::SoftMax => Shader::SoftMax,
+            Kernel::RmsNorm => Shader::RmsNorm,
+            Kernel::Rope => Shader::Rope,
+            Kernel::GetRows => Shader::GetRows,
+        }
+    }
+
+    /// The entry point's name in the shader.
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            Kernel::Binary => "binary",
+            Kernel::Unary => "unary",
+            Kernel::MulMat => "mul_mat",
+            Kernel::SoftMax => "soft_max",
+            Kernel::RmsNorm => "rms_norm",
+            Kernel::Rope => "rope",
+            Kernel::GetRows => "get_rows",
+        }
+    }
+
+    /// Number of storage buffer bindings (0 .. n); the uniform block is binding n.
+    pub fn storage_bindings(self) -> u32 {
+        match self {
+            Kernel::RmsNorm => 2,
+            Kernel::Rope => 4,
+            _ => 3,
+        }
+    }
+}
+
+/// A compiled kernel: its pipeline and bind group layout.
+pub(crate) struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+impl Pipeline {
+    /// Compiles `kernel` on `device` (errors are captured by the caller's error scope).
+    pub fn new(device: &wgpu::Device, kernel: Kernel) -> Pipeline {
+        let n = kernel.storage_bindings();
+        let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n)
+            .map(|binding| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: false },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: n,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+        let label = kernel.entry_point();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(label),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.shader().file_name()),
+            source: wgpu::ShaderSource::Wgsl(kernel.shader().source().into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(label),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        Pipeline { pipeline, layout }
+    }
+}
+
+/// Type codes of `common.wgsl`.
+pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
+    match dtype {
+        DType::F32 => Some(0),
+        DType::F16 => Some(1),
+        DType::Q4_0 => Some(2),
+        DType::Q8_0 => Some(3),
+        DType::I32 => Some(4),
+        _ => None,
+    }
+}
+
+/// Number of 32-bit words of a tensor descriptor.
+pub(crate) const DESC_WORDS: usize = 12;
+
+/// A tensor as a kernel sees it: a bound range of a buffer and its descriptor.
+pub(crate) struct Operand {
+    buffer: wgpu::Buffer,
+    base: u64,
+    size: u64,
+    desc: [u32; DESC_WORDS],
+}
+
+fn to_u32(ctx: &Context, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| ctx.error(format!("{what} = {v} does not fit in 32 bits")))
+}
+
+/// Binds tensor `id` of `graph`: its memory must be a buffer of this device.
+pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Operand> {
+    let t = graph.get(id)?;
+    let storage = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
+    let buf = storage.buffer.as_any().downcast_ref::<GpuBuffer>().ok_or_else(|| {
+        ctx.error(format!(
+            "tensor {} lives in a {} buffer, not in this device's memory",
+            t.label(id),
+            storage.buffer.name()
+        ))
+    })?;
+    if !Arc::ptr_eq(buf.context(), ctx) {
+        return Err(ctx.error(format!(
+            "tensor {} lives in the memory of another device ({})",
+            t.label(id),
+            buf.context().name
+        )));
+    }
+    let code = dtype_code(t.dtype()).ok_or_else(|| Error::UnsupportedOp {
+        device: ctx.name.clone(),
+        op: format!("{} of {}", t.op.name(), t.dtype()),
+    })?;
+    let elem_align = match t.dtype() {
+        DType::F32 | DType::I32 => 4,
+        _ => 2,
+    };
+    let abs = storage.offset as u64;
+    if !abs.is_multiple_of(elem_align) {
+        return Err(ctx.error(format!(
+            "tensor {} of {} at byte offset {abs} is not {elem_align}-byte aligned",
+            t.label(id),
+            t.dtype()
+        )));
+    }
+    let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment.max(4));
+    let base = abs - abs % align;
+    let end = (abs + t.nbytes() as u64).div_ceil(4) * 4;
+    let size = (end - base).min(buf.allocated_size() - base);
+    if size > ctx.limits.max_storage_buffer_binding_size || size > u64::from(u32::MAX) {
+        return Err(ctx.error(format!(
+            "tensor {} spans {size} bytes, more than a binding can hold ({})",
+            t.label(id),
+            ctx.limits.max_storage_buffer_binding_size
+        )));
+    }
+    let mut desc = [0u32; DESC_WORDS];
+    for i in 0..4 {
+        desc[i] = to_u32(ctx, "ne", t.ne()[i])?;
+        desc[4 + i] = to_u32(ctx, "nb", t.nb()[i])?;
+    }
+    desc[8] = (abs - base) as u32;
+    desc[9] = code;
+    Ok(Operand { buffer: buf.raw().clone(), base, size, desc })
+}
+
+/// The uniform block of a dispatch, as 32-bit words in the order of the shader's `Params`.
+#[derive(Default)]
+pub(crate) struct Params(Vec<u32>);
+
+impl Params {
+    /// Appends a tensor descriptor (16-byte aligned in the block).
+    pub fn desc(&mut self, op: &Operand) -> &mut Self {
+        debug_assert!(self.0.len().is_multiple_of(4), "descriptors come first");
+        self.0.extend_from_slice(&op.desc);
+        self
+    }
+    /// Appends a u32.
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    /// Appends an f32.
+    pub fn f32(&mut self, v: f32) -> &mut Self {
+        self.0.push(v.to_bits());
+        self
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let mut b: Vec<u8> = self.0.iter().flat_map(|w| w.to_le_bytes()).collect();
+        b.resize(b.len().div_ceil(16).max(1) * 16, 0);
+        b
+    }
+}
+
+/// One kernel launch: a kernel, its storage bindings in order, its uniform block and its
+/// workgroup counts.
+pub(crate) struct Dispatch {
+    pub kernel: Kernel,
+    pub operands: Vec<Operand>,
+    pub params: Params,
+    pub groups: [u32; 3],
+}
+
+/// Most workgroups per dispatch dimension that every adapter allows.
+const MAX_GROUPS: u32 = 65535;
+
+/// Workgroup counts covering `n` groups in a 2D grid (x fastest).
+pub(crate) fn grid(ctx: &Context, n: usize) -> Result<[u32; 3]> {
+    let lim = ctx.limits.max_compute_workgroups_per_dimension.clamp(1, MAX_GROUPS) as usize;
+    let n = n.max(1);
+    let x = n.min(lim);
+    let y = n.div_ceil(x);
+    if y > lim {
+        return Err(ctx.error(format!("{n} workgroups exceed the dispatch limit")));
+    }
+    Ok([x as u32, y as u32, 1])
+}
+
+/// Workgroups of 256 invocations covering `n` elements.
+pub(crate) fn grid_256(ctx: &Context, n: usize) -> Result<[u32; 3]> {
+    grid(ctx, n.div_ceil(256))
+}
+
+/// The dispatch that computes node `id`, or `None` when there is nothing to compute (leaves,
+/// views). Operands must be supported (see [`crate::supports::supports_op`]).
+pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Option<Dispatch>> {
+    let t = graph.get(id)?;
+    let d = match &t.op {
+        Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => return Ok(None),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(ctx, graph, id)?,
+        Op::Scale { .. }
+        | Op::Sqr
+        | Op::Sqrt
+        | Op::Clamp { .. }
+        | Op::Unary(_)
+        | Op::Cpy
+        | Op::Cont
+        | Op::Dup => elementwise::unary(ctx, graph, id)?,
+        Op::MulMat => mul_mat::plan(ctx, graph, id)?,
+        Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
+        Op::RmsNorm { .. } => norm::plan(ctx, graph, id)?,
+        Op::Rope(_) => rope::plan(ctx, graph, id)?,
+        Op::GetRows => get_rows::plan(ctx, graph, id)?,
+        other => {
+            return Err(Error::UnsupportedOp {
+                device: ctx.name.clone(),
+                op: other.name().to_string(),
+            })
+        }
+    };
+    Ok(Some(d))
+}
+
+/// Encodes `dispatches` into one command buffer, one compute pass each, with their uniform
+/// blocks packed into one buffer.
+pub(crate) fn encode(ctx: &Context, dispatches: &[Dispatch]) -> Result<wgpu::CommandBuffer> {
+    let align = u64::from(ctx.limits.min_uniform_buffer_offset_alignment.max(16));
+    let mut uniforms: Vec<u8> = Vec::new();
+    let mut ranges = Vec::with_capacity(dispatches.len());
+    for d in dispatches {
+        let start = (uniforms.len() as u64).div_ceil(align) * align;
+        uniforms.resize(start as usize, 0);
+        let bytes = d.params.bytes();
+        ranges.push((start, bytes.len() as u64));
+        uniforms.extend_from_slice(&bytes);
+    }
+    let uniform_buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("tessera params"),
+        size: (uniforms.len() as u64).max(16),
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    ctx.queue.write_buffer(&uniform_buf, 0, &uniforms);
+
+    let mut encoder = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tessera compute") });
+    for (d, &(start, len)) in dispatches.iter().zip(&ranges) {
+        let pipeline = ctx.pipeline(d.kernel)?;
+        let mut entries: Vec<wgpu::BindGroupEntry> = d
+            .operands
+            .iter()
+            .enumerate()
+            .map(|(i, op)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &op.buffer,
+                    offset: op.base,
+                    size: NonZeroU64::new(op.size),
+                }),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: d.operands.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &uniform_buf,
+                offset: start,
+                size: NonZeroU64::new(len),
+            }),
+        });
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(d.kernel.entry_point()),
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(d.kernel.entry_point()),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+    }
+    Ok(encoder.finish())
+}

@@ -1,0 +1,41 @@
+//! ROPE (`shaders/rope.wgsl`): normal and NeoX modes, frequency base and scale, frequency
+//! factors, attention factor; no YaRN.
+
+use super::{grid_256, operand, Dispatch, Kernel, Params};
+use crate::context::Context;
+use std::sync::Arc;
+use tessera_core::op::ROPE_MODE_NEOX;
+use tessera_core::{Graph, Op, Result, TensorId};
+
+pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Dispatch> {
+    let t = graph.tensor(id);
+    let Op::Rope(rp) = t.op else {
+        return Err(ctx.error("not ROPE"));
+    };
+    let a = operand(ctx, graph, t.src[0])?;
+    let pos = operand(ctx, graph, t.src[1])?;
+    let has_ff = t.src.len() > 2;
+    let ff = operand(ctx, graph, *t.src.get(2).unwrap_or(&t.src[1]))?;
+    let d = operand(ctx, graph, id)?;
+    let ne = t.ne();
+    let n = ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3];
+    let mut params = Params::default();
+    params
+        .desc(&a)
+        .desc(&pos)
+        .desc(&ff)
+        .desc(&d)
+        .u32(n as u32)
+        .u32(rp.n_dims as u32)
+        .u32((rp.mode & ROPE_MODE_NEOX != 0) as u32)
+        .u32(has_ff as u32)
+        .f32((rp.freq_base as f64).log2() as f32)
+        .f32(rp.freq_scale)
+        .f32(rp.attn_factor);
+    Ok(Dispatch {
+        kernel: Kernel::Rope,
+        operands: vec![a, pos, ff, d],
+        params,
+        groups: grid_256(ctx, n)?,
+    })
+}

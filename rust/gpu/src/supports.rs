@@ -1,0 +1,119 @@
+//! What the GPU kernels implement, answered per node: the op, its parameters, the types of
+//! every operand and the layout constraints of the kernels.
+//!
+//! | op | types | constraints |
+//! |---|---|---|
+//! | view ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE), leaves | any | nothing to compute |
+//! | ADD, SUB, MUL, DIV | src0, src1, dst F32 or F16 | src1 broadcast as in ggml; any strides |
+//! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
+//! | CPY, CONT, DUP | F32 or F16 to F32 or F16 | any strides |
+//! | MUL_MAT | src0 F32, F16, Q8_0, Q4_0; src1 F32; dst F32 | any strides (quantized rows dense) |
+//! | GET_ROWS | src0 F32, F16, Q8_0, Q4_0 (to F32) or I32 (to I32); indices I32 | any strides |
+//! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
+//! | RMS_NORM | F32 | any strides |
+//! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, `ext_factor == 0` (no YaRN) |
+//!
+//! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
+//! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,
+//! shapes and strides within 32 bits and within one storage binding, and the dispatch within
+//! the workgroup-count limits.
+
+use crate::kernels::dtype_code;
+use tessera_core::tensor::Tensor;
+use tessera_core::{DType, Graph, Op, TensorId};
+
+/// Most workgroups in one dispatch dimension.
+const MAX_GROUPS: usize = 65535;
+
+/// Whether tensor `id` can be read or written by the kernels: a known type, element-aligned
+/// view offset and strides, and 32-bit shapes and sizes within `max_binding` bytes.
+fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
+    let t = graph.tensor(id);
+    if dtype_code(t.dtype()).is_none() {
+        return false;
+    }
+    let align = match t.dtype() {
+        DType::F32 | DType::I32 => 4,
+        _ => 2,
+    };
+    let (_, offs) = graph.view_root(id);
+    let fits = |v: usize| u32::try_from(v).is_ok();
+    offs.is_multiple_of(align)
+        && t.nb().iter().all(|&nb| nb.is_multiple_of(align) && fits(nb))
+        && t.ne().iter().all(|&n| fits(n))
+        && fits(t.nelements())
+        && (t.nbytes() as u64) + 256 <= max_binding.min(u64::from(u32::MAX))
+}
+
+fn is_f32_or_f16(t: &Tensor) -> bool {
+    matches!(t.dtype(), DType::F32 | DType::F16)
+}
+
+/// Whether the GPU kernels compute node `id` of `graph` as it is (op, parameters, operand types
+/// and layouts), given the device's largest storage binding `max_binding` in bytes.
+pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
+    let Ok(t) = graph.get(id) else { return false };
+    if !t.op.computes() {
+        return true;
+    }
+    if !t.src.iter().chain([&id]).all(|&s| addressable(graph, s, max_binding)) {
+        return false;
+    }
+    let src = |i: usize| graph.tensor(t.src[i]);
+    let elements_ok = t.nelements().div_ceil(256) <= MAX_GROUPS * MAX_GROUPS;
+    match &t.op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+            elements_ok && is_f32_or_f16(t) && is_f32_or_f16(src(0)) && is_f32_or_f16(src(1))
+        }
+        Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
+            elements_ok && is_f32_or_f16(t) && src(0).dtype() == t.dtype()
+        }
+        Op::Cpy | Op::Cont | Op::Dup => elements_ok && is_f32_or_f16(t) && is_f32_or_f16(src(0)),
+        Op::MulMat => {
+            let (a, b) = (src(0), src(1));
+            let (na, nb) = (a.ne(), b.ne());
+            matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
+                && b.dtype() == DType::F32
+                && t.dtype() == DType::F32
+                && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+                && na[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
+                && nb[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
+                && nb[2] * nb[3] <= MAX_GROUPS
+        }
+        Op::GetRows => {
+            let a = src(0);
+            let supported =
+                matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
+                    && t.dtype() == DType::F32
+                    || a.dtype() == DType::I32 && t.dtype() == DType::I32;
+            elements_ok
+                && supported
+                && src(1).dtype() == DType::I32
+                && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+        }
+        Op::SoftMax { .. } => {
+            t.dtype() == DType::F32
+                && src(0).dtype() == DType::F32
+                && (t.src.len() < 2 || is_f32_or_f16(src(1)))
+                && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
+        }
+        Op::RmsNorm { .. } => {
+            t.dtype() == DType::F32
+                && src(0).dtype() == DType::F32
+                && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
+        }
+        Op::Rope(p) => {
+            let ne = t.ne();
+            p.ext_factor == 0.0
+                && (p.mode == tessera_core::op::ROPE_MODE_NORMAL
+                    || p.mode == tessera_core::op::ROPE_MODE_NEOX)
+                && t.dtype() == DType::F32
+                && src(0).dtype() == DType::F32
+                && src(1).dtype() == DType::I32
+                && (t.src.len() < 3 || src(2).dtype() == DType::F32)
+                && (ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3]).div_ceil(256)
+                    <= MAX_GROUPS * MAX_GROUPS
+        }
+        _ => false,
+    }
+}
