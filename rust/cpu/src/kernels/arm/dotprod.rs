@@ -1,8 +1,69 @@
-//! TODO
+//! The NEON + dotprod tier: Q8_0 and Q4_0 weights with `sdot` (emitted with `asm!`).
+
+use super::neon::load_q;
+use super::{f16_at, tiled};
 use crate::kernels::TileFn;
+use std::arch::aarch64::*;
+use std::arch::asm;
 use tessera_core::DType;
 
+/// `acc += sdot(a, b)`: four lanes, each the dot product of four signed bytes.
+macro_rules! sdot {
+    ($acc:expr, $a:expr, $b:expr) => {{
+        let mut r: int32x4_t = $acc;
+        let (a, b): (int8x16_t, int8x16_t) = ($a, $b);
+        asm!("sdot {r:v}.4s, {a:v}.16b, {b:v}.16b", r = inout(vreg) r, a = in(vreg) a,
+             b = in(vreg) b, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+
+/// Q8_0 / Q4_0 weights times Q8_0 activations with `sdot`.
+#[target_feature(enable = "neon,dotprod")]
+pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    let ws = if Q4 { 18 } else { 34 };
+    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+    for blk in 0..k / 32 {
+        let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
+        let mut wd = [0f32; MR];
+        for i in 0..MR {
+            let p = a.add(i * lda + blk * ws);
+            wd[i] = f16_at(p);
+            w[i] = load_q!(p.add(2), Q4);
+        }
+        for j in 0..NR {
+            let p = b.add(j * ldb + blk * 34);
+            let bd = f16_at(p);
+            let (b0, b1) = load_q!(p.add(2), false);
+            for i in 0..MR {
+                let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
+                acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+            }
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+        }
+    }
+}
+
+tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
+tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
+
+/// The dotprod tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    let _ = wt;
-    None
+    Some(match wt {
+        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
+        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
+        _ => return None,
+    })
 }

@@ -1,12 +1,152 @@
-//! TODO
+//! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 weights with `fmla`, Q8_0 and Q4_0 with
+//! `smull` + `sadalp`.
+
+use super::{f16_at, tiled};
 use crate::kernels::TileFn;
+use std::arch::aarch64::*;
+use std::arch::asm;
 use tessera_core::DType;
 
-pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    let _ = wt;
-    None
+const W_F32: u8 = 0;
+const W_F16: u8 = 1;
+
+/// Four f16 (bits) to f32 with `fcvtl` (the conversion intrinsic needs the unstable f16 type).
+macro_rules! h2f4 {
+    ($x:expr) => {{
+        let x: uint16x4_t = $x;
+        let r: float32x4_t;
+        asm!("fcvtl {r:v}.4s, {x:v}.4h", r = out(vreg) r, x = in(vreg) x,
+             options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
 }
 
+/// Float weights (F32 or F16, `W`) times F32 activations.
+#[target_feature(enable = "neon")]
+unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+    let kv = k / 4 * 4;
+    let mut t = 0;
+    while t < kv {
+        let mut av = [vdupq_n_f32(0.0); MR];
+        for (i, v) in av.iter_mut().enumerate() {
+            *v = if W == W_F32 {
+                vld1q_f32(a.add(i * lda).cast::<f32>().add(t))
+            } else {
+                h2f4!(vld1_u16(a.add(i * lda).cast::<u16>().add(t)))
+            };
+        }
+        for j in 0..NR {
+            let bv = vld1q_f32(b.add(j * ldb).cast::<f32>().add(t));
+            for i in 0..MR {
+                acc[i][j] = vfmaq_f32(acc[i][j], av[i], bv);
+            }
+        }
+        t += 4;
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            let mut s = vaddvq_f32(acc[i][j]);
+            let bp = b.add(j * ldb).cast::<f32>();
+            for tt in kv..k {
+                let w = if W == W_F32 {
+                    std::ptr::read_unaligned(a.add(i * lda).cast::<f32>().add(tt))
+                } else {
+                    f16_at(a.add(i * lda + 2 * tt))
+                };
+                s += w * std::ptr::read_unaligned(bp.add(tt));
+            }
+            *c.add(j * ldc + i) = s;
+        }
+    }
+}
+
+/// Loads the 32 quants of a Q8_0 (`Q4 = false`) or Q4_0 block at `p` (past the scale) as two
+/// signed byte vectors.
+macro_rules! load_q {
+    ($p:expr, $q4:expr) => {
+        if $q4 {
+            let q = vld1q_u8($p);
+            let m = vdupq_n_u8(0x0f);
+            let eight = vdupq_n_s8(8);
+            (
+                vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m)), eight),
+                vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)), eight),
+            )
+        } else {
+            (vld1q_s8($p.cast::<i8>()), vld1q_s8($p.add(16).cast::<i8>()))
+        }
+    };
+}
+pub(super) use load_q;
+
+/// Q8_0 / Q4_0 weights times Q8_0 activations with widening multiplies.
+#[target_feature(enable = "neon")]
+unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    let ws = if Q4 { 18 } else { 34 };
+    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+    for blk in 0..k / 32 {
+        let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
+        let mut wd = [0f32; MR];
+        for i in 0..MR {
+            let p = a.add(i * lda + blk * ws);
+            wd[i] = f16_at(p);
+            w[i] = load_q!(p.add(2), Q4);
+        }
+        for j in 0..NR {
+            let p = b.add(j * ldb + blk * 34);
+            let bd = f16_at(p);
+            let (b0, b1) = load_q!(p.add(2), false);
+            for i in 0..MR {
+                let (w0, w1) = w[i];
+                let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(b0)));
+                s = vpadalq_s16(s, vmull_high_s8(w0, b0));
+                s = vpadalq_s16(s, vmull_s8(vget_low_s8(w1), vget_low_s8(b1)));
+                s = vpadalq_s16(s, vmull_high_s8(w1, b1));
+                acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+            }
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NR {
+            *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+        }
+    }
+}
+
+tiled!("neon", tile_f32, float_tile, 4, 4, W_F32);
+tiled!("neon", tile_f16, float_tile, 4, 4, W_F16);
+tiled!("neon", tile_q8_0, q_0_tile, 4, 2, false);
+tiled!("neon", tile_q4_0, q_0_tile, 4, 2, true);
+
+/// The NEON tile kernel for weights of `wt`, with its tile size.
+pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    Some(match wt {
+        DType::F32 => (tile_f32 as TileFn, 4, 4),
+        DType::F16 => (tile_f16 as TileFn, 4, 4),
+        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 2),
+        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 2),
+        _ => return None,
+    })
+}
+
+/// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     let _ = (act, src, dst);
     false
