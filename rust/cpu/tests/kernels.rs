@@ -193,7 +193,10 @@ fn threaded_driver_equals_single_thread() {
                 Layout::contiguous(DType::F32, &[k, 1]).unwrap(),
             )
             .unwrap();
-            assert_eq!(&gemv[..], &one[..m], "{tier} {dtype} gemv");
+            // GEMV may use other tiles than GEMM (e.g. sdot edges next to smmla tiles): equal
+            // up to the float summation order.
+            let want: Vec<f64> = one[..m].iter().map(|&v| f64::from(v)).collect();
+            assert!(nmse(&gemv, &want) <= 1e-10, "{tier} {dtype} gemv");
         }
     }
 }
