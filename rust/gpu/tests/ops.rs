@@ -21,10 +21,27 @@ fn case(name: impl Into<String>, graph: Graph, output: TensorId, tolerance: f64)
 #[test]
 fn mul_mat_all_weight_types_and_odd_shapes() {
     let Some(dev) = gpu() else { return };
-    let float_shapes =
-        [(1, 1, 1), (3, 1, 3), (17, 3, 17), (33, 17, 33), (130, 33, 130), (5, 64, 260)];
-    let quant_shapes =
-        [(1, 1, 32), (3, 1, 64), (17, 3, 96), (33, 17, 160), (130, 33, 256), (7, 40, 32)];
+    // (M, N, K): N <= 8 runs the matrix-vector kernel, larger N the tiled one.
+    let float_shapes = [
+        (1, 1, 1),
+        (3, 1, 3),
+        (17, 3, 17),
+        (70, 8, 130),
+        (33, 9, 33),
+        (33, 17, 33),
+        (130, 33, 130),
+        (5, 64, 260),
+    ];
+    let quant_shapes = [
+        (1, 1, 32),
+        (3, 1, 64),
+        (17, 3, 96),
+        (70, 8, 288),
+        (33, 9, 160),
+        (33, 17, 160),
+        (130, 33, 256),
+        (7, 40, 32),
+    ];
     let mut n = 0;
     for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
         let shapes = if dtype.is_quantized() { quant_shapes } else { float_shapes };
@@ -37,21 +54,21 @@ fn mul_mat_all_weight_types_and_odd_shapes() {
             n += 1;
         }
     }
-    assert_eq!(n, 24);
+    assert_eq!(n, 32);
 }
 
 #[test]
 fn mul_mat_broadcast_batches() {
     let Some(dev) = gpu() else { return };
     for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
-        let mut g = Graph::new();
-        let a = g.weight("a", dtype, &[64, 9, 2, 1]).unwrap();
-        let b = g.input("b", DType::F32, &[64, 5, 4, 3]).unwrap();
-        let c = g.mul_mat(a, b).unwrap();
-        check(
-            &dev,
-            &case(format!("mul_mat {dtype} broadcast [64,9,2,1] x [64,5,4,3]"), g, c, TOL_MATMUL),
-        );
+        for n in [5, 12] {
+            let mut g = Graph::new();
+            let a = g.weight("a", dtype, &[64, 9, 2, 1]).unwrap();
+            let b = g.input("b", DType::F32, &[64, n, 4, 3]).unwrap();
+            let c = g.mul_mat(a, b).unwrap();
+            let name = format!("mul_mat {dtype} broadcast [64,9,2,1] x [64,{n},4,3]");
+            check(&dev, &case(name, g, c, TOL_MATMUL));
+        }
     }
 }
 
@@ -60,31 +77,29 @@ fn mul_mat_strided_operands() {
     let Some(dev) = gpu() else { return };
     // Activations transposed (K along a strided dim) and weights permuted over batches.
     for dtype in [DType::F32, DType::F16] {
-        let mut g = Graph::new();
-        let a0 = g.weight("a", dtype, &[19, 2, 7]).unwrap();
-        let a = g.permute(a0, [0, 2, 1, 3]).unwrap(); // [19, 7, 2]
-        let b0 = g.input("b", DType::F32, &[6, 19, 2]).unwrap();
-        let b = g.transpose(b0).unwrap(); // [19, 6, 2], nb0 = 24
-        let c = g.mul_mat(a, b).unwrap();
-        check(
-            &dev,
-            &case(
-                format!("mul_mat {dtype} permuted weights, transposed activations"),
-                g,
-                c,
-                TOL_MATMUL,
-            ),
-        );
+        for n in [6, 20] {
+            let mut g = Graph::new();
+            let a0 = g.weight("a", dtype, &[19, 2, 7]).unwrap();
+            let a = g.permute(a0, [0, 2, 1, 3]).unwrap(); // [19, 7, 2]
+            let b0 = g.input("b", DType::F32, &[n, 19, 2]).unwrap();
+            let b = g.transpose(b0).unwrap(); // [19, n, 2], nb0 = 4 n
+            let c = g.mul_mat(a, b).unwrap();
+            let name = format!("mul_mat {dtype} permuted weights, transposed activations, N={n}");
+            check(&dev, &case(name, g, c, TOL_MATMUL));
+        }
     }
     // Quantized weights: a view of every other row.
     for dtype in [DType::Q8_0, DType::Q4_0] {
-        let mut g = Graph::new();
-        let a0 = g.weight("a", dtype, &[64, 10]).unwrap();
-        let row = dtype.row_size(64).unwrap();
-        let a = g.view(a0, &[64, 5], &[2 * row], row).unwrap();
-        let b = g.input("b", DType::F32, &[64, 3]).unwrap();
-        let c = g.mul_mat(a, b).unwrap();
-        check(&dev, &case(format!("mul_mat {dtype} strided rows view"), g, c, TOL_MATMUL));
+        for n in [3, 40] {
+            let mut g = Graph::new();
+            let a0 = g.weight("a", dtype, &[64, 10]).unwrap();
+            let row = dtype.row_size(64).unwrap();
+            let a = g.view(a0, &[64, 5], &[2 * row], row).unwrap();
+            let b = g.input("b", DType::F32, &[64, n]).unwrap();
+            let c = g.mul_mat(a, b).unwrap();
+            let name = format!("mul_mat {dtype} strided rows view, N={n}");
+            check(&dev, &case(name, g, c, TOL_MATMUL));
+        }
     }
 }
 

@@ -94,8 +94,10 @@ pub enum Kernel {
     Binary,
     /// SCALE, SQR, SQRT, CLAMP, activations, and copies (CPY, CONT, DUP).
     Unary,
-    /// MUL_MAT.
+    /// MUL_MAT, tiled.
     MulMat,
+    /// MUL_MAT with few activation rows (matrix-vector).
+    MulMatVec,
     /// SOFT_MAX.
     SoftMax,
     /// RMS_NORM.
@@ -108,10 +110,11 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Binary,
         Kernel::Unary,
         Kernel::MulMat,
+        Kernel::MulMatVec,
         Kernel::SoftMax,
         Kernel::RmsNorm,
         Kernel::Rope,
@@ -122,7 +125,7 @@ impl Kernel {
     pub fn shader(self) -> Shader {
         match self {
             Kernel::Binary | Kernel::Unary => Shader::Elementwise,
-            Kernel::MulMat => Shader::MulMat,
+            Kernel::MulMat | Kernel::MulMatVec => Shader::MulMat,
             Kernel::SoftMax => Shader::SoftMax,
             Kernel::RmsNorm => Shader::RmsNorm,
             Kernel::Rope => Shader::Rope,
@@ -136,6 +139,7 @@ impl Kernel {
             Kernel::Binary => "binary",
             Kernel::Unary => "unary",
             Kernel::MulMat => "mul_mat",
+            Kernel::MulMatVec => "mul_mat_vec",
             Kernel::SoftMax => "soft_max",
             Kernel::RmsNorm => "rms_norm",
             Kernel::Rope => "rope",
