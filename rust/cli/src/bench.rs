@@ -101,10 +101,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
+/// One weight matrix: plain GGUF bytes or repacked (registered with the driver while alive).
+enum WeightCopy {
+    Plain(Vec<u8>),
+    Packed(kernels::repack::PackedWeights),
+}
+
+impl WeightCopy {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            WeightCopy::Plain(v) => v,
+            WeightCopy::Packed(p) => p.bytes(),
+        }
+    }
+}
+
 /// Weight matrices for one type: `copies` distinct allocations of the same random matrix.
 struct Weights {
     layout: Layout,
-    copies: Vec<Vec<u8>>,
+    copies: Vec<WeightCopy>,
     repacked: bool,
 }
 
@@ -112,12 +127,12 @@ fn make_weights(dtype: DType, m: usize, k: usize, cold_bytes: usize) -> Result<W
     let layout = Layout::contiguous(dtype, &[k, m]).map_err(|e| e.to_string())?;
     let x = rand_vec(m * k, 42);
     let bytes = tessera_core::quant::quantize_to_vec(dtype, &x).map_err(|e| e.to_string())?;
-    let (bytes, repacked) = match kernels::repack::repack_for_bench(&layout, &bytes) {
-        Some(r) => (r, true),
-        None => (bytes, false),
-    };
     let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
-    let copies = (0..n).map(|_| bytes.clone()).collect();
+    let copies: Vec<WeightCopy> = match kernels::repack::repack_for_bench(&layout, &bytes) {
+        Some(p) => (0..n).map(|_| WeightCopy::Packed(p.clone())).collect(),
+        None => (0..n).map(|_| WeightCopy::Plain(bytes.clone())).collect(),
+    };
+    let repacked = matches!(copies[0], WeightCopy::Packed(_));
     Ok(Weights { layout, copies, repacked })
 }
 
@@ -128,8 +143,12 @@ fn matmul(a: &Args) -> Result<(), String> {
     );
     for &dtype in &a.types {
         let w = make_weights(dtype, a.m, a.k, a.cold_bytes)?;
-        let wbytes = w.copies[0].len();
-        let tier = kernels::tier_name(dtype);
+        let wbytes = w.copies[0].bytes().len();
+        let tier = if w.repacked {
+            kernels::repacked_kernel(dtype).map_or("?", |k| k.tier.name())
+        } else {
+            kernels::tier_name(dtype)
+        };
         for &n in &a.ns {
             let x = rand_vec(n * a.k, 7);
             let bl = Layout::contiguous(DType::F32, &[a.k, n]).map_err(|e| e.to_string())?;
@@ -143,7 +162,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                 let mm = MatMul::new();
                 let mut next = 0usize;
                 let mut once = |d: &mut [f32]| -> Result<f64, String> {
-                    let wcopy = &w.copies[next % w.copies.len()];
+                    let wcopy = w.copies[next % w.copies.len()].bytes();
                     next += 1;
                     let t0 = Instant::now();
                     // SAFETY: every buffer holds its layout's bytes and dst is separate.

@@ -321,3 +321,106 @@ fn abort_stops_the_driver() {
     };
     assert!(matches!(r, Err(Error::Aborted)));
 }
+
+mod repacked {
+    use super::*;
+    use tessera_core::backend::BufferType;
+    use tessera_cpu::kernels::repack::{self, PackedWeights, RepackBufferType};
+
+    #[test]
+    fn pack_unpack_round_trip() {
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            for (k, m) in [(32usize, 8usize), (96, 16), (256, 24)] {
+                let (a, _) = weights(dtype, k, m, 11);
+                let mut p = vec![0u8; a.len()];
+                repack::pack(dtype, k, &a, &mut p).unwrap();
+                assert_ne!(p, a);
+                let mut back = vec![0u8; a.len()];
+                repack::unpack(dtype, k, &p, &mut back).unwrap();
+                assert_eq!(back, a, "{dtype} {k}x{m}");
+            }
+            assert!(repack::pack(dtype, 32, &[0u8; 18 * 3], &mut [0u8; 18 * 3]).is_err());
+        }
+        assert!(repack::pack(DType::Q4_1, 32, &[0u8; 160], &mut [0u8; 160]).is_err());
+    }
+
+    #[test]
+    fn buffer_round_trips_gguf_bytes() {
+        let bt = RepackBufferType;
+        assert_eq!(bt.name(), "CPU_REPACK");
+        let (k, m) = (64, 16);
+        let (a, _) = weights(DType::Q4_0, k, m, 12);
+        let l = Layout::contiguous(DType::Q4_0, &[k, m]).unwrap();
+        let buf = bt.alloc(64 + a.len() + 100).unwrap();
+        buf.init_tensor(&l, 64).unwrap();
+        buf.write(64, &a).unwrap();
+        let mut back = vec![0u8; a.len()];
+        buf.read(64, &mut back).unwrap();
+        assert_eq!(back, a);
+        // A part of the tensor reads back as GGUF bytes too.
+        let mut part = vec![0u8; 50];
+        buf.read(64 + 30, &mut part).unwrap();
+        assert_eq!(&part[..], &a[30..80]);
+        if repack::can_repack(&l) {
+            // Stored interleaved, and partial writes of a repacked tensor are refused.
+            let raw = buf.host_ptr().unwrap();
+            // SAFETY: the buffer holds at least 64 + a.len() bytes.
+            let stored = unsafe { std::slice::from_raw_parts(raw.as_ptr().add(64), a.len()) };
+            assert_ne!(stored, &a[..]);
+            assert!(buf.write(64 + 18, &a[..18]).is_err());
+        }
+        // Plain bytes elsewhere are stored as written.
+        buf.write(64 + a.len(), &[7u8; 10]).unwrap();
+        let mut seven = [0u8; 10];
+        buf.read(64 + a.len(), &mut seven).unwrap();
+        assert_eq!(seven, [7u8; 10]);
+    }
+
+    #[test]
+    fn repacked_gemv_and_gemm_match_reference() {
+        let Some(_) = tessera_cpu::kernels::repacked_kernel(DType::Q4_0) else {
+            assert!(repack::repack_buffer_type().is_none());
+            return;
+        };
+        assert!(repack::repack_buffer_type().is_some());
+        let k_big = if small() { 512 } else { 4096 };
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            for &(m, k) in &[(8usize, 32usize), (24, 96), (64, k_big)] {
+                for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
+                    let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
+                    let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+                    let packed = PackedWeights::new(&al, &a).unwrap();
+                    let x = rand_vec(k * n, 3);
+                    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+                    let xq = dequantize_to_vec(
+                        DType::Q8_0,
+                        &quantize_to_vec(DType::Q8_0, &x).unwrap(),
+                        k * n,
+                    )
+                    .unwrap();
+                    let want = reference(&wdeq, &xq, k, m, n);
+                    let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
+                    for threads in [1, 2] {
+                        let mut d = vec![0f32; m * n];
+                        let p = pool(threads);
+                        // SAFETY: buffers hold their layouts' bytes.
+                        unsafe {
+                            MatMul::new()
+                                .run(
+                                    &p,
+                                    threads,
+                                    (dl, d.as_mut_ptr().cast()),
+                                    TensorRef { layout: al, ptr: packed.bytes().as_ptr() },
+                                    TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                                    &never,
+                                )
+                                .unwrap();
+                        }
+                        let e = nmse(&d, &want);
+                        assert!(e <= 1e-5, "repacked {dtype} {m}x{n}x{k} t{threads}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -65,6 +65,10 @@ pub struct MatKernel {
     pub mr: usize,
     /// Columns (activation rows) of the tile.
     pub nr: usize,
+    /// Whether the kernel reads repacked weights ([`repack`]) and activations in the
+    /// "Q8_0 with sums" format: per block of 32, the f16 scale, the i16 sum of the quants and
+    /// the Q8_0 quants (36 bytes, sized as Q8_1).
+    pub repacked: bool,
     tile: TileFn,
 }
 
@@ -101,6 +105,9 @@ impl MatKernel {
 
     /// Converts `src` (one activation row) to the kernel's activation format in `dst`.
     pub fn quantize_act(&self, src: &[f32], dst: &mut [u8]) -> Result<()> {
+        if self.repacked {
+            return quantize_q8_0_sums(src, dst);
+        }
         quantize_act(self.tier, self.act, src, dst)
     }
 }
@@ -138,7 +145,48 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
     let t = tier::tier_for_in(tier, dtype);
     let (tile, mr, nr) = raw_tile(t, dtype)
         .ok_or_else(|| Error::dtype("mul_mat", dtype, "no CPU kernel for this weight type"))?;
-    Ok(MatKernel { tier: t, weight: dtype, act: act_type(dtype), mr, nr, tile })
+    Ok(MatKernel { tier: t, weight: dtype, act: act_type(dtype), mr, nr, repacked: false, tile })
+}
+
+/// The kernel for weights of `dtype` stored in the [`repack`] layout under the active tier, if
+/// the tier has one (AVX-512 VNNI: Q4_0 and Q8_0).
+pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
+    repacked_kernel_in(active_tier(), dtype)
+}
+
+/// As [`repacked_kernel`] under `tier` (`None` when the CPU lacks it).
+pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
+    if !tier.is_supported() {
+        return None;
+    }
+    let (tile, mr, nr) = match tier {
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512Vnni => x86::avx512_packed_tile(dtype)?,
+        _ => return None,
+    };
+    Some(MatKernel { tier, weight: dtype, act: DType::Q8_1, mr, nr, repacked: true, tile })
+}
+
+/// Quantizes `src` to Q8_0 blocks stored with the sums of their quants (see
+/// [`MatKernel::repacked`]); `d` and the quants are exactly the reference Q8_0's.
+pub fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) -> Result<()> {
+    let expected = DType::Q8_1.row_size(src.len())?;
+    if dst.len() != expected {
+        return Err(Error::DataLength {
+            context: format!("quantize_q8_0_sums: {} values", src.len()),
+            expected,
+            actual: dst.len(),
+        });
+    }
+    let mut tmp = [0u8; 34];
+    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+        tessera_core::quant::quantize_row(DType::Q8_0, x, &mut tmp)?;
+        let sum: i32 = tmp[2..].iter().map(|&q| i32::from(q as i8)).sum();
+        out[..2].copy_from_slice(&tmp[..2]);
+        out[2..4].copy_from_slice(&(sum as i16).to_le_bytes());
+        out[4..].copy_from_slice(&tmp[2..]);
+    }
+    Ok(())
 }
 
 /// The matmul kernel for weights of `dtype` under the active tier.

@@ -10,6 +10,9 @@
 //! 2. The output is cut into chunks of weight rows by activation rows; the threads take chunks
 //!    from an atomic counter (fast and slow cores balance themselves), and the abort callback
 //!    is polled between chunks.
+//! Weights in a [`crate::kernels::repack`] buffer (rows interleaved by eight) are recognized
+//! by their address and use the repacked kernels.
+//!
 //! 3. Inside a chunk the kernel's `mr x nr` tiles run rows-outer, so that a tile of weight rows
 //!    is reused from L1 across every activation column of the chunk; a chunk's activation
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
@@ -112,7 +115,13 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
-        let kernel = kernels::matmul_kernel(a.layout.dtype)?;
+        let packed = kernels::repack::lookup(a.ptr, a.layout.nbytes())
+            .filter(|&t| t == a.layout.dtype)
+            .and_then(kernels::repacked_kernel);
+        let kernel = match packed {
+            Some(k) => k,
+            None => kernels::matmul_kernel(a.layout.dtype)?,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }
     }

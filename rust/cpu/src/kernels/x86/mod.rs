@@ -17,6 +17,11 @@ pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     avx512::tile(wt)
 }
 
+/// The AVX-512 VNNI kernel for repacked weights of `wt`, with its tile size.
+pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    avx512::packed_tile(wt)
+}
+
 /// Converts an activation row with AVX2 when a kernel exists for `act`; `false` otherwise.
 /// Only called once the AVX2 tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
