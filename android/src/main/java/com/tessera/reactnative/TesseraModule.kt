@@ -1,0 +1,75 @@
+package com.tessera.reactnative
+
+import com.facebook.react.bridge.Arguments
+import com.facebook.react.bridge.Promise
+import com.facebook.react.bridge.ReactApplicationContext
+import com.facebook.react.module.annotations.ReactModule
+import com.facebook.react.modules.core.DeviceEventManagerModule
+import com.tessera.LogLevel
+import com.tessera.LogListener
+import com.tessera.callJson
+import com.tessera.setLogListener
+
+/**
+ * The Tessera TurboModule: converts between React Native's types and the generated uniffi
+ * bindings (package `com.tessera`, from rust/ffi), and nothing else. [TesseraBridge] moves
+ * the work off the JS thread.
+ */
+@ReactModule(name = TesseraModule.NAME)
+class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(reactContext) {
+  private val bridge =
+    TesseraBridge(
+      native = { request -> callJson(request) },
+      installLogSink = { sink ->
+        setLogListener(
+          sink?.let {
+            object : LogListener {
+              override fun onLog(level: LogLevel, target: String, message: String) {
+                it(level.name.lowercase(), target, message)
+              }
+            }
+          }
+        )
+      },
+    )
+
+  override fun getName(): String = NAME
+
+  override fun call(requestJson: String, promise: Promise) {
+    bridge.call(requestJson, { promise.resolve(it) }, { code, message -> promise.reject(code, message) })
+  }
+
+  override fun toggleNativeLog(enabled: Boolean) {
+    bridge.setLogForwarding(enabled, ::emitLog)
+  }
+
+  // Required by NativeEventEmitter; the subscriptions live in JavaScript.
+  override fun addListener(eventName: String) {}
+
+  override fun removeListeners(count: Double) {}
+
+  override fun invalidate() {
+    bridge.shutdown()
+    super.invalidate()
+  }
+
+  private fun emitLog(level: String, target: String, message: String) {
+    val context = reactApplicationContext
+    if (!context.hasActiveReactInstance()) return
+    val event =
+      Arguments.createMap().apply {
+        putString("level", level)
+        putString("target", target)
+        putString("message", message)
+      }
+    context.getJSModule(DeviceEventManagerModule.RCTDeviceEventEmitter::class.java).emit(EVENT, event)
+  }
+
+  companion object {
+    /** The module's name in JavaScript (`TurboModuleRegistry.get('Tessera')`). */
+    const val NAME = "Tessera"
+
+    /** The event that carries log records. */
+    const val EVENT = "TesseraLog"
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * react-native-tessera: on-device inference for React Native, with a ggml-style graph engine
+ * in Rust.
+ *
+ * - {@link getDevices}, {@link getCpuFeatures}, {@link getBuildInfo}: what the device offers;
+ * - {@link graph} / {@link GraphBuilder}: build a graph of tensor ops, checked as it is built;
+ * - {@link compute} and {@link Session}: run it off the JS thread;
+ * - {@link toggleNativeLog}, {@link addNativeLogListener}: the Rust core's log.
+ *
+ * @packageDocumentation
+ */
+
+export {
+  DTYPES,
+  DTYPE_INFO,
+  isDType,
+  isFloat,
+  isQuantized,
+  type ArrayFor,
+  type DType,
+  type FloatDType,
+  type HalfDType,
+  type QuantizedDType,
+  type TensorArray,
+} from './dtype';
+export {
+  CancelledError,
+  DataLengthError,
+  DTypeError,
+  InvalidArgumentError,
+  InvalidGraphError,
+  NativeModuleMissingError,
+  ShapeError,
+  TesseraError,
+  type NativeErrorKind,
+  type TesseraErrorKind,
+} from './errors';
+export {
+  GRAPH_FORMAT_VERSION,
+  GraphBuilder,
+  Tensor,
+  graph,
+  type ConstantOptions,
+  type GluOptions,
+  type GraphDocument,
+  type NodeDocument,
+  type OpName,
+  type ParamValue,
+  type RopeOptions,
+  type SoftmaxOptions,
+  type TensorDocument,
+  type TensorKind,
+  type ViewOptions,
+} from './graph';
+export { graphFromDocument } from './document';
+export {
+  Session,
+  compute,
+  setLogLevel,
+  toggleNativeLog,
+  type AbortSignalLike,
+  type AnyTensorValue,
+  type ComputeInputs,
+  type ComputeOptions,
+  type ComputeResult,
+  type GraphLike,
+  type InputValue,
+  type LogLevel,
+  type SessionComputeOptions,
+  type SessionOptions,
+  type TensorValue,
+} from './compute';
+export {
+  getBuildInfo,
+  getCpuFeatures,
+  getDevices,
+  type BuildInfo,
+  type CpuFeaturePair,
+  type CpuFeatures,
+  type DeviceCaps,
+  type DeviceInfo,
+  type DeviceType,
+  type KernelTier,
+} from './features';
+export {
+  addNativeLogListener,
+  setNativeCaller,
+  type NativeCaller,
+  type NativeLogEvent,
+  type NativeLogListener,
+} from './caller';
+export {
+  bfloat16BitsToFloat32,
+  bfloat16ToFloat32,
+  float16BitsToFloat32,
+  float16ToFloat32,
+  float32ToBFloat16,
+  float32ToBFloat16Bits,
+  float32ToFloat16,
+  float32ToFloat16Bits,
+} from './half';
+export { base64FromBytes, bytesFromBase64 } from './base64';
+export { toFloat32 } from './convert';

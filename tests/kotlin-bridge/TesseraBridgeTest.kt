@@ -1,0 +1,143 @@
+// JVM tests of com.tessera.reactnative.TesseraBridge with a fake native function.
+// Run with scripts/kotlin-bridge-test.sh (kotlinc, no Android, no Gradle).
+
+import com.tessera.reactnative.TesseraBridge
+import java.util.concurrent.CountDownLatch
+import java.util.concurrent.CopyOnWriteArrayList
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicReference
+
+private var passed = 0
+private var failed = 0
+
+private fun test(name: String, body: () -> Unit) {
+  try {
+    body()
+    passed++
+    println("ok   $name")
+  } catch (e: Throwable) {
+    failed++
+    println("FAIL $name: ${e.javaClass.simpleName}: ${e.message}")
+  }
+}
+
+private fun check(condition: Boolean, message: () -> String) {
+  if (!condition) throw AssertionError(message())
+}
+
+private fun <T> eq(actual: T, expected: T) = check(actual == expected) { "expected <$expected>, got <$actual>" }
+
+/** Calls the bridge and waits for resolve or reject. */
+private fun callAndWait(bridge: TesseraBridge, request: String): Pair<String?, String?> {
+  val latch = CountDownLatch(1)
+  val resolved = AtomicReference<String?>()
+  val rejected = AtomicReference<String?>()
+  bridge.call(request, { resolved.set(it); latch.countDown() }, { code, message -> rejected.set("$code: $message"); latch.countDown() })
+  check(latch.await(5, TimeUnit.SECONDS)) { "no answer within 5 s" }
+  return resolved.get() to rejected.get()
+}
+
+fun main() {
+  test("resolves with the native response") {
+    val bridge = TesseraBridge(native = { req -> "{\"ok\":$req}" })
+    eq(callAndWait(bridge, "{\"method\":\"devices\"}"), "{\"ok\":{\"method\":\"devices\"}}" to null)
+    bridge.shutdown()
+  }
+
+  test("runs off the calling thread, on a tessera-call thread") {
+    val seen = AtomicReference<String>()
+    val bridge = TesseraBridge(native = { seen.set(Thread.currentThread().name); "{\"ok\":{}}" })
+    callAndWait(bridge, "{}")
+    check(seen.get() != Thread.currentThread().name) { "ran on the caller's thread" }
+    check(seen.get().startsWith("tessera-call-")) { "thread ${seen.get()}" }
+    bridge.shutdown()
+  }
+
+  test("a blocked call does not hold up the next one (cancel during compute)") {
+    val release = CountDownLatch(1)
+    val bridge =
+      TesseraBridge(
+        native = { req ->
+          if (req.contains("compute")) {
+            release.await(5, TimeUnit.SECONDS)
+            "{\"error\":{\"kind\":\"Cancelled\",\"message\":\"computation cancelled\"}}"
+          } else {
+            release.countDown()
+            "{\"ok\":{\"cancelled\":true}}"
+          }
+        }
+      )
+    val computeDone = CountDownLatch(1)
+    val computeResult = AtomicReference<String>()
+    bridge.call("{\"method\":\"compute\"}", { computeResult.set(it); computeDone.countDown() }, { _, _ -> })
+    eq(callAndWait(bridge, "{\"method\":\"cancel\"}").first, "{\"ok\":{\"cancelled\":true}}")
+    check(computeDone.await(5, TimeUnit.SECONDS)) { "compute never finished" }
+    check(computeResult.get().contains("Cancelled")) { computeResult.get() }
+    bridge.shutdown()
+  }
+
+  test("a native exception resolves with an Internal error response") {
+    val bridge = TesseraBridge(native = { throw UnsatisfiedLinkError("libtessera_ffi.so: \"not found\"\n") })
+    val (resolved, rejected) = callAndWait(bridge, "{}")
+    eq(rejected, null)
+    eq(
+      resolved,
+      "{\"error\":{\"kind\":\"Internal\",\"message\":\"native call failed: UnsatisfiedLinkError: libtessera_ffi.so: \\\"not found\\\"\\n\"}}",
+    )
+  }
+
+  test("errorJson escapes every control character") {
+    eq(TesseraBridge.jsonString("a\"b\\c\u0001\t\u2028"), "\"a\\\"b\\\\c\\u0001\\t\\u2028\"")
+    eq(TesseraBridge.errorJson("Closed", "x"), "{\"error\":{\"kind\":\"Closed\",\"message\":\"x\"}}")
+  }
+
+  test("after shutdown, calls are rejected with Closed") {
+    val bridge = TesseraBridge(native = { "{\"ok\":{}}" })
+    bridge.shutdown()
+    eq(callAndWait(bridge, "{}"), null to "Closed: the Tessera module was invalidated")
+  }
+
+  test("many concurrent calls all resolve, each with its own response") {
+    val bridge = TesseraBridge(native = { req -> Thread.sleep(2); "{\"ok\":$req}" })
+    val n = 64
+    val latch = CountDownLatch(n)
+    val results = CopyOnWriteArrayList<String>()
+    for (i in 0 until n) bridge.call("$i", { results.add(it); latch.countDown() }, { _, _ -> latch.countDown() })
+    check(latch.await(10, TimeUnit.SECONDS)) { "only ${results.size} of $n answered" }
+    eq(results.map { it.removePrefix("{\"ok\":").removeSuffix("}").toInt() }.sorted(), (0 until n).toList())
+    bridge.shutdown()
+  }
+
+  test("log forwarding installs one sink, forwards records, and removes it") {
+    var sink: ((String, String, String) -> Unit)? = null
+    var installs = 0
+    val bridge = TesseraBridge(native = { "" }, installLogSink = { s -> sink = s; installs++ })
+    val events = mutableListOf<String>()
+    val emit: (String, String, String) -> Unit = { level, target, message -> events.add("$level $target $message") }
+    bridge.setLogForwarding(true, emit)
+    bridge.setLogForwarding(true, emit)
+    eq(installs, 1)
+    check(bridge.isLogForwarding) { "not forwarding" }
+    sink!!("info", "tessera_cpu", "hello")
+    eq(events, listOf("info tessera_cpu hello"))
+    bridge.setLogForwarding(false, emit)
+    eq(sink, null)
+    eq(installs, 2)
+    check(!bridge.isLogForwarding) { "still forwarding" }
+    bridge.setLogForwarding(true, emit)
+    bridge.shutdown()
+    eq(sink, null)
+  }
+
+  test("a failing log sink installation is reported as an error record, not thrown") {
+    val bridge = TesseraBridge(native = { "" }, installLogSink = { throw IllegalStateException("no logger") })
+    val events = mutableListOf<String>()
+    bridge.setLogForwarding(true) { level, _, message -> events.add("$level: $message"); Unit }
+    eq(events, listOf("error: could not install the log listener: IllegalStateException: no logger"))
+    check(!bridge.isLogForwarding) { "claims to forward" }
+    bridge.shutdown()
+  }
+
+  println("$passed passed, $failed failed")
+  if (failed > 0) kotlin.system.exitProcess(1)
+}

@@ -1,0 +1,103 @@
+import { createRequire } from 'node:module';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as tessera from '../../src/index';
+
+const require = createRequire(import.meta.url);
+
+describe('jest/mock.js', () => {
+  // What jest.requireActual('react-native-tessera') returns in an app's Jest run.
+  (globalThis as any).jest = { requireActual: (name: string) => (name === 'react-native-tessera' ? tessera : require(name)) };
+  const mock = require('../../jest/mock.js');
+  afterAll(() => {
+    tessera.setNativeCaller(null);
+    delete (globalThis as any).jest;
+  });
+
+  it('exports the whole API', () => {
+    for (const key of Object.keys(tessera)) expect(mock).toHaveProperty(key);
+  });
+
+  it('gives deterministic devices, features and build info', async () => {
+    expect(await mock.getDevices()).toEqual([
+      {
+        backend: 'CPU',
+        name: 'CPU',
+        description: 'Mock CPU',
+        type: 'cpu',
+        memoryFree: 4 * 2 ** 30,
+        memoryTotal: 8 * 2 ** 30,
+        caps: { asyncOps: false, hostBuffer: false, bufferFromHostPtr: true, events: false },
+      },
+    ]);
+    const f = await mock.getCpuFeatures();
+    expect([f.neon, f.dotprod, f.i8mm, f.sve, f.avx2]).toEqual([true, true, false, false, false]);
+    expect(f.tierByType.Q4_0).toBe('neon+dotprod');
+    expect((await mock.getBuildInfo()).target).toBe('mock');
+  });
+
+  it('computes zeros of the right types and shapes, and checks inputs for real', async () => {
+    const g = mock.graph();
+    const x = g.input('x', 'F32', [32, 3]);
+    const w = g.constant('w', new Float32Array(64), { dtype: 'Q8_0', shape: [32, 2] });
+    const y = g.matmul(w, x);
+    g.output(g.softmax(y), 'p').output(g.argmax(y), 'best').output(g.cpy(y, g.input('h', 'F16', [6])), 'half');
+    const out = await mock.compute(g, { x: new Float32Array(96), h: new Uint16Array(6) });
+    expect(out.p.shape).toEqual([2, 3]);
+    expect(Array.from(out.p.data)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(out.best.data).toBeInstanceOf(Int32Array);
+    expect(out.best.shape).toEqual([3]);
+    expect(out.half.data).toBeInstanceOf(Uint16Array);
+    await expect(mock.compute(g, { x: new Float32Array(1), h: new Uint16Array(6) })).rejects.toBeInstanceOf(tessera.DataLengthError);
+    // Sessions and signals work
+    const s = await mock.Session.open();
+    expect((await s.compute(g, { x: new Float32Array(96), h: new Uint16Array(6) }, { signal: new AbortController().signal })).p.shape).toEqual([2, 3]);
+    await s.close();
+    expect(mock.__mock.requests.map((r: { method: string }) => r.method)).toContain('closeSession');
+  });
+
+  it('forwards log records emitted by the test', () => {
+    const seen: unknown[] = [];
+    const off = mock.addNativeLogListener((e: unknown) => seen.push(e));
+    mock.__mock.emitLog({ level: 'info', target: 'mock', message: 'hi' });
+    off();
+    expect(seen).toEqual([{ level: 'info', target: 'mock', message: 'hi' }]);
+  });
+});
+
+describe('app.plugin.js', () => {
+  const plugin = require('../../app.plugin.js');
+
+  it('loads with require and is a passthrough without @expo/config-plugins', () => {
+    const config = { name: 'app', slug: 'app' };
+    expect(typeof plugin).toBe('function');
+    expect(plugin(config)).toBe(config);
+  });
+
+  it('with config plugins: runs once, leaves gradle.properties alone, warns about legacy packaging', () => {
+    const warnings: string[] = [];
+    const calls: string[] = [];
+    const fakePlugins = {
+      withGradleProperties(config: any, action: (c: any) => any) {
+        calls.push('withGradleProperties');
+        return action(config);
+      },
+      createRunOncePlugin(p: (c: unknown) => unknown, name: string, version: string) {
+        calls.push(`runOnce ${name}@${version}`);
+        return p;
+      },
+    };
+    const p = plugin.createPlugin(fakePlugins, (m: string) => warnings.push(m));
+    const modResults = [
+      { type: 'property', key: 'expo.useLegacyPackaging', value: 'true' },
+      { type: 'property', key: 'newArchEnabled', value: 'true' },
+    ];
+    const before = JSON.stringify(modResults);
+    const out = p({ modResults });
+    expect(JSON.stringify(out.modResults)).toBe(before);
+    expect(calls).toEqual([`runOnce react-native-tessera@${require('../../package.json').version}`, 'withGradleProperties']);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/useLegacyPackaging=true/);
+    p({ modResults: [{ type: 'property', key: 'expo.useLegacyPackaging', value: 'false' }] });
+    expect(warnings).toHaveLength(1);
+  });
+});
