@@ -159,11 +159,12 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     if !tier.is_supported() {
         return None;
     }
-    let (tile, mr, nr) = match tier {
+    let found: Option<(TileFn, usize, usize)> = match tier {
         #[cfg(target_arch = "x86_64")]
-        Tier::Avx512Vnni => x86::avx512_packed_tile(dtype)?,
-        _ => return None,
+        Tier::Avx512Vnni => x86::avx512_packed_tile(dtype),
+        _ => None,
     };
+    let (tile, mr, nr) = found?;
     Some(MatKernel { tier, weight: dtype, act: DType::Q8_1, mr, nr, repacked: true, tile })
 }
 

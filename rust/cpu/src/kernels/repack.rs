@@ -40,7 +40,7 @@ fn quant_bytes(dtype: DType) -> Option<usize> {
 pub fn can_repack(layout: &Layout) -> bool {
     quant_bytes(layout.dtype).is_some()
         && layout.is_contiguous()
-        && layout.ne[1] % GROUP == 0
+        && layout.ne[1].is_multiple_of(GROUP)
         && super::repacked_kernel(layout.dtype).is_some()
 }
 
@@ -49,7 +49,7 @@ fn check_len(dtype: DType, k: usize, src: usize, dst: usize) -> Result<usize> {
     if quant_bytes(dtype).is_none() {
         return Err(Error::dtype("repack", dtype, "only Q4_0 and Q8_0 are repacked"));
     }
-    if src != dst || row == 0 || src % (row * GROUP) != 0 {
+    if src != dst || row == 0 || !src.is_multiple_of(row * GROUP) {
         return Err(Error::DataLength {
             context: format!("repack of {dtype} rows of {k} values in groups of {GROUP}"),
             expected: src.div_ceil((row * GROUP).max(1)) * row * GROUP,

@@ -52,6 +52,7 @@ macro_rules! scalar_tile {
         /// # Safety
         ///
         /// As [`TileFn`].
+        #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             k: usize,
             a: *const u8,

@@ -38,7 +38,11 @@ pub(crate) unsafe fn activations(
     threads: usize,
 ) -> Result<Acts> {
     let bl = &b.layout;
-    if kernel.act == DType::F32 && bl.dtype == DType::F32 && bl.nb[0] == 4 && bl.nb[1] % 4 == 0 {
+    if kernel.act == DType::F32
+        && bl.dtype == DType::F32
+        && bl.nb[0] == 4
+        && bl.nb[1].is_multiple_of(4)
+    {
         return Ok(Acts { ptr: b.ptr, nb: bl.nb, ne: bl.ne });
     }
     let row = kernel.act_row_size(k)?;

@@ -10,13 +10,13 @@
 //! 2. The output is cut into chunks of weight rows by activation rows; the threads take chunks
 //!    from an atomic counter (fast and slow cores balance themselves), and the abort callback
 //!    is polled between chunks.
-//! Weights in a [`crate::kernels::repack`] buffer (rows interleaved by eight) are recognized
-//! by their address and use the repacked kernels.
-//!
 //! 3. Inside a chunk the kernel's `mr x nr` tiles run rows-outer, so that a tile of weight rows
 //!    is reused from L1 across every activation column of the chunk; a chunk's activation
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
+//!
+//! Weights in a [`crate::kernels::repack`] buffer (rows interleaved by eight) are recognized
+//! by their address and use the repacked kernels.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (interleaved rows) are recognized by their
 //! address and use the repacked kernels.
@@ -66,7 +66,7 @@ impl SharedPtr {
 /// Checks ggml's MUL_MAT shape rules; returns (K, M, N).
 fn check_shapes(dst: &Layout, a: &Layout, b: &Layout) -> Result<(usize, usize, usize)> {
     let bad = |why: &str| Error::InvalidArgument(format!("mul_mat: {why}"));
-    if dst.dtype != DType::F32 || dst.nb[0] != 4 || dst.nb[1] % 4 != 0 {
+    if dst.dtype != DType::F32 || dst.nb[0] != 4 || !dst.nb[1].is_multiple_of(4) {
         return Err(bad("dst must be F32 with dense rows"));
     }
     if !b.dtype.is_float() {
@@ -84,10 +84,10 @@ fn check_shapes(dst: &Layout, a: &Layout, b: &Layout) -> Result<(usize, usize, u
     {
         return Err(bad(&format!("shapes {:?} x {:?} -> {:?} do not match", a.ne, b.ne, dst.ne)));
     }
-    if b.ne[2] % a.ne[2] != 0 || b.ne[3] % a.ne[3] != 0 {
+    if !b.ne[2].is_multiple_of(a.ne[2]) || !b.ne[3].is_multiple_of(a.ne[3]) {
         return Err(bad("src1 dims 2 and 3 must be multiples of src0's"));
     }
-    if k % a.dtype.block_size() != 0 {
+    if !k.is_multiple_of(a.dtype.block_size()) {
         return Err(Error::BlockAlignment { dtype: a.dtype, n: k, block: a.dtype.block_size() });
     }
     Ok((k, m, n))
@@ -131,6 +131,7 @@ impl MatMul {
     /// # Safety
     ///
     /// As [`MatMul::run`].
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn run_with(
         &self,
         kernel: &MatKernel,

@@ -1,4 +1,5 @@
 //! The NEON + dotprod tier: Q8_0 and Q4_0 weights with `sdot` (emitted with `asm!`).
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::neon::load_q;
 use super::{f16_at, tiled};

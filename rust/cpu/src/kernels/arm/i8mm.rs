@@ -1,5 +1,6 @@
 //! The NEON + i8mm tier: Q8_0 and Q4_0 weights with `smmla` (emitted with `asm!`), two weight
 //! rows by two activation rows per instruction; edges use the dotprod kernel.
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::dotprod;
 use super::f16_at;

@@ -1,5 +1,6 @@
 //! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 weights with `fmla`, Q8_0 and Q4_0 with
 //! `smull` + `sadalp`.
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::{f16_at, tiled};
 use crate::kernels::TileFn;
