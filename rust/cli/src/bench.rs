@@ -138,8 +138,8 @@ fn make_weights(dtype: DType, m: usize, k: usize, cold_bytes: usize) -> Result<W
 
 fn matmul(a: &Args) -> Result<(), String> {
     println!(
-        "{:5} {:>5} {:>3} {:>12} {:>9} {:>8}  tier",
-        "type", "N", "thr", "median_ms", "GFLOPS", "GB/s"
+        "{:5} {:>5} {:>3} {:>12} {:>9} {:>8} {:>9}  tier",
+        "type", "N", "thr", "median_ms", "GFLOPS", "GB/s", "best_GF"
     );
     for &dtype in &a.types {
         let w = make_weights(dtype, a.m, a.k, a.cold_bytes)?;
@@ -189,13 +189,14 @@ fn matmul(a: &Args) -> Result<(), String> {
                 let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;
                 let gbps = wbytes as f64 / med / 1e9;
                 println!(
-                    "{:5} {:>5} {:>3} {:>12.3} {:>9.1} {:>8.1}  {}{}",
+                    "{:5} {:>5} {:>3} {:>12.3} {:>9.1} {:>8.1} {:>9.1}  {}{}",
                     dtype.name(),
                     n,
                     threads,
                     med * 1e3,
                     gflops,
                     gbps,
+                    2.0 * (a.m * n * a.k) as f64 / times[0] / 1e9,
                     tier,
                     if w.repacked { " (repacked)" } else { "" }
                 );

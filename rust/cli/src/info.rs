@@ -1,7 +1,7 @@
 //! `tessera info`: the build, the host CPU, the devices, and a small graph computed and checked.
 
 use std::fmt::Write as _;
-use tessera_core::backend::BackendParams;
+use tessera_core::backend::{BackendParams, DeviceType};
 use tessera_core::registry::Registry;
 use tessera_core::sched::Scheduler;
 use tessera_core::{quant, tensor_data, DType, Graph, Result};
@@ -85,8 +85,13 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
     let y = g.mul_mat(wt, xt)?;
     let p = g.soft_max(y)?;
     g.set_output(p)?;
-    let backends = registry
-        .devices_by_preference()
+    // The preferred device, with the CPU behind it for what that device cannot run.
+    let preferred = registry.devices_by_preference();
+    let mut devices: Vec<_> = preferred.iter().take(1).cloned().collect();
+    if devices.iter().all(|d| d.device_type() != DeviceType::Cpu) {
+        devices.extend(registry.device_by_type(DeviceType::Cpu));
+    }
+    let backends = devices
         .iter()
         .map(|d| d.init_backend(&BackendParams::default()))
         .collect::<Result<Vec<_>>>()?;

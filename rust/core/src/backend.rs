@@ -251,6 +251,11 @@ pub trait Device: Send + Sync {
     fn device_type(&self) -> DeviceType;
     /// Capabilities.
     fn caps(&self) -> DeviceCaps;
+    /// Whether the device is a software emulation running on the CPU (e.g. lavapipe): usable
+    /// and tested, but never preferred over the CPU itself.
+    fn is_software(&self) -> bool {
+        false
+    }
     /// Everything at once.
     fn props(&self) -> DeviceProps {
         DeviceProps {

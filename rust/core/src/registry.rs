@@ -108,17 +108,18 @@ impl Registry {
             .init_backend(params)
     }
 
-    /// The devices in order of preference: GPUs, then integrated GPUs, accelerators, and the
-    /// CPU last.
+    /// The devices in order of preference: GPUs, then integrated GPUs, accelerators, the CPU,
+    /// and software emulations of a GPU last.
     pub fn devices_by_preference(&self) -> Vec<Arc<dyn Device>> {
-        let rank = |t: DeviceType| match t {
+        let rank = |d: &Arc<dyn Device>| match d.device_type() {
+            _ if d.is_software() => 4,
             DeviceType::Gpu => 0,
             DeviceType::IntegratedGpu => 1,
             DeviceType::Accelerator => 2,
             DeviceType::Cpu => 3,
         };
         let mut devices = self.devices.clone();
-        devices.sort_by_key(|d| rank(d.device_type()));
+        devices.sort_by_key(rank);
         devices
     }
 

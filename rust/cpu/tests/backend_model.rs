@@ -81,6 +81,7 @@ impl Buffer for TestBuffer {
 
 struct TestDevice {
     computed: Arc<Mutex<Vec<String>>>,
+    software: bool,
 }
 
 impl Device for TestDevice {
@@ -95,6 +96,9 @@ impl Device for TestDevice {
     }
     fn device_type(&self) -> DeviceType {
         DeviceType::Gpu
+    }
+    fn is_software(&self) -> bool {
+        self.software
     }
     fn caps(&self) -> DeviceCaps {
         DeviceCaps::default()
@@ -123,7 +127,7 @@ impl Backend for TestBackend {
         "TEST".into()
     }
     fn device(&self) -> Arc<dyn Device> {
-        Arc::new(TestDevice { computed: self.computed.clone() })
+        Arc::new(TestDevice { computed: self.computed.clone(), software: false })
     }
     fn graph_plan_create(&mut self, _g: &Graph, _n: &[TensorId]) -> Result<Box<dyn GraphPlan>> {
         Err(Error::InvalidArgument("no plans".into()))
@@ -174,7 +178,7 @@ impl BackendReg for TestReg {
         "TEST".into()
     }
     fn devices(&self) -> Vec<Arc<dyn Device>> {
-        vec![Arc::new(TestDevice { computed: self.computed.clone() })]
+        vec![Arc::new(TestDevice { computed: self.computed.clone(), software: false })]
     }
 }
 
@@ -220,6 +224,21 @@ fn registry_lookups_init_best_and_failed_registration() {
         r
     };
     assert_eq!(cpu_only.init_best(&BackendParams::default()).unwrap().name(), "CPU");
+    // A software GPU (lavapipe) is listed but never preferred over the CPU.
+    struct SoftReg(Arc<Mutex<Vec<String>>>);
+    impl BackendReg for SoftReg {
+        fn name(&self) -> String {
+            "SOFT".into()
+        }
+        fn devices(&self) -> Vec<Arc<dyn Device>> {
+            vec![Arc::new(TestDevice { computed: self.0.clone(), software: true })]
+        }
+    }
+    let mut soft = Registry::new();
+    soft.register(Arc::new(SoftReg(computed.clone())));
+    soft.register(CpuBackendReg::shared());
+    assert_eq!(soft.init_best(&BackendParams::default()).unwrap().name(), "CPU");
+    assert_eq!(soft.devices_by_preference().last().unwrap().name(), "TEST");
 }
 
 #[test]
@@ -388,7 +407,7 @@ fn mixed_graph(g: &mut Graph) -> (TensorId, TensorId, TensorId) {
 #[test]
 fn scheduler_splits_copies_and_matches_cpu_alone() {
     let computed = Arc::new(Mutex::new(Vec::new()));
-    let test_dev = TestDevice { computed: computed.clone() };
+    let test_dev = TestDevice { computed: computed.clone(), software: false };
     let backends: Vec<Box<dyn Backend>> = vec![
         test_dev.init_backend(&BackendParams::default()).unwrap(),
         Box::new(CpuBackend::new(Some(1)).unwrap()),
@@ -425,7 +444,7 @@ fn scheduler_splits_copies_and_matches_cpu_alone() {
 #[test]
 fn scheduler_pins_and_weights_pull_ops() {
     let computed = Arc::new(Mutex::new(Vec::new()));
-    let test_dev = TestDevice { computed: computed.clone() };
+    let test_dev = TestDevice { computed: computed.clone(), software: false };
     let mk = || -> Vec<Box<dyn Backend>> {
         vec![
             test_dev.init_backend(&BackendParams::default()).unwrap(),

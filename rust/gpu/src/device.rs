@@ -85,6 +85,10 @@ impl Device for GpuDevice {
         self.ctx.name.clone()
     }
 
+    fn is_software(&self) -> bool {
+        GpuDevice::is_software(self)
+    }
+
     fn description(&self) -> String {
         self.ctx.info.name.clone()
     }
