@@ -329,8 +329,8 @@ mod repacked {
 
     #[test]
     fn pack_unpack_round_trip() {
-        for dtype in [DType::Q4_0, DType::Q8_0] {
-            for (k, m) in [(32usize, 8usize), (96, 16), (256, 24)] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+            for (k, m) in [(256usize, 8usize), (512, 16), (768, 24)] {
                 let (a, _) = weights(dtype, k, m, 11);
                 let mut p = vec![0u8; a.len()];
                 repack::pack(dtype, k, &a, &mut p).unwrap();
@@ -339,9 +339,9 @@ mod repacked {
                 repack::unpack(dtype, k, &p, &mut back).unwrap();
                 assert_eq!(back, a, "{dtype} {k}x{m}");
             }
-            assert!(repack::pack(dtype, 32, &[0u8; 18 * 3], &mut [0u8; 18 * 3]).is_err());
         }
         assert!(repack::pack(DType::Q4_1, 32, &[0u8; 160], &mut [0u8; 160]).is_err());
+        assert!(repack::pack(DType::Q8_0, 32, &[0u8; 34 * 3], &mut [0u8; 34 * 3]).is_err());
     }
 
     #[test]
@@ -384,20 +384,21 @@ mod repacked {
         };
         assert!(repack::repack_buffer_type().is_some());
         let k_big = if small() { 512 } else { 4096 };
-        for dtype in [DType::Q4_0, DType::Q8_0] {
-            for &(m, k) in &[(8usize, 32usize), (24, 96), (64, k_big)] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+            if tessera_cpu::kernels::repacked_kernel(dtype).is_none() {
+                continue;
+            }
+            let kq = if dtype == DType::Q4_K { 256 } else { 32 };
+            for &(m, k) in &[(8usize, kq), (24, 3 * kq), (64, k_big)] {
                 for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
                     let packed = PackedWeights::new(&al, &a).unwrap();
                     let x = rand_vec(k * n, 3);
                     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
-                    let xq = dequantize_to_vec(
-                        DType::Q8_0,
-                        &quantize_to_vec(DType::Q8_0, &x).unwrap(),
-                        k * n,
-                    )
-                    .unwrap();
+                    let act = kernels::act_type(dtype);
+                    let xq =
+                        dequantize_to_vec(act, &quantize_to_vec(act, &x).unwrap(), k * n).unwrap();
                     let want = reference(&wdeq, &xq, k, m, n);
                     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
                     for threads in [1, 2] {

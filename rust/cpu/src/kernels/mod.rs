@@ -65,9 +65,9 @@ pub struct MatKernel {
     pub mr: usize,
     /// Columns (activation rows) of the tile.
     pub nr: usize,
-    /// Whether the kernel reads repacked weights ([`repack`]) and activations in the
-    /// "Q8_0 with sums" format: per block of 32, the f16 scale, the i16 sum of the quants and
-    /// the Q8_0 quants (36 bytes, sized as Q8_1).
+    /// Whether the kernel reads repacked weights ([`repack`]); for Q4_0 / Q8_0 weights the
+    /// activations are then in the "Q8_0 with sums" format (`act` is Q8_1 for its size): per
+    /// block of 32, the f16 scale, the i16 sum of the quants and the Q8_0 quants.
     pub repacked: bool,
     tile: TileFn,
 }
@@ -105,7 +105,7 @@ impl MatKernel {
 
     /// Converts `src` (one activation row) to the kernel's activation format in `dst`.
     pub fn quantize_act(&self, src: &[f32], dst: &mut [u8]) -> Result<()> {
-        if self.repacked {
+        if self.repacked && self.act == DType::Q8_1 {
             return quantize_q8_0_sums(src, dst);
         }
         quantize_act(self.tier, self.act, src, dst)
@@ -165,7 +165,9 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         _ => None,
     };
     let (tile, mr, nr) = found?;
-    Some(MatKernel { tier, weight: dtype, act: DType::Q8_1, mr, nr, repacked: true, tile })
+    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K.
+    let act = if dtype == DType::Q4_K { DType::Q8_K } else { DType::Q8_1 };
+    Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, tile })
 }
 
 /// Quantizes `src` to Q8_0 blocks stored with the sums of their quants (see

@@ -1,11 +1,12 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0 and Q8_0 rows interleaved eight at a time
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q8_0 and Q4_K rows interleaved eight at a time
 //! at upload, so that one 32-byte load holds four quant bytes of each of eight rows and the
 //! AVX-512 VNNI GEMM kernel multiplies eight rows by a broadcast activation word with one
 //! `vpdpbusd`, reusing each weight register across eight activation rows.
 //!
-//! Layout of a group of [`GROUP`] rows, block `b` after block `b - 1`: the eight rows' f16
-//! scales (16 bytes), then the quants in 32-byte chunks `h`, each holding bytes `4h..4h + 4` of
-//! the block's quants (`qs`) of rows 0..8. A group takes exactly the bytes of its eight plain
+//! Layout of a group of [`GROUP`] rows, block `b` after block `b - 1`: the eight rows' header
+//! fields, field by field (Q4_0 / Q8_0: the f16 scales, 16 bytes; Q4_K: the eight `d`, the
+//! eight `dmin`, the eight 12-byte `scales`), then the quants in 32-byte chunks `h`, each
+//! holding bytes `4h..4h + 4` of the block's quants (`qs`) of rows 0..8. A group takes exactly the bytes of its eight plain
 //! rows, so tensors keep their GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
@@ -26,29 +27,44 @@ pub const REPACK_NAME: &str = "CPU_REPACK";
 /// Rows interleaved per group.
 pub const GROUP: usize = 8;
 
-/// Bytes of the quants of one block of `dtype` (Q4_0: 16, Q8_0: 32).
-fn quant_bytes(dtype: DType) -> Option<usize> {
+/// The block geometry of a repackable type: values per block, block bytes, the per-row header
+/// fields (offset, length) kept whole and stored field by field for the eight rows, and the
+/// quants (offset, length) interleaved in 4-byte words.
+struct Geometry {
+    values: usize,
+    size: usize,
+    fields: &'static [(usize, usize)],
+    quants: (usize, usize),
+}
+
+fn geometry(dtype: DType) -> Option<Geometry> {
     match dtype {
-        DType::Q4_0 => Some(16),
-        DType::Q8_0 => Some(32),
+        DType::Q4_0 => Some(Geometry { values: 32, size: 18, fields: &[(0, 2)], quants: (2, 16) }),
+        DType::Q8_0 => Some(Geometry { values: 32, size: 34, fields: &[(0, 2)], quants: (2, 32) }),
+        DType::Q4_K => Some(Geometry {
+            values: 256,
+            size: 144,
+            fields: &[(0, 2), (2, 2), (4, 12)],
+            quants: (16, 128),
+        }),
         _ => None,
     }
 }
 
-/// Whether a tensor of `layout` can be stored repacked: Q4_0 or Q8_0, contiguous, rows of
+/// Whether a tensor of `layout` can be stored repacked: Q4_0, Q8_0 or Q4_K, contiguous, rows of
 /// every plane a multiple of [`GROUP`], and the active tier has repacked kernels for the type.
 pub fn can_repack(layout: &Layout) -> bool {
-    quant_bytes(layout.dtype).is_some()
+    geometry(layout.dtype).is_some()
         && layout.is_contiguous()
         && layout.ne[1].is_multiple_of(GROUP)
         && super::repacked_kernel(layout.dtype).is_some()
 }
 
-fn check_len(dtype: DType, k: usize, src: usize, dst: usize) -> Result<usize> {
+fn check_len(dtype: DType, k: usize, src: usize, dst: usize) -> Result<(usize, Geometry)> {
     let row = dtype.row_size(k)?;
-    if quant_bytes(dtype).is_none() {
-        return Err(Error::dtype("repack", dtype, "only Q4_0 and Q8_0 are repacked"));
-    }
+    let Some(g) = geometry(dtype) else {
+        return Err(Error::dtype("repack", dtype, "only Q4_0, Q8_0 and Q4_K are repacked"));
+    };
     if src != dst || row == 0 || !src.is_multiple_of(row * GROUP) {
         return Err(Error::DataLength {
             context: format!("repack of {dtype} rows of {k} values in groups of {GROUP}"),
@@ -56,26 +72,35 @@ fn check_len(dtype: DType, k: usize, src: usize, dst: usize) -> Result<usize> {
             actual: dst,
         });
     }
-    Ok(row)
+    Ok((row, g))
+}
+
+/// Calls `f(plain_range, packed_range)` for every byte run of one group's block `b`.
+fn block_map(g: &Geometry, row: usize, b: usize, mut f: impl FnMut(usize, usize, usize)) {
+    let base = b * g.size * GROUP;
+    let mut o = base;
+    for &(off, len) in g.fields {
+        for r in 0..GROUP {
+            f(r * row + b * g.size + off, o, len);
+            o += len;
+        }
+    }
+    let (qoff, qlen) = g.quants;
+    for h in 0..qlen / 4 {
+        for r in 0..GROUP {
+            f(r * row + b * g.size + qoff + 4 * h, o, 4);
+            o += 4;
+        }
+    }
 }
 
 /// Repacks plain rows of `k` values of `dtype` (`src`, a whole number of [`GROUP`]-row groups)
 /// into `dst` (same length).
 pub fn pack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
-    let row = check_len(dtype, k, src.len(), dst.len())?;
-    let qb = quant_bytes(dtype).unwrap_or(0);
-    let bs = 2 + qb;
+    let (row, g) = check_len(dtype, k, src.len(), dst.len())?;
     for (sg, dg) in src.chunks_exact(row * GROUP).zip(dst.chunks_exact_mut(row * GROUP)) {
-        for b in 0..k / 32 {
-            let out = &mut dg[b * bs * GROUP..(b + 1) * bs * GROUP];
-            for r in 0..GROUP {
-                let blk = &sg[r * row + b * bs..r * row + (b + 1) * bs];
-                out[2 * r..2 * r + 2].copy_from_slice(&blk[..2]);
-                for h in 0..qb / 4 {
-                    let o = 2 * GROUP + 32 * h + 4 * r;
-                    out[o..o + 4].copy_from_slice(&blk[2 + 4 * h..2 + 4 * h + 4]);
-                }
-            }
+        for b in 0..k / g.values {
+            block_map(&g, row, b, |p, q, n| dg[q..q + n].copy_from_slice(&sg[p..p + n]));
         }
     }
     Ok(())
@@ -83,20 +108,10 @@ pub fn pack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
 
 /// Undoes [`pack`]: the plain GGUF rows of repacked `src`.
 pub fn unpack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
-    let row = check_len(dtype, k, src.len(), dst.len())?;
-    let qb = quant_bytes(dtype).unwrap_or(0);
-    let bs = 2 + qb;
+    let (row, g) = check_len(dtype, k, src.len(), dst.len())?;
     for (sg, dg) in src.chunks_exact(row * GROUP).zip(dst.chunks_exact_mut(row * GROUP)) {
-        for b in 0..k / 32 {
-            let inp = &sg[b * bs * GROUP..(b + 1) * bs * GROUP];
-            for r in 0..GROUP {
-                let blk = &mut dg[r * row + b * bs..r * row + (b + 1) * bs];
-                blk[..2].copy_from_slice(&inp[2 * r..2 * r + 2]);
-                for h in 0..qb / 4 {
-                    let o = 2 * GROUP + 32 * h + 4 * r;
-                    blk[2 + 4 * h..2 + 4 * h + 4].copy_from_slice(&inp[o..o + 4]);
-                }
-            }
+        for b in 0..k / g.values {
+            block_map(&g, row, b, |p, q, n| dg[p..p + n].copy_from_slice(&sg[q..q + n]));
         }
     }
     Ok(())

@@ -5,8 +5,12 @@ use super::SharedPtr;
 use crate::kernels::MatKernel;
 use tessera_core::Layout;
 
-/// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass).
-const COL_BYTES: usize = 192 * 1024;
+/// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass): large
+/// for float activations, whose weights are costly to stream again, small for quantized ones,
+/// whose weights are small and whose kernels read the activations many times.
+const COL_BYTES_FLOAT: usize = 512 * 1024;
+/// See [`COL_BYTES_FLOAT`].
+const COL_BYTES_QUANT: usize = 96 * 1024;
 /// Chunks per thread aimed for, so that fast cores take more of them.
 const CHUNKS_PER_THREAD_HINT: usize = 16;
 
@@ -32,7 +36,8 @@ impl Plan {
         let cc = if n <= kernel.nr {
             n
         } else {
-            let fit = (COL_BYTES / per_col).max(kernel.nr);
+            let budget = if kernel.act.is_quantized() { COL_BYTES_QUANT } else { COL_BYTES_FLOAT };
+            let fit = (budget / per_col).max(kernel.nr);
             let cc = (fit / kernel.nr * kernel.nr).min(n);
             // Even columns chunks: ceil(n / chunks), rounded up to the tile width.
             let chunks = n.div_ceil(cc);

@@ -1,6 +1,7 @@
 //! The AVX-512 VNNI tier: the x86 kernels with `vpdpbusd` (on 256-bit registers, AVX-512 VL)
 //! for the int8 dot products and 32 vector registers for larger tiles (see [`super::kern`]).
 #![allow(clippy::incompatible_msrv)]
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 super::kern::x86_tier!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
@@ -113,6 +114,121 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, 8, 8)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, 8, 8)),
+        DType::Q4_K => Some((packed_q4_k as TileFn, 8, 4)),
         _ => None,
+    }
+}
+
+/// Repacked Q4_K weights (one group of eight rows) times `NR` Q8_K activation rows: per
+/// 32-value sub-block, eight `vpdpbusd` give the eight rows' integer sums, scaled in f32 by
+/// `d * sc`; the mins are applied with the activations' `bsums`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn packed_q4k<const NR: usize>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    let nib = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); NR];
+    for blk in 0..k / 256 {
+        let g = a.add(blk * 1152);
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(g.cast()));
+        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16).cast()));
+        // Per sub-block, the eight rows' scales and mins as f32 (d * sc, dmin * m).
+        let mut sc = [[0f32; 8]; 8];
+        let mut mn = [[0f32; 8]; 8];
+        for r in 0..8 {
+            let s = std::ptr::read_unaligned(g.add(32 + 12 * r).cast::<[u8; 12]>());
+            for t in 0..4 {
+                sc[t][r] = f32::from(s[t] & 63);
+                mn[t][r] = f32::from(s[t + 4] & 63);
+            }
+            for t in 4..8 {
+                sc[t][r] = f32::from((s[t + 4] & 0xf) | ((s[t - 4] >> 6) << 4));
+                mn[t][r] = f32::from((s[t + 4] >> 4) | ((s[t] >> 6) << 4));
+            }
+        }
+        let mut wsc = [_mm256_setzero_ps(); 8];
+        let mut wmn = [_mm256_setzero_ps(); 8];
+        for t in 0..8 {
+            wsc[t] = _mm256_mul_ps(d, _mm256_loadu_ps(sc[t].as_ptr()));
+            wmn[t] = _mm256_mul_ps(dmin, _mm256_loadu_ps(mn[t].as_ptr()));
+        }
+        let q = g.add(128);
+        let mut tj = [_mm256_setzero_ps(); NR];
+        for ch in 0..4 {
+            let mut lo = [_mm256_setzero_si256(); 8];
+            let mut hi = [_mm256_setzero_si256(); 8];
+            for h in 0..8 {
+                let w = _mm256_loadu_si256(q.add(32 * (8 * ch + h)).cast());
+                lo[h] = _mm256_and_si256(w, nib);
+                hi[h] = _mm256_and_si256(_mm256_srli_epi16::<4>(w), nib);
+            }
+            for j in 0..NR {
+                let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
+                let mut al = _mm256_setzero_si256();
+                let mut ah = _mm256_setzero_si256();
+                for h in 0..8 {
+                    let bl =
+                        _mm256_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()));
+                    let bh = _mm256_set1_epi32(std::ptr::read_unaligned(
+                        p.add(32 + 4 * h).cast::<i32>(),
+                    ));
+                    al = _mm256_dpbusd_epi32(al, lo[h], bl);
+                    ah = _mm256_dpbusd_epi32(ah, hi[h], bh);
+                }
+                tj[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(al), wsc[2 * ch], tj[j]);
+                tj[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ah), wsc[2 * ch + 1], tj[j]);
+            }
+        }
+        for j in 0..NR {
+            let p = b.add(j * ldb + blk * 292);
+            let bd = std::ptr::read_unaligned(p.cast::<f32>());
+            let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+            let mut m = _mm256_setzero_ps();
+            for t in 0..8 {
+                let s = f32::from(bs[2 * t]) + f32::from(bs[2 * t + 1]);
+                m = _mm256_fmadd_ps(wmn[t], _mm256_set1_ps(s), m);
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_sub_ps(tj[j], m), _mm256_set1_ps(bd), acc[j]);
+        }
+    }
+    for (j, acc_j) in acc.iter().enumerate() {
+        _mm256_storeu_ps(c.add(j * ldc), *acc_j);
+    }
+}
+
+/// Tile kernel on repacked Q4_K weights (see [`TileFn`]): `mr` is always 8 (a group).
+///
+/// # Safety
+///
+/// As [`TileFn`]; `a` points to a group of eight repacked rows.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn packed_q4_k(
+    k: usize,
+    a: *const u8,
+    _lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+) {
+    debug_assert_eq!(mr, 8);
+    let mut j = 0;
+    while j < nr {
+        let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
+        if nr - j >= 4 {
+            packed_q4k::<4>(k, a, bp, ldb, cp, ldc);
+            j += 4;
+        } else {
+            packed_q4k::<1>(k, a, bp, ldb, cp, ldc);
+            j += 1;
+        }
     }
 }
