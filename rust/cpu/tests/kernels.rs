@@ -330,7 +330,7 @@ mod repacked {
     #[test]
     fn pack_unpack_round_trip() {
         for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
-            for (k, m) in [(256usize, 8usize), (512, 16), (768, 24)] {
+            for (k, m) in [(256usize, 16usize), (512, 32), (768, 48)] {
                 let (a, _) = weights(dtype, k, m, 11);
                 let mut p = vec![0u8; a.len()];
                 repack::pack(dtype, k, &a, &mut p).unwrap();
@@ -341,7 +341,7 @@ mod repacked {
             }
         }
         assert!(repack::pack(DType::Q4_1, 32, &[0u8; 160], &mut [0u8; 160]).is_err());
-        assert!(repack::pack(DType::Q8_0, 32, &[0u8; 34 * 3], &mut [0u8; 34 * 3]).is_err());
+        assert!(repack::pack(DType::Q8_0, 32, &[0u8; 34 * 8], &mut [0u8; 34 * 8]).is_err());
     }
 
     #[test]
@@ -389,7 +389,7 @@ mod repacked {
                 continue;
             }
             let kq = if dtype == DType::Q4_K { 256 } else { 32 };
-            for &(m, k) in &[(8usize, kq), (24, 3 * kq), (64, k_big)] {
+            for &(m, k) in &[(16usize, kq), (48, 3 * kq), (64, k_big)] {
                 for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();

@@ -1,12 +1,13 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q8_0 and Q4_K rows interleaved eight at a time
-//! at upload, so that one 32-byte load holds four quant bytes of each of eight rows and the
-//! AVX-512 VNNI GEMM kernel multiplies eight rows by a broadcast activation word with one
-//! `vpdpbusd`, reusing each weight register across eight activation rows.
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q8_0 and Q4_K rows interleaved sixteen at
+//! a time at upload, so that one 64-byte load holds four quant bytes of each of sixteen rows
+//! and the AVX-512 VNNI GEMM kernel multiplies sixteen rows by a broadcast activation word with
+//! one `vpdpbusd`, reusing each weight register across several activation rows.
 //!
-//! Layout of a group of [`GROUP`] rows, block `b` after block `b - 1`: the eight rows' header
-//! fields, field by field (Q4_0 / Q8_0: the f16 scales, 16 bytes; Q4_K: the eight `d`, the
-//! eight `dmin`, the eight 12-byte `scales`), then the quants in 32-byte chunks `h`, each
-//! holding bytes `4h..4h + 4` of the block's quants (`qs`) of rows 0..8. A group takes exactly the bytes of its eight plain
+//! Layout of a group of [`GROUP`] rows, block `b` after block `b - 1`: the rows' header
+//! fields, field by field (Q4_0 / Q8_0: the f16 scales, 32 bytes; Q4_K: the sixteen `d`, the
+//! sixteen `dmin`, the sixteen 12-byte `scales`), then the quants in 64-byte chunks `h`, each
+//! holding bytes `4h..4h + 4` of the block's quants (`qs`) of rows 0..16. A group takes exactly
+//! the bytes of its plain
 //! rows, so tensors keep their GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
@@ -25,10 +26,10 @@ use tessera_core::{DType, Error, Layout, Result};
 pub const REPACK_NAME: &str = "CPU_REPACK";
 
 /// Rows interleaved per group.
-pub const GROUP: usize = 8;
+pub const GROUP: usize = 16;
 
 /// The block geometry of a repackable type: values per block, block bytes, the per-row header
-/// fields (offset, length) kept whole and stored field by field for the eight rows, and the
+/// fields (offset, length) kept whole and stored field by field for the group's rows, and the
 /// quants (offset, length) interleaved in 4-byte words.
 struct Geometry {
     values: usize,

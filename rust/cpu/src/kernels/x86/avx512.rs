@@ -11,9 +11,9 @@ super::kern::x86_tier!(
     (4, 2)
 );
 
-/// Repacked Q4_0 / Q8_0 weights (one group of eight rows, see [`crate::kernels::repack`]) times
+/// Repacked Q4_0 / Q8_0 weights (one group of sixteen rows, see [`crate::kernels::repack`]) times
 /// `NR` activation rows in the "Q8_0 with sums" format: one `vpdpbusd` multiplies four quants
-/// of all eight rows by a broadcast word of one activation row.
+/// of all sixteen rows by a broadcast word of one activation row.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed<const NR: usize, const Q4: bool>(
     k: usize,
@@ -23,24 +23,24 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let bsz = if Q4 { 144 } else { 272 };
+    let bsz = if Q4 { 288 } else { 544 };
     let zp: i32 = if Q4 { 8 } else { 128 };
-    let nib = _mm256_set1_epi8(0x0f);
-    let flip = _mm256_set1_epi8(-128);
-    let mut acc = [_mm256_setzero_ps(); NR];
+    let nib = _mm512_set1_epi8(0x0f);
+    let flip = _mm512_set1_epi8(-128);
+    let mut acc = [_mm512_setzero_ps(); NR];
     for blk in 0..k / 32 {
         let g = a.add(blk * bsz);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(g.cast()));
-        let mut w = [_mm256_setzero_si256(); 8];
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+        let mut w = [_mm512_setzero_si512(); 8];
         if Q4 {
             for h in 0..4 {
-                let q = _mm256_loadu_si256(g.add(16 + 32 * h).cast());
-                w[h] = _mm256_and_si256(q, nib);
-                w[4 + h] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
+                let q = _mm512_loadu_si512(g.add(32 + 64 * h).cast());
+                w[h] = _mm512_and_si512(q, nib);
+                w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
             }
         } else {
             for (h, v) in w.iter_mut().enumerate() {
-                *v = _mm256_xor_si256(_mm256_loadu_si256(g.add(16 + 32 * h).cast()), flip);
+                *v = _mm512_xor_si512(_mm512_loadu_si512(g.add(32 + 64 * h).cast()), flip);
             }
         }
         for (j, acc_j) in acc.iter_mut().enumerate() {
@@ -49,31 +49,31 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
                 std::ptr::read_unaligned(p.cast::<u16>()),
             ))));
             let sum = i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>()));
-            let mut ai = _mm256_set1_epi32(-zp * sum);
+            let mut ai = _mm512_set1_epi32(-zp * sum);
             let q = p.add(4);
             for (h, wh) in w.iter().enumerate() {
-                let bw = _mm256_set1_epi32(std::ptr::read_unaligned(q.add(4 * h).cast::<i32>()));
-                ai = _mm256_dpbusd_epi32(ai, *wh, bw);
+                let bw = _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * h).cast::<i32>()));
+                ai = _mm512_dpbusd_epi32(ai, *wh, bw);
             }
-            *acc_j = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(ai),
-                _mm256_mul_ps(dw, _mm256_set1_ps(bd)),
+            *acc_j = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(ai),
+                _mm512_mul_ps(dw, _mm512_set1_ps(bd)),
                 *acc_j,
             );
         }
     }
     for (j, acc_j) in acc.iter().enumerate() {
-        _mm256_storeu_ps(c.add(j * ldc), *acc_j);
+        _mm512_storeu_ps(c.add(j * ldc), *acc_j);
     }
 }
 
 macro_rules! packed_tile_fn {
     ($name:ident, $q4:expr) => {
-        /// Tile kernel on repacked weights (see [`TileFn`]): `mr` is always 8 (a group).
+        /// Tile kernel on repacked weights (see [`TileFn`]): `mr` is always 16 (a group).
         ///
         /// # Safety
         ///
-        /// As [`TileFn`]; `a` points to a group of eight repacked rows.
+        /// As [`TileFn`]; `a` points to a group of sixteen repacked rows.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
         #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
@@ -87,7 +87,7 @@ macro_rules! packed_tile_fn {
             mr: usize,
             nr: usize,
         ) {
-            debug_assert_eq!(mr, 8);
+            debug_assert_eq!(mr, 16);
             let mut j = 0;
             while j < nr {
                 let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
@@ -109,18 +109,18 @@ macro_rules! packed_tile_fn {
 packed_tile_fn!(packed_q4_0, true);
 packed_tile_fn!(packed_q8_0, false);
 
-/// The kernel for repacked weights of `wt`, with its tile size (8 rows, 8 columns).
+/// The kernel for repacked weights of `wt`, with its tile size (16 rows, 8 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, 8, 8)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, 8, 8)),
-        DType::Q4_K => Some((packed_q4_k as TileFn, 8, 4)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, 16, 8)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, 16, 8)),
+        DType::Q4_K => Some((packed_q4_k as TileFn, 16, 4)),
         _ => None,
     }
 }
 
-/// Repacked Q4_K weights (one group of eight rows) times `NR` Q8_K activation rows: per
-/// 32-value sub-block, eight `vpdpbusd` give the eight rows' integer sums, scaled in f32 by
+/// Repacked Q4_K weights (one group of sixteen rows) times `NR` Q8_K activation rows: per
+/// 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer sums, scaled in f32 by
 /// `d * sc`; the mins are applied with the activations' `bsums`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed_q4k<const NR: usize>(
@@ -131,17 +131,17 @@ unsafe fn packed_q4k<const NR: usize>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let nib = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); NR];
+    let nib = _mm512_set1_epi8(0x0f);
+    let mut acc = [_mm512_setzero_ps(); NR];
     for blk in 0..k / 256 {
-        let g = a.add(blk * 1152);
-        let d = _mm256_cvtph_ps(_mm_loadu_si128(g.cast()));
-        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16).cast()));
-        // Per sub-block, the eight rows' scales and mins as f32 (d * sc, dmin * m).
-        let mut sc = [[0f32; 8]; 8];
-        let mut mn = [[0f32; 8]; 8];
-        for r in 0..8 {
-            let s = std::ptr::read_unaligned(g.add(32 + 12 * r).cast::<[u8; 12]>());
+        let g = a.add(blk * 2304);
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(32).cast()));
+        // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m).
+        let mut sc = [[0f32; 16]; 8];
+        let mut mn = [[0f32; 16]; 8];
+        for r in 0..16 {
+            let s = std::ptr::read_unaligned(g.add(64 + 12 * r).cast::<[u8; 12]>());
             for t in 0..4 {
                 sc[t][r] = f32::from(s[t] & 63);
                 mn[t][r] = f32::from(s[t + 4] & 63);
@@ -151,61 +151,61 @@ unsafe fn packed_q4k<const NR: usize>(
                 mn[t][r] = f32::from((s[t + 4] >> 4) | ((s[t] >> 6) << 4));
             }
         }
-        let mut wsc = [_mm256_setzero_ps(); 8];
-        let mut wmn = [_mm256_setzero_ps(); 8];
+        let mut wsc = [_mm512_setzero_ps(); 8];
+        let mut wmn = [_mm512_setzero_ps(); 8];
         for t in 0..8 {
-            wsc[t] = _mm256_mul_ps(d, _mm256_loadu_ps(sc[t].as_ptr()));
-            wmn[t] = _mm256_mul_ps(dmin, _mm256_loadu_ps(mn[t].as_ptr()));
+            wsc[t] = _mm512_mul_ps(d, _mm512_loadu_ps(sc[t].as_ptr()));
+            wmn[t] = _mm512_mul_ps(dmin, _mm512_loadu_ps(mn[t].as_ptr()));
         }
-        let q = g.add(128);
-        let mut tj = [_mm256_setzero_ps(); NR];
+        let q = g.add(256);
+        let mut tj = [_mm512_setzero_ps(); NR];
         for ch in 0..4 {
-            let mut lo = [_mm256_setzero_si256(); 8];
-            let mut hi = [_mm256_setzero_si256(); 8];
+            let mut lo = [_mm512_setzero_si512(); 8];
+            let mut hi = [_mm512_setzero_si512(); 8];
             for h in 0..8 {
-                let w = _mm256_loadu_si256(q.add(32 * (8 * ch + h)).cast());
-                lo[h] = _mm256_and_si256(w, nib);
-                hi[h] = _mm256_and_si256(_mm256_srli_epi16::<4>(w), nib);
+                let w = _mm512_loadu_si512(q.add(64 * (8 * ch + h)).cast());
+                lo[h] = _mm512_and_si512(w, nib);
+                hi[h] = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib);
             }
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
-                let mut al = _mm256_setzero_si256();
-                let mut ah = _mm256_setzero_si256();
+                let mut al = _mm512_setzero_si512();
+                let mut ah = _mm512_setzero_si512();
                 for h in 0..8 {
                     let bl =
-                        _mm256_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()));
-                    let bh = _mm256_set1_epi32(std::ptr::read_unaligned(
+                        _mm512_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()));
+                    let bh = _mm512_set1_epi32(std::ptr::read_unaligned(
                         p.add(32 + 4 * h).cast::<i32>(),
                     ));
-                    al = _mm256_dpbusd_epi32(al, lo[h], bl);
-                    ah = _mm256_dpbusd_epi32(ah, hi[h], bh);
+                    al = _mm512_dpbusd_epi32(al, lo[h], bl);
+                    ah = _mm512_dpbusd_epi32(ah, hi[h], bh);
                 }
-                tj[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(al), wsc[2 * ch], tj[j]);
-                tj[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ah), wsc[2 * ch + 1], tj[j]);
+                tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(al), wsc[2 * ch], tj[j]);
+                tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah), wsc[2 * ch + 1], tj[j]);
             }
         }
         for j in 0..NR {
             let p = b.add(j * ldb + blk * 292);
             let bd = std::ptr::read_unaligned(p.cast::<f32>());
             let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
-            let mut m = _mm256_setzero_ps();
+            let mut m = _mm512_setzero_ps();
             for t in 0..8 {
                 let s = f32::from(bs[2 * t]) + f32::from(bs[2 * t + 1]);
-                m = _mm256_fmadd_ps(wmn[t], _mm256_set1_ps(s), m);
+                m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(s), m);
             }
-            acc[j] = _mm256_fmadd_ps(_mm256_sub_ps(tj[j], m), _mm256_set1_ps(bd), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
         }
     }
     for (j, acc_j) in acc.iter().enumerate() {
-        _mm256_storeu_ps(c.add(j * ldc), *acc_j);
+        _mm512_storeu_ps(c.add(j * ldc), *acc_j);
     }
 }
 
-/// Tile kernel on repacked Q4_K weights (see [`TileFn`]): `mr` is always 8 (a group).
+/// Tile kernel on repacked Q4_K weights (see [`TileFn`]): `mr` is always 16 (a group).
 ///
 /// # Safety
 ///
-/// As [`TileFn`]; `a` points to a group of eight repacked rows.
+/// As [`TileFn`]; `a` points to a group of sixteen repacked rows.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn packed_q4_k(
@@ -219,7 +219,7 @@ unsafe fn packed_q4_k(
     mr: usize,
     nr: usize,
 ) {
-    debug_assert_eq!(mr, 8);
+    debug_assert_eq!(mr, 16);
     let mut j = 0;
     while j < nr {
         let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
