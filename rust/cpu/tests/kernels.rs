@@ -25,6 +25,10 @@ const WEIGHT_TYPES: [DType; 13] = [
     DType::Q6_K,
 ];
 
+/// Serializes the tests that depend on the active tier (none of these force one, but keep the
+/// element-wise test away from any that might).
+static TIER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn small() -> bool {
     std::env::var("TESSERA_TEST_SMALL").is_ok_and(|v| !v.is_empty() && v != "0")
         || cfg!(target_arch = "aarch64") && std::env::var("TESSERA_EXPECT_CPU").is_ok()
@@ -423,5 +427,48 @@ mod repacked {
                 }
             }
         }
+    }
+}
+
+mod elementwise {
+    use super::*;
+    use tessera_cpu::kernels::ew;
+
+    fn nmse32(got: &[f32], want: &[f32]) -> f64 {
+        let w: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
+        nmse(got, &w)
+    }
+
+    #[test]
+    fn vector_ops_match_scalar() {
+        let _guard = super::TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        for n in [1usize, 7, 8, 33, 1000, 4096] {
+            let mut x = rand_vec(n, n as u64);
+            for v in x.iter_mut() {
+                *v *= 12.0;
+            }
+            let b = rand_vec(n, 77);
+            let mut want = vec![0f32; n];
+            let mut got = vec![0f32; n];
+            ew::scalar::silu(&x, &mut want);
+            ew::silu(&x, &mut got).unwrap();
+            assert!(nmse32(&got, &want) <= 1e-7, "silu {n}");
+            ew::scalar::gelu(&x, &mut want);
+            ew::gelu(&x, &mut got).unwrap();
+            assert!(nmse32(&got, &want) <= 1e-7, "gelu {n}");
+            ew::scalar::softmax(&x, &mut want);
+            ew::softmax(&x, &mut got).unwrap();
+            assert!(nmse32(&got, &want) <= 1e-7, "softmax {n}");
+            ew::scalar::rms_norm(&x, 1e-6, &mut want);
+            ew::rms_norm(&x, 1e-6, &mut got).unwrap();
+            assert!(nmse32(&got, &want) <= 1e-7, "rms_norm {n}");
+            ew::scalar::add(&x, &b, &mut want);
+            ew::add(&x, &b, &mut got).unwrap();
+            assert_eq!(got, want, "add {n}");
+            ew::scalar::mul(&x, &b, &mut want);
+            ew::mul(&x, &b, &mut got).unwrap();
+            assert_eq!(got, want, "mul {n}");
+        }
+        assert!(ew::silu(&[1.0, 2.0], &mut [0.0]).is_err());
     }
 }

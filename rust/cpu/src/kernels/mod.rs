@@ -7,6 +7,7 @@
 
 pub mod tier;
 
+pub mod ew;
 pub mod repack;
 mod scalar;
 

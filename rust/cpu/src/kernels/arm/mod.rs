@@ -5,6 +5,7 @@
 //! `"neon,i8mm"`, reached only once the tier is known to be supported.
 
 mod dotprod;
+pub(crate) mod ew;
 mod i8mm;
 mod neon;
 

@@ -2,6 +2,7 @@
 
 mod avx2;
 mod avx512;
+pub(crate) mod ew;
 mod kern;
 
 use super::TileFn;

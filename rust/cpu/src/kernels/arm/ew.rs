@@ -1,0 +1,167 @@
+//! NEON element-wise kernels (see [`crate::kernels::ew`]); tails in scalar code.
+
+use crate::kernels::ew::{scalar, GELU_A, GELU_C};
+use std::arch::aarch64::*;
+
+/// `exp` of 4 lanes: range reduction by ln 2 and a degree-6 polynomial (about 1e-7 relative);
+/// inputs are clamped to [-87.3, 88.3].
+macro_rules! exp4 {
+    ($x:expr) => {{
+        let x = vmaxq_f32(vminq_f32($x, vdupq_n_f32(88.3)), vdupq_n_f32(-87.3));
+        let n = vrndnq_f32(vmulq_n_f32(x, std::f32::consts::LOG2_E));
+        let r = vfmsq_f32(x, n, vdupq_n_f32(0.693_359_4));
+        let r = vfmsq_f32(r, n, vdupq_n_f32(-2.121_944_4e-4));
+        let mut p = vdupq_n_f32(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            p = vfmaq_f32(vdupq_n_f32(c), p, r);
+        }
+        let e = vshlq_n_s32::<23>(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)));
+        vmulq_f32(p, vreinterpretq_f32_s32(e))
+    }};
+}
+
+/// Applies `$body` to each 4-lane vector of `x` into `y`, the tail with `$tail`.
+macro_rules! map4 {
+    ($x:expr, $y:expr, |$v:ident| $body:expr, $tail:path) => {{
+        let n = $x.len() / 4 * 4;
+        let mut i = 0;
+        while i < n {
+            let $v = vld1q_f32($x.as_ptr().add(i));
+            vst1q_f32($y.as_mut_ptr().add(i), $body);
+            i += 4;
+        }
+        $tail(&$x[n..], &mut $y[n..]);
+    }};
+}
+
+/// SiLU.
+///
+/// # Safety
+///
+/// The CPU supports NEON; `y.len() == x.len()`.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn silu(x: &[f32], y: &mut [f32]) {
+    let one = vdupq_n_f32(1.0);
+    map4!(x, y, |v| vdivq_f32(v, vaddq_f32(one, exp4!(vnegq_f32(v)))), scalar::silu);
+}
+
+/// GELU (tanh approximation; tanh(z) = 1 - 2 / (exp(2z) + 1)).
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
+    let one = vdupq_n_f32(1.0);
+    let two = vdupq_n_f32(2.0);
+    map4!(
+        x,
+        y,
+        |v| {
+            let z = vmulq_n_f32(
+                vmulq_f32(v, vfmaq_f32(one, vdupq_n_f32(GELU_A), vmulq_f32(v, v))),
+                GELU_C,
+            );
+            let t = vsubq_f32(one, vdivq_f32(two, vaddq_f32(exp4!(vmulq_f32(two, z)), one)));
+            vmulq_f32(vmulq_n_f32(v, 0.5), vaddq_f32(one, t))
+        },
+        scalar::gelu
+    );
+}
+
+/// `y = a + b`.
+///
+/// # Safety
+///
+/// The CPU supports NEON; the three slices have the same length.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
+    let n = a.len() / 4 * 4;
+    for i in (0..n).step_by(4) {
+        vst1q_f32(
+            y.as_mut_ptr().add(i),
+            vaddq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
+        );
+    }
+    scalar::add(&a[n..], &b[n..], &mut y[n..]);
+}
+
+/// `y = a * b`.
+///
+/// # Safety
+///
+/// As [`add`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn mul(a: &[f32], b: &[f32], y: &mut [f32]) {
+    let n = a.len() / 4 * 4;
+    for i in (0..n).step_by(4) {
+        vst1q_f32(
+            y.as_mut_ptr().add(i),
+            vmulq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
+        );
+    }
+    scalar::mul(&a[n..], &b[n..], &mut y[n..]);
+}
+
+/// RMS norm of one row.
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn rms_norm(x: &[f32], eps: f32, y: &mut [f32]) {
+    let n = x.len() / 4 * 4;
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    for i in (0..n).step_by(4) {
+        let v = vld1q_f32(x.as_ptr().add(i));
+        let s = (i / 4) % 4;
+        acc[s] = vfmaq_f32(acc[s], v, v);
+    }
+    let total = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+    let mut ss = f64::from(vaddvq_f32(total));
+    for &v in &x[n..] {
+        ss += f64::from(v) * f64::from(v);
+    }
+    let scale = 1.0 / ((ss / x.len().max(1) as f64) as f32 + eps).sqrt();
+    for i in (0..n).step_by(4) {
+        vst1q_f32(y.as_mut_ptr().add(i), vmulq_n_f32(vld1q_f32(x.as_ptr().add(i)), scale));
+    }
+    for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
+        *o = v * scale;
+    }
+}
+
+/// Softmax of one row.
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
+    let n = x.len() / 4 * 4;
+    let mut mv = vdupq_n_f32(f32::NEG_INFINITY);
+    for i in (0..n).step_by(4) {
+        mv = vmaxq_f32(mv, vld1q_f32(x.as_ptr().add(i)));
+    }
+    let max = x[n..].iter().copied().fold(vmaxvq_f32(mv), f32::max);
+    let m = vdupq_n_f32(max);
+    let mut sv = vdupq_n_f32(0.0);
+    for i in (0..n).step_by(4) {
+        let e = exp4!(vsubq_f32(vld1q_f32(x.as_ptr().add(i)), m));
+        vst1q_f32(y.as_mut_ptr().add(i), e);
+        sv = vaddq_f32(sv, e);
+    }
+    let mut sum = f64::from(vaddvq_f32(sv));
+    for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
+        *o = (v - max).exp();
+        sum += f64::from(*o);
+    }
+    let inv = (1.0 / sum) as f32;
+    for i in (0..n).step_by(4) {
+        let p = y.as_mut_ptr().add(i);
+        vst1q_f32(p, vmulq_n_f32(vld1q_f32(p), inv));
+    }
+    for o in y[n..].iter_mut() {
+        *o *= inv;
+    }
+}
