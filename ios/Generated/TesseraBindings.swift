@@ -629,7 +629,8 @@ public protocol SessionProtocol: AnyObject, Sendable {
     
     /**
      * [`Session::compute`] on a thread of its own; the caller's thread (or coroutine /
-     * task) is not blocked. Cancelling the awaiting coroutine or task cancels the compute.
+     * task) is not blocked. Dropping the future before it completes (a cancelled Kotlin
+     * coroutine) cancels the compute; Swift tasks await it to the end, so use `cancel()`.
      */
     func computeAsync(graphJson: String, inputs: [TensorData]) async throws  -> [TensorData]
     
@@ -776,7 +777,8 @@ open func compute(graphJson: String, inputs: [TensorData])throws  -> [TensorData
     
     /**
      * [`Session::compute`] on a thread of its own; the caller's thread (or coroutine /
-     * task) is not blocked. Cancelling the awaiting coroutine or task cancels the compute.
+     * task) is not blocked. Dropping the future before it completes (a cancelled Kotlin
+     * coroutine) cancels the compute; Swift tasks await it to the end, so use `cancel()`.
      */
 open func computeAsync(graphJson: String, inputs: [TensorData])async throws  -> [TensorData]  {
     return
@@ -2511,7 +2513,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_session_compute() != 35800) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_session_compute_async() != 3746) {
+    if (uniffi_tessera_ffi_checksum_method_session_compute_async() != 14246) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_session_device() != 63082) {

@@ -952,7 +952,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_session_compute() and 0xFFFF) != 35800) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_session_compute_async() and 0xFFFF) != 3746) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_session_compute_async() and 0xFFFF) != 14246) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_device() and 0xFFFF) != 63082) {
@@ -1474,7 +1474,8 @@ public interface SessionInterface {
     
     /**
      * [`Session::compute`] on a thread of its own; the caller's thread (or coroutine /
-     * task) is not blocked. Cancelling the awaiting coroutine or task cancels the compute.
+     * task) is not blocked. Dropping the future before it completes (a cancelled Kotlin
+     * coroutine) cancels the compute; Swift tasks await it to the end, so use `cancel()`.
      */
     suspend fun `computeAsync`(`graphJson`: kotlin.String, `inputs`: List<TensorData>): List<TensorData>
     
@@ -1689,7 +1690,8 @@ open class Session: Disposable, AutoCloseable, SessionInterface
     
     /**
      * [`Session::compute`] on a thread of its own; the caller's thread (or coroutine /
-     * task) is not blocked. Cancelling the awaiting coroutine or task cancels the compute.
+     * task) is not blocked. Dropping the future before it completes (a cancelled Kotlin
+     * coroutine) cancels the compute; Swift tasks await it to the end, so use `cancel()`.
      */
     @Throws(TesseraException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")

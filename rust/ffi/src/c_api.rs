@@ -1,0 +1,70 @@
+//! A small C ABI over the JSON dispatcher of [`crate::json_api`], for the Node end-to-end tests
+//! (through koffi): one call that takes a JSON request and returns a JSON response. See
+//! docs/c-api.md and docs/native-protocol.md.
+//!
+//! ```c
+//! char *tessera_call_json(const char *request);   // never NULL; free with tessera_free_string
+//! void tessera_free_string(char *response);
+//! ```
+
+use crate::error::TesseraError;
+use crate::json_api::{error_response, handle};
+use serde_json::Value;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn to_c_string(v: &Value) -> *mut c_char {
+    let text = v.to_string();
+    // serde_json escapes NUL as \u0000, so the text has no interior NUL byte.
+    CString::new(text)
+        .unwrap_or_else(|_| {
+            CString::from(c"{\"error\":{\"kind\":\"Internal\",\"message\":\"NUL in response\"}}")
+        })
+        .into_raw()
+}
+
+/// Handles a JSON request (a NUL-terminated UTF-8 string) and returns a newly allocated JSON
+/// response: `{"ok": result}` or `{"error": {"kind", "message"}}`. Never returns NULL; free
+/// the response with [`tessera_free_string`]. A NULL or non-UTF-8 request gives an error
+/// response.
+///
+/// # Safety
+///
+/// `request` must be NULL or point to a NUL-terminated string that stays valid and unchanged
+/// during the call.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_call_json(request: *const c_char) -> *mut c_char {
+    let response = catch_unwind(AssertUnwindSafe(|| {
+        if request.is_null() {
+            return error_response(&TesseraError::invalid_argument(
+                "the request is a NULL pointer",
+            ));
+        }
+        // SAFETY: the caller guarantees a valid NUL-terminated string (checked non-NULL above).
+        let text = unsafe { CStr::from_ptr(request) };
+        match text.to_str() {
+            Ok(text) => handle(text),
+            Err(e) => error_response(&TesseraError::invalid_argument(format!(
+                "the request is not valid UTF-8: {e}"
+            ))),
+        }
+    }))
+    .unwrap_or_else(|_| error_response(&TesseraError::internal("panic in tessera_call_json")));
+    to_c_string(&response)
+}
+
+/// Frees a response of [`tessera_call_json`]. NULL is ignored.
+///
+/// # Safety
+///
+/// `response` must be NULL or a pointer returned by [`tessera_call_json`] that was not freed
+/// yet.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_free_string(response: *mut c_char) {
+    if response.is_null() {
+        return;
+    }
+    // SAFETY: the pointer came from `CString::into_raw` in `tessera_call_json` and is freed
+    // once, as the caller guarantees.
+    drop(unsafe { CString::from_raw(response) });
+}

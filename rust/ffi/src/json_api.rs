@@ -1,0 +1,272 @@
+//! The JSON dispatcher of docs/native-protocol.md: one entry point that the TurboModule reaches
+//! through uniffi (`callJson`) and the Node tests through the C ABI (`tessera_call_json`).
+//!
+//! Requests are JSON objects with a `method`; responses are `{"ok": result}` or
+//! `{"error": {"kind", "message"}}`. Sessions opened with `openSession` live in a process-wide
+//! table under a number; a closed session's number answers `Closed` from then on.
+
+use crate::error::{guard_or, TesseraError};
+use crate::info::{build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceInfo};
+use crate::logging::{set_log_level, LogLevel};
+use crate::session::{CancelToken, Session, SessionOptions, TensorData};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use tessera_core::desc::{base64_decode, base64_encode};
+
+type Reply = Result<Value, TesseraError>;
+
+fn bad_request(message: impl Into<String>) -> TesseraError {
+    TesseraError::invalid_argument(message)
+}
+
+/// Open sessions by number. Numbers are never reused: a number below `next` that is not in
+/// `open` belongs to a closed session.
+struct Sessions {
+    next: u64,
+    open: HashMap<u64, Arc<Session>>,
+}
+
+fn sessions() -> MutexGuard<'static, Sessions> {
+    static SESSIONS: OnceLock<Mutex<Sessions>> = OnceLock::new();
+    SESSIONS
+        .get_or_init(|| Mutex::new(Sessions { next: 1, open: HashMap::new() }))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn session_id(request: &Map<String, Value>) -> Result<u64, TesseraError> {
+    let v = request.get("session").ok_or_else(|| bad_request("missing \"session\""))?;
+    v.as_u64().ok_or_else(|| bad_request(format!("\"session\" must be a session number, got {v}")))
+}
+
+fn lookup(id: u64) -> Result<Arc<Session>, TesseraError> {
+    let table = sessions();
+    match table.open.get(&id) {
+        Some(s) => Ok(s.clone()),
+        None if id >= 1 && id < table.next => {
+            Err(TesseraError::Closed { message: format!("session {id} is closed") })
+        }
+        None => Err(bad_request(format!("unknown session {id}"))),
+    }
+}
+
+fn device_json(d: &DeviceInfo) -> Value {
+    json!({
+        "backend": d.backend,
+        "name": d.name,
+        "description": d.description,
+        "type": d.device_type.as_str(),
+        "memoryFree": d.memory_free,
+        "memoryTotal": d.memory_total,
+        "caps": {
+            "asyncOps": d.caps.async_ops,
+            "hostBuffer": d.caps.host_buffer,
+            "bufferFromHostPtr": d.caps.buffer_from_host_ptr,
+            "events": d.caps.events,
+        },
+    })
+}
+
+fn cpu_features_json(c: &CpuFeatureInfo) -> Value {
+    json!({
+        "pairs": c.pairs.iter().map(|p| json!({"name": p.name, "value": p.value})).collect::<Vec<_>>(),
+        "tiers": c.tiers.iter().map(|t| json!({"dtype": t.dtype, "tier": t.tier})).collect::<Vec<_>>(),
+    })
+}
+
+fn build_info_json(b: &BuildInfo) -> Value {
+    json!({"version": b.version, "target": b.target, "features": b.features, "profile": b.profile})
+}
+
+fn tensor_json(t: &TensorData) -> Value {
+    json!({"name": t.name, "dtype": t.dtype, "shape": t.shape, "data": base64_encode(&t.data)})
+}
+
+fn field<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<&'a Value, TesseraError> {
+    obj.get(key).ok_or_else(|| bad_request(format!("{what}: missing \"{key}\"")))
+}
+
+fn string_field(obj: &Map<String, Value>, key: &str, what: &str) -> Result<String, TesseraError> {
+    field(obj, key, what)?
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| bad_request(format!("{what}: \"{key}\" must be a string")))
+}
+
+fn parse_input(index: usize, v: &Value) -> Result<TensorData, TesseraError> {
+    let what = format!("inputs[{index}]");
+    let obj = v.as_object().ok_or_else(|| bad_request(format!("{what} must be an object")))?;
+    let name = string_field(obj, "name", &what)?;
+    let what = format!("input {name:?}");
+    let dtype = string_field(obj, "dtype", &what)?;
+    let shape = field(obj, "shape", &what)?
+        .as_array()
+        .ok_or_else(|| bad_request(format!("{what}: \"shape\" must be an array")))?
+        .iter()
+        .map(|d| {
+            d.as_u64()
+                .ok_or_else(|| bad_request(format!("{what}: shape entries must be integers >= 0")))
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
+    let data = base64_decode(&string_field(obj, "data", &what)?)
+        .map_err(|e| bad_request(format!("{what}: {}", TesseraError::from(e).message())))?;
+    Ok(TensorData { name, dtype, shape, data })
+}
+
+fn parse_options(v: Option<&Value>) -> Result<SessionOptions, TesseraError> {
+    let mut options = SessionOptions::default();
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(options) };
+    let obj = v.as_object().ok_or_else(|| bad_request("\"options\" must be an object"))?;
+    for key in obj.keys() {
+        if key != "device" && key != "threads" {
+            return Err(bad_request(format!(
+                "options: unknown key {key:?} (known: device, threads)"
+            )));
+        }
+    }
+    if let Some(d) = obj.get("device").filter(|d| !d.is_null()) {
+        options.device = d
+            .as_str()
+            .ok_or_else(|| bad_request("options: \"device\" must be a string"))?
+            .to_string();
+    }
+    if let Some(t) = obj.get("threads").filter(|t| !t.is_null()) {
+        let n = t
+            .as_u64()
+            .ok_or_else(|| bad_request(format!("options: threads {t} must be an integer >= 1")))?;
+        options.threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    Ok(options)
+}
+
+fn open_session(request: &Map<String, Value>) -> Reply {
+    let session = Arc::new(Session::open(parse_options(request.get("options"))?)?);
+    let mut table = sessions();
+    let id = table.next;
+    table.next += 1;
+    table.open.insert(id, session);
+    Ok(json!({ "session": id }))
+}
+
+fn compute(request: &Map<String, Value>) -> Reply {
+    let graph = match field(request, "graph", "compute")? {
+        Value::String(s) => s.clone(),
+        v @ Value::Object(_) => v.to_string(),
+        _ => return Err(bad_request("compute: \"graph\" must be a graph document (an object)")),
+    };
+    let inputs = match request.get("inputs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse_input(i, v))
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => return Err(bad_request("compute: \"inputs\" must be an array")),
+    };
+    let outputs = match request.get("session").filter(|s| !s.is_null()) {
+        Some(_) => {
+            let session = lookup(session_id(request)?)?;
+            session.run(Arc::new(CancelToken::default()), &graph, inputs)?
+        }
+        None => {
+            // A one-shot session.
+            let session = Session::open(parse_options(request.get("options"))?)?;
+            let outputs = session.run(Arc::new(CancelToken::default()), &graph, inputs);
+            session.close();
+            outputs?
+        }
+    };
+    Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
+}
+
+fn cancel(request: &Map<String, Value>) -> Reply {
+    let session = lookup(session_id(request)?)?;
+    Ok(json!({ "cancelled": session.cancel_all() > 0 }))
+}
+
+fn close_session(request: &Map<String, Value>) -> Reply {
+    let id = session_id(request)?;
+    let removed = {
+        let mut table = sessions();
+        if id == 0 || id >= table.next {
+            return Err(bad_request(format!("unknown session {id}")));
+        }
+        table.open.remove(&id)
+    };
+    // Waits for computes in flight; closing twice is fine.
+    if let Some(session) = removed {
+        session.close();
+    }
+    Ok(json!({ "closed": true }))
+}
+
+fn parse_level(text: &str) -> Result<LogLevel, TesseraError> {
+    Ok(match text.to_ascii_lowercase().as_str() {
+        "off" => LogLevel::Off,
+        "error" => LogLevel::Error,
+        "warn" | "warning" => LogLevel::Warn,
+        "info" => LogLevel::Info,
+        "debug" => LogLevel::Debug,
+        "trace" => LogLevel::Trace,
+        _ => {
+            return Err(bad_request(format!(
+                "log level {text:?} is not one of off, error, warn, info, debug, trace"
+            )))
+        }
+    })
+}
+
+fn dispatch(request: &str) -> Reply {
+    let value: Value = serde_json::from_str(request)
+        .map_err(|e| bad_request(format!("the request is not valid JSON: {e}")))?;
+    let obj = value.as_object().ok_or_else(|| bad_request("the request must be a JSON object"))?;
+    let method = string_field(obj, "method", "request")?;
+    match method.as_str() {
+        "devices" => Ok(Value::Array(devices()?.iter().map(device_json).collect())),
+        "cpuFeatures" => Ok(cpu_features_json(&cpu_features()?)),
+        "buildInfo" => Ok(build_info_json(&build_info()?)),
+        "openSession" => open_session(obj),
+        "compute" => compute(obj),
+        "cancel" => cancel(obj),
+        "closeSession" => close_session(obj),
+        "setLogLevel" => {
+            set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
+            Ok(json!({}))
+        }
+        other => Err(bad_request(format!(
+            "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
+             compute, cancel, closeSession, setLogLevel)"
+        ))),
+    }
+}
+
+/// The `{"error": ...}` response for `e`.
+pub(crate) fn error_response(e: &TesseraError) -> Value {
+    json!({"error": {"kind": e.kind(), "message": e.message()}})
+}
+
+/// Handles one request and returns the response value; never panics.
+pub fn handle(request: &str) -> Value {
+    let reply = crate::error::guard("callJson", || dispatch(request));
+    match reply {
+        Ok(v) => json!({ "ok": v }),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// Runs one request of the native protocol (docs/native-protocol.md) and returns the JSON
+/// response: `{"ok": result}` or `{"error": {"kind", "message"}}`. Never throws: errors,
+/// panics included, are responses. Blocks during `compute`: call it off the UI thread.
+#[uniffi::export]
+pub fn call_json(request: String) -> String {
+    guard_or(
+        "callJson",
+        || r#"{"error":{"kind":"Internal","message":"panic in callJson"}}"#.to_string(),
+        || handle(&request).to_string(),
+    )
+}

@@ -1,0 +1,293 @@
+// The generated Kotlin bindings (package com.tessera) over the real libtessera_ffi, on a plain
+// JVM through JNA: devices and features, a compute checked against hand-computed numbers, every
+// error arriving as a TesseraException with its message, suspend compute, cancel and close.
+// Run by scripts/kotlin-test.sh; prints "N passed, M failed" and exits non-zero on a failure.
+
+import com.tessera.BuildInfo
+import com.tessera.DeviceType
+import com.tessera.LogLevel
+import com.tessera.LogListener
+import com.tessera.Session
+import com.tessera.SessionOptions
+import com.tessera.TensorData
+import com.tessera.TesseraException
+import com.tessera.buildInfo
+import com.tessera.callJson
+import com.tessera.cpuFeatures
+import com.tessera.devices
+import com.tessera.setLogLevel
+import com.tessera.setLogListener
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
+import java.util.Collections
+import kotlin.math.abs
+import kotlin.math.exp
+import kotlin.system.exitProcess
+import kotlinx.coroutines.async
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeoutOrNull
+
+private var passed = 0
+private var failed = 0
+
+private fun test(name: String, body: () -> Unit) {
+  val start = System.nanoTime()
+  try {
+    body()
+    passed++
+    println("ok   $name (${(System.nanoTime() - start) / 1_000_000} ms)")
+  } catch (t: Throwable) {
+    failed++
+    println("FAIL $name: $t")
+    t.printStackTrace(System.out)
+  }
+}
+
+private fun require(condition: Boolean, message: () -> String) {
+  if (!condition) throw AssertionError(message())
+}
+
+private fun floats(vararg v: Float): ByteArray {
+  val b = ByteBuffer.allocate(v.size * 4).order(ByteOrder.LITTLE_ENDIAN)
+  v.forEach { b.putFloat(it) }
+  return b.array()
+}
+
+private fun floatsOf(bytes: ByteArray): FloatArray {
+  val b = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN)
+  return FloatArray(bytes.size / 4) { b.getFloat() }
+}
+
+private fun assertClose(actual: FloatArray, expected: FloatArray, tol: Float = 1e-5f) {
+  require(actual.size == expected.size) { "${actual.toList()} vs ${expected.toList()}" }
+  for (i in actual.indices) {
+    require(abs(actual[i] - expected[i]) <= tol * maxOf(1f, abs(expected[i]))) {
+      "element $i: ${actual.toList()} vs ${expected.toList()}"
+    }
+  }
+}
+
+/** Runs [body], expecting a TesseraException of type [E] whose message mentions [words]. */
+private inline fun <reified E : TesseraException> expectError(vararg words: String, body: () -> Unit): E {
+  try {
+    body()
+  } catch (e: TesseraException) {
+    require(e is E) { "expected ${E::class.simpleName}, got ${e::class.simpleName}: ${e.message}" }
+    val message = e.message ?: ""
+    for (w in words) require(message.contains(w)) { "message \"$message\" should mention \"$w\"" }
+    return e as E
+  }
+  throw AssertionError("expected ${E::class.simpleName}, got no error")
+}
+
+// w: 2 rows of 3, x: 2 columns of 3; y = w·x, p = softmax(y).
+private const val MATMUL_SOFTMAX = """
+{"version": 1,
+ "tensors": [{"name": "w", "type": "F32", "shape": [3, 2], "values": [1, 2, 3, 0, 1, -1]},
+             {"name": "x", "type": "F32", "shape": [3, 2]}],
+ "nodes": [{"name": "y", "op": "MUL_MAT", "src": ["w", "x"]},
+           {"name": "p", "op": "SOFT_MAX", "src": ["y"]}],
+ "outputs": ["y", "p"]}
+"""
+
+private fun xInput() = TensorData("x", "F32", listOf(3uL, 2uL), floats(1f, 0f, 1f, 2f, 1f, 0f))
+
+private val expectedY = floatArrayOf(4f, -1f, 4f, 1f)
+private val expectedP: FloatArray = run {
+  val e5 = exp(-5f)
+  val e3 = exp(-3f)
+  floatArrayOf(1f / (1f + e5), e5 / (1f + e5), 1f / (1f + e3), e3 / (1f + e3))
+}
+
+/** A chain of [n] 512×512 F32 matmuls: long enough to cancel in the middle. */
+private fun longChain(n: Int): Pair<String, List<TensorData>> {
+  val nodes = (0 until n).joinToString(",") { i ->
+    val src = if (i == 0) "x" else "y${i - 1}"
+    """{"name": "y$i", "op": "MUL_MAT", "src": ["w", "$src"]}"""
+  }
+  val doc = """{"version": 1,
+    "tensors": [{"name": "w", "type": "F32", "shape": [512, 512]},
+                {"name": "x", "type": "F32", "shape": [512, 512]}],
+    "nodes": [$nodes], "outputs": ["y${n - 1}"]}"""
+  val data = floats(*FloatArray(512 * 512) { 0.001f })
+  return doc to listOf(TensorData("w", "F32", listOf(512uL, 512uL), data), TensorData("x", "F32", listOf(512uL, 512uL), data))
+}
+
+private fun cpuSession() = Session(SessionOptions(device = "CPU", threads = 2u))
+
+fun main() {
+  val logs = Collections.synchronizedList(mutableListOf<Triple<LogLevel, String, String>>())
+  setLogListener(
+    object : LogListener {
+      override fun onLog(level: LogLevel, target: String, message: String) {
+        logs.add(Triple(level, target, message))
+      }
+    }
+  )
+  setLogLevel(LogLevel.DEBUG)
+
+  test("devices lists the CPU") {
+    val list = devices()
+    val cpu = list.firstOrNull { it.deviceType == DeviceType.CPU } ?: throw AssertionError("no CPU in $list")
+    require(cpu.name == "CPU" && cpu.backend == "CPU") { "$cpu" }
+    require(cpu.description.isNotEmpty()) { "$cpu" }
+    require(cpu.memoryTotal > 0uL && cpu.memoryFree <= cpu.memoryTotal) { "$cpu" }
+  }
+
+  test("cpu features and kernel tiers") {
+    val f = cpuFeatures()
+    require(f.pairs.isNotEmpty()) { "no feature pairs" }
+    require(f.tiers.any { it.dtype == "Q4_0" } && f.tiers.all { it.tier.isNotEmpty() }) { "${f.tiers}" }
+    println("     features: ${f.pairs.joinToString { "${it.name}=${it.value}" }}")
+    println("     tiers: ${f.tiers.joinToString { "${it.dtype}:${it.tier}" }}")
+  }
+
+  test("build info") {
+    val b: BuildInfo = buildInfo()
+    require(b.version.isNotEmpty() && b.target.contains("-")) { "$b" }
+    require(b.profile == "debug" || b.profile == "release") { "$b" }
+  }
+
+  test("compute matmul + softmax, by hand") {
+    cpuSession().use { s ->
+      require(s.device() == "CPU") { s.device() }
+      val out = s.compute(MATMUL_SOFTMAX, listOf(xInput()))
+      require(out.map { it.name } == listOf("y", "p")) { "$out" }
+      require(out[0].dtype == "F32" && out[0].shape == listOf(2uL, 2uL)) { "${out[0]}" }
+      assertClose(floatsOf(out[0].data), expectedY)
+      assertClose(floatsOf(out[1].data), expectedP)
+    }
+  }
+
+  test("graph document errors arrive as typed exceptions with messages") {
+    cpuSession().use { s ->
+      expectError<TesseraException.UnknownOp>("\"y\"", "FROB") {
+        s.compute("""{"version":1,"tensors":[{"name":"x","type":"F32","shape":[2]}],
+          "nodes":[{"name":"y","op":"FROB","src":["x"]}],"outputs":["y"]}""", emptyList())
+      }
+      expectError<TesseraException.UnknownType>("F99") {
+        s.compute("""{"version":1,"tensors":[{"name":"x","type":"F99","shape":[2]}],"outputs":["x"]}""", emptyList())
+      }
+      expectError<TesseraException.InvalidGraph>("version") {
+        s.compute("""{"version":7,"tensors":[],"outputs":["x"]}""", emptyList())
+      }
+      expectError<TesseraException.InvalidGraph>("nope") {
+        s.compute("""{"version":1,"tensors":[{"name":"x","type":"F32","shape":[2]}],
+          "nodes":[{"name":"y","op":"ADD","src":["x","nope"]}],"outputs":["y"]}""", emptyList())
+      }
+      expectError<TesseraException.ShapeMismatch>("MUL_MAT") {
+        s.compute("""{"version":1,"tensors":[{"name":"a","type":"F32","shape":[3,2],"values":[0,0,0,0,0,0]},
+          {"name":"b","type":"F32","shape":[4],"values":[0,0,0,0]}],
+          "nodes":[{"name":"y","op":"MUL_MAT","src":["a","b"]}],"outputs":["y"]}""", emptyList())
+      }
+    }
+  }
+
+  test("input errors name the input") {
+    cpuSession().use { s ->
+      expectError<TesseraException.InvalidArgument>("missing", "\"x\"") { s.compute(MATMUL_SOFTMAX, emptyList()) }
+      expectError<TesseraException.ShapeMismatch>("\"x\"") {
+        s.compute(MATMUL_SOFTMAX, listOf(xInput().copy(shape = listOf(2uL, 3uL))))
+      }
+      expectError<TesseraException.DataLength>("\"x\"", "24") {
+        s.compute(MATMUL_SOFTMAX, listOf(xInput().copy(data = ByteArray(20))))
+      }
+      expectError<TesseraException.InvalidArgument>("\"x\"", "F16") {
+        s.compute(MATMUL_SOFTMAX, listOf(xInput().copy(dtype = "F16", data = ByteArray(12))))
+      }
+      expectError<TesseraException.InvalidArgument>("\"z\"") {
+        s.compute(MATMUL_SOFTMAX, listOf(xInput(), TensorData("z", "F32", listOf(1uL), ByteArray(4))))
+      }
+    }
+  }
+
+  test("bad options: threads and device") {
+    expectError<TesseraException.InvalidArgument>("0") { Session(SessionOptions(device = "CPU", threads = 0u)) }
+    expectError<TesseraException.InvalidArgument>("100000") { Session(SessionOptions(device = "CPU", threads = 100000u)) }
+    expectError<TesseraException.UnknownDevice>("NoSuchDevice") { Session(SessionOptions(device = "NoSuchDevice")) }
+    Session(SessionOptions()).use { require(it.device().isNotEmpty()) { "auto chose nothing" } }
+  }
+
+  test("computeAsync (suspend) under runBlocking") {
+    cpuSession().use { s ->
+      val out = runBlocking { s.computeAsync(MATMUL_SOFTMAX, listOf(xInput())) }
+      assertClose(floatsOf(out[1].data), expectedP)
+      expectError<TesseraException.InvalidGraph> { runBlocking { s.computeAsync("{}", emptyList()) } }
+    }
+  }
+
+  test("cancel stops a running compute with Cancelled") {
+    cpuSession().use { s ->
+      val (doc, inputs) = longChain(200)
+      runBlocking {
+        val job = async { runCatching { s.computeAsync(doc, inputs) } }
+        delay(50)
+        s.cancel()
+        val e = job.await().exceptionOrNull()
+        require(e is TesseraException.Cancelled) { "expected Cancelled, got $e" }
+        require(e!!.message!!.contains("cancel")) { "${e.message}" }
+      }
+      // The session works again afterwards.
+      assertClose(floatsOf(s.compute(MATMUL_SOFTMAX, listOf(xInput()))[0].data), expectedY)
+    }
+  }
+
+  test("cancelling the coroutine cancels the compute") {
+    cpuSession().use { s ->
+      val (doc, inputs) = longChain(200)
+      val r = runBlocking { withTimeoutOrNull(50) { s.computeAsync(doc, inputs) } }
+      require(r == null) { "the compute should have been cut short" }
+      val t = System.nanoTime()
+      s.closeSession() // waits for the cancelled compute to stop
+      println("     closeSession after a cancelled coroutine: ${(System.nanoTime() - t) / 1_000_000} ms")
+    }
+  }
+
+  test("closeSession waits for work in flight, then calls fail with Closed") {
+    val s = cpuSession()
+    val (doc, inputs) = longChain(2)
+    runBlocking {
+      val job = async { runCatching { s.computeAsync(doc, inputs) } }
+      delay(20)
+      s.closeSession()
+      require(s.isClosed()) { "not closed" }
+      val r = job.await()
+      require(r.isSuccess || r.exceptionOrNull() is TesseraException.Closed) { "in-flight: $r" }
+    }
+    expectError<TesseraException.Closed>("closed") { s.compute(MATMUL_SOFTMAX, listOf(xInput())) }
+    expectError<TesseraException.Closed> { runBlocking { s.computeAsync(MATMUL_SOFTMAX, listOf(xInput())) } }
+    s.closeSession()
+    s.cancel()
+    s.close() // AutoCloseable: releases the object
+  }
+
+  test("callJson: the native protocol") {
+    val devicesJson = callJson("""{"method":"devices"}""")
+    require(devicesJson.startsWith("{\"ok\":[") && devicesJson.contains("\"type\":\"cpu\"")) { devicesJson }
+    val open = callJson("""{"method":"openSession","options":{"device":"CPU","threads":1}}""")
+    val id = Regex("\"session\":(\\d+)").find(open)?.groupValues?.get(1) ?: throw AssertionError(open)
+    val x = java.util.Base64.getEncoder().encodeToString(floats(1f, 0f, 1f, 2f, 1f, 0f))
+    val compute = """{"method":"compute","session":$id,"graph":$MATMUL_SOFTMAX,
+      "inputs":[{"name":"x","dtype":"F32","shape":[3,2],"data":"$x"}]}"""
+    val ok = callJson(compute)
+    require(ok.startsWith("{\"ok\":{\"outputs\":")) { ok }
+    val yData = Regex("\"data\":\"([^\"]*)\"").find(ok)!!.groupValues[1]
+    assertClose(floatsOf(java.util.Base64.getDecoder().decode(yData)), expectedY)
+    require(callJson("""{"method":"closeSession","session":$id}""").contains("\"closed\":true")) { "close" }
+    val closed = callJson(compute)
+    require(closed.contains("\"kind\":\"Closed\"")) { closed }
+    require(callJson("nope").contains("\"kind\":\"InvalidArgument\"")) { "malformed request" }
+  }
+
+  test("the log listener receives records") {
+    require(logs.any { it.second.startsWith("tessera") && it.third.contains("session on CPU") }) {
+      "no session log among ${logs.size} records"
+    }
+    setLogListener(null)
+    setLogLevel(LogLevel.INFO)
+  }
+
+  println("$passed passed, $failed failed")
+  exitProcess(if (failed == 0) 0 else 1)
+}
