@@ -10,7 +10,8 @@ import { InvalidArgumentError } from './errors';
 import type { TensorArray } from './dtype';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-const ENCODE: string[] = ALPHABET.split('');
+const CODES = new Uint8Array(64);
+for (let i = 0; i < 64; i++) CODES[i] = ALPHABET.charCodeAt(i);
 const DECODE = new Int16Array(128).fill(-1);
 for (let i = 0; i < ALPHABET.length; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
 
@@ -20,26 +21,36 @@ export const LITTLE_ENDIAN: boolean = new Uint8Array(new Uint16Array([1]).buffer
 /** Standard base64 (RFC 4648, with padding) of `bytes`. */
 export function base64FromBytes(bytes: Uint8Array): string {
   const n = bytes.length;
+  // The output as character codes, turned into a string a chunk at a time: much faster than
+  // appending small strings, in V8 and in Hermes alike.
+  const out = new Uint8Array(Math.ceil(n / 3) * 4);
+  let o = 0;
+  let i = 0;
+  for (; i + 2 < n; i += 3) {
+    const v = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    out[o] = CODES[v >>> 18]!;
+    out[o + 1] = CODES[(v >>> 12) & 63]!;
+    out[o + 2] = CODES[(v >>> 6) & 63]!;
+    out[o + 3] = CODES[v & 63]!;
+    o += 4;
+  }
+  const rest = n - i;
+  if (rest > 0) {
+    const v = (bytes[i]! << 16) | (rest === 2 ? bytes[i + 1]! << 8 : 0);
+    out[o] = CODES[v >>> 18]!;
+    out[o + 1] = CODES[(v >>> 12) & 63]!;
+    out[o + 2] = rest === 2 ? CODES[(v >>> 6) & 63]! : 61; // '='
+    out[o + 3] = 61;
+  }
+  return asciiToString(out);
+}
+
+/** A string of ASCII codes. */
+function asciiToString(codes: Uint8Array): string {
+  const CHUNK = 8192;
   const parts: string[] = [];
-  // Build in chunks to keep intermediate strings small and joins cheap.
-  const CHUNK = 3 * 4096;
-  for (let start = 0; start < n; start += CHUNK) {
-    const end = Math.min(start + CHUNK, n);
-    let s = '';
-    let i = start;
-    for (; i + 2 < end; i += 3) {
-      const v = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
-      s += ENCODE[v >>> 18]! + ENCODE[(v >>> 12) & 63]! + ENCODE[(v >>> 6) & 63]! + ENCODE[v & 63]!;
-    }
-    const rest = end - i;
-    if (rest === 1) {
-      const v = bytes[i]! << 16;
-      s += ENCODE[v >>> 18]! + ENCODE[(v >>> 12) & 63]! + '==';
-    } else if (rest === 2) {
-      const v = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
-      s += ENCODE[v >>> 18]! + ENCODE[(v >>> 12) & 63]! + ENCODE[(v >>> 6) & 63]! + '=';
-    }
-    parts.push(s);
+  for (let start = 0; start < codes.length; start += CHUNK) {
+    parts.push(String.fromCharCode.apply(null, codes.subarray(start, start + CHUNK) as unknown as number[]));
   }
   return parts.join('');
 }
@@ -58,23 +69,39 @@ export function bytesFromBase64(text: string): Uint8Array {
   if (pad > 2) throw new InvalidArgumentError('invalid base64: too much padding');
   if (end % 4 === 1) throw new InvalidArgumentError('invalid base64: truncated');
   const out = new Uint8Array(Math.floor((end * 3) / 4));
-  let acc = 0;
-  let bits = 0;
   let o = 0;
-  for (let i = 0; i < end; i++) {
-    const c = text.charCodeAt(i);
+  let i = 0;
+  const at = (k: number): number => {
+    const c = text.charCodeAt(k);
     const v = c < 128 ? DECODE[c]! : -1;
     if (v < 0) {
-      throw new InvalidArgumentError(
-        `invalid base64: unexpected character ${JSON.stringify(text[i])} at ${i}`
-      );
+      throw new InvalidArgumentError(`invalid base64: unexpected character ${JSON.stringify(text[k])} at ${k}`);
     }
-    acc = ((acc << 6) | v) & 0xffffff;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (acc >>> bits) & 0xff;
+    return v;
+  };
+  for (; i + 4 <= end; i += 4) {
+    const c0 = text.charCodeAt(i);
+    const c1 = text.charCodeAt(i + 1);
+    const c2 = text.charCodeAt(i + 2);
+    const c3 = text.charCodeAt(i + 3);
+    const v =
+      (c0 | c1 | c2 | c3) < 128
+        ? (DECODE[c0]! << 18) | (DECODE[c1]! << 12) | (DECODE[c2]! << 6) | DECODE[c3]!
+        : -1;
+    if (v < 0) {
+      // An invalid character (its table entry, -1, makes v negative): name it.
+      for (let k = i; k < i + 4; k++) at(k);
     }
+    out[o] = v >>> 16;
+    out[o + 1] = (v >>> 8) & 0xff;
+    out[o + 2] = v & 0xff;
+    o += 3;
+  }
+  const rest = end - i;
+  if (rest >= 2) {
+    const v = (at(i) << 18) | (at(i + 1) << 12) | (rest === 3 ? at(i + 2) << 6 : 0);
+    out[o++] = v >>> 16;
+    if (rest === 3) out[o++] = (v >>> 8) & 0xff;
   }
   return o === out.length ? out : out.subarray(0, o);
 }

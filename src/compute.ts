@@ -29,6 +29,10 @@ import {
 import { GraphBuilder, GRAPH_FORMAT_VERSION, type GraphDocument } from './graph';
 import { contiguous, fmtShape, nbytes, nelements, normalizeShape } from './layout';
 
+// A timer exists in every JavaScript host (Hermes, JSC, Node); declared here because the
+// package is type-checked without DOM or Node types.
+declare const setTimeout: (callback: () => void, ms: number) => unknown;
+
 /**
  * The parts of an `AbortSignal` this package uses (structural, so the DOM's, Node's and React
  * Native's signals all fit).
@@ -381,6 +385,24 @@ export class Session {
     await request({ method: 'closeSession', session: this.id });
   }
 
+  /**
+   * Sends `cancel` until the core reports a computation cancelled or `stopped()` is true: a
+   * cancel that arrives before the core has registered the computation (an abort right after
+   * the call) finds nothing to cancel and is repeated.
+   */
+  private async cancelUntilStopped(stopped: () => boolean): Promise<void> {
+    for (let attempt = 0; !stopped() && !this.isClosed; attempt++) {
+      let cancelled = false;
+      try {
+        cancelled = await this.cancel();
+      } catch {
+        return;
+      }
+      if (cancelled) return;
+      await new Promise<void>((r) => setTimeout(r, Math.min(5 * 2 ** attempt, 200)));
+    }
+  }
+
   /** @internal Starts a computation; `settled` resolves when the native side is done. */
   _run(
     prepared: Prepared,
@@ -394,9 +416,14 @@ export class Session {
       return { result: Promise.reject(abortError(signal)), settled: Promise.resolve() };
     }
     const pending = request(computeRequest(prepared, this.id, null));
+    let isSettled = false;
     const settled = pending.then(
-      () => undefined,
-      () => undefined
+      () => {
+        isSettled = true;
+      },
+      () => {
+        isSettled = true;
+      }
     );
     if (signal === undefined) return { result: pending.then(decodeOutputs), settled };
     const result = new Promise<Record<string, AnyTensorValue>>((resolve, reject) => {
@@ -406,8 +433,8 @@ export class Session {
         done = true;
         // Reject now; the native computation stops at its next check and its late answer
         // (an error of kind Cancelled) is dropped.
-        void this.cancel().catch(() => undefined);
         reject(abortError(signal));
+        void this.cancelUntilStopped(() => isSettled);
       };
       signal.addEventListener('abort', onAbort, { once: true });
       pending.then(

@@ -65,6 +65,10 @@ export class TesseraError extends Error {
     super(message, options);
     // Keep `instanceof` working when classes are compiled to ES5 functions (Hermes builds).
     Object.setPrototypeOf(this, new.target.prototype);
+    // Engines without the `cause` option of Error (older Hermes) still get the cause.
+    if (options && 'cause' in options && !('cause' in this)) {
+      Object.defineProperty(this, 'cause', { value: options.cause, writable: true, configurable: true });
+    }
     this.kind = kind;
     this.name = 'TesseraError';
   }

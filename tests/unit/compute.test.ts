@@ -269,6 +269,38 @@ describe('cancellation', () => {
     expect(await session.cancel()).toBe(false);
   });
 
+  it('repeats cancel while the core has not registered the computation yet', async () => {
+    const gate = deferred<void>();
+    let cancels = 0;
+    const fake = fakeCaller(async (req: Request) => {
+      switch (req.method) {
+        case 'openSession':
+          return { session: 3 };
+        case 'compute':
+          await gate.promise;
+          return nativeError('Cancelled', 'computation cancelled');
+        case 'cancel':
+          // The first two cancels arrive before the compute is registered.
+          cancels++;
+          if (cancels < 3) return { cancelled: false };
+          gate.resolve();
+          return { cancelled: true };
+        default:
+          return { closed: true };
+      }
+    });
+    setNativeCaller(fake);
+    const ac = new AbortController();
+    const p = compute(smallGraph(), { x: new Float32Array(4) }, { signal: ac.signal });
+    await flush();
+    ac.abort();
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+    await gate.promise;
+    await flush();
+    await flush();
+    expect(fake.requests.map((r) => r.method)).toEqual(['openSession', 'compute', 'cancel', 'cancel', 'cancel', 'closeSession']);
+  });
+
   it('Session.cancel asks the native side directly', async () => {
     const { fake } = slowFake();
     setNativeCaller(fake);

@@ -1,0 +1,138 @@
+// TesseraBridge over the real Rust core: the generated uniffi binding `callJson` (package
+// com.tessera) loading libtessera_ffi through JNA, as TesseraModule wires them on Android.
+// Run by scripts/kotlin-bridge-test.sh when the library is built.
+
+import com.tessera.LogLevel
+import com.tessera.LogListener
+import com.tessera.callJson
+import com.tessera.setLogListener
+import com.tessera.reactnative.TesseraBridge
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
+import java.util.Base64
+import java.util.concurrent.CountDownLatch
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicReference
+
+private var passed = 0
+private var failed = 0
+
+private fun test(name: String, body: () -> Unit) {
+  try {
+    body()
+    passed++
+    println("ok   native: $name")
+  } catch (e: Throwable) {
+    failed++
+    println("FAIL native: $name: ${e.javaClass.simpleName}: ${e.message}")
+  }
+}
+
+private fun check(condition: Boolean, message: () -> String) {
+  if (!condition) throw AssertionError(message())
+}
+
+/** The bridge as TesseraModule builds it. */
+private fun moduleBridge() =
+  TesseraBridge(
+    native = { request -> callJson(request) },
+    installLogSink = { sink ->
+      setLogListener(
+        sink?.let {
+          object : LogListener {
+            override fun onLog(level: LogLevel, target: String, message: String) {
+              it(level.name.lowercase(), target, message)
+            }
+          }
+        }
+      )
+    },
+  )
+
+private fun callAndWait(bridge: TesseraBridge, request: String, seconds: Long = 60): String {
+  val latch = CountDownLatch(1)
+  val result = AtomicReference<String>()
+  bridge.call(request, { result.set(it); latch.countDown() }, { code, message -> result.set("rejected $code $message"); latch.countDown() })
+  check(latch.await(seconds, TimeUnit.SECONDS)) { "no answer within $seconds s" }
+  return result.get()
+}
+
+private fun f32(vararg values: Float): String {
+  val b = ByteBuffer.allocate(values.size * 4).order(ByteOrder.LITTLE_ENDIAN)
+  values.forEach { b.putFloat(it) }
+  return Base64.getEncoder().encodeToString(b.array())
+}
+
+private fun floatsOf(base64: String): List<Float> {
+  val b = ByteBuffer.wrap(Base64.getDecoder().decode(base64)).order(ByteOrder.LITTLE_ENDIAN)
+  return List(b.remaining() / 4) { b.getFloat() }
+}
+
+fun main() {
+  val bridge = moduleBridge()
+
+  test("devices through callJson") {
+    val r = callAndWait(bridge, "{\"method\":\"devices\"}")
+    check(r.startsWith("{\"ok\":[") && r.contains("\"type\":\"cpu\"")) { r }
+  }
+
+  test("a compute: [1, 2] + [3, 4] = [4, 6]") {
+    val graph = "{\"version\":1,\"tensors\":[{\"name\":\"a\",\"type\":\"F32\",\"shape\":[2]},{\"name\":\"b\",\"type\":\"F32\",\"shape\":[2]}]," +
+      "\"nodes\":[{\"name\":\"c\",\"op\":\"ADD\",\"src\":[\"a\",\"b\"]}],\"outputs\":[\"c\"]}"
+    val inputs = "[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2],\"data\":\"${f32(1f, 2f)}\"}," +
+      "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2],\"data\":\"${f32(3f, 4f)}\"}]"
+    val r = callAndWait(bridge, "{\"method\":\"compute\",\"graph\":$graph,\"inputs\":$inputs}")
+    val data = Regex("\"data\":\"([^\"]+)\"").find(r)?.groupValues?.get(1) ?: throw AssertionError(r)
+    check(floatsOf(data) == listOf(4f, 6f)) { "got ${floatsOf(data)} from $r" }
+  }
+
+  test("errors come back as protocol responses") {
+    val r = callAndWait(bridge, "{\"method\":\"nope\"}")
+    check(r.startsWith("{\"error\":{\"kind\":\"InvalidArgument\"")) { r }
+  }
+
+  test("cancel gets through while a long compute of the session runs") {
+    val open = callAndWait(bridge, "{\"method\":\"openSession\",\"options\":{\"device\":\"CPU\",\"threads\":1}}")
+    val session = Regex("\"session\":(\\d+)").find(open)?.groupValues?.get(1) ?: throw AssertionError(open)
+    // 2000 chained 128 x 128 matmuls (8 GFLOP).
+    val nodes = (0 until 2000).joinToString(",") { k ->
+      "{\"name\":\"m$k\",\"op\":\"MUL_MAT\",\"src\":[\"w\",\"${if (k == 0) "x" else "m${k - 1}"}\"]}"
+    }
+    val graph = "{\"version\":1,\"tensors\":[{\"name\":\"w\",\"type\":\"F32\",\"shape\":[128,128]},{\"name\":\"x\",\"type\":\"F32\",\"shape\":[128,128]}]," +
+      "\"nodes\":[$nodes],\"outputs\":[\"m1999\"]}"
+    val zeros = Base64.getEncoder().encodeToString(ByteArray(128 * 128 * 4))
+    val inputs = "[{\"name\":\"w\",\"dtype\":\"F32\",\"shape\":[128,128],\"data\":\"$zeros\"},{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[128,128],\"data\":\"$zeros\"}]"
+    val done = CountDownLatch(1)
+    val computed = AtomicReference<String>()
+    bridge.call("{\"method\":\"compute\",\"session\":$session,\"graph\":$graph,\"inputs\":$inputs}", { computed.set(it); done.countDown() }, { _, _ -> done.countDown() })
+    // A cancel that arrives before the core registered the compute finds nothing: repeat it
+    // (as the JavaScript client does) until the core reports one cancelled.
+    var cancel = ""
+    val deadline = System.nanoTime() + 30_000_000_000L
+    while (done.count > 0 && System.nanoTime() < deadline) {
+      cancel = callAndWait(bridge, "{\"method\":\"cancel\",\"session\":$session}", 10)
+      check(cancel.startsWith("{\"ok\":")) { cancel }
+      if (cancel.contains("true")) break
+      Thread.sleep(10)
+    }
+    check(done.await(30, TimeUnit.SECONDS)) { "the compute did not stop (last cancel: $cancel)" }
+    val r = computed.get()
+    check(r.contains("\"kind\":\"Cancelled\"")) { "compute: ${r.take(200)}, cancel: $cancel" }
+    check(callAndWait(bridge, "{\"method\":\"closeSession\",\"session\":$session}").startsWith("{\"ok\":")) { "close" }
+  }
+
+  test("log forwarding installs and removes the real listener") {
+    val records = mutableListOf<String>()
+    bridge.setLogForwarding(true) { level, target, message -> synchronized(records) { records.add("$level $target $message") }; Unit }
+    check(bridge.isLogForwarding) { "not forwarding" }
+    callAndWait(bridge, "{\"method\":\"setLogLevel\",\"level\":\"trace\"}")
+    callAndWait(bridge, "{\"method\":\"devices\"}")
+    bridge.setLogForwarding(false) { _, _, _ -> }
+    check(!bridge.isLogForwarding) { "still forwarding" }
+    synchronized(records) { records.forEach { check(it.split(' ')[0] in setOf("error", "warn", "info", "debug", "trace")) { it } } }
+  }
+
+  bridge.shutdown()
+  println("$passed passed, $failed failed")
+  if (failed > 0) kotlin.system.exitProcess(1)
+}
