@@ -11,6 +11,7 @@ export default defineConfig({
   test: {
     include: ['tests/unit/**/*.test.ts'],
     environment: 'node',
+    reporters: ['default', './tests/summary-reporter.ts'],
     testTimeout: 30_000,
   },
 });

@@ -12,6 +12,7 @@ export default defineConfig({
   test: {
     include: ['tests/node/**/*.test.ts'],
     environment: 'node',
+    reporters: ['default', './tests/summary-reporter.ts'],
     testTimeout: 120_000,
     hookTimeout: 60_000,
     // One process: the cdylib is loaded once per worker.

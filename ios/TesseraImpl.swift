@@ -59,8 +59,10 @@ public final class TesseraImpl: NSObject {
   }
 }
 
-/// Receives the core's log records (on the thread that logs) and passes them on.
-private final class LogForwarder: LogListener {
+/// Receives the core's log records (on the thread that logs) and passes them on. The generated
+/// `LogListener` protocol is `Sendable`; `emit` only hands the record to React Native's event
+/// emitter, which may be called from any thread.
+private final class LogForwarder: LogListener, @unchecked Sendable {
   private let emit: (String, String, String) -> Void
 
   init(emit: @escaping (String, String, String) -> Void) {
