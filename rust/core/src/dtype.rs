@@ -131,7 +131,7 @@ impl DType {
     /// Bytes taken by a row of `n` values, or an error when `n` is not a multiple of the block
     /// size or the size overflows.
     pub fn row_size(self, n: usize) -> Result<usize> {
-        if n % self.block_size() != 0 {
+        if !n.is_multiple_of(self.block_size()) {
             return Err(Error::BlockAlignment { dtype: self, n, block: self.block_size() });
         }
         (n / self.block_size())

@@ -27,7 +27,7 @@ fn fmt_shape(ne: &[usize; MAX_DIMS]) -> String {
 /// Whether `small` can be tiled to `big` (each dim of `big` a multiple of `small`'s), as
 /// ggml's `ggml_can_repeat`.
 pub fn can_repeat(small: &[usize; MAX_DIMS], big: &[usize; MAX_DIMS]) -> bool {
-    (0..MAX_DIMS).all(|i| big[i] % small[i] == 0)
+    (0..MAX_DIMS).all(|i| big[i].is_multiple_of(small[i]))
 }
 
 impl Graph {
@@ -632,7 +632,7 @@ impl Graph {
                 ),
             ));
         }
-        if p.n_dims == 0 || p.n_dims % 2 != 0 || p.n_dims > na[0] {
+        if p.n_dims == 0 || !p.n_dims.is_multiple_of(2) || p.n_dims > na[0] {
             return Err(Error::InvalidArgument(format!(
                 "ROPE: n_dims {} must be even, > 0 and at most ne0 = {}",
                 p.n_dims, na[0]
@@ -839,7 +839,7 @@ impl Graph {
                 })
             }
         }
-        if dtype.is_quantized() && offset % dtype.type_size() != 0 {
+        if dtype.is_quantized() && !offset.is_multiple_of(dtype.type_size()) {
             return Err(Error::ViewOutOfBounds {
                 op: "VIEW".into(),
                 reason: format!("offset {offset} is not at a {dtype} block boundary"),

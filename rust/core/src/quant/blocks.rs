@@ -276,12 +276,12 @@ const _: () = assert!(align_of::<BlockQ8K>() == 4);
 /// Whether `bytes` starts at an address aligned for `B` (`align_of::<B>()`: 2 for blocks with
 /// f16 scales, 4 for [`BlockQ8K`]).
 pub fn is_aligned_for<B: Block>(bytes: &[u8]) -> bool {
-    (bytes.as_ptr() as usize) % align_of::<B>() == 0
+    (bytes.as_ptr() as usize).is_multiple_of(align_of::<B>())
 }
 
 fn check_cast<B: Block>(what: &str, bytes: &[u8]) -> Result<usize> {
     let size = size_of::<B>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(Error::DataLength {
             context: format!(
                 "{what}: {} bytes are not a whole number of {} blocks of {size} bytes",

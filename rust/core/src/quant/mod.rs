@@ -57,7 +57,7 @@ use std::mem::size_of;
 /// Checks a typed quantizer's lengths: `src` a whole number of blocks, `dst` exactly as many.
 pub(crate) fn check_quantize<B: Block>(what: &str, src: &[f32], dst_blocks: usize) -> Result<()> {
     let bs = B::BLOCK_SIZE;
-    if src.len() % bs != 0 {
+    if !src.len().is_multiple_of(bs) {
         return Err(Error::BlockAlignment { dtype: B::DTYPE, n: src.len(), block: bs });
     }
     if src.len() / bs != dst_blocks {
@@ -73,7 +73,7 @@ pub(crate) fn check_quantize<B: Block>(what: &str, src: &[f32], dst_blocks: usiz
 /// Checks a typed dequantizer's lengths: `dst` a whole number of blocks, `src` exactly as many.
 pub(crate) fn check_dequantize<B: Block>(what: &str, src_blocks: usize, dst: &[f32]) -> Result<()> {
     let bs = B::BLOCK_SIZE;
-    if dst.len() % bs != 0 {
+    if !dst.len().is_multiple_of(bs) {
         return Err(Error::BlockAlignment { dtype: B::DTYPE, n: dst.len(), block: bs });
     }
     if dst.len() / bs != src_blocks {
