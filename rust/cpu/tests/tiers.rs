@@ -142,7 +142,15 @@ fn x86_tiers_match_scalar() {
         tiers.push(Tier::Avx512Vnni);
     }
     for tier in tiers {
-        for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::F32, DType::F16] {
+        for dtype in [
+            DType::Q8_0,
+            DType::Q4_0,
+            DType::Q4_K,
+            DType::Q5_K,
+            DType::Q6_K,
+            DType::F32,
+            DType::F16,
+        ] {
             let (got, ran) = run_tier(tier, dtype);
             assert_eq!(ran, tier, "{dtype} should have a {tier} kernel");
             let (reference, _) = run_tier(Tier::Scalar, dtype);

@@ -345,12 +345,214 @@ macro_rules! x86_tier {
             }
         }
 
+        /// Q5_K weights times Q8_K activations (Q4_K with a fifth bit from `qh`).
+        #[target_feature(enable = $feat)]
+        unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let nb = k / 256;
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let mut macc = [[0f32; NR]; MR];
+            let nib = _mm256_set1_epi8(0x0f);
+            let bit = _mm256_set1_epi8(1);
+            for blk in 0..nb {
+                let mut d = [0f32; MR];
+                let mut dmin = [0f32; MR];
+                let mut sc = [[0i16; 8]; MR];
+                let mut mn = [[0i32; 8]; MR];
+                let mut qh = [_mm256_setzero_si256(); MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * 176);
+                    d[i] = h2f!(rd16!(p));
+                    dmin[i] = h2f!(rd16!(p.add(2)));
+                    let (s, m) =
+                        scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                    for t in 0..8 {
+                        sc[i][t] = i16::from(s[t]);
+                        mn[i][t] = i32::from(m[t]);
+                    }
+                    qh[i] = _mm256_loadu_si256(p.add(16).cast());
+                }
+                let mut bd = [0f32; NR];
+                let mut bsum = [[0i32; 8]; NR];
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * 292);
+                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                    let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+                    for t in 0..8 {
+                        bsum[j][t] = i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]);
+                    }
+                }
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                for ch in 0..4 {
+                    let mut lo = [_mm256_setzero_si256(); MR];
+                    let mut hi = [_mm256_setzero_si256(); MR];
+                    let mut s_lo = [_mm256_setzero_si256(); MR];
+                    let mut s_hi = [_mm256_setzero_si256(); MR];
+                    let sl = _mm_cvtsi32_si128(2 * ch as i32);
+                    let sh = _mm_cvtsi32_si128(2 * ch as i32 + 1);
+                    for i in 0..MR {
+                        let q =
+                            _mm256_loadu_si256(a.add(i * lda + blk * 176 + 48 + 32 * ch).cast());
+                        let hl = _mm256_slli_epi16::<4>(_mm256_and_si256(
+                            _mm256_srl_epi16(qh[i], sl),
+                            bit,
+                        ));
+                        let hh = _mm256_slli_epi16::<4>(_mm256_and_si256(
+                            _mm256_srl_epi16(qh[i], sh),
+                            bit,
+                        ));
+                        lo[i] = _mm256_or_si256(_mm256_and_si256(q, nib), hl);
+                        hi[i] =
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(q), nib), hh);
+                        s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
+                        s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
+                    }
+                    for j in 0..NR {
+                        let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
+                        let b_lo = _mm256_loadu_si256(p.cast());
+                        let b_hi = _mm256_loadu_si256(p.add(32).cast());
+                        for i in 0..MR {
+                            let x = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], b_lo), s_lo[i]);
+                            let y = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], b_hi), s_hi[i]);
+                            iacc[i][j] = _mm256_add_epi32(iacc[i][j], _mm256_add_epi32(x, y));
+                        }
+                    }
+                }
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let s = _mm256_set1_ps(d[i] * bd[j]);
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        let mut ms = 0i32;
+                        for t in 0..8 {
+                            ms += mn[i][t] * bsum[j][t];
+                        }
+                        macc[i][j] += dmin[i] * bd[j] * ms as f32;
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(acc[i][j]) - macc[i][j];
+                }
+            }
+        }
+
+        /// Q6_K weights times Q8_K activations: 6-bit quants (0..63) times the activations,
+        /// scaled per 16 values with `madd`, minus 32 times the scaled activation sums.
+        #[target_feature(enable = $feat)]
+        unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let nb = k / 256;
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let nib = _mm256_set1_epi8(0x0f);
+            let three = _mm256_set1_epi8(3);
+            for blk in 0..nb {
+                let mut d = [0f32; MR];
+                let mut sc = [[0i16; 16]; MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * 210);
+                    d[i] = h2f!(rd16!(p.add(208)));
+                    let s = std::ptr::read_unaligned(p.add(192).cast::<[i8; 16]>());
+                    for t in 0..16 {
+                        sc[i][t] = i16::from(s[t]);
+                    }
+                }
+                let mut bd = [0f32; NR];
+                let mut bs = [[0i16; 16]; NR];
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * 292);
+                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                    bs[j] = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+                }
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                for n in 0..2 {
+                    let mut q = [[_mm256_setzero_si256(); 4]; MR];
+                    let mut sv = [[_mm256_setzero_si256(); 4]; MR];
+                    for i in 0..MR {
+                        let p = a.add(i * lda + blk * 210);
+                        let ql0 = _mm256_loadu_si256(p.add(64 * n).cast());
+                        let ql1 = _mm256_loadu_si256(p.add(64 * n + 32).cast());
+                        let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
+                        let h = |s: i32| {
+                            _mm256_slli_epi16::<4>(_mm256_and_si256(
+                                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)),
+                                three,
+                            ))
+                        };
+                        q[i][0] = _mm256_or_si256(_mm256_and_si256(ql0, nib), h(0));
+                        q[i][1] = _mm256_or_si256(_mm256_and_si256(ql1, nib), h(2));
+                        q[i][2] = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), nib),
+                            h(4),
+                        );
+                        q[i][3] = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), nib),
+                            h(6),
+                        );
+                        for m in 0..4 {
+                            let g = 8 * n + 2 * m;
+                            sv[i][m] = _mm256_set_m128i(
+                                _mm_set1_epi16(sc[i][g + 1]),
+                                _mm_set1_epi16(sc[i][g]),
+                            );
+                        }
+                    }
+                    for j in 0..NR {
+                        let p = b.add(j * ldb + blk * 292 + 4 + 128 * n);
+                        for m in 0..4 {
+                            let bv = _mm256_loadu_si256(p.add(32 * m).cast());
+                            for i in 0..MR {
+                                let x =
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(q[i][m], bv), sv[i][m]);
+                                iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
+                            }
+                        }
+                    }
+                }
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let mut corr = 0i32;
+                        for t in 0..16 {
+                            corr += i32::from(sc[i][t]) * i32::from(bs[j][t]);
+                        }
+                        let s = _mm256_set1_ps(d[i] * bd[j]);
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        // The -32 offset, once per block (not per lane).
+                        let lane0 =
+                            _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -32.0 * corr as f32);
+                        acc[i][j] = _mm256_fmadd_ps(lane0, s, acc[i][j]);
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                }
+            }
+        }
+
         tiled!($feat, tile_f32, float_tile, $fm, $fn, W_F32);
         tiled!($feat, tile_f16, float_tile, $fm, $fn, W_F16);
         tiled!($feat, tile_bf16, float_tile, $fm, $fn, W_BF16);
         tiled!($feat, tile_q8_0, q_0_tile, $qm, $qn, false);
         tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
         tiled!($feat, tile_q4_k, q4_k_tile, $km, $kn, 0);
+        tiled!($feat, tile_q5_k, q5_k_tile, $km, $kn, 0);
+        tiled!($feat, tile_q6_k, q6_k_tile, $km, $kn, 0);
 
         /// The tile kernel of this tier for weights of `wt`, with its tile size.
         pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -361,6 +563,8 @@ macro_rules! x86_tier {
                 DType::Q8_0 => (tile_q8_0 as TileFn, $qm, $qn),
                 DType::Q4_0 => (tile_q4_0 as TileFn, $qm, $qn),
                 DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),
+                DType::Q5_K => (tile_q5_k as TileFn, $km, $kn),
+                DType::Q6_K => (tile_q6_k as TileFn, $km, $kn),
                 _ => return None,
             })
         }
