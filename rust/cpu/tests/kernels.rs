@@ -472,3 +472,21 @@ mod elementwise {
         assert!(ew::silu(&[1.0, 2.0], &mut [0.0]).is_err());
     }
 }
+
+#[test]
+fn q8_0_with_sums_matches_reference_q8_0() {
+    let mut x = rand_vec(4096, 9);
+    x[..32].fill(0.0);
+    for (i, v) in x[32..64].iter_mut().enumerate() {
+        *v = (i as f32 - 16.0) * 0.5;
+    }
+    let q = quantize_to_vec(DType::Q8_0, &x).unwrap();
+    let mut s = vec![0u8; DType::Q8_1.row_size(x.len()).unwrap()];
+    kernels::quantize_q8_0_sums(&x, &mut s).unwrap();
+    for (a, b) in q.chunks_exact(34).zip(s.chunks_exact(36)) {
+        assert_eq!(&a[..2], &b[..2]);
+        assert_eq!(&a[2..], &b[4..]);
+        let sum: i32 = a[2..].iter().map(|&v| i32::from(v as i8)).sum();
+        assert_eq!(i16::from_le_bytes([b[2], b[3]]), sum as i16);
+    }
+}

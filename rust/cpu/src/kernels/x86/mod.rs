@@ -23,6 +23,8 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     avx512::packed_tile(wt)
 }
 
+pub(super) use avx2::q8_block;
+
 /// Converts an activation row with AVX2 when a kernel exists for `act`; `false` otherwise.
 /// Only called once the AVX2 tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
