@@ -88,10 +88,11 @@ pub(crate) unsafe fn activations(
         }
     };
     if threads > 1 && tasks > 1 {
-        pool.scope(|s| {
-            for _ in 0..threads.min(tasks) {
+        pool.in_place_scope(|s| {
+            for _ in 1..threads.min(tasks) {
                 s.spawn(|_| worker());
             }
+            worker();
         });
     } else {
         worker();

@@ -175,10 +175,12 @@ impl MatMul {
             }
         };
         if threads > 1 && plan.chunks() > 1 {
-            pool.scope(|s| {
-                for _ in 0..threads.min(plan.chunks()) {
+            // The calling thread works too: the pool's workers join as they wake up.
+            pool.in_place_scope(|s| {
+                for _ in 1..threads.min(plan.chunks()) {
                     s.spawn(|_| worker());
                 }
+                worker();
             });
         } else {
             worker();
