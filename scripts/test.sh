@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test: Rust (x86_64), the conformance harness, the ARM tiers under qemu with three CPU
-# models, the Kotlin bindings on the JVM, the TypeScript package, and the generated bindings'
-# freshness. Installs what it needs first (scripts/setup.sh).
+# Every test: Rust on x86_64 (with the GPU on lavapipe), the conformance harness, the ARM kernel
+# tiers under qemu with three CPU models, the Kotlin bindings and bridge on the JVM, freshness
+# of the generated bindings, the Apple and Android targets type-checked, and the TypeScript
+# package (unit and end-to-end over the real core). Installs what it needs (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh all
@@ -12,29 +13,37 @@ step() { echo; echo "=== $*"; }
 step "cargo test (workspace)"
 cargo test --workspace --quiet
 
-step "tessera backend-ops test"
-cargo run --quiet --release -p tessera-cli -- backend-ops test > target/backend-ops.txt || {
+step "tessera backend-ops test (every op on every device vs the scalar reference)"
+cargo run --quiet --release -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 
-step "aarch64 under qemu: cortex-a53, cortex-a76, max"
+step "aarch64 under qemu: cortex-a53 (NEON), cortex-a76 (dotprod), max (i8mm)"
 bash scripts/qemu-test.sh --quiet
 
-for extra in scripts/bindgen.sh scripts/kotlin-test.sh scripts/kotlin-bridge-test.sh; do
-    if [ -x "$extra" ] || [ -f "$extra" ]; then
-        case "$extra" in
-            *bindgen.sh) step "generated bindings are fresh"; bash "$extra" --check ;;
-            *) step "$extra"; bash "$extra" ;;
-        esac
-    fi
+step "Android and Apple targets type-check"
+for t in aarch64-linux-android aarch64-apple-ios aarch64-apple-darwin; do
+    rustup target list --installed | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1
+    cargo check --quiet -p tessera-ffi --target "$t"
+    echo "$t: ok"
 done
 
-if [ -f package.json ]; then
-    step "TypeScript: typecheck, unit and end-to-end tests, build, package contents"
-    npm run --silent typecheck
-    npm test --silent
-    cargo build --quiet -p tessera-ffi 2>/dev/null && npm run --silent test:e2e
-    npm run --silent build
-fi
+step "generated Kotlin and Swift bindings are fresh"
+bash scripts/bindgen.sh --check
+
+step "Kotlin on the JVM: bindings over the real library"
+bash scripts/kotlin-test.sh
+
+step "Kotlin on the JVM: the React Native bridge class"
+bash scripts/kotlin-bridge-test.sh
+
+step "TypeScript: typecheck, unit tests, end-to-end over the Rust core, build"
+cargo build --quiet -p tessera-ffi
+npm run --silent typecheck
+npm test --silent
+npm run --silent test:e2e
+npm run --silent build
+bash -n scripts/build-ios.sh scripts/build-android.sh
+
 echo
 echo "=== all tests passed"

@@ -270,7 +270,7 @@ fn leaf_data(graph: &Graph, int_range: i32) -> Result<Vec<(TensorId, Vec<u8>)>> 
         if !t.is_leaf() {
             continue;
         }
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (id.index() as u64 + 1) * 0x1234_5678);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((id.index() as u64 + 1) * 0x1234_5678));
         let n = t.nelements();
         let bytes = if t.dtype() == DType::I32 {
             (0..n)

@@ -21,9 +21,7 @@ pub(crate) struct Loaded {
 /// panics and logs them), so a broken driver never prevents the CPU from being used.
 pub fn default_registry() -> Registry {
     let mut registry = Registry::new();
-    // ---- GPU registration goes here (the single place to wire tessera-gpu): ----
-    // registry.register_with("GPU", || tessera_gpu::register());
-    // ---------------------------------------------------------------------------
+    registry.register_with("GPU", tessera_gpu::register);
     registry.register(tessera_cpu::CpuBackendReg::shared());
     registry
 }

@@ -234,8 +234,8 @@ pub(crate) fn validate(op: &Op, dst: &Layout, srcs: &[&Layout]) -> Result<()> {
                 float(op, m, "mask")?;
                 if m.ne[0] != a.ne[0]
                     || m.ne[1] < a.ne[1]
-                    || a.ne[2] % m.ne[2] != 0
-                    || a.ne[3] % m.ne[3] != 0
+                    || !a.ne[2].is_multiple_of(m.ne[2])
+                    || !a.ne[3].is_multiple_of(m.ne[3])
                 {
                     return Err(mismatch(
                         op,
@@ -304,7 +304,7 @@ pub(crate) fn validate(op: &Op, dst: &Layout, srcs: &[&Layout]) -> Result<()> {
                 }
                 same_shape(op, dst, a.ne)
             } else {
-                if a.ne[0] % 2 != 0 {
+                if !a.ne[0].is_multiple_of(2) {
                     return Err(mismatch(op, format!("src0 ne0 = {} is not even", a.ne[0])));
                 }
                 same_shape(op, dst, [a.ne[0] / 2, a.ne[1], a.ne[2], a.ne[3]])
