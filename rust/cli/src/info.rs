@@ -39,6 +39,11 @@ pub fn info(registry: &Registry) -> Result<(String, bool)> {
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let _ = writeln!(out, "  features: {}", on.join(" "));
+    let tiers: Vec<String> = tessera_cpu::kernels::tier::tiers_by_type()
+        .into_iter()
+        .map(|(dtype, tier)| format!("{dtype}={tier}"))
+        .collect();
+    let _ = writeln!(out, "  kernel tier per weight type: {}", tiers.join(" "));
     let _ = writeln!(out, "\nDevices:");
     for d in registry.devices() {
         let m = d.memory();

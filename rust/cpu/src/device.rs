@@ -93,8 +93,16 @@ impl BackendReg for CpuBackendReg {
         vec![CpuDevice::shared()]
     }
 
+    /// The CPU features with ggml's names, then the kernel tier chosen for each weight type
+    /// as `TIER_<type> = <tier>`.
     fn features(&self) -> Vec<(String, String)> {
-        CpuFeatures::detect().pairs()
+        let mut pairs = CpuFeatures::detect().pairs();
+        pairs.extend(
+            crate::kernels::tier::tiers_by_type()
+                .into_iter()
+                .map(|(dtype, tier)| (format!("TIER_{dtype}"), tier.to_string())),
+        );
+        pairs
     }
 }
 

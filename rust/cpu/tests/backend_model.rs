@@ -256,6 +256,8 @@ fn cpu_device_props_are_real() {
     assert!(props.caps.buffer_from_host_ptr);
     let features = CpuBackendReg.features();
     assert!(!features.is_empty());
+    let tier = features.iter().find(|(k, _)| k == "TIER_Q4_0").map(|(_, v)| v.clone());
+    assert_eq!(tier.as_deref(), Some(tessera_cpu::kernels::tier::tier_name(DType::Q4_0)));
 }
 
 #[test]
