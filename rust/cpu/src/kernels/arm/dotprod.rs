@@ -57,7 +57,30 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     }
 }
 
+/// The sum of the products of two 32-byte signed vectors with `sdot`.
+macro_rules! dot32_sdot {
+    ($x:expr, $y:expr) => {{
+        let ((x0, x1), (y0, y1)) = ($x, $y);
+        vaddvq_s32(sdot!(sdot!(vdupq_n_s32(0), x0, y0), x1, y1))
+    }};
+}
+
+/// Q4_K weights times Q8_K activations with `sdot`.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot)
+}
+
 tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
+tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
 
 /// The dotprod tile kernel for weights of `wt`, with its tile size.
@@ -65,6 +88,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
+        DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
         _ => return None,
     })
 }

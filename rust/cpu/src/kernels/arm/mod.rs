@@ -86,3 +86,81 @@ pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     neon::quantize_act(act, src, dst)
 }
+
+/// The eight 6-bit scales and mins of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
+#[inline(always)]
+fn scales_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+    }
+    for j in 4..8 {
+        sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+        mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+    (sc, mn)
+}
+
+/// A Q4_K x Q8_K tile kernel body; `$dot32` sums the products of two 32-byte signed vectors
+/// (as pairs of `int8x16_t`) into an `i32`.
+macro_rules! q4_k_body {
+    ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32:ident) => {{
+        let mut acc = [[0f32; $NR]; $MR];
+        let m4 = vdupq_n_u8(0x0f);
+        for blk in 0..$k / 256 {
+            let mut d = [0f32; $MR];
+            let mut dmin = [0f32; $MR];
+            let mut sc = [[0i32; 8]; $MR];
+            let mut mn = [[0i32; 8]; $MR];
+            for i in 0..$MR {
+                let p = $a.add(i * $lda + blk * 144);
+                d[i] = super::f16_at(p);
+                dmin[i] = super::f16_at(p.add(2));
+                let (s, m) =
+                    super::scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                for t in 0..8 {
+                    sc[i][t] = i32::from(s[t]);
+                    mn[i][t] = i32::from(m[t]);
+                }
+            }
+            for j in 0..$NR {
+                let p = $b.add(j * $ldb + blk * 292);
+                let bd = std::ptr::read_unaligned(p.cast::<f32>());
+                let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+                for i in 0..$MR {
+                    let mut sumi = 0i32;
+                    for ch in 0..4 {
+                        let q = $a.add(i * $lda + blk * 144 + 16 + 32 * ch);
+                        let (q0, q1) = (vld1q_u8(q), vld1q_u8(q.add(16)));
+                        let lo = (
+                            vreinterpretq_s8_u8(vandq_u8(q0, m4)),
+                            vreinterpretq_s8_u8(vandq_u8(q1, m4)),
+                        );
+                        let hi = (
+                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(q0)),
+                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(q1)),
+                        );
+                        let y = p.add(4 + 64 * ch).cast::<i8>();
+                        let yl = (vld1q_s8(y), vld1q_s8(y.add(16)));
+                        let yh = (vld1q_s8(y.add(32)), vld1q_s8(y.add(48)));
+                        sumi +=
+                            sc[i][2 * ch] * $dot32!(lo, yl) + sc[i][2 * ch + 1] * $dot32!(hi, yh);
+                    }
+                    let mut ms = 0i32;
+                    for t in 0..8 {
+                        ms += mn[i][t] * (i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]));
+                    }
+                    acc[i][j] += d[i] * bd * sumi as f32 - dmin[i] * bd * ms as f32;
+                }
+            }
+        }
+        for i in 0..$MR {
+            for j in 0..$NR {
+                *$c.add(j * $ldc + i) = acc[i][j];
+            }
+        }
+    }};
+}
+pub(super) use q4_k_body;

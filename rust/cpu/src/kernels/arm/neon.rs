@@ -131,7 +131,34 @@ unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     }
 }
 
+/// The sum of the products of two 32-byte signed vectors with widening multiplies.
+macro_rules! dot32_neon {
+    ($x:expr, $y:expr) => {{
+        let ((x0, x1), (y0, y1)) = ($x, $y);
+        let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
+        s = vpadalq_s16(s, vmull_high_s8(x0, y0));
+        s = vpadalq_s16(s, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
+        s = vpadalq_s16(s, vmull_high_s8(x1, y1));
+        vaddvq_s32(s)
+    }};
+}
+
+/// Q4_K weights times Q8_K activations.
+#[target_feature(enable = "neon")]
+unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_neon)
+}
+
 tiled!("neon", tile_f32, float_tile, 4, 4, W_F32);
+tiled!("neon", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon", tile_f16, float_tile, 4, 4, W_F16);
 tiled!("neon", tile_q8_0, q_0_tile, 4, 2, false);
 tiled!("neon", tile_q4_0, q_0_tile, 4, 2, true);
@@ -143,6 +170,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::F16 => (tile_f16 as TileFn, 4, 4),
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 2),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 2),
+        DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
         _ => return None,
     })
 }
