@@ -1,9 +1,10 @@
 //! The scalar tier: portable kernels for every weight type, the reference the SIMD tiers are
 //! tested against.
 //!
-//! A dot product dequantizes one block of the weight row and of the activation row at a time
-//! with `tessera_core`'s reference dequantizers (which match ggml's) and accumulates in f64, so
-//! its only error is that of the activation quantization itself.
+//! A tile dequantizes its weight rows and activation rows once with `tessera_core`'s reference
+//! dequantizers (which match ggml's) and takes f32 dot products (eight partial sums, added in
+//! f64), so its only error is that of the activation quantization and f32 rounding.
+//! [`vec_dot`] is the block-by-block f64 version, for tests.
 
 use super::TileFn;
 use tessera_core::quant::dequantize_row;
@@ -45,6 +46,80 @@ pub unsafe fn vec_dot(wt: DType, act: DType, k: usize, a: *const u8, b: *const u
     sum as f32
 }
 
+thread_local! {
+    /// Dequantized weight and activation rows of the current tile.
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// f32 dot product with eight independent partial sums (vectorizable), summed in f64.
+fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let mut xc = x.chunks_exact(8);
+    let mut yc = y.chunks_exact(8);
+    for (p, q) in (&mut xc).zip(&mut yc) {
+        for l in 0..8 {
+            lanes[l] += p[l] * q[l];
+        }
+    }
+    let mut s: f64 = lanes.iter().map(|&v| f64::from(v)).sum();
+    for (p, q) in xc.remainder().iter().zip(yc.remainder()) {
+        s += f64::from(*p) * f64::from(*q);
+    }
+    s as f32
+}
+
+/// The generic tile: dequantizes the tile's `mr` weight rows and `nr` activation rows once
+/// (with the reference dequantizers) and takes f32 dot products, so that every weight type
+/// works on every tier at a usable speed.
+///
+/// # Safety
+///
+/// As [`TileFn`], with `wt` / `act` the weight and activation types.
+#[allow(clippy::too_many_arguments)]
+unsafe fn generic_tile(
+    wt: DType,
+    act: DType,
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+) {
+    let (Ok(ra), Ok(rb)) = (wt.row_size(k), act.row_size(k)) else { return };
+    SCRATCH.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let (w, x) = &mut *guard;
+        w.resize(mr * k, 0.0);
+        x.resize(nr * k, 0.0);
+        for i in 0..mr {
+            // SAFETY: row i of the tile holds `ra` bytes (caller's contract).
+            let row = unsafe { std::slice::from_raw_parts(a.add(i * lda), ra) };
+            if dequantize_row(wt, row, &mut w[i * k..(i + 1) * k]).is_err() {
+                w[i * k..(i + 1) * k].fill(f32::NAN);
+            }
+        }
+        for j in 0..nr {
+            // SAFETY: activation row j holds `rb` bytes (caller's contract).
+            let row = unsafe { std::slice::from_raw_parts(b.add(j * ldb), rb) };
+            if dequantize_row(act, row, &mut x[j * k..(j + 1) * k]).is_err() {
+                x[j * k..(j + 1) * k].fill(f32::NAN);
+            }
+        }
+        for j in 0..nr {
+            for i in 0..mr {
+                let v = dot_f32(&w[i * k..(i + 1) * k], &x[j * k..(j + 1) * k]);
+                // SAFETY: the C tile is writable (caller's contract).
+                unsafe { *c.add(j * ldc + i) = v };
+            }
+        }
+    });
+}
+
 macro_rules! scalar_tile {
     ($name:ident, $wt:expr, $act:expr) => {
         /// Scalar tile kernel (see [`TileFn`]).
@@ -64,14 +139,8 @@ macro_rules! scalar_tile {
             mr: usize,
             nr: usize,
         ) {
-            for j in 0..nr {
-                for i in 0..mr {
-                    // SAFETY: the caller guarantees mr rows of A, nr rows of B and the C tile.
-                    unsafe {
-                        *c.add(j * ldc + i) = vec_dot($wt, $act, k, a.add(i * lda), b.add(j * ldb));
-                    }
-                }
-            }
+            // SAFETY: forwarded caller contract.
+            unsafe { generic_tile($wt, $act, k, a, lda, b, ldb, c, ldc, mr, nr) }
         }
     };
 }
