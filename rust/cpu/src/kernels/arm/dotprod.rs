@@ -79,7 +79,29 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot)
 }
 
+/// The sum of the products of two 16-byte signed vectors with `sdot`.
+macro_rules! dot16_sdot {
+    ($x:expr, $y:expr) => {{
+        vaddvq_s32(sdot!(vdupq_n_s32(0), $x, $y))
+    }};
+}
+
+/// Q6_K weights times Q8_K activations with `sdot`.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q6_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
+}
+
 tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
+tiled!("neon,dotprod", tile_q6_k, q6_k_tile, 1, 4, 0);
 tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
 
@@ -89,6 +111,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
         DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
+        DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
         _ => return None,
     })
 }

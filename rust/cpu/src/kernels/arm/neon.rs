@@ -157,7 +157,31 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_neon)
 }
 
+/// The sum of the products of two 16-byte signed vectors with widening multiplies.
+macro_rules! dot16_neon {
+    ($x:expr, $y:expr) => {{
+        let (x, y): (int8x16_t, int8x16_t) = ($x, $y);
+        let s = vpaddlq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y)));
+        vaddvq_s32(vpadalq_s16(s, vmull_high_s8(x, y)))
+    }};
+}
+
+/// Q6_K weights times Q8_K activations.
+#[target_feature(enable = "neon")]
+unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q6_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon)
+}
+
 tiled!("neon", tile_f32, float_tile, 4, 4, W_F32);
+tiled!("neon", tile_q6_k, q6_k_tile, 1, 4, 0);
 tiled!("neon", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon", tile_f16, float_tile, 4, 4, W_F16);
 tiled!("neon", tile_q8_0, q_0_tile, 4, 2, false);
@@ -171,6 +195,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 2),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 2),
         DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
+        DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
         _ => return None,
     })
 }
