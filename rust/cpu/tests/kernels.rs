@@ -490,3 +490,17 @@ fn q8_0_with_sums_matches_reference_q8_0() {
         assert_eq!(i16::from_le_bytes([b[2], b[3]]), sum as i16);
     }
 }
+
+#[test]
+fn supports_reports_what_the_driver_handles() {
+    let a = Layout::contiguous(DType::Q4_0, &[64, 8]).unwrap();
+    let b = Layout::contiguous(DType::F32, &[64, 3]).unwrap();
+    let d = Layout::contiguous(DType::F32, &[8, 3]).unwrap();
+    assert!(tessera_cpu::matmul::supports(&d, &a, &b));
+    let d16 = Layout::contiguous(DType::F16, &[8, 3]).unwrap();
+    assert!(!tessera_cpu::matmul::supports(&d16, &a, &b));
+    let bad = Layout::contiguous(DType::F32, &[32, 3]).unwrap();
+    assert!(!tessera_cpu::matmul::supports(&d, &a, &bad));
+    let bq = Layout::contiguous(DType::Q8_0, &[64, 3]).unwrap();
+    assert!(!tessera_cpu::matmul::supports(&d, &a, &bq));
+}

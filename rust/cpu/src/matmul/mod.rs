@@ -93,6 +93,13 @@ fn check_shapes(dst: &Layout, a: &Layout, b: &Layout) -> Result<(usize, usize, u
     Ok((k, m, n))
 }
 
+/// Whether the driver handles `dst = mul_mat(a, b)` with these layouts (ggml's MUL_MAT rules,
+/// F32 dst with dense rows, weight rows dense, F32 / F16 / BF16 activations, a kernel for the
+/// weight type); when it does not, the caller uses the reference op.
+pub fn supports(dst: &Layout, a: &Layout, b: &Layout) -> bool {
+    check_shapes(dst, a, b).is_ok() && kernels::matmul_kernel(a.dtype).is_ok()
+}
+
 impl MatMul {
     /// A driver with an empty work buffer.
     pub fn new() -> MatMul {
