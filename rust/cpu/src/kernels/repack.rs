@@ -5,7 +5,7 @@
 //!
 //! Layout of a group of [`GROUP`] rows, block `b` after block `b - 1`: the rows' header
 //! fields, field by field (Q4_0 / Q8_0: the f16 scales, 32 bytes; Q4_K: the sixteen `d`, the
-//! sixteen `dmin`, the sixteen 12-byte `scales`), then the quants in 64-byte chunks `h`, each
+//! sixteen `dmin`, then byte `s` of the sixteen 12-byte `scales` for `s` in 0..12), then the quants in 64-byte chunks `h`, each
 //! holding bytes `4h..4h + 4` of the block's quants (`qs`) of rows 0..16. A group takes exactly
 //! the bytes of its plain
 //! rows, so tensors keep their GGUF size and offsets.
@@ -45,7 +45,24 @@ fn geometry(dtype: DType) -> Option<Geometry> {
         DType::Q4_K => Some(Geometry {
             values: 256,
             size: 144,
-            fields: &[(0, 2), (2, 2), (4, 12)],
+            // The 12 scale bytes byte-planar (byte s of the 16 rows together), so that the
+            // kernel decodes the 6-bit scales of all rows with byte-vector operations.
+            fields: &[
+                (0, 2),
+                (2, 2),
+                (4, 1),
+                (5, 1),
+                (6, 1),
+                (7, 1),
+                (8, 1),
+                (9, 1),
+                (10, 1),
+                (11, 1),
+                (12, 1),
+                (13, 1),
+                (14, 1),
+                (15, 1),
+            ],
             quants: (16, 128),
         }),
         _ => None,

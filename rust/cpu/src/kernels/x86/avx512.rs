@@ -137,25 +137,27 @@ unsafe fn packed_q4k<const NR: usize>(
         let g = a.add(blk * 2304);
         let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
         let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(32).cast()));
-        // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m).
-        let mut sc = [[0f32; 16]; 8];
-        let mut mn = [[0f32; 16]; 8];
-        for r in 0..16 {
-            let s = std::ptr::read_unaligned(g.add(64 + 12 * r).cast::<[u8; 12]>());
-            for t in 0..4 {
-                sc[t][r] = f32::from(s[t] & 63);
-                mn[t][r] = f32::from(s[t + 4] & 63);
-            }
-            for t in 4..8 {
-                sc[t][r] = f32::from((s[t + 4] & 0xf) | ((s[t - 4] >> 6) << 4));
-                mn[t][r] = f32::from((s[t + 4] >> 4) | ((s[t] >> 6) << 4));
-            }
-        }
+        // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m), decoded
+        // from the byte-planar 12-byte scales (ggml's `get_scale_min_k4` on byte vectors).
+        let sp = g.add(64);
+        let sb: [__m128i; 12] = std::array::from_fn(|t| _mm_loadu_si128(sp.add(16 * t).cast()));
+        let m63 = _mm_set1_epi8(63);
+        let m0f = _mm_set1_epi8(0x0f);
+        let m03 = _mm_set1_epi8(0x03);
+        let top2 = |x: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(x), m03));
+        let to_f =
+            |x: __m128i, m: __m512| _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x)));
         let mut wsc = [_mm512_setzero_ps(); 8];
         let mut wmn = [_mm512_setzero_ps(); 8];
-        for t in 0..8 {
-            wsc[t] = _mm512_mul_ps(d, _mm512_loadu_ps(sc[t].as_ptr()));
-            wmn[t] = _mm512_mul_ps(dmin, _mm512_loadu_ps(mn[t].as_ptr()));
+        for t in 0..4 {
+            wsc[t] = to_f(_mm_and_si128(sb[t], m63), d);
+            wmn[t] = to_f(_mm_and_si128(sb[t + 4], m63), dmin);
+        }
+        for t in 4..8 {
+            let scb = _mm_or_si128(_mm_and_si128(sb[t + 4], m0f), top2(sb[t - 4]));
+            let mnb = _mm_or_si128(_mm_and_si128(_mm_srli_epi16::<4>(sb[t + 4]), m0f), top2(sb[t]));
+            wsc[t] = to_f(scb, d);
+            wmn[t] = to_f(mnb, dmin);
         }
         let q = g.add(256);
         let mut tj = [_mm512_setzero_ps(); NR];
