@@ -2,6 +2,8 @@
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
+use crate::kernels;
+use crate::matmul::{AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
 use std::any::Any;
@@ -33,6 +35,7 @@ pub struct CpuBackend {
     threads: usize,
     pool: rayon::ThreadPool,
     abort: Option<AbortCallback>,
+    matmul: MatMul,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -71,7 +74,7 @@ impl CpuBackend {
     /// A backend with `threads` workers (`None`: [`default_threads`]).
     pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
         let threads = check_threads(threads.unwrap_or_else(default_threads))?;
-        Ok(CpuBackend { threads, pool: make_pool(threads)?, abort: None })
+        Ok(CpuBackend { threads, pool: make_pool(threads)?, abort: None, matmul: MatMul::new() })
     }
 
     /// The number of worker threads.
@@ -91,7 +94,7 @@ impl CpuBackend {
         Ok(HostTensor { layout: t.layout, ptr })
     }
 
-    fn compute_node(&self, graph: &Graph, id: TensorId, aborted: &dyn Fn() -> bool) -> Result<()> {
+    fn compute_node(&self, graph: &Graph, id: TensorId, aborted: AbortFn<'_>) -> Result<()> {
         let t = graph.get(id)?;
         if !t.op.computes() {
             return Ok(());
@@ -102,32 +105,30 @@ impl CpuBackend {
         let dst = Self::host_tensor(graph, id)?;
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
-        if matches!(t.op, Op::MulMat) && self.threads > 1 {
-            return self.mul_mat_parallel(&t.op, dst, &srcs, aborted);
+        if matches!(t.op, Op::MulMat) {
+            return self.mul_mat(dst, &srcs, aborted);
         }
         // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
         // allocator only aliases dst and src0 for ops that can run in place.
         unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
     }
 
-    /// Splits a matmul over the weight rows (dst's dim 0) among the pool's threads.
-    fn mul_mat_parallel(
-        &self,
-        op: &Op,
-        dst: HostTensor,
-        srcs: &[HostTensor],
-        aborted: &dyn Fn() -> bool,
-    ) -> Result<()> {
-        let m = srcs[0].layout.ne[1];
-        let chunks = (self.threads * 4).min(m).max(1);
-        let per = m.div_ceil(chunks);
-        let (d, a, b) = (SendTensor(dst), SendTensor(srcs[0]), SendTensor(srcs[1]));
-        let abort = self.abort.clone();
-        let failed = std::sync::atomic::AtomicBool::new(false);
-        let poll = || {
-            failed.load(std::sync::atomic::Ordering::Relaxed) || abort.as_ref().is_some_and(|f| f())
-        };
-        let _ = aborted;
+    /// MUL_MAT through the kernel driver of the active tier, or, for a weight type without
+    /// kernels, the reference split over the weight rows among the pool's threads.
+    fn mul_mat(&self, dst: HostTensor, srcs: &[HostTensor], aborted: AbortFn<'_>) -> Result<()> {
+        let (a, b) = (srcs[0], srcs[1]);
+        if kernels::matmul_kernel(a.layout.dtype).is_ok() {
+            let a = TensorRef { layout: a.layout, ptr: a.ptr };
+            let b = TensorRef { layout: b.layout, ptr: b.ptr };
+            // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
+            // result never shares memory with its operands (it cannot run in place).
+            return unsafe {
+                self.matmul.run(&self.pool, self.threads, (dst.layout, dst.ptr), a, b, aborted)
+            };
+        }
+        let m = a.layout.ne[1];
+        let per = m.div_ceil((self.threads * 4).min(m).max(1));
+        let (d, a, b) = (SendTensor(dst), SendTensor(a), SendTensor(b));
         self.pool.install(|| {
             (0..m.div_ceil(per)).into_par_iter().try_for_each(|c| {
                 let (start, end) = (c * per, ((c + 1) * per).min(m));
@@ -140,16 +141,9 @@ impl CpuBackend {
                 // SAFETY: columns start..end of dst lie within it; parts write disjoint columns.
                 d_part.ptr = unsafe { d.0.ptr.add(start * d.0.layout.nb[0]) };
                 // SAFETY: the parts are sub-views of valid tensors (see above).
-                let r =
-                    unsafe { reference::compute_op(&Op::MulMat, d_part, &[a_part, b.0], &poll) };
-                if r.is_err() {
-                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                r
+                unsafe { reference::compute_op(&Op::MulMat, d_part, &[a_part, b.0], aborted) }
             })
-        })?;
-        let _ = op;
-        Ok(())
+        })
     }
 }
 
