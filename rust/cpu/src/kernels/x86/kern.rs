@@ -134,6 +134,9 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
+            if NR == 1 {
+                return float_gemv::<MR, W>(k, a, lda, b, c);
+            }
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
             let kv = k / 8 * 8;
             let mut t = 0;
@@ -160,6 +163,40 @@ macro_rules! x86_tier {
                     }
                     *c.add(j * ldc + i) = s;
                 }
+            }
+        }
+
+        /// Float weights times one activation row: two accumulators per row (16 values per
+        /// step) to hide the FMA latency while the rows stream.
+        #[target_feature(enable = $feat)]
+        unsafe fn float_gemv<const MR: usize, const W: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            c: *mut f32,
+        ) {
+            let mut acc0 = [_mm256_setzero_ps(); MR];
+            let mut acc1 = [_mm256_setzero_ps(); MR];
+            let bp = b.cast::<f32>();
+            let kv = k / 16 * 16;
+            let mut t = 0;
+            while t < kv {
+                let b0 = _mm256_loadu_ps(bp.add(t));
+                let b1 = _mm256_loadu_ps(bp.add(t + 8));
+                for i in 0..MR {
+                    let ar = a.add(i * lda);
+                    acc0[i] = _mm256_fmadd_ps(load_w!(W, ar, t), b0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(load_w!(W, ar, t + 8), b1, acc1[i]);
+                }
+                t += 16;
+            }
+            for i in 0..MR {
+                let mut s = hsum!(_mm256_add_ps(acc0[i], acc1[i]));
+                for tt in kv..k {
+                    s += scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));
+                }
+                *c.add(i) = s;
             }
         }
 
