@@ -114,7 +114,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, 16, 8)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, 16, 8)),
-        DType::Q4_K => Some((packed_q4_k as TileFn, 16, 4)),
+        DType::Q4_K => Some((packed_q4_k as TileFn, 16, 8)),
         _ => None,
     }
 }
@@ -225,7 +225,10 @@ unsafe fn packed_q4_k(
     let mut j = 0;
     while j < nr {
         let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
-        if nr - j >= 4 {
+        if nr - j >= 8 {
+            packed_q4k::<8>(k, a, bp, ldb, cp, ldc);
+            j += 8;
+        } else if nr - j >= 4 {
             packed_q4k::<4>(k, a, bp, ldb, cp, ldc);
             j += 4;
         } else {
