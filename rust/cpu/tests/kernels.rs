@@ -504,3 +504,33 @@ fn supports_reports_what_the_driver_handles() {
     let bq = Layout::contiguous(DType::Q8_0, &[64, 3]).unwrap();
     assert!(!tessera_cpu::matmul::supports(&d, &a, &bq));
 }
+
+#[test]
+fn views_of_repacked_weights_are_refused() {
+    use tessera_cpu::kernels::repack::{lookup, Lookup, PackedWeights};
+    let (k, m) = (64, 32);
+    let (a, _) = weights(DType::Q8_0, k, m, 5);
+    let al = Layout::contiguous(DType::Q8_0, &[k, m]).unwrap();
+    let Some(p) = PackedWeights::new(&al, &a) else { return };
+    let bytes = p.bytes();
+    assert_eq!(lookup(bytes.as_ptr(), bytes.len()), Lookup::Packed(DType::Q8_0));
+    assert_eq!(lookup(bytes[68..].as_ptr(), 68), Lookup::Partial);
+    assert_eq!(lookup(a.as_ptr(), a.len()), Lookup::Plain);
+    let half = Layout::contiguous(DType::Q8_0, &[k, m / 2]).unwrap();
+    let b = f32_bytes(&rand_vec(k, 1));
+    let bl = Layout::contiguous(DType::F32, &[k, 1]).unwrap();
+    let dl = Layout::contiguous(DType::F32, &[m / 2, 1]).unwrap();
+    let mut d = vec![0f32; m / 2];
+    // SAFETY: the view lies within the packed bytes; other buffers hold their layouts' bytes.
+    let r = unsafe {
+        MatMul::new().run(
+            &pool(1),
+            1,
+            (dl, d.as_mut_ptr().cast()),
+            TensorRef { layout: half, ptr: bytes[half.nbytes()..].as_ptr() },
+            TensorRef { layout: bl, ptr: b.as_ptr() },
+            &never,
+        )
+    };
+    assert!(r.is_err());
+}

@@ -150,10 +150,28 @@ fn unregister_range(start: usize, len: usize) {
     }
 }
 
-/// The type of the repacked tensor starting at `ptr` with `len` bytes, if there is one.
-pub fn lookup(ptr: *const u8, len: usize) -> Option<DType> {
+/// What the registry knows about `len` bytes at `ptr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Not in a repacked tensor: plain GGUF bytes.
+    Plain,
+    /// Exactly a repacked tensor of this type.
+    Packed(DType),
+    /// Part of a repacked tensor (a view): its bytes are not GGUF's and no kernel reads them.
+    Partial,
+}
+
+/// Whether `len` bytes at `ptr` are a repacked tensor, part of one, or plain bytes.
+pub fn lookup(ptr: *const u8, len: usize) -> Lookup {
     let reg = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
-    reg.get(&(ptr as usize)).filter(|(l, _)| *l == len).map(|&(_, t)| t)
+    let p = ptr as usize;
+    match reg.range(..p.saturating_add(len.max(1))).next_back() {
+        Some((&start, &(l, t))) if start == p && l == len => Lookup::Packed(t),
+        Some((&start, &(l, _))) if start < p.saturating_add(len.max(1)) && p < start + l => {
+            Lookup::Partial
+        }
+        _ => Lookup::Plain,
+    }
 }
 
 /// A repacked weight matrix outside any buffer (benchmarks, tests): registered while alive.
@@ -183,7 +201,7 @@ impl PackedWeights {
 impl Clone for PackedWeights {
     fn clone(&self) -> Self {
         let bytes = self.bytes.clone();
-        if let Some(t) = lookup(self.bytes.as_ptr(), self.bytes.len()) {
+        if let Lookup::Packed(t) = lookup(self.bytes.as_ptr(), self.bytes.len()) {
             register(bytes.as_ptr(), bytes.len(), t);
         }
         PackedWeights { bytes }

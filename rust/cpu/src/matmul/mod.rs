@@ -122,12 +122,16 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
-        let packed = kernels::repack::lookup(a.ptr, a.layout.nbytes())
-            .filter(|&t| t == a.layout.dtype)
-            .and_then(kernels::repacked_kernel);
-        let kernel = match packed {
-            Some(k) => k,
-            None => kernels::matmul_kernel(a.layout.dtype)?,
+        use kernels::repack::{lookup, Lookup};
+        let kernel = match lookup(a.ptr, a.layout.nbytes()) {
+            Lookup::Plain => kernels::matmul_kernel(a.layout.dtype)?,
+            Lookup::Packed(t) if t == a.layout.dtype => kernels::repacked_kernel(t)
+                .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "mul_mat: weights are a view of a repacked (CPU_REPACK) tensor".into(),
+                ))
+            }
         };
         // SAFETY: forwarded caller contract.
         unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }
