@@ -14,7 +14,7 @@ step "cargo test (workspace)"
 cargo test --workspace --quiet
 
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
-cargo run --quiet --release -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
+cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 

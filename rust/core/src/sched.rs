@@ -37,11 +37,17 @@ struct Copy {
 }
 
 struct Prepared {
-    graph: Graph,
+    /// One graph per copy set: the same tensors, with the split inputs' copies placed in
+    /// memory of their own for each set.
+    graphs: Vec<Graph>,
     splits: Vec<Split>,
     copies: Vec<Vec<Copy>>,
-    /// Node ids of each split in the scheduler's graph (equal to the original ids).
+    /// The backend each tensor of the scheduler's graph runs on (original ids first).
     assignment: Vec<Option<usize>>,
+    /// Per copy set and split, the event recorded when the split last finished with the set.
+    done: Vec<Vec<Option<Arc<dyn Event>>>>,
+    /// Dedicated buffers of the copy sets (kept alive here).
+    _copy_buffers: Vec<Arc<dyn Buffer>>,
 }
 
 /// Runs graphs over several backends.
@@ -49,11 +55,15 @@ pub struct Scheduler {
     backends: Vec<Box<dyn Backend>>,
     devices: Vec<Arc<dyn Device>>,
     buffers: Vec<Option<Arc<dyn Buffer>>>,
-    events: Vec<Option<Arc<dyn Event>>>,
     pins: HashMap<TensorId, usize>,
     eval: Option<EvalCallback>,
     prepared: Option<Prepared>,
+    n_copies: usize,
+    cur_copy: usize,
 }
+
+/// The largest number of copy sets for pipelining.
+pub const MAX_COPIES: usize = 4;
 
 impl Scheduler {
     /// A scheduler over `backends` in priority order (put the CPU last, as the fallback).
@@ -62,17 +72,45 @@ impl Scheduler {
             return Err(Error::InvalidArgument("the scheduler needs at least one backend".into()));
         }
         let devices: Vec<_> = backends.iter().map(|b| b.device()).collect();
-        let events =
-            devices.iter().map(|d| if d.caps().events { d.new_event() } else { None }).collect();
         Ok(Scheduler {
             buffers: vec![None; backends.len()],
-            events,
             devices,
             backends,
             pins: HashMap::new(),
             eval: None,
             prepared: None,
+            n_copies: 1,
+            cur_copy: 0,
         })
+    }
+
+    /// Sets the number of copy sets of the split inputs (ggml's `n_copies`, 1 to
+    /// [`MAX_COPIES`]). With more than one, successive computes rotate through the sets, each
+    /// in memory of its own, so that a device can still be reading the inputs of one compute
+    /// while those of the next are copied; where devices support events, a set is reused only
+    /// after the event recorded when its split finished. Takes effect at the next
+    /// [`Scheduler::alloc_graph`].
+    pub fn set_n_copies(&mut self, n: usize) -> Result<()> {
+        if n == 0 || n > MAX_COPIES {
+            return Err(Error::InvalidArgument(format!(
+                "copy sets {n} must be between 1 and {MAX_COPIES}"
+            )));
+        }
+        self.n_copies = n;
+        self.prepared = None;
+        Ok(())
+    }
+
+    /// Where copy set `set` of the last allocated graph keeps its split inputs.
+    pub fn copy_storages(&self, set: usize) -> Vec<Storage> {
+        let Some(p) = &self.prepared else { return Vec::new() };
+        let Some(g) = p.graphs.get(set) else { return Vec::new() };
+        p.copies.iter().flatten().filter_map(|c| g.storage_of(c.to)).collect()
+    }
+
+    /// The copy set the next compute uses.
+    pub fn current_copy(&self) -> usize {
+        self.cur_copy
     }
 
     /// The backends, in priority order.
@@ -305,13 +343,19 @@ impl Scheduler {
             splits[si].nodes.push(id);
             order.push(id);
         }
-        // Allocate each backend's share in its own buffer.
+        // Allocate each backend's share in its own buffer (with several copy sets, the
+        // copies are placed separately below).
+        let copy_ids: Vec<TensorId> = copies.iter().flatten().map(|c| c.to).collect();
+        let pipelined = self.n_copies > 1;
         for b in 0..self.backends.len() {
             let bt = self.backends[b].buffer_type();
             let plan = alloc::plan(
                 &g,
                 &order,
-                &|id| assignment.get(id.index()).copied().flatten() == Some(b),
+                &|id| {
+                    assignment.get(id.index()).copied().flatten() == Some(b)
+                        && !(pipelined && copy_ids.contains(&id))
+                },
                 &|id| bt.alloc_size(&g.tensor(id).layout),
                 bt.alignment(),
             );
@@ -329,6 +373,25 @@ impl Scheduler {
                 .ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
             alloc::apply_plan(&mut g, &plan, &buf)?;
         }
+        let mut graphs = Vec::with_capacity(self.n_copies);
+        let mut copy_buffers = Vec::new();
+        for _ in 0..self.n_copies {
+            let mut gc = g.clone();
+            if pipelined {
+                for b in 0..self.backends.len() {
+                    let mine: Vec<TensorId> = copy_ids
+                        .iter()
+                        .copied()
+                        .filter(|&c| assignment[c.index()] == Some(b))
+                        .collect();
+                    if let Some(buf) = self.place_sequentially(&mut gc, b, &mine)? {
+                        copy_buffers.push(buf);
+                    }
+                }
+            }
+            graphs.push(gc);
+        }
+        let g = graphs[0].clone();
         // The caller's graph sees the same memory.
         let ids: Vec<TensorId> = graph.ids().collect();
         for id in ids {
@@ -340,8 +403,52 @@ impl Scheduler {
                 }
             }
         }
-        self.prepared = Some(Prepared { graph: g, splits, copies, assignment });
+        let done = (0..self.n_copies)
+            .map(|_| {
+                splits
+                    .iter()
+                    .map(|sp| {
+                        let d = &self.devices[sp.backend];
+                        let ev = if d.caps().events { d.new_event() } else { None };
+                        // Nothing has used the set yet.
+                        ev.inspect(|e| e.signal())
+                    })
+                    .collect()
+            })
+            .collect();
+        self.cur_copy = 0;
+        self.prepared = Some(Prepared {
+            graphs,
+            splits,
+            copies,
+            assignment,
+            done,
+            _copy_buffers: copy_buffers,
+        });
         Ok(())
+    }
+
+    /// Gives each of `ids` its own memory in one new buffer of backend `b`.
+    fn place_sequentially(
+        &self,
+        g: &mut Graph,
+        b: usize,
+        ids: &[TensorId],
+    ) -> Result<Option<Arc<dyn Buffer>>> {
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let bt = self.backends[b].buffer_type();
+        let align = |n: usize| n.max(1).div_ceil(bt.alignment()) * bt.alignment();
+        let total: usize = ids.iter().map(|&id| align(bt.alloc_size(&g.tensor(id).layout))).sum();
+        let buf = bt.alloc(total)?;
+        buf.set_usage(BufferUsage::Compute);
+        let mut offset = 0;
+        for &id in ids {
+            g.set_storage(id, Storage { buffer: buf.clone(), offset })?;
+            offset += align(bt.alloc_size(&g.tensor(id).layout));
+        }
+        Ok(Some(buf))
     }
 
     /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its
@@ -351,7 +458,9 @@ impl Scheduler {
             .prepared
             .take()
             .ok_or_else(|| Error::InvalidArgument("compute called before alloc_graph".into()))?;
-        let result = self.run(&prepared);
+        let set = self.cur_copy % prepared.graphs.len();
+        let result = self.run(&prepared, set);
+        self.cur_copy = (set + 1) % prepared.graphs.len();
         self.prepared = Some(prepared);
         result
     }
@@ -363,27 +472,30 @@ impl Scheduler {
         self.compute()
     }
 
-    fn run(&mut self, p: &Prepared) -> Result<()> {
+    fn run(&mut self, p: &Prepared, set: usize) -> Result<()> {
+        let graph = &p.graphs[set];
         let mut last_backend: Option<usize> = None;
-        for (split, copies) in p.splits.iter().zip(&p.copies) {
+        for (si, (split, copies)) in p.splits.iter().zip(&p.copies).enumerate() {
+            // The set's inputs of this split may be overwritten once the split's last run
+            // on this set has finished.
+            if let Some(ev) = &p.done[set][si] {
+                self.backends[split.backend].event_wait(ev.as_ref())?;
+            }
+            // The previous split's results must be complete before they are copied here.
             if let Some(prev) = last_backend {
-                if let Some(ev) = &self.events[prev] {
-                    self.backends[prev].event_record(ev.as_ref())?;
-                    ev.synchronize()?;
-                } else {
-                    self.backends[prev].synchronize()?;
+                match &p.done[set][si - 1] {
+                    Some(ev) => ev.synchronize()?,
+                    None => self.backends[prev].synchronize()?,
                 }
             }
             for c in copies {
-                let from = p
-                    .graph
+                let from = graph
                     .storage_of(c.from)
-                    .ok_or_else(|| Error::NotAllocated(p.graph.tensor(c.from).label(c.from)))?;
-                let to = p
-                    .graph
+                    .ok_or_else(|| Error::NotAllocated(graph.tensor(c.from).label(c.from)))?;
+                let to = graph
                     .storage_of(c.to)
-                    .ok_or_else(|| Error::NotAllocated(p.graph.tensor(c.to).label(c.to)))?;
-                let len = p.graph.tensor(c.from).nbytes();
+                    .ok_or_else(|| Error::NotAllocated(graph.tensor(c.to).label(c.to)))?;
+                let len = graph.tensor(c.from).nbytes();
                 copy_between(
                     from.buffer.as_ref(),
                     from.offset,
@@ -394,16 +506,20 @@ impl Scheduler {
             }
             let backend = &mut self.backends[split.backend];
             match self.eval.as_mut() {
-                None => backend.compute_nodes(&p.graph, &split.nodes)?,
+                None => backend.compute_nodes(graph, &split.nodes)?,
                 Some(eval) => {
                     for &n in &split.nodes {
-                        backend.compute_nodes(&p.graph, &[n])?;
+                        backend.compute_nodes(graph, &[n])?;
                         backend.synchronize()?;
-                        if !eval(&p.graph, n) {
+                        if !eval(graph, n) {
                             return Err(Error::Aborted);
                         }
                     }
                 }
+            }
+            if let Some(ev) = &p.done[set][si] {
+                ev.reset();
+                backend.event_record(ev.as_ref())?;
             }
             last_backend = Some(split.backend);
         }

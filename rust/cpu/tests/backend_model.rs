@@ -559,3 +559,147 @@ fn unallocated_or_foreign_memory_is_an_error() {
     assert!(matches!(b.graph_compute(&g), Err(Error::Backend { .. })));
     let _ = HostMemory::len(&OwnedHostMemory::new(vec![]));
 }
+
+/// An event that counts how it is used.
+#[derive(Default)]
+struct CountingEvent {
+    signalled: AtomicBool,
+    records: Arc<AtomicUsize>,
+    waits: Arc<AtomicUsize>,
+}
+
+impl tessera_core::backend::Event for CountingEvent {
+    fn synchronize(&self) -> Result<()> {
+        self.waits.fetch_add(1, Ordering::SeqCst);
+        assert!(self.signalled.load(Ordering::SeqCst), "waited on an event never recorded");
+        Ok(())
+    }
+    fn reset(&self) {
+        self.signalled.store(false, Ordering::SeqCst);
+    }
+    fn signal(&self) {
+        self.records.fetch_add(1, Ordering::SeqCst);
+        self.signalled.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The test device, with events.
+struct EventDevice {
+    inner: TestDevice,
+    records: Arc<AtomicUsize>,
+    waits: Arc<AtomicUsize>,
+}
+
+impl Device for EventDevice {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn description(&self) -> String {
+        self.inner.description()
+    }
+    fn memory(&self) -> MemoryInfo {
+        self.inner.memory()
+    }
+    fn device_type(&self) -> DeviceType {
+        self.inner.device_type()
+    }
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps { events: true, ..Default::default() }
+    }
+    fn init_backend(&self, params: &BackendParams) -> Result<Box<dyn Backend>> {
+        self.inner.init_backend(params)
+    }
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        self.inner.buffer_type()
+    }
+    fn supports_op(&self, graph: &Graph, id: TensorId) -> bool {
+        self.inner.supports_op(graph, id)
+    }
+    fn supports_buffer_type(&self, bt: &dyn BufferType) -> bool {
+        self.inner.supports_buffer_type(bt)
+    }
+    fn new_event(&self) -> Option<Arc<dyn tessera_core::backend::Event>> {
+        Some(Arc::new(CountingEvent {
+            signalled: AtomicBool::new(false),
+            records: self.records.clone(),
+            waits: self.waits.clone(),
+        }))
+    }
+}
+
+/// A backend on the event device (the scheduler asks the backend for its device's caps).
+struct EventBackend {
+    inner: Box<dyn Backend>,
+    device: Arc<EventDevice>,
+}
+
+impl Backend for EventBackend {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn device(&self) -> Arc<dyn Device> {
+        self.device.clone()
+    }
+    fn graph_plan_create(&mut self, g: &Graph, n: &[TensorId]) -> Result<Box<dyn GraphPlan>> {
+        self.inner.graph_plan_create(g, n)
+    }
+    fn graph_plan_compute(&mut self, g: &Graph, p: &dyn GraphPlan) -> Result<()> {
+        self.inner.graph_plan_compute(g, p)
+    }
+    fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
+        self.inner.compute_nodes(graph, nodes)
+    }
+}
+
+#[test]
+fn pipelined_copy_sets_rotate_with_events() {
+    let computed = Arc::new(Mutex::new(Vec::new()));
+    let records = Arc::new(AtomicUsize::new(0));
+    let waits = Arc::new(AtomicUsize::new(0));
+    let device = Arc::new(EventDevice {
+        inner: TestDevice { computed: computed.clone(), software: false },
+        records: records.clone(),
+        waits: waits.clone(),
+    });
+    let inner = device.inner.init_backend(&BackendParams::default()).unwrap();
+    let backends: Vec<Box<dyn Backend>> = vec![
+        Box::new(EventBackend { inner, device: device.clone() }),
+        Box::new(CpuBackend::new(Some(1)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    assert!(sched.set_n_copies(0).is_err());
+    assert!(sched.set_n_copies(9).is_err());
+    sched.set_n_copies(2).unwrap();
+    let mut g = Graph::new();
+    let (a, b, o) = mixed_graph(&mut g);
+    sched.alloc_graph(&mut g).unwrap();
+    let (set0, set1) = (sched.copy_storages(0), sched.copy_storages(1));
+    assert!(!set0.is_empty() && set0.len() == set1.len());
+    for s0 in &set0 {
+        for s1 in &set1 {
+            let same = Arc::ptr_eq(&s0.buffer, &s1.buffer) && s0.offset == s1.offset;
+            assert!(!same, "copy sets share memory");
+        }
+    }
+    for round in 0..4 {
+        assert_eq!(sched.current_copy(), round % 2);
+        let av: Vec<f32> = (0..32).map(|i| (i + round) as f32 * 0.1 - 1.0).collect();
+        let bv: Vec<f32> = (0..32).map(|i| ((i * (round + 1)) as f32 * 0.37).sin()).collect();
+        set_f32(&g, a, &av).unwrap();
+        set_f32(&g, b, &bv).unwrap();
+        sched.compute().unwrap();
+        let got = get_f32(&g, o).unwrap();
+        let mut g2 = Graph::new();
+        let (a2, b2, o2) = mixed_graph(&mut g2);
+        allocate_all(&mut g2).unwrap();
+        set_f32(&g2, a2, &av).unwrap();
+        set_f32(&g2, b2, &bv).unwrap();
+        CpuBackend::new(Some(1)).unwrap().graph_compute(&g2).unwrap();
+        assert_eq!(got, get_f32(&g2, o2).unwrap(), "round {round}");
+    }
+    // Each of the 2 copy sets has an event per TEST split (2), signalled at allocation: 4.
+    // Each compute waits on its set's event before each TEST split's copies (2) and records it
+    // after the split (2), and the CPU split waits on the first TEST split's event (1).
+    assert_eq!(records.load(Ordering::SeqCst), 4 + 4 * 2);
+    assert_eq!(waits.load(Ordering::SeqCst), 4 * 3);
+}

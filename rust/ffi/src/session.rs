@@ -447,19 +447,7 @@ impl Session {
     /// `Cancelled` error soon after. Computes started later are not affected. Does nothing
     /// when none is running.
     pub fn cancel(&self) {
-        guard_or(
-            "Session.cancel",
-            || (),
-            || {
-                let state = lock(&self.state);
-                for token in &state.active {
-                    token.cancel();
-                }
-                if !state.active.is_empty() {
-                    log::debug!("cancelling {} compute(s) on {}", state.active.len(), self.device);
-                }
-            },
-        )
+        self.cancel_all();
     }
 
     /// Closes the session: waits for the computes in flight to finish, then frees the
