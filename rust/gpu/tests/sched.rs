@@ -1,5 +1,5 @@
 //! A mixed graph that the scheduler splits between the GPU and the CPU: the results equal the
-//! CPU alone.
+//! CPU alone (within the matmul tolerance).
 
 mod common;
 
@@ -7,7 +7,7 @@ use tessera_core::backend::{Backend, BackendParams, Device};
 use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::{get_f32, set_f32, set_tensor};
 use tessera_core::{quant, DType, Graph, TensorId};
-use tessera_cpu::{buffer::allocate_all, reference, CpuBackend};
+use tessera_cpu::{buffer::allocate_all, CpuBackend};
 
 struct Ids {
     w: TensorId,
@@ -74,9 +74,11 @@ fn mixed_graph_splits_between_gpu_and_cpu() {
     set_f32(&r, rid.w, &wv).unwrap();
     set_tensor(&r, rid.wk, &kq).unwrap();
     set_f32(&r, rid.x, &xv).unwrap();
-    reference::compute_graph(&r, &|| false).unwrap();
+    CpuBackend::new(Some(2)).unwrap().graph_compute(&r).unwrap();
     let want = get_f32(&r, rid.out).unwrap();
     let nmse: f64 = got.iter().zip(&want).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>()
         / want.iter().map(|b| (*b as f64).powi(2)).sum::<f64>();
-    assert!(nmse < 1e-7, "nmse {nmse:e}");
+    // The graph holds a quantized matmul (activations quantized to Q8_K by the CPU kernels):
+    // the matmul tolerance applies.
+    assert!(nmse < 5e-4, "nmse {nmse:e}");
 }
