@@ -2,8 +2,7 @@
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
-use crate::kernels;
-use crate::matmul::{AbortFn, MatMul, TensorRef};
+use crate::matmul::{self, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
 use std::any::Any;
@@ -117,7 +116,7 @@ impl CpuBackend {
     /// kernels, the reference split over the weight rows among the pool's threads.
     fn mul_mat(&self, dst: HostTensor, srcs: &[HostTensor], aborted: AbortFn<'_>) -> Result<()> {
         let (a, b) = (srcs[0], srcs[1]);
-        if kernels::matmul_kernel(a.layout.dtype).is_ok() {
+        if matmul::supports(&dst.layout, &a.layout, &b.layout) {
             let a = TensorRef { layout: a.layout, ptr: a.ptr };
             let b = TensorRef { layout: b.layout, ptr: b.ptr };
             // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
