@@ -93,6 +93,11 @@ impl BackendReg for CpuBackendReg {
         vec![CpuDevice::shared()]
     }
 
+    /// "CPU_REPACK" when the active kernel tier has kernels for interleaved weights.
+    fn extra_buffer_types(&self, _device: &dyn Device) -> Vec<Arc<dyn BufferType>> {
+        crate::kernels::repack::repack_buffer_type().into_iter().collect()
+    }
+
     /// The CPU features with ggml's names, then the kernel tier chosen for each weight type
     /// as `TIER_<type> = <tier>`.
     fn features(&self) -> Vec<(String, String)> {

@@ -256,6 +256,14 @@ fn cpu_device_props_are_real() {
     assert!(props.caps.buffer_from_host_ptr);
     let features = CpuBackendReg.features();
     assert!(!features.is_empty());
+    let extra = CpuBackendReg.extra_buffer_types(&CpuDevice);
+    assert_eq!(
+        extra.iter().map(|b| b.name()).collect::<Vec<_>>(),
+        tessera_cpu::kernels::repack::repack_buffer_type()
+            .map(|b| b.name())
+            .into_iter()
+            .collect::<Vec<_>>()
+    );
     let tier = features.iter().find(|(k, _)| k == "TIER_Q4_0").map(|(_, v)| v.clone());
     assert_eq!(tier.as_deref(), Some(tessera_cpu::kernels::tier::tier_name(DType::Q4_0)));
 }
