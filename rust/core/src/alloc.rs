@@ -254,6 +254,42 @@ impl GraphAllocator {
     }
 }
 
+/// Gives each of `ids` its own range of one new buffer of `buffer_type` (aligned, no reuse):
+/// the simplest correct placement, for tests, tools and the scheduler's copy sets. Returns
+/// `None` when `ids` is empty.
+pub fn place_sequentially(
+    graph: &mut Graph,
+    ids: &[TensorId],
+    buffer_type: &dyn BufferType,
+) -> Result<Option<Arc<dyn Buffer>>> {
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let align = buffer_type.alignment().max(1);
+    let size = |g: &Graph, id: TensorId| {
+        buffer_type.alloc_size(&g.tensor(id).layout).max(1).div_ceil(align) * align
+    };
+    let total = ids.iter().map(|&id| size(graph, id)).sum::<usize>();
+    let buffer = buffer_type.alloc(total)?;
+    let mut offset = 0;
+    for &id in ids {
+        graph.set_storage(id, Storage { buffer: buffer.clone(), offset })?;
+        offset += size(graph, id);
+    }
+    Ok(Some(buffer))
+}
+
+/// The tensors of `graph` that hold data of their own (not views) and have no memory yet.
+pub fn unplaced(graph: &Graph) -> Vec<TensorId> {
+    graph
+        .ids()
+        .filter(|&id| {
+            let t = graph.tensor(id);
+            t.view_src.is_none() && t.storage.is_none()
+        })
+        .collect()
+}
+
 /// Gives every tensor placed by `plan` its storage in `buffer`.
 pub fn apply_plan(graph: &mut Graph, plan: &AllocPlan, buffer: &Arc<dyn Buffer>) -> Result<()> {
     for (i, off) in plan.offsets.iter().enumerate() {

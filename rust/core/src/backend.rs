@@ -25,6 +25,31 @@ pub enum BufferUsage {
     Compute,
 }
 
+/// A buffer's [`BufferUsage`], readable and settable through a shared reference.
+#[derive(Debug, Default)]
+pub struct UsageCell(std::sync::atomic::AtomicU8);
+
+impl UsageCell {
+    /// The current usage.
+    pub fn get(&self) -> BufferUsage {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => BufferUsage::Weights,
+            2 => BufferUsage::Compute,
+            _ => BufferUsage::Any,
+        }
+    }
+
+    /// Sets the usage.
+    pub fn set(&self, usage: BufferUsage) {
+        let v = match usage {
+            BufferUsage::Any => 0,
+            BufferUsage::Weights => 1,
+            BufferUsage::Compute => 2,
+        };
+        self.0.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A kind of memory on a device (ggml's `ggml_backend_buffer_type`).
 pub trait BufferType: Send + Sync + Debug {
     /// Name, e.g. "CPU" or "CPU_REPACK".

@@ -384,7 +384,9 @@ impl Scheduler {
                         .copied()
                         .filter(|&c| assignment[c.index()] == Some(b))
                         .collect();
-                    if let Some(buf) = self.place_sequentially(&mut gc, b, &mine)? {
+                    let bt = self.backends[b].buffer_type();
+                    if let Some(buf) = alloc::place_sequentially(&mut gc, &mine, bt.as_ref())? {
+                        buf.set_usage(BufferUsage::Compute);
                         copy_buffers.push(buf);
                     }
                 }
@@ -426,29 +428,6 @@ impl Scheduler {
             _copy_buffers: copy_buffers,
         });
         Ok(())
-    }
-
-    /// Gives each of `ids` its own memory in one new buffer of backend `b`.
-    fn place_sequentially(
-        &self,
-        g: &mut Graph,
-        b: usize,
-        ids: &[TensorId],
-    ) -> Result<Option<Arc<dyn Buffer>>> {
-        if ids.is_empty() {
-            return Ok(None);
-        }
-        let bt = self.backends[b].buffer_type();
-        let align = |n: usize| n.max(1).div_ceil(bt.alignment()) * bt.alignment();
-        let total: usize = ids.iter().map(|&id| align(bt.alloc_size(&g.tensor(id).layout))).sum();
-        let buf = bt.alloc(total)?;
-        buf.set_usage(BufferUsage::Compute);
-        let mut offset = 0;
-        for &id in ids {
-            g.set_storage(id, Storage { buffer: buf.clone(), offset })?;
-            offset += align(bt.alloc_size(&g.tensor(id).layout));
-        }
-        Ok(Some(buf))
     }
 
     /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its

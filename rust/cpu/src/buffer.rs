@@ -3,9 +3,8 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout as AllocLayout};
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use tessera_core::backend::{check_range, Buffer, BufferType, BufferUsage, HostMemory};
+use tessera_core::backend::{check_range, Buffer, BufferType, BufferUsage, HostMemory, UsageCell};
 use tessera_core::{Error, Result};
 
 /// Alignment of every CPU buffer and of every tensor placed in one, in bytes.
@@ -60,7 +59,7 @@ enum Memory {
 pub struct HostBuffer {
     memory: Memory,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 // SAFETY: the buffer owns (or keeps alive through `HostMemory`, whose contract requires
@@ -84,13 +83,13 @@ impl HostBuffer {
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(oom)?;
-        Ok(HostBuffer { memory: Memory::Owned { ptr, layout }, size, usage: AtomicU8::new(0) })
+        Ok(HostBuffer { memory: Memory::Owned { ptr, layout }, size, usage: UsageCell::default() })
     }
 
     /// Wraps caller memory without copying.
     pub fn from_host_memory(memory: Arc<dyn HostMemory>) -> HostBuffer {
         let size = memory.len();
-        HostBuffer { memory: Memory::Borrowed(memory), size, usage: AtomicU8::new(0) }
+        HostBuffer { memory: Memory::Borrowed(memory), size, usage: UsageCell::default() }
     }
 
     fn base(&self) -> NonNull<u8> {
@@ -110,14 +109,6 @@ impl Drop for HostBuffer {
     }
 }
 
-fn usage_to_u8(u: BufferUsage) -> u8 {
-    match u {
-        BufferUsage::Any => 0,
-        BufferUsage::Weights => 1,
-        BufferUsage::Compute => 2,
-    }
-}
-
 impl Buffer for HostBuffer {
     fn name(&self) -> String {
         CPU_NAME.to_string()
@@ -132,15 +123,11 @@ impl Buffer for HostBuffer {
     }
 
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
 
     fn set_usage(&self, usage: BufferUsage) {
-        self.usage.store(usage_to_u8(usage), Ordering::Relaxed);
+        self.usage.set(usage)
     }
 
     fn host_ptr(&self) -> Option<NonNull<u8>> {
@@ -226,24 +213,13 @@ unsafe impl Send for OwnedHostMemory {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for OwnedHostMemory {}
 
-/// Gives every tensor of `graph` that computes or holds data (not views) its own memory in one
-/// new CPU buffer, without any reuse: the simplest correct placement, for tests and references.
+/// Gives every tensor of `graph` that holds data (not views) and has no memory yet its own
+/// range of one new CPU buffer, without any reuse: the simplest correct placement, for tests
+/// and references.
 pub fn allocate_all(graph: &mut tessera_core::Graph) -> Result<Arc<dyn Buffer>> {
-    let align = |n: usize| n.div_ceil(CPU_ALIGNMENT) * CPU_ALIGNMENT;
-    let ids: Vec<_> = graph
-        .ids()
-        .filter(|&id| {
-            let t = graph.tensor(id);
-            t.view_src.is_none() && t.storage.is_none()
-        })
-        .collect();
-    let total = ids.iter().map(|&id| align(graph.tensor(id).nbytes())).sum::<usize>();
-    let buffer: Arc<dyn Buffer> = Arc::new(HostBuffer::new(total)?);
-    let mut offset = 0;
-    for id in ids {
-        let n = graph.tensor(id).nbytes();
-        graph.set_storage(id, tessera_core::Storage { buffer: buffer.clone(), offset })?;
-        offset += align(n);
+    let ids = tessera_core::alloc::unplaced(graph);
+    match tessera_core::alloc::place_sequentially(graph, &ids, &CpuBufferType)? {
+        Some(buffer) => Ok(buffer),
+        None => Ok(Arc::new(HostBuffer::new(0)?)),
     }
-    Ok(buffer)
 }

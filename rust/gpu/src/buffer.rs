@@ -4,10 +4,10 @@
 use crate::context::Context;
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
+
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-use tessera_core::backend::{check_range, Buffer, BufferType, BufferUsage};
+use tessera_core::backend::{check_range, Buffer, BufferType, BufferUsage, UsageCell};
 use tessera_core::{Error, Result};
 
 /// wgpu's alignment of copy offsets and sizes.
@@ -72,7 +72,7 @@ pub struct GpuBuffer {
     ctx: Arc<Context>,
     buffer: wgpu::Buffer,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 impl std::fmt::Debug for GpuBuffer {
@@ -99,7 +99,7 @@ impl GpuBuffer {
             }))
         })?;
         ctx.add_allocated(alloc);
-        Ok(GpuBuffer { ctx, buffer, size, usage: AtomicU8::new(0) })
+        Ok(GpuBuffer { ctx, buffer, size, usage: UsageCell::default() })
     }
 
     pub(crate) fn context(&self) -> &Arc<Context> {
@@ -198,20 +198,11 @@ impl Buffer for GpuBuffer {
     }
 
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
 
     fn set_usage(&self, usage: BufferUsage) {
-        let v = match usage {
-            BufferUsage::Any => 0,
-            BufferUsage::Weights => 1,
-            BufferUsage::Compute => 2,
-        };
-        self.usage.store(v, Ordering::Relaxed);
+        self.usage.set(usage)
     }
 
     fn host_ptr(&self) -> Option<NonNull<u8>> {
