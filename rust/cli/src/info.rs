@@ -108,9 +108,11 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
     sched.compute()?;
     let got = tensor_data::get_f32(&g, p)?;
 
-    // Independent check in f64 from the dequantized weights.
+    // Independent check in f64 from the dequantized weights. The CPU kernels quantize the
+    // activations to Q8_0 (as ggml does), so the project's matmul tolerance applies: normalized
+    // mean squared error at most 5e-4.
     let wd = quant::dequantize_to_vec(DType::Q8_0, &wq, w.len())?;
-    let mut max_err = 0.0f64;
+    let mut want = Vec::with_capacity(got.len());
     for n in 0..DEMO_N {
         let logits: Vec<f64> = (0..DEMO_M)
             .map(|m| {
@@ -119,12 +121,16 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
             .collect();
         let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let z: f64 = logits.iter().map(|l| (l - mx).exp()).sum();
-        for m in 0..DEMO_M {
-            let want = (logits[m] - mx).exp() / z;
-            max_err = max_err.max((got[n * DEMO_M + m] as f64 - want).abs());
-        }
+        want.extend(logits.iter().map(|l| (l - mx).exp() / z));
     }
-    let ok = max_err < 1e-5;
+    let (mut err2, mut ref2, mut max_err) = (0.0f64, 0.0f64, 0.0f64);
+    for (&g, &r) in got.iter().zip(&want) {
+        err2 += (g as f64 - r).powi(2);
+        ref2 += r * r;
+        max_err = max_err.max((g as f64 - r).abs());
+    }
+    let nmse = err2 / ref2;
+    let ok = got.len() == want.len() && nmse <= 5e-4;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -142,6 +148,9 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
         let _ = writeln!(out, "  column {n}: [{}]", row.join(", "));
     }
     let verdict = if ok { "OK" } else { "WRONG" };
-    let _ = writeln!(out, "  check against f64 reference: {verdict} (max abs error {max_err:.2e})");
+    let _ = writeln!(
+        out,
+        "  check against f64 reference: {verdict} (nmse {nmse:.1e}, max abs error {max_err:.1e})"
+    );
     Ok((out, ok))
 }

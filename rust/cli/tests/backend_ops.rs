@@ -139,3 +139,12 @@ fn support_lists_every_case() {
     assert!(text.contains("MUL_MAT"));
     assert!(!text.contains(" no\n"), "the CPU supports everything:\n{text}");
 }
+
+#[test]
+fn the_demo_computes_and_checks_its_graph() {
+    let (text, ok) = tessera_cli::info::info(&tessera_cli::registry()).unwrap();
+    assert!(ok, "{text}");
+    assert!(text.contains("check against f64 reference: OK"), "{text}");
+    let (_, ok) = tessera_cli::info::info(&tessera_cli::cpu_registry()).unwrap();
+    assert!(ok);
+}
