@@ -15,7 +15,9 @@
 
 use std::io::Write;
 use std::time::Instant;
+use tessera_core::backend::Buffer;
 use tessera_core::{DType, Layout};
+use tessera_cpu::buffer::HostBuffer;
 use tessera_cpu::kernels;
 use tessera_cpu::matmul::{MatMul, TensorRef};
 
@@ -103,15 +105,30 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 /// One weight matrix: plain GGUF bytes or repacked (registered with the driver while alive).
 enum WeightCopy {
-    Plain(Vec<u8>),
+    /// In a CPU buffer, as an app's weights are.
+    Plain(HostBuffer),
     Packed(kernels::repack::PackedWeights),
 }
 
 impl WeightCopy {
-    fn bytes(&self) -> &[u8] {
+    /// A CPU buffer holding `bytes`.
+    fn plain(bytes: &[u8]) -> Result<WeightCopy, String> {
+        let buffer = HostBuffer::new(bytes.len()).map_err(|e| e.to_string())?;
+        buffer.write(0, bytes).map_err(|e| e.to_string())?;
+        Ok(WeightCopy::Plain(buffer))
+    }
+
+    fn ptr(&self) -> *const u8 {
         match self {
-            WeightCopy::Plain(v) => v,
-            WeightCopy::Packed(p) => p.bytes(),
+            WeightCopy::Plain(b) => b.host_ptr().map_or(std::ptr::null(), |p| p.as_ptr()),
+            WeightCopy::Packed(p) => p.bytes().as_ptr(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            WeightCopy::Plain(b) => b.size(),
+            WeightCopy::Packed(p) => p.bytes().len(),
         }
     }
 }
@@ -130,7 +147,7 @@ fn make_weights(dtype: DType, m: usize, k: usize, cold_bytes: usize) -> Result<W
     let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
     let copies: Vec<WeightCopy> = match kernels::repack::repack_for_bench(&layout, &bytes) {
         Some(p) => (0..n).map(|_| WeightCopy::Packed(p.clone())).collect(),
-        None => (0..n).map(|_| WeightCopy::Plain(bytes.clone())).collect(),
+        None => (0..n).map(|_| WeightCopy::plain(&bytes)).collect::<Result<_, _>>()?,
     };
     let repacked = matches!(copies[0], WeightCopy::Packed(_));
     Ok(Weights { layout, copies, repacked })
@@ -143,7 +160,7 @@ fn matmul(a: &Args) -> Result<(), String> {
     );
     for &dtype in &a.types {
         let w = make_weights(dtype, a.m, a.k, a.cold_bytes)?;
-        let wbytes = w.copies[0].bytes().len();
+        let wbytes = w.copies[0].len();
         let tier = if w.repacked {
             kernels::repacked_kernel(dtype).map_or("?", |k| k.tier.name())
         } else {
@@ -162,7 +179,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                 let mm = MatMul::new();
                 let mut next = 0usize;
                 let mut once = |d: &mut [f32]| -> Result<f64, String> {
-                    let wcopy = w.copies[next % w.copies.len()].bytes();
+                    let wcopy = w.copies[next % w.copies.len()].ptr();
                     next += 1;
                     let t0 = Instant::now();
                     // SAFETY: every buffer holds its layout's bytes and dst is separate.
@@ -171,7 +188,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                             &pool,
                             threads,
                             (dl, d.as_mut_ptr().cast()),
-                            TensorRef { layout: w.layout, ptr: wcopy.as_ptr() },
+                            TensorRef { layout: w.layout, ptr: wcopy },
                             TensorRef { layout: bl, ptr: x.as_ptr().cast() },
                             &|| false,
                         )

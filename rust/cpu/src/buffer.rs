@@ -1,6 +1,6 @@
 //! Host memory: the CPU buffer type (64-byte aligned) and buffers wrapping caller memory.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout as AllocLayout};
+use std::alloc::{alloc, alloc_zeroed, dealloc, Layout as AllocLayout};
 use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -9,6 +9,28 @@ use tessera_core::{Error, Result};
 
 /// Alignment of every CPU buffer and of every tensor placed in one, in bytes.
 pub const CPU_ALIGNMENT: usize = 64;
+
+/// Size of a transparent huge page on the platforms that advise them (Linux, Android); CPU
+/// buffers at least this large are aligned to it.
+pub const HUGE_PAGE_SIZE: usize = 2 << 20;
+
+/// Advises the kernel to back `len` bytes at `ptr` (not yet touched) with transparent huge
+/// pages where the platform has them; a hint only, failures are ignored.
+pub fn advise_huge_pages(ptr: NonNull<u8>, len: usize) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let page = 4096usize;
+        let start = (ptr.as_ptr() as usize).next_multiple_of(page);
+        let end = (ptr.as_ptr() as usize + len) / page * page;
+        if end > start {
+            // SAFETY: madvise only changes the paging policy of pages inside this allocation
+            // (the range is rounded inwards to whole pages); it never unmaps or writes memory.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = (ptr, len);
+}
 
 /// Name of the CPU device and of its buffer type.
 pub const CPU_NAME: &str = "CPU";
@@ -76,13 +98,26 @@ impl std::fmt::Debug for HostBuffer {
 }
 
 impl HostBuffer {
-    /// Allocates `size` zeroed bytes aligned to [`CPU_ALIGNMENT`].
+    /// Allocates `size` zeroed bytes aligned to [`CPU_ALIGNMENT`]; buffers of at least
+    /// [`HUGE_PAGE_SIZE`] are aligned to it and, on Linux and Android, advised to use
+    /// transparent huge pages before their first touch (weights streamed by a matrix-vector
+    /// product then miss the TLB 512 times less often).
     pub fn new(size: usize) -> Result<HostBuffer> {
         let oom = || Error::OutOfMemory { device: CPU_NAME.into(), size };
-        let layout = AllocLayout::from_size_align(size.max(1), CPU_ALIGNMENT).map_err(|_| oom())?;
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(oom)?;
+        let huge = size >= HUGE_PAGE_SIZE;
+        let align = if huge { HUGE_PAGE_SIZE } else { CPU_ALIGNMENT };
+        let layout = AllocLayout::from_size_align(size.max(1), align).map_err(|_| oom())?;
+        let ptr = if huge {
+            // SAFETY: the layout has a non-zero size.
+            let ptr = NonNull::new(unsafe { alloc(layout) }).ok_or_else(oom)?;
+            advise_huge_pages(ptr, layout.size());
+            // SAFETY: the allocation holds `layout.size()` writable bytes.
+            unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
+            ptr
+        } else {
+            // SAFETY: the layout has a non-zero size.
+            NonNull::new(unsafe { alloc_zeroed(layout) }).ok_or_else(oom)?
+        };
         Ok(HostBuffer { memory: Memory::Owned { ptr, layout }, size, usage: UsageCell::default() })
     }
 
@@ -103,7 +138,8 @@ impl HostBuffer {
 impl Drop for HostBuffer {
     fn drop(&mut self) {
         if let Memory::Owned { ptr, layout } = &self.memory {
-            // SAFETY: `ptr` was returned by `alloc_zeroed` with this `layout` and is freed once.
+            // SAFETY: `ptr` was returned by `alloc` / `alloc_zeroed` with this `layout` and is
+            // freed once.
             unsafe { dealloc(ptr.as_ptr(), *layout) };
         }
     }

@@ -14,7 +14,7 @@ use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::{get_f32, set_f32};
 use tessera_core::{DType, Error, Graph, Op, Result, TensorId};
 use tessera_cpu::buffer::{
-    allocate_all, CpuBufferType, HostBuffer, OwnedHostMemory, CPU_ALIGNMENT,
+    allocate_all, CpuBufferType, HostBuffer, OwnedHostMemory, CPU_ALIGNMENT, HUGE_PAGE_SIZE,
 };
 use tessera_cpu::{reference, CpuBackend, CpuBackendReg, CpuDevice};
 
@@ -290,6 +290,18 @@ fn buffers_align_check_bounds_wrap_and_clear() {
         assert_eq!(b.host_ptr().unwrap().as_ptr() as usize % 64, 0);
         assert_eq!(b.size(), size);
     }
+    // Large buffers: aligned to the huge page size (and advised to use huge pages), zeroed.
+    let big = bt.alloc(HUGE_PAGE_SIZE + 5).unwrap();
+    assert_eq!(big.host_ptr().unwrap().as_ptr() as usize % HUGE_PAGE_SIZE, 0);
+    let mut tail = [1u8; 64];
+    big.read(HUGE_PAGE_SIZE - 59, &mut tail).unwrap();
+    assert!(tail.iter().all(|&x| x == 0));
+    big.write(HUGE_PAGE_SIZE + 1, &[5, 6, 7, 8]).unwrap();
+    big.read(HUGE_PAGE_SIZE + 1, &mut tail[..4]).unwrap();
+    assert_eq!(tail[..4], [5, 6, 7, 8]);
+    assert!(matches!(big.write(HUGE_PAGE_SIZE + 2, &[0; 4]), Err(Error::OutOfBounds(_))));
+    drop(big);
+
     let b = bt.alloc(16).unwrap();
     b.write(4, &[1, 2, 3, 4]).unwrap();
     let mut out = [0u8; 6];
