@@ -3,6 +3,7 @@
 //! ```text
 //! tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096
 //!                      [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]
+//!                      [--clock wall|cpu]
 //! ```
 //!
 //! `C[n, m] = sum_k A[m, k] B[n, k]` with `A` random weights of type `T` (quantized with the
@@ -12,6 +13,9 @@
 //! `--cold-bytes B` cycles through at least `B` bytes of distinct weight matrices so that the
 //! weights come from DRAM. `--json FILE` appends one object per configuration with the keys
 //! `type, N, threads, median_s, gflops, weight_gbps` (plus `M, K, cold, tier, repacked`).
+//! `--clock cpu` times with the process's CPU time divided by the thread count instead of the
+//! wall clock: for comparing compute-bound kernels on a busy machine (not for memory-bound
+//! runs, whose stalls count as CPU time either way, nor for the peers' comparison).
 
 use std::io::Write;
 use std::time::Instant;
@@ -32,6 +36,7 @@ struct Args {
     cold_bytes: usize,
     json: Option<String>,
     runs: usize,
+    cpu_clock: bool,
 }
 
 fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
@@ -51,6 +56,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         cold_bytes: 0,
         json: None,
         runs: 10,
+        cpu_clock: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -67,6 +73,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--json" => a.json = Some(val()?),
             "--runs" => a.runs = val()?.parse().map_err(|_| "bad --runs".to_string())?,
+            "--clock" => {
+                a.cpu_clock = match val()?.as_str() {
+                    "wall" => false,
+                    "cpu" => true,
+                    other => return Err(format!("bad --clock {other:?} (wall or cpu)")),
+                }
+            }
             "--tier" => {
                 kernels::force_tier(kernels::Tier::parse(&val()?).map_err(|e| e.to_string())?)
                     .map_err(|e| e.to_string())?
@@ -91,6 +104,17 @@ fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
+}
+
+/// CPU time used by the process so far, in seconds (all threads).
+fn process_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Runs `tessera bench <args>`; `args` starts with the benchmark name (`matmul`).
@@ -181,7 +205,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                 let mut once = |d: &mut [f32]| -> Result<f64, String> {
                     let wcopy = w.copies[next % w.copies.len()].ptr();
                     next += 1;
-                    let t0 = Instant::now();
+                    let (t0, c0) = (Instant::now(), process_cpu_seconds());
                     // SAFETY: every buffer holds its layout's bytes and dst is separate.
                     unsafe {
                         mm.run(
@@ -194,7 +218,11 @@ fn matmul(a: &Args) -> Result<(), String> {
                         )
                     }
                     .map_err(|e| e.to_string())?;
-                    Ok(t0.elapsed().as_secs_f64())
+                    Ok(if a.cpu_clock {
+                        (process_cpu_seconds() - c0) / threads as f64
+                    } else {
+                        t0.elapsed().as_secs_f64()
+                    })
                 };
                 for _ in 0..WARMUPS {
                     once(&mut d)?;

@@ -132,6 +132,7 @@ unsafe fn packed_q4k<const NR: usize>(
     ldc: usize,
 ) {
     let nib = _mm512_set1_epi8(0x0f);
+    let ones16 = _mm256_set1_epi16(1);
     let mut acc = [_mm512_setzero_ps(); NR];
     for blk in 0..k / 256 {
         let g = a.add(blk * 2304);
@@ -189,11 +190,14 @@ unsafe fn packed_q4k<const NR: usize>(
         for j in 0..NR {
             let p = b.add(j * ldb + blk * 292);
             let bd = std::ptr::read_unaligned(p.cast::<f32>());
-            let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+            // The activation sums of the eight 32-value sub-blocks (pairs of bsums), as f32
+            // in memory so that the FMAs below broadcast them straight from L1.
+            let pairs = _mm256_madd_epi16(_mm256_loadu_si256(p.add(260).cast()), ones16);
+            let mut sums = [0f32; 8];
+            _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_cvtepi32_ps(pairs));
             let mut m = _mm512_setzero_ps();
             for t in 0..8 {
-                let s = f32::from(bs[2 * t]) + f32::from(bs[2 * t + 1]);
-                m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(s), m);
+                m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(sums[t]), m);
             }
             acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
         }
