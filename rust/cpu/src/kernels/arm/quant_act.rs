@@ -70,7 +70,8 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     } else if lo == -amax && hi != amax {
         lo
     } else {
-        let xs = std::slice::from_raw_parts(x, 256);
+        // SAFETY: `x` points to 256 readable f32 (this function's contract).
+        let xs = unsafe { std::slice::from_raw_parts(x, 256) };
         xs.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax)
     };
     let iscale = -127.0 / max;
