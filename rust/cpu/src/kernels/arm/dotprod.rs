@@ -1,6 +1,8 @@
-//! The NEON + dotprod tier: Q8_0 and Q4_0 weights with `sdot` (emitted with `asm!`).
+//! The NEON + dotprod tier: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K
+//! with `sdot` (emitted with `asm!`).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
+use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
 use super::{f16_at, tiled};
 use crate::kernels::TileFn;
@@ -100,7 +102,48 @@ unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q6_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
 }
 
+/// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
+macro_rules! dot32v_sdot {
+    ($x:expr, $y:expr) => {{
+        let ((x0, x1), (y0, y1)) = ($x, $y);
+        sdot!(sdot!(vdupq_n_s32(0), x0, y0), x1, y1)
+    }};
+}
+
+/// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations with
+/// `sdot`.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn legacy_tile<const MR: usize, const NR: usize, const W: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+}
+
+/// Q5_K weights times Q8_K activations with `sdot`.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+}
+
 tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
+tiled!("neon,dotprod", tile_q4_1, legacy_tile, 4, 4, W_Q4_1);
+tiled!("neon,dotprod", tile_q5_0, legacy_tile, 4, 4, W_Q5_0);
+tiled!("neon,dotprod", tile_q5_1, legacy_tile, 4, 4, W_Q5_1);
+tiled!("neon,dotprod", tile_q5_k, q5_k_tile, 1, 4, 0);
 tiled!("neon,dotprod", tile_q6_k, q6_k_tile, 1, 4, 0);
 tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
@@ -110,6 +153,10 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
+        DType::Q4_1 => (tile_q4_1 as TileFn, 4, 4),
+        DType::Q5_0 => (tile_q5_0 as TileFn, 4, 4),
+        DType::Q5_1 => (tile_q5_1 as TileFn, 4, 4),
+        DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
         DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
         DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
         _ => return None,

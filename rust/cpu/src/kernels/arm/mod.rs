@@ -7,7 +7,10 @@
 mod dotprod;
 pub(crate) mod ew;
 mod i8mm;
+mod legacy;
 mod neon;
+mod q5_k;
+mod quant_act;
 
 use super::TileFn;
 use tessera_core::DType;

@@ -1,7 +1,8 @@
-//! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 weights with `fmla`, Q8_0 and Q4_0 with
-//! `smull` + `sadalp`.
+//! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 / BF16 weights with `fmla`; Q8_0, Q4_0, Q4_1,
+//! Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K with `smull` + `sadalp`.
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
+use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::{f16_at, tiled};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
@@ -10,6 +11,7 @@ use tessera_core::DType;
 
 const W_F32: u8 = 0;
 const W_F16: u8 = 1;
+const W_BF16: u8 = 2;
 
 /// Four f16 (bits) to f32 with `fcvtl` (the conversion intrinsic needs the unstable f16 type).
 macro_rules! h2f4 {
@@ -22,7 +24,8 @@ macro_rules! h2f4 {
     }};
 }
 
-/// Float weights (F32 or F16, `W`) times F32 activations.
+/// Float weights (F32, F16 or BF16, `W`) times F32 activations; BF16 becomes F32 by a 16-bit
+/// left shift (`ushll`).
 #[target_feature(enable = "neon")]
 unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
     k: usize,
@@ -41,6 +44,9 @@ unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
         for (i, v) in av.iter_mut().enumerate() {
             *v = if W == W_F32 {
                 vld1q_f32(a.add(i * lda).cast::<f32>().add(t))
+            } else if W == W_BF16 {
+                let h = vld1_u16(a.add(i * lda).cast::<u16>().add(t));
+                vreinterpretq_f32_u32(vshll_n_u16::<16>(h))
             } else {
                 h2f4!(vld1_u16(a.add(i * lda).cast::<u16>().add(t)))
             };
@@ -60,6 +66,9 @@ unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
             for tt in kv..k {
                 let w = if W == W_F32 {
                     std::ptr::read_unaligned(a.add(i * lda).cast::<f32>().add(tt))
+                } else if W == W_BF16 {
+                    let h = std::ptr::read_unaligned(a.add(i * lda).cast::<u16>().add(tt));
+                    f32::from_bits(u32::from(h) << 16)
                 } else {
                     f16_at(a.add(i * lda + 2 * tt))
                 };
@@ -180,7 +189,51 @@ unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q6_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon)
 }
 
+/// The products of two 32-byte signed vectors with widening multiplies, as four i32 lanes.
+macro_rules! dot32v_neon {
+    ($x:expr, $y:expr) => {{
+        let ((x0, x1), (y0, y1)): ((int8x16_t, int8x16_t), (int8x16_t, int8x16_t)) = ($x, $y);
+        let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
+        s = vpadalq_s16(s, vmull_high_s8(x0, y0));
+        s = vpadalq_s16(s, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
+        vpadalq_s16(s, vmull_high_s8(x1, y1))
+    }};
+}
+
+/// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations.
+#[target_feature(enable = "neon")]
+unsafe fn legacy_tile<const MR: usize, const NR: usize, const W: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon)
+}
+
+/// Q5_K weights times Q8_K activations.
+#[target_feature(enable = "neon")]
+unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon)
+}
+
 tiled!("neon", tile_f32, float_tile, 4, 4, W_F32);
+tiled!("neon", tile_bf16, float_tile, 4, 4, W_BF16);
+tiled!("neon", tile_q4_1, legacy_tile, 4, 2, W_Q4_1);
+tiled!("neon", tile_q5_0, legacy_tile, 4, 2, W_Q5_0);
+tiled!("neon", tile_q5_1, legacy_tile, 4, 2, W_Q5_1);
+tiled!("neon", tile_q5_k, q5_k_tile, 1, 4, 0);
 tiled!("neon", tile_q6_k, q6_k_tile, 1, 4, 0);
 tiled!("neon", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon", tile_f16, float_tile, 4, 4, W_F16);
@@ -192,6 +245,11 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
         DType::F32 => (tile_f32 as TileFn, 4, 4),
         DType::F16 => (tile_f16 as TileFn, 4, 4),
+        DType::BF16 => (tile_bf16 as TileFn, 4, 4),
+        DType::Q4_1 => (tile_q4_1 as TileFn, 4, 2),
+        DType::Q5_0 => (tile_q5_0 as TileFn, 4, 2),
+        DType::Q5_1 => (tile_q5_1 as TileFn, 4, 2),
+        DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
         DType::Q8_0 => (tile_q8_0 as TileFn, 4, 2),
         DType::Q4_0 => (tile_q4_0 as TileFn, 4, 2),
         DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
@@ -200,8 +258,8 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     })
 }
 
-/// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.
+/// Converts an activation row with NEON when a quantizer exists for `act` (Q8_0, Q8_1, Q8_K);
+/// `false` otherwise.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
-    let _ = (act, src, dst);
-    false
+    super::quant_act::quantize_act(act, src, dst)
 }
