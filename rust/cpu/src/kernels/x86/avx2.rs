@@ -1,6 +1,17 @@
-//! The AVX2 + FMA + F16C tier: float, Q8_0, Q4_0 and Q4_K kernels (see [`super::kern`]).
+//! The AVX2 + FMA + F16C tier: float, Q8_0, Q4_0 and k-quant kernels (see [`super::kern`]),
+//! Q4_1 / Q5_0 / Q5_1 kernels (see [`super::legacy`]) and the activation quantizers.
 
 super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2), (4, 2), (2, 2));
+
+/// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
+mod legacy_q {
+    super::super::legacy::legacy_tier!("avx2,fma,f16c", false, (4, 2));
+}
+
+/// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.
+fn other_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    legacy_q::tile(wt)
+}
 
 /// Quantizes 32 values at `x` to Q8_0 exactly as the reference (`d = amax / 127`, quants
 /// rounded half away from zero); returns the f32 scale and the sum of the quants.
@@ -47,12 +58,18 @@ pub(crate) unsafe fn q8_block(x: *const f32, q: *mut u8) -> (f32, i32) {
     (d, _mm_cvtsi128_si32(s1))
 }
 
-/// Converts an activation row with AVX2 when a kernel exists for `act` (Q8_0, Q8_1);
+/// Converts an activation row with AVX2 when a kernel exists for `act` (Q8_0, Q8_1, Q8_K);
 /// `false` otherwise. Only called once the AVX2 tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     let bs = match act {
         DType::Q8_0 => 34,
         DType::Q8_1 => 36,
+        DType::Q8_K => {
+            // SAFETY: the tier was checked; dst has one block per 256 values (checked by the
+            // caller).
+            unsafe { super::quant_act::quantize_row_q8_k(src, dst) };
+            return true;
+        }
         _ => return false,
     };
     for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(bs)) {

@@ -11,6 +11,20 @@ super::kern::x86_tier!(
     (4, 2)
 );
 
+/// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
+mod legacy_q {
+    super::super::legacy::legacy_tier!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        true,
+        (4, 4)
+    );
+}
+
+/// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.
+fn other_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    legacy_q::tile(wt)
+}
+
 /// Repacked Q4_0 / Q8_0 weights (one group of sixteen rows, see [`crate::kernels::repack`]) times
 /// `NR` activation rows in the "Q8_0 with sums" format: one `vpdpbusd` multiplies four quants
 /// of all sixteen rows by a broadcast word of one activation row.

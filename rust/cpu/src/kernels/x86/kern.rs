@@ -602,7 +602,7 @@ macro_rules! x86_tier {
                 DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),
                 DType::Q5_K => (tile_q5_k as TileFn, $km, $kn),
                 DType::Q6_K => (tile_q6_k as TileFn, $km, $kn),
-                _ => return None,
+                _ => return other_tile(wt),
             })
         }
     };

@@ -4,6 +4,8 @@ mod avx2;
 mod avx512;
 pub(crate) mod ew;
 mod kern;
+mod legacy;
+mod quant_act;
 
 use super::TileFn;
 use tessera_core::DType;

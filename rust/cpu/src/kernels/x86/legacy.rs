@@ -1,0 +1,164 @@
+//! The x86 kernels for ggml's other legacy quants, Q4_1, Q5_0 and Q5_1, written once and
+//! instantiated per tier by [`legacy_tier!`] (inside a module of `avx2.rs` / `avx512.rs`, next
+//! to [`super::kern::x86_tier!`]).
+//!
+//! The weights are unpacked to unsigned bytes (nibbles, plus the fifth bit from `qh` at bit 4)
+//! and multiplied with the signed Q8 activations by `vpmaddubsw` + `vpmaddwd` (AVX2) or
+//! `vpdpbusd` (VNNI); Q5_0's zero point 16 is taken off with the activations' quant sums.
+//! For Q4_1 / Q5_1 the weight minimum `m` multiplies `d_b * sum(q_b)`, with the sum taken
+//! exactly from the quants (as the reference dequantization does) rather than from the
+//! block's f16 `s`, so a single block matches the scalar tier as closely as a long row.
+
+/// Kernel kind: Q4_1 weights (times Q8_1).
+pub(super) const K_Q4_1: u8 = 0;
+/// Q5_0 weights (times Q8_0).
+pub(super) const K_Q5_0: u8 = 1;
+/// Q5_1 weights (times Q8_1).
+pub(super) const K_Q5_1: u8 = 2;
+
+/// Instantiates the Q4_1 / Q5_0 / Q5_1 kernels of one x86 tier and its `tile` lookup.
+///
+/// `$feat`: the target features; `$vnni`: whether `vpdpbusd` (and AVX-512 BW/VL byte masks)
+/// are available; `($qm, $qn)`: the register tile size.
+macro_rules! legacy_tier {
+    ($feat:literal, $vnni:expr, ($qm:literal, $qn:literal)) => {
+        use crate::kernels::x86::kern::{h2f, hsum, rd16, tiled};
+        use crate::kernels::x86::legacy::{K_Q4_1, K_Q5_0, K_Q5_1};
+        use crate::kernels::TileFn;
+        use std::arch::x86_64::*;
+        use tessera_core::DType;
+
+        const VNNI: bool = $vnni;
+
+        /// The fifth bits of a Q5 block (`qh`, bit `t` for value `t`) as bytes `0x10` / `0`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        unsafe fn fifth_bits(qh: u32) -> __m256i {
+            if VNNI {
+                _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10))
+            } else {
+                // Byte t gets byte t / 8 of qh, then tests its bit t % 8.
+                let idx = _mm256_setr_epi64x(
+                    0,
+                    0x0101_0101_0101_0101,
+                    0x0202_0202_0202_0202,
+                    0x0303_0303_0303_0303,
+                );
+                let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), idx);
+                let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+                let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+                _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+            }
+        }
+
+        /// Sums of each four activation quants, in the eight 32-bit lanes.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        unsafe fn quad_sums(bv: __m256i) -> __m256i {
+            if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), bv)
+            } else {
+                _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), bv),
+                    _mm256_set1_epi16(1),
+                )
+            }
+        }
+
+        /// Q4_1, Q5_0 or Q5_1 weights (`KIND`) times Q8_1 / Q8_0 activations.
+        #[target_feature(enable = $feat)]
+        unsafe fn legacy_tile<const MR: usize, const NR: usize, const KIND: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            // Weight block size and offset of its nibbles; activation block size.
+            let (wsize, qoff) = match KIND {
+                K_Q4_1 => (20, 4),
+                K_Q5_0 => (22, 6),
+                _ => (24, 8),
+            };
+            let has_min = KIND != K_Q5_0;
+            let five = KIND != K_Q4_1;
+            let bsize = if has_min { 36 } else { 34 };
+            let nb = k / 32;
+            let nib = _mm256_set1_epi8(0x0f);
+            let ones16 = _mm256_set1_epi16(1);
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            for blk in 0..nb {
+                let mut wv = [_mm256_setzero_si256(); MR];
+                let mut wd = [_mm256_setzero_ps(); MR];
+                let mut wm = [_mm256_setzero_ps(); MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * wsize);
+                    wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
+                    if has_min {
+                        wm[i] = _mm256_set1_ps(h2f!(rd16!(p.add(2))));
+                    }
+                    let q = _mm_loadu_si128(p.add(qoff).cast());
+                    let lo_hi = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
+                    wv[i] = if five {
+                        let qh = std::ptr::read_unaligned(p.add(qoff - 4).cast::<u32>());
+                        _mm256_or_si256(lo_hi, fifth_bits(u32::from_le(qh)))
+                    } else {
+                        lo_hi
+                    };
+                }
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * bsize);
+                    let bdf = h2f!(rd16!(p));
+                    let bd = _mm256_set1_ps(bdf);
+                    let bv = _mm256_loadu_si256(p.add(bsize - 32).cast());
+                    let sums = quad_sums(bv);
+                    // Q5_0: -16 * sum(b) per lane, the zero point of the unsigned weights.
+                    let corr = if has_min {
+                        _mm256_setzero_si256()
+                    } else {
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<4>(sums))
+                    };
+                    // Q4_1 / Q5_1: d_b * (lane sums of q_b), to be scaled by each row's m.
+                    let bs = _mm256_mul_ps(_mm256_cvtepi32_ps(sums), bd);
+                    for i in 0..MR {
+                        let p32 = if VNNI {
+                            _mm256_dpbusd_epi32(corr, wv[i], bv)
+                        } else {
+                            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[i], bv), ones16);
+                            _mm256_add_epi32(dot, corr)
+                        };
+                        let s = _mm256_mul_ps(wd[i], bd);
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                        if has_min {
+                            acc[i][j] = _mm256_fmadd_ps(bs, wm[i], acc[i][j]);
+                        }
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                }
+            }
+        }
+
+        tiled!($feat, tile_q4_1, legacy_tile, $qm, $qn, K_Q4_1);
+        tiled!($feat, tile_q5_0, legacy_tile, $qm, $qn, K_Q5_0);
+        tiled!($feat, tile_q5_1, legacy_tile, $qm, $qn, K_Q5_1);
+
+        /// The Q4_1 / Q5_0 / Q5_1 tile kernel of this tier for weights of `wt`, with its tile
+        /// size; `None` for other types.
+        pub(in crate::kernels::x86) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+            Some(match wt {
+                DType::Q4_1 => (tile_q4_1 as TileFn, $qm, $qn),
+                DType::Q5_0 => (tile_q5_0 as TileFn, $qm, $qn),
+                DType::Q5_1 => (tile_q5_1 as TileFn, $qm, $qn),
+                _ => return None,
+            })
+        }
+    };
+}
+
+pub(super) use legacy_tier;
