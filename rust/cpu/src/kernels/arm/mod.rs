@@ -8,6 +8,8 @@ mod dotprod;
 pub(crate) mod ew;
 mod i8mm;
 mod neon;
+mod packed_dotprod;
+mod packed_i8mm;
 
 use super::TileFn;
 use tessera_core::DType;
@@ -79,6 +81,16 @@ pub(super) fn dotprod_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     i8mm::tile(wt)
+}
+
+/// The dotprod kernel for repacked (4 x 4) weights of `wt`, with its tile size.
+pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    packed_dotprod::packed_tile(wt)
+}
+
+/// The i8mm kernel for repacked (4 x 8) weights of `wt`, with its tile size.
+pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    packed_i8mm::packed_tile(wt)
 }
 
 /// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.
