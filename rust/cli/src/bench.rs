@@ -3,19 +3,20 @@
 //! ```text
 //! tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096
 //!                      [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]
-//!                      [--clock wall|cpu]
+//!                      [--repack on|off|both] [--clock wall|cpu]
 //! ```
 //!
 //! `C[n, m] = sum_k A[m, k] B[n, k]` with `A` random weights of type `T` (quantized with the
-//! reference quantizers; placed in the repack layout when the tier has repacked kernels for the
-//! type, as llama.cpp does) and `B` F32 activations; the activation conversion is part of the
+//! reference quantizers; placed in the tier's repack layout when the tier has repacked kernels
+//! for the type, as llama.cpp does, unless `--repack off`; `--repack both` times the plain and
+//! the repacked weights one after the other for each configuration) and `B` F32 activations; the activation conversion is part of the
 //! timed work. At least `R` (default 10) timed runs after 3 warm-ups; the median is reported.
 //! `--cold-bytes B` cycles through at least `B` bytes of distinct weight matrices so that the
 //! weights come from DRAM. `--json FILE` appends one object per configuration with the keys
 //! `type, N, threads, median_s, gflops, weight_gbps` (plus `M, K, cold, tier, repacked`).
 //! `--clock cpu` times with the process's CPU time divided by the thread count instead of the
 //! wall clock: for comparing compute-bound kernels on a busy machine (not for memory-bound
-//! runs, whose stalls count as CPU time either way, nor for the peers' comparison).
+//! runs, nor for the comparison with the peers).
 
 use std::io::Write;
 use std::time::Instant;
@@ -36,6 +37,8 @@ struct Args {
     cold_bytes: usize,
     json: Option<String>,
     runs: usize,
+    /// Repack modes to time: `false` plain, `true` repacked when the tier can.
+    repack: Vec<bool>,
     cpu_clock: bool,
 }
 
@@ -56,6 +59,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         cold_bytes: 0,
         json: None,
         runs: 10,
+        repack: vec![true],
         cpu_clock: false,
     };
     let mut it = args.iter();
@@ -78,6 +82,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     "wall" => false,
                     "cpu" => true,
                     other => return Err(format!("bad --clock {other:?} (wall or cpu)")),
+                }
+            }
+            "--repack" => {
+                a.repack = match val()?.as_str() {
+                    "on" => vec![true],
+                    "off" => vec![false],
+                    "both" => vec![false, true],
+                    other => return Err(format!("bad --repack {other:?} (on, off or both)")),
                 }
             }
             "--tier" => {
@@ -122,7 +134,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("matmul") => matmul(&parse(&args[1..])?),
         _ => Err("usage: tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 \
-                  -K 4096 [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]"
+                  -K 4096 [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R] \
+                  [--repack on|off|both] [--clock wall|cpu]"
             .into()),
     }
 }
@@ -164,12 +177,19 @@ struct Weights {
     repacked: bool,
 }
 
-fn make_weights(dtype: DType, m: usize, k: usize, cold_bytes: usize) -> Result<Weights, String> {
+fn make_weights(
+    dtype: DType,
+    m: usize,
+    k: usize,
+    cold_bytes: usize,
+    repack: bool,
+) -> Result<Weights, String> {
     let layout = Layout::contiguous(dtype, &[k, m]).map_err(|e| e.to_string())?;
     let x = rand_vec(m * k, 42);
     let bytes = tessera_core::quant::quantize_to_vec(dtype, &x).map_err(|e| e.to_string())?;
     let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
-    let copies: Vec<WeightCopy> = match kernels::repack::repack_for_bench(&layout, &bytes) {
+    let packed = if repack { kernels::repack::repack_for_bench(&layout, &bytes) } else { None };
+    let copies: Vec<WeightCopy> = match packed {
         Some(p) => (0..n).map(|_| WeightCopy::Packed(p.clone())).collect(),
         None => (0..n).map(|_| WeightCopy::plain(&bytes)).collect::<Result<_, _>>()?,
     };
@@ -183,13 +203,11 @@ fn matmul(a: &Args) -> Result<(), String> {
         "type", "N", "thr", "median_ms", "GFLOPS", "GB/s", "best_GF"
     );
     for &dtype in &a.types {
-        let w = make_weights(dtype, a.m, a.k, a.cold_bytes)?;
-        let wbytes = w.copies[0].len();
-        let tier = if w.repacked {
-            kernels::repacked_kernel(dtype).map_or("?", |k| k.tier.name())
-        } else {
-            kernels::tier_name(dtype)
-        };
+        let all = a
+            .repack
+            .iter()
+            .map(|&r| make_weights(dtype, a.m, a.k, a.cold_bytes, r))
+            .collect::<Result<Vec<_>, _>>()?;
         for &n in &a.ns {
             let x = rand_vec(n * a.k, 7);
             let bl = Layout::contiguous(DType::F32, &[a.k, n]).map_err(|e| e.to_string())?;
@@ -200,63 +218,72 @@ fn matmul(a: &Args) -> Result<(), String> {
                     .num_threads(threads)
                     .build()
                     .map_err(|e| e.to_string())?;
-                let mm = MatMul::new();
-                let mut next = 0usize;
-                let mut once = |d: &mut [f32]| -> Result<f64, String> {
-                    let wcopy = w.copies[next % w.copies.len()].ptr();
-                    next += 1;
-                    let (t0, c0) = (Instant::now(), process_cpu_seconds());
-                    // SAFETY: every buffer holds its layout's bytes and dst is separate.
-                    unsafe {
-                        mm.run(
-                            &pool,
-                            threads,
-                            (dl, d.as_mut_ptr().cast()),
-                            TensorRef { layout: w.layout, ptr: wcopy },
-                            TensorRef { layout: bl, ptr: x.as_ptr().cast() },
-                            &|| false,
-                        )
-                    }
-                    .map_err(|e| e.to_string())?;
-                    Ok(if a.cpu_clock {
-                        (process_cpu_seconds() - c0) / threads as f64
+                for w in &all {
+                    let wbytes = w.copies[0].len();
+                    let tier = if w.repacked {
+                        kernels::repacked_kernel(dtype).map_or("?", |k| k.tier.name())
                     } else {
-                        t0.elapsed().as_secs_f64()
-                    })
-                };
-                for _ in 0..WARMUPS {
-                    once(&mut d)?;
-                }
-                let runs = a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 });
-                let mut times = (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>()?;
-                times.sort_by(|p, q| p.total_cmp(q));
-                let med = times[times.len() / 2];
-                let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;
-                let gbps = wbytes as f64 / med / 1e9;
-                println!(
-                    "{:5} {:>5} {:>3} {:>12.3} {:>9.1} {:>8.1} {:>9.1}  {}{}",
-                    dtype.name(),
-                    n,
-                    threads,
-                    med * 1e3,
-                    gflops,
-                    gbps,
-                    2.0 * (a.m * n * a.k) as f64 / times[0] / 1e9,
-                    tier,
-                    if w.repacked { " (repacked)" } else { "" }
-                );
-                if let Some(path) = &a.json {
-                    let obj = serde_json::json!({
-                        "type": dtype.name(), "N": n, "threads": threads, "M": a.m, "K": a.k,
-                        "median_s": med, "gflops": gflops, "weight_gbps": gbps,
-                        "cold": a.cold_bytes > 0, "tier": tier, "repacked": w.repacked,
-                    });
-                    let mut f = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .map_err(|e| format!("{path}: {e}"))?;
-                    writeln!(f, "{obj}").map_err(|e| format!("{path}: {e}"))?;
+                        kernels::tier_name(dtype)
+                    };
+                    let mm = MatMul::new();
+                    let mut next = 0usize;
+                    let mut once = |d: &mut [f32]| -> Result<f64, String> {
+                        let wcopy = w.copies[next % w.copies.len()].ptr();
+                        next += 1;
+                        let (t0, c0) = (Instant::now(), process_cpu_seconds());
+                        // SAFETY: every buffer holds its layout's bytes and dst is separate.
+                        unsafe {
+                            mm.run(
+                                &pool,
+                                threads,
+                                (dl, d.as_mut_ptr().cast()),
+                                TensorRef { layout: w.layout, ptr: wcopy },
+                                TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                                &|| false,
+                            )
+                        }
+                        .map_err(|e| e.to_string())?;
+                        Ok(if a.cpu_clock {
+                            (process_cpu_seconds() - c0) / threads as f64
+                        } else {
+                            t0.elapsed().as_secs_f64()
+                        })
+                    };
+                    for _ in 0..WARMUPS {
+                        once(&mut d)?;
+                    }
+                    let runs = a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 });
+                    let mut times =
+                        (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>()?;
+                    times.sort_by(|p, q| p.total_cmp(q));
+                    let med = times[times.len() / 2];
+                    let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;
+                    let gbps = wbytes as f64 / med / 1e9;
+                    println!(
+                        "{:5} {:>5} {:>3} {:>12.3} {:>9.1} {:>8.1} {:>9.1}  {}{}",
+                        dtype.name(),
+                        n,
+                        threads,
+                        med * 1e3,
+                        gflops,
+                        gbps,
+                        2.0 * (a.m * n * a.k) as f64 / times[0] / 1e9,
+                        tier,
+                        if w.repacked { " (repacked)" } else { "" }
+                    );
+                    if let Some(path) = &a.json {
+                        let obj = serde_json::json!({
+                            "type": dtype.name(), "N": n, "threads": threads, "M": a.m, "K": a.k,
+                            "median_s": med, "gflops": gflops, "weight_gbps": gbps,
+                            "cold": a.cold_bytes > 0, "tier": tier, "repacked": w.repacked,
+                        });
+                        let mut f = std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(path)
+                            .map_err(|e| format!("{path}: {e}"))?;
+                        writeln!(f, "{obj}").map_err(|e| format!("{path}: {e}"))?;
+                    }
                 }
             }
         }

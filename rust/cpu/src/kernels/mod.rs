@@ -149,13 +149,14 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
     Ok(MatKernel { tier: t, weight: dtype, act: act_type(dtype), mr, nr, repacked: false, tile })
 }
 
-/// The kernel for weights of `dtype` stored in the [`repack`] layout under the active tier, if
-/// the tier has one (AVX-512 VNNI: Q4_0 and Q8_0).
+/// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
+/// tier has one (AVX-512 VNNI: Q4_0, Q8_0 and Q4_K; AVX2, dotprod and i8mm: Q4_0 and Q8_0).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
 }
 
-/// As [`repacked_kernel`] under `tier` (`None` when the CPU lacks it).
+/// As [`repacked_kernel`] under `tier` (`None` when the CPU lacks it): the kernel that reads
+/// weights in `repack::PackLayout::for_tier(tier)`, whose `mr` is that layout's group rows.
 pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     if !tier.is_supported() {
         return None;
@@ -163,9 +164,16 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     let found: Option<(TileFn, usize, usize)> = match tier {
         #[cfg(target_arch = "x86_64")]
         Tier::Avx512Vnni => x86::avx512_packed_tile(dtype),
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => x86::avx2_packed_tile(dtype),
+        #[cfg(target_arch = "aarch64")]
+        Tier::Dotprod => arm::dotprod_packed_tile(dtype),
+        #[cfg(target_arch = "aarch64")]
+        Tier::I8mm => arm::i8mm_packed_tile(dtype),
         _ => None,
     };
     let (tile, mr, nr) = found?;
+    debug_assert_eq!(repack::PackLayout::for_tier(tier).map(|l| l.rows), Some(mr));
     // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K.
     let act = if dtype == DType::Q4_K { DType::Q8_K } else { DType::Q8_1 };
     Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, tile })

@@ -125,8 +125,10 @@ impl MatMul {
         use kernels::repack::{lookup, Lookup};
         let kernel = match lookup(a.ptr, a.layout.nbytes()) {
             Lookup::Plain => kernels::matmul_kernel(a.layout.dtype)?,
-            Lookup::Packed(t) if t == a.layout.dtype => kernels::repacked_kernel(t)
-                .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?,
+            Lookup::Packed(t) if t == a.layout.dtype => {
+                kernels::repack::packed_kernel(a.ptr, a.layout.nbytes())
+                    .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?
+            }
             _ => {
                 return Err(Error::InvalidArgument(
                     "mul_mat: weights are a view of a repacked (CPU_REPACK) tensor".into(),

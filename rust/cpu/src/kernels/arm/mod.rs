@@ -9,6 +9,8 @@ pub(crate) mod ew;
 mod i8mm;
 mod legacy;
 mod neon;
+mod packed_dotprod;
+mod packed_i8mm;
 mod q5_k;
 mod quant_act;
 
@@ -82,6 +84,16 @@ pub(super) fn dotprod_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     i8mm::tile(wt)
+}
+
+/// The dotprod kernel for repacked (4 x 4) weights of `wt`, with its tile size.
+pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    packed_dotprod::packed_tile(wt)
+}
+
+/// The i8mm kernel for repacked (4 x 8) weights of `wt`, with its tile size.
+pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    packed_i8mm::packed_tile(wt)
 }
 
 /// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.

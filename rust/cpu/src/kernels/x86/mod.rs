@@ -5,6 +5,7 @@ mod avx512;
 pub(crate) mod ew;
 mod kern;
 mod legacy;
+mod packed_avx2;
 mod quant_act;
 
 use super::TileFn;
@@ -23,6 +24,11 @@ pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 /// The AVX-512 VNNI kernel for repacked weights of `wt`, with its tile size.
 pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     avx512::packed_tile(wt)
+}
+
+/// The AVX2 kernel for repacked (8 x 8) weights of `wt`, with its tile size.
+pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    packed_avx2::packed_tile(wt)
 }
 
 pub(super) use avx2::q8_block;

@@ -1,0 +1,176 @@
+//! NEON i8mm kernels on the 4 x 8 repacked layout ([`PackLayout::R4W8`]): per block of 32
+//! values a group holds the four rows' f16 scales, then the quants in 32-byte chunks of four
+//! 8-byte words (one per row). A 16-byte load is then 8 bytes of two rows, exactly the left
+//! operand of `smmla`, whose right operand is the same 8 bytes of two activation rows: one
+//! instruction gives a 2 x 2 tile of int32 dot products. An odd last activation row is paired
+//! with itself (the GEMV is that case).
+//!
+//! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
+//! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//!
+//! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
+
+use super::f16_at;
+use crate::kernels::TileFn;
+use std::arch::aarch64::*;
+use std::arch::asm;
+use tessera_core::DType;
+
+/// Rows per group.
+const ROWS: usize = 4;
+/// Bytes of one activation block (f16 scale, i16 sum, 32 quants).
+const ACT_BLOCK: usize = 36;
+
+/// `acc += smmla(w, y)`: `w` two rows of 8 signed bytes, `y` two columns of 8; `acc` the 2 x 2
+/// int32 products `[r0c0, r0c1, r1c0, r1c1]`.
+macro_rules! smmla {
+    ($acc:expr, $w:expr, $y:expr) => {{
+        let mut r: int32x4_t = $acc;
+        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
+        asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
+             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+
+/// One group of four repacked rows times `NP` pairs of activation rows (`ncols` rows in all,
+/// `2 * NP - 1 <= ncols <= 2 * NP`; an odd last row is paired with itself): Q4_0 (`Q4`) or
+/// Q8_0 weights.
+///
+/// # Safety
+///
+/// The CPU supports i8mm; `a` is a group of four rows of `k` values repacked in 4 x 8;
+/// `b + j * ldb` (`j < ncols`) are activation rows of `k` values in the Q8_0-with-sums
+/// format; `c + j * ldc .. + 4` (`j < ncols`) are writable.
+#[target_feature(enable = "neon,i8mm")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn group<const NP: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    ncols: usize,
+) {
+    // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
+    // contract); the stores write the four outputs of each of the `ncols` activation rows.
+    unsafe {
+        let gsize = if Q4 { 18 * ROWS } else { 34 * ROWS };
+        let m4 = vdupq_n_u8(0x0f);
+        // acc[cp][rp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
+        let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
+        let col = |cp: usize, n: usize| b.add((2 * cp + n).min(ncols - 1) * ldb);
+        for blk in 0..k / 32 {
+            let g = a.add(blk * gsize);
+            let (d0, d1, d2, d3) =
+                (f16_at(g), f16_at(g.add(2)), f16_at(g.add(4)), f16_at(g.add(6)));
+            let wd = [vld1q_f32([d0, d0, d1, d1].as_ptr()), vld1q_f32([d2, d2, d3, d3].as_ptr())];
+            let q = g.add(2 * ROWS);
+            // w[t][rp]: the weights of word t (values 8t..8t + 8) of row pair rp.
+            let mut w = [[vdupq_n_s8(0); 2]; 4];
+            for t in 0..if Q4 { 2 } else { 4 } {
+                for rp in 0..2 {
+                    let r = vld1q_u8(q.add(32 * t + 16 * rp));
+                    if Q4 {
+                        // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t..,
+                        // high nibbles values 16 + 8t..
+                        w[t][rp] = vreinterpretq_s8_u8(vandq_u8(r, m4));
+                        w[2 + t][rp] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(r));
+                    } else {
+                        w[t][rp] = vreinterpretq_s8_u8(r);
+                    }
+                }
+            }
+            for cp in 0..NP {
+                let (p0, p1) = (col(cp, 0).add(blk * ACT_BLOCK), col(cp, 1).add(blk * ACT_BLOCK));
+                let (y0, y1) = (p0.add(4).cast::<i8>(), p1.add(4).cast::<i8>());
+                let (e0, e1) = (f16_at(p0), f16_at(p1));
+                let be = vld1q_f32([e0, e1, e0, e1].as_ptr());
+                let init = if Q4 {
+                    let s0 = -8 * i32::from(std::ptr::read_unaligned(p0.add(2).cast::<i16>()));
+                    let s1 = -8 * i32::from(std::ptr::read_unaligned(p1.add(2).cast::<i16>()));
+                    vld1q_s32([s0, s1, s0, s1].as_ptr())
+                } else {
+                    vdupq_n_s32(0)
+                };
+                let yz: [int8x16_t; 4] = std::array::from_fn(|t| {
+                    vcombine_s8(vld1_s8(y0.add(8 * t)), vld1_s8(y1.add(8 * t)))
+                });
+                for rp in 0..2 {
+                    let mut s = init;
+                    for t in 0..4 {
+                        s = smmla!(s, w[t][rp], yz[t]);
+                    }
+                    acc[cp][rp] = vfmaq_f32(acc[cp][rp], vcvtq_f32_s32(s), vmulq_f32(wd[rp], be));
+                }
+            }
+        }
+        for cp in 0..NP {
+            let mut v = [[0f32; 4]; 2];
+            for rp in 0..2 {
+                vst1q_f32(v[rp].as_mut_ptr(), acc[cp][rp]);
+            }
+            for n in 0..2 {
+                let j = 2 * cp + n;
+                if j < ncols {
+                    let out = [v[0][n], v[0][2 + n], v[1][n], v[1][2 + n]];
+                    vst1q_f32(c.add(j * ldc), vld1q_f32(out.as_ptr()));
+                }
+            }
+        }
+    }
+}
+
+macro_rules! packed_tile_fn {
+    ($name:ident, $q4:expr) => {
+        /// Tile kernel on 4 x 8 repacked weights (see [`TileFn`]): `mr` is always 4 (a group);
+        /// the activation rows are taken four (two pairs) at a time.
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`]; `a` points to a group of four rows repacked in 4 x 8.
+        #[target_feature(enable = "neon,i8mm")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            _lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            debug_assert_eq!(mr, ROWS);
+            let mut j = 0;
+            while j < nr {
+                let n = (nr - j).min(4);
+                // SAFETY: columns j..j + n of the tile (caller's contract).
+                unsafe {
+                    let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
+                    if n > 2 {
+                        group::<2, $q4>(k, a, bp, ldb, cp, ldc, n);
+                    } else {
+                        group::<1, $q4>(k, a, bp, ldb, cp, ldc, n);
+                    }
+                }
+                j += n;
+            }
+        }
+    };
+}
+
+packed_tile_fn!(packed_q4_0, true);
+packed_tile_fn!(packed_q8_0, false);
+
+/// The kernel for 4 x 8 repacked weights of `wt`, with its tile size (4 rows, 4 columns).
+pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    match wt {
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
+        _ => None,
+    }
+}

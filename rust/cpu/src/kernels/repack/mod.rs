@@ -1,0 +1,371 @@
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q8_0 and Q4_K rows interleaved at upload,
+//! in groups of a few rows whose quants alternate in words of a few bytes, so that one vector
+//! load holds a word of every row of the group and one instruction multiplies all of them by an
+//! activation word.
+//!
+//! The group geometry is a [`PackLayout`] (rows per group, word bytes), chosen from the active
+//! tier when a tensor is written ([`PackLayout::for_tier`]):
+//!
+//! | tier          | layout   | instruction                                          |
+//! |---------------|----------|------------------------------------------------------|
+//! | AVX-512 VNNI  | 16 x 4   | `vpdpbusd`: 16 rows x a broadcast 4-byte word        |
+//! | AVX2          | 8 x 8    | `vpmaddubsw`: 4 rows x a broadcast 8-byte word       |
+//! | NEON dotprod  | 4 x 4    | `sdot` by element: 4 rows x one 4-byte word          |
+//! | NEON i8mm     | 4 x 8    | `smmla`: 2 rows x 2 activation rows of 8 bytes       |
+//!
+//! (NEON without dotprod has no repacked layout.) A group's block `b` follows block `b - 1`:
+//! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q4_K:
+//! the `d`, the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12), then
+//! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
+//! (`qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
+//! GGUF size and offsets.
+//!
+//! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
+//! `read` returns the GGUF bytes again. The matmul driver recognizes repacked tensors by their
+//! address (a registry filled by the buffers, remembering each tensor's layout) and uses
+//! [`packed_kernel`].
+
+mod buffer;
+
+pub use buffer::{RepackBuffer, RepackBufferType};
+
+use super::{MatKernel, Tier};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use tessera_core::backend::BufferType;
+use tessera_core::{DType, Error, Layout, Result};
+
+/// Name of the repack buffer type.
+pub const REPACK_NAME: &str = "CPU_REPACK";
+
+/// Rows per group of the 16 x 4 layout that [`pack`] and [`unpack`] use (the largest group).
+pub const GROUP: usize = 16;
+
+/// The geometry of a repacked group: rows interleaved together and the bytes of the words
+/// their quants alternate in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PackLayout {
+    /// Rows per group; a repacked tensor's rows are a multiple of it.
+    pub rows: usize,
+    /// Bytes of one row's quants before the next row's (4 or 8).
+    pub word: usize,
+}
+
+impl PackLayout {
+    /// 16 rows x 4-byte words: the AVX-512 VNNI kernels (`vpdpbusd`).
+    pub const R16W4: PackLayout = PackLayout { rows: 16, word: 4 };
+    /// 8 rows x 8-byte words: the AVX2 kernels (ggml's `q4_0_8x8`).
+    pub const R8W8: PackLayout = PackLayout { rows: 8, word: 8 };
+    /// 4 rows x 4-byte words: the NEON dotprod kernels (`sdot` by element, ggml's `q4_0_4x4`).
+    pub const R4W4: PackLayout = PackLayout { rows: 4, word: 4 };
+    /// 4 rows x 8-byte words: the NEON i8mm kernels (`smmla`, ggml's `q4_0_4x8`).
+    pub const R4W8: PackLayout = PackLayout { rows: 4, word: 8 };
+
+    /// The layout the kernels of `tier` read, `None` for tiers without repacked kernels
+    /// (scalar, NEON without dotprod).
+    pub const fn for_tier(tier: Tier) -> Option<PackLayout> {
+        match tier {
+            Tier::Avx512Vnni => Some(PackLayout::R16W4),
+            Tier::Avx2 => Some(PackLayout::R8W8),
+            Tier::Dotprod => Some(PackLayout::R4W4),
+            Tier::I8mm => Some(PackLayout::R4W8),
+            Tier::Scalar | Tier::Neon => None,
+        }
+    }
+
+    /// The tier whose kernels read this layout (`None` for a layout no tier reads).
+    pub fn tier(self) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|&t| PackLayout::for_tier(t) == Some(self))
+    }
+
+    /// The layout of the active tier, if it has repacked kernels.
+    pub fn active() -> Option<PackLayout> {
+        PackLayout::for_tier(super::active_tier())
+    }
+}
+
+/// The block geometry of a repackable type: values per block, block bytes, the per-row header
+/// fields (offset, length) kept whole and stored field by field for the group's rows, and the
+/// quants (offset, length) interleaved in words.
+struct Geometry {
+    values: usize,
+    size: usize,
+    fields: &'static [(usize, usize)],
+    quants: (usize, usize),
+}
+
+fn geometry(dtype: DType) -> Option<Geometry> {
+    match dtype {
+        DType::Q4_0 => Some(Geometry { values: 32, size: 18, fields: &[(0, 2)], quants: (2, 16) }),
+        DType::Q8_0 => Some(Geometry { values: 32, size: 34, fields: &[(0, 2)], quants: (2, 32) }),
+        DType::Q4_K => Some(Geometry {
+            values: 256,
+            size: 144,
+            // The 12 scale bytes byte-planar (byte s of the group's rows together), so that the
+            // kernel decodes the 6-bit scales of all rows with byte-vector operations.
+            fields: &[
+                (0, 2),
+                (2, 2),
+                (4, 1),
+                (5, 1),
+                (6, 1),
+                (7, 1),
+                (8, 1),
+                (9, 1),
+                (10, 1),
+                (11, 1),
+                (12, 1),
+                (13, 1),
+                (14, 1),
+                (15, 1),
+            ],
+            quants: (16, 128),
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q8_0 or
+/// Q4_K, contiguous, rows of every plane a multiple of the tier's group, and the tier has
+/// repacked kernels for the type.
+pub fn can_repack(layout: &Layout) -> bool {
+    PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
+}
+
+/// Whether a tensor of `layout` can be stored in the layout `pl` (see [`can_repack`]).
+pub fn can_repack_as(pl: PackLayout, layout: &Layout) -> bool {
+    geometry(layout.dtype).is_some()
+        && layout.is_contiguous()
+        && layout.ne[1].is_multiple_of(pl.rows)
+        && kernel_for(pl, layout.dtype).is_some()
+}
+
+/// The kernel that reads weights of `dtype` stored in `pl`, if the CPU runs it.
+pub fn kernel_for(pl: PackLayout, dtype: DType) -> Option<MatKernel> {
+    super::repacked_kernel_in(pl.tier()?, dtype)
+}
+
+fn check_len(
+    pl: PackLayout,
+    dtype: DType,
+    k: usize,
+    src: usize,
+    dst: usize,
+) -> Result<(usize, Geometry)> {
+    let row = dtype.row_size(k)?;
+    let Some(g) = geometry(dtype) else {
+        return Err(Error::dtype("repack", dtype, "only Q4_0, Q8_0 and Q4_K are repacked"));
+    };
+    let qlen = g.quants.1;
+    let group = row * pl.rows;
+    if pl.rows == 0 || pl.word == 0 || !qlen.is_multiple_of(pl.word) {
+        return Err(Error::InvalidArgument(format!("repack: bad layout {pl:?} for {dtype}")));
+    }
+    if src != dst || row == 0 || !src.is_multiple_of(group) {
+        return Err(Error::DataLength {
+            context: format!("repack of {dtype} rows of {k} values in groups of {}", pl.rows),
+            expected: src.div_ceil(group.max(1)) * group,
+            actual: dst,
+        });
+    }
+    Ok((row, g))
+}
+
+/// Calls `f(plain_offset, packed_offset, len)` for every byte run of one group's block `b`.
+fn block_map(
+    g: &Geometry,
+    pl: PackLayout,
+    row: usize,
+    b: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let mut o = b * g.size * pl.rows;
+    for &(off, len) in g.fields {
+        for r in 0..pl.rows {
+            f(r * row + b * g.size + off, o, len);
+            o += len;
+        }
+    }
+    let (qoff, qlen) = g.quants;
+    for h in 0..qlen / pl.word {
+        for r in 0..pl.rows {
+            f(r * row + b * g.size + qoff + pl.word * h, o, pl.word);
+            o += pl.word;
+        }
+    }
+}
+
+/// Repacks plain rows of `k` values of `dtype` (`src`, a whole number of groups of `pl`) into
+/// `dst` (same length).
+pub fn pack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    let (row, g) = check_len(pl, dtype, k, src.len(), dst.len())?;
+    let group = row * pl.rows;
+    for (sg, dg) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
+        for b in 0..k / g.values {
+            block_map(&g, pl, row, b, |p, q, n| dg[q..q + n].copy_from_slice(&sg[p..p + n]));
+        }
+    }
+    Ok(())
+}
+
+/// Undoes [`pack_as`]: the plain GGUF rows of `src` repacked in `pl`.
+pub fn unpack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    let (row, g) = check_len(pl, dtype, k, src.len(), dst.len())?;
+    let group = row * pl.rows;
+    for (sg, dg) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
+        for b in 0..k / g.values {
+            block_map(&g, pl, row, b, |p, q, n| dg[p..p + n].copy_from_slice(&sg[q..q + n]));
+        }
+    }
+    Ok(())
+}
+
+/// [`pack_as`] in the 16 x 4 layout ([`PackLayout::R16W4`]).
+pub fn pack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    pack_as(PackLayout::R16W4, dtype, k, src, dst)
+}
+
+/// [`unpack_as`] from the 16 x 4 layout ([`PackLayout::R16W4`]).
+pub fn unpack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    unpack_as(PackLayout::R16W4, dtype, k, src, dst)
+}
+
+/// A registered repacked tensor: its length, type and layout.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    len: usize,
+    dtype: DType,
+    layout: PackLayout,
+}
+
+/// Repacked tensors by start address.
+static REGISTRY: RwLock<BTreeMap<usize, Entry>> = RwLock::new(BTreeMap::new());
+
+fn register(ptr: *const u8, len: usize, dtype: DType, layout: PackLayout) {
+    REGISTRY
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ptr as usize, Entry { len, dtype, layout });
+}
+
+fn unregister_range(start: usize, len: usize) {
+    let mut reg = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let keys: Vec<usize> = reg.range(start..start.saturating_add(len)).map(|(&k, _)| k).collect();
+    for k in keys {
+        reg.remove(&k);
+    }
+}
+
+/// What the registry knows about `len` bytes at `ptr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Not in a repacked tensor: plain GGUF bytes.
+    Plain,
+    /// Exactly a repacked tensor of this type (its layout: [`packed_layout`]).
+    Packed(DType),
+    /// Part of a repacked tensor (a view): its bytes are not GGUF's and no kernel reads them.
+    Partial,
+}
+
+/// The registry entry starting at or before `ptr` that overlaps `len` bytes at `ptr`.
+fn entry_at(ptr: *const u8, len: usize) -> Option<(usize, Entry)> {
+    let reg = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
+    let p = ptr as usize;
+    let end = p.saturating_add(len.max(1));
+    match reg.range(..end).next_back() {
+        Some((&start, &e)) if p < start + e.len => Some((start, e)),
+        _ => None,
+    }
+}
+
+/// Whether `len` bytes at `ptr` are a repacked tensor, part of one, or plain bytes.
+pub fn lookup(ptr: *const u8, len: usize) -> Lookup {
+    match entry_at(ptr, len) {
+        Some((start, e)) if start == ptr as usize && e.len == len => Lookup::Packed(e.dtype),
+        Some(_) => Lookup::Partial,
+        None => Lookup::Plain,
+    }
+}
+
+/// The type and layout of the repacked tensor of exactly `len` bytes at `ptr`, if it is one.
+pub fn packed_layout(ptr: *const u8, len: usize) -> Option<(DType, PackLayout)> {
+    match entry_at(ptr, len) {
+        Some((start, e)) if start == ptr as usize && e.len == len => Some((e.dtype, e.layout)),
+        _ => None,
+    }
+}
+
+/// The kernel for the repacked tensor of exactly `len` bytes at `ptr` (the one that reads the
+/// layout it was written in), `None` when it is not one or the CPU lacks that kernel.
+pub fn packed_kernel(ptr: *const u8, len: usize) -> Option<MatKernel> {
+    let (dtype, pl) = packed_layout(ptr, len)?;
+    kernel_for(pl, dtype)
+}
+
+/// A repacked weight matrix outside any buffer (benchmarks, tests): registered while alive.
+#[derive(Debug)]
+pub struct PackedWeights {
+    bytes: Vec<u8>,
+    layout: PackLayout,
+}
+
+impl PackedWeights {
+    /// Repacks the plain bytes of a tensor of `layout` in the active tier's layout; `None`
+    /// when it cannot be repacked.
+    pub fn new(layout: &Layout, plain: &[u8]) -> Option<PackedWeights> {
+        PackedWeights::new_as(PackLayout::active()?, layout, plain)
+    }
+
+    /// Repacks the plain bytes of a tensor of `layout` in `pl`; `None` when it cannot be
+    /// stored so (see [`can_repack_as`]).
+    pub fn new_as(pl: PackLayout, layout: &Layout, plain: &[u8]) -> Option<PackedWeights> {
+        if !can_repack_as(pl, layout) || plain.len() != layout.nbytes() {
+            return None;
+        }
+        let mut bytes = vec![0u8; plain.len()];
+        pack_as(pl, layout.dtype, layout.ne[0], plain, &mut bytes).ok()?;
+        register(bytes.as_ptr(), bytes.len(), layout.dtype, pl);
+        Some(PackedWeights { bytes, layout: pl })
+    }
+
+    /// The repacked bytes (pass their address to the matmul driver).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The layout the bytes are in.
+    pub fn layout(&self) -> PackLayout {
+        self.layout
+    }
+}
+
+impl Clone for PackedWeights {
+    fn clone(&self) -> Self {
+        let bytes = self.bytes.clone();
+        if let Some((t, pl)) = packed_layout(self.bytes.as_ptr(), self.bytes.len()) {
+            register(bytes.as_ptr(), bytes.len(), t, pl);
+        }
+        PackedWeights { bytes, layout: self.layout }
+    }
+}
+
+impl Drop for PackedWeights {
+    fn drop(&mut self) {
+        unregister_range(self.bytes.as_ptr() as usize, 1);
+    }
+}
+
+/// The repacked bytes of a weight matrix for benchmarks, `None` when the active tier has no
+/// repacked kernels for its type.
+pub fn repack_for_bench(layout: &Layout, bytes: &[u8]) -> Option<PackedWeights> {
+    PackedWeights::new(layout, bytes)
+}
+
+/// The repack buffer type of the active tier, `None` when the tier has no repacked kernels.
+pub fn repack_buffer_type() -> Option<Arc<dyn BufferType>> {
+    if super::repacked_kernel(DType::Q4_0).is_some() {
+        Some(Arc::new(RepackBufferType))
+    } else {
+        None
+    }
+}

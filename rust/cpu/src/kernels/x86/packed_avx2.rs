@@ -1,0 +1,203 @@
+//! AVX2 kernels on the 8 x 8 repacked layout ([`PackLayout::R8W8`]): per block of 32 values a
+//! group holds the eight rows' f16 scales, then the quants in 64-byte chunks of eight 8-byte
+//! words (one per row). One 32-byte load holds a word of four rows; `vpmaddubsw` multiplies
+//! it by an 8-byte activation word broadcast to the four lanes, so that each weight register
+//! serves every activation row of the tile (GEMM) and the GEMV streams the weights once.
+//!
+//! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
+//! Q4_0 nibbles are used unsigned (0..15) and `8 * sum` of the activation quants subtracted.
+//!
+//! [`PackLayout::R8W8`]: crate::kernels::repack::PackLayout::R8W8
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
+
+use crate::kernels::TileFn;
+use std::arch::x86_64::*;
+use tessera_core::DType;
+
+/// Rows per group.
+const ROWS: usize = 8;
+/// Bytes of one activation block (f16 scale, i16 sum, 32 quants).
+const ACT_BLOCK: usize = 36;
+/// The order of the rows in the lanes after `vphaddd` of rows 0..4 and rows 4..8 (its own
+/// inverse: the same permutation puts them back in order).
+const LANES: [i32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
+
+/// The f16 scale and the quant sum of the activation block at `p`.
+///
+/// # Safety
+///
+/// `p` points to four readable bytes; the CPU supports F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn act_header(p: *const u8) -> (f32, i32) {
+    // SAFETY: caller's contract.
+    unsafe {
+        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+            std::ptr::read_unaligned(p.cast::<u16>()),
+        ))));
+        (d, i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>())))
+    }
+}
+
+/// The 8-byte activation word `t` of the block at `y` (its quants) in all four 64-bit lanes.
+///
+/// # Safety
+///
+/// `y + 8 * t .. y + 8 * t + 8` is readable; the CPU supports AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn word(y: *const u8, t: usize) -> __m256i {
+    // SAFETY: caller's contract.
+    unsafe { _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(8 * t).cast::<i64>())) }
+}
+
+/// One group of eight repacked rows times `NR` activation rows: Q4_0 (`Q4`) or Q8_0 weights.
+///
+/// # Safety
+///
+/// The CPU supports AVX2, FMA and F16C; `a` is a group of eight rows of `k` values repacked
+/// in 8 x 8; `b + j * ldb` (`j < NR`) are activation rows of `k` values in the Q8_0-with-sums
+/// format; `c + j * ldc .. + 8` are writable.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group<const NR: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
+    // contract); the stores write the eight outputs of each activation row.
+    unsafe {
+        let gsize = if Q4 { 18 * ROWS } else { 34 * ROWS };
+        let lanes = _mm256_loadu_si256(LANES.as_ptr().cast());
+        let nib = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); NR];
+        for blk in 0..k / 32 {
+            let g = a.add(blk * gsize);
+            let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(g.cast())), lanes);
+            let q = g.add(2 * ROWS);
+            if Q4 {
+                // raw[2h + half]: chunk h (bytes 8h..8h + 8 of qs), rows 4 * half .. + 4. Its low
+                // nibbles are values 8h.., its high nibbles values 16 + 8h..
+                let raw: [__m256i; 4] =
+                    std::array::from_fn(|t| _mm256_loadu_si256(q.add(32 * t).cast()));
+                let lo = raw.map(|r| _mm256_and_si256(r, nib));
+                let hi = raw.map(|r| _mm256_and_si256(_mm256_srli_epi16::<4>(r), nib));
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * ACT_BLOCK);
+                    let (bd, sum) = act_header(p);
+                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(4), t));
+                    // Each product pair is at most 2 * 15 * 127: four of them fit in i16.
+                    let half = |h: usize| {
+                        let s = _mm256_add_epi16(
+                            _mm256_add_epi16(
+                                _mm256_maddubs_epi16(lo[h], y[0]),
+                                _mm256_maddubs_epi16(lo[2 + h], y[1]),
+                            ),
+                            _mm256_add_epi16(
+                                _mm256_maddubs_epi16(hi[h], y[2]),
+                                _mm256_maddubs_epi16(hi[2 + h], y[3]),
+                            ),
+                        );
+                        _mm256_madd_epi16(s, ones)
+                    };
+                    let s = _mm256_hadd_epi32(half(0), half(1));
+                    let s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * sum));
+                    acc[j] = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(s),
+                        _mm256_mul_ps(dw, _mm256_set1_ps(bd)),
+                        acc[j],
+                    );
+                }
+            } else {
+                // raw[2h + half]: chunk h (values 8h..8h + 8), rows 4 * half .. + 4; signed, so
+                // multiplied as |w| times the activation with w's sign.
+                let raw: [__m256i; 8] =
+                    std::array::from_fn(|t| _mm256_loadu_si256(q.add(32 * t).cast()));
+                let abs = raw.map(|r| _mm256_abs_epi8(r));
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * ACT_BLOCK);
+                    let (bd, _) = act_header(p);
+                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(4), t));
+                    let half = |h: usize| {
+                        let dot = |t: usize| {
+                            let r = 2 * t + h;
+                            _mm256_madd_epi16(
+                                _mm256_maddubs_epi16(abs[r], _mm256_sign_epi8(y[t], raw[r])),
+                                ones,
+                            )
+                        };
+                        _mm256_add_epi32(
+                            _mm256_add_epi32(dot(0), dot(1)),
+                            _mm256_add_epi32(dot(2), dot(3)),
+                        )
+                    };
+                    let s = _mm256_hadd_epi32(half(0), half(1));
+                    acc[j] = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(s),
+                        _mm256_mul_ps(dw, _mm256_set1_ps(bd)),
+                        acc[j],
+                    );
+                }
+            }
+        }
+        for j in 0..NR {
+            _mm256_storeu_ps(c.add(j * ldc), _mm256_permutevar8x32_ps(acc[j], lanes));
+        }
+    }
+}
+
+macro_rules! packed_tile_fn {
+    ($name:ident, $q4:expr) => {
+        /// Tile kernel on 8 x 8 repacked weights (see [`TileFn`]): `mr` is always 8 (a group);
+        /// the activation rows are taken four at a time.
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`]; `a` points to a group of eight rows repacked in 8 x 8.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            _lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            debug_assert_eq!(mr, ROWS);
+            let mut j = 0;
+            while j < nr {
+                // SAFETY: columns j.. of the tile (caller's contract).
+                let (bp, cp) = unsafe { (b.add(j * ldb), c.add(j * ldc)) };
+                let n = (nr - j).min(4);
+                // SAFETY: as above; `n` activation rows remain.
+                unsafe {
+                    match n {
+                        4 => group::<4, $q4>(k, a, bp, ldb, cp, ldc),
+                        3 => group::<3, $q4>(k, a, bp, ldb, cp, ldc),
+                        2 => group::<2, $q4>(k, a, bp, ldb, cp, ldc),
+                        _ => group::<1, $q4>(k, a, bp, ldb, cp, ldc),
+                    }
+                }
+                j += n;
+            }
+        }
+    };
+}
+
+packed_tile_fn!(packed_q4_0, true);
+packed_tile_fn!(packed_q8_0, false);
+
+/// The kernel for 8 x 8 repacked weights of `wt`, with its tile size (8 rows, 4 columns).
+pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    match wt {
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
+        _ => None,
+    }
+}

@@ -1,0 +1,291 @@
+//! The CPU_REPACK layouts of every tier that has one (AVX-512 VNNI 16 x 4, AVX2 8 x 8, dotprod
+//! 4 x 4, i8mm 4 x 8): a Q4_0 / Q8_0 tensor written into a repack buffer under the tier is
+//! stored in the tier's layout (checked byte by byte against the layout's definition), reads
+//! back as its GGUF bytes, and multiplies like the plain weights under the scalar tier; the
+//! buffer remembers the layout when the tier changes; `can_repack` refuses what the kernels
+//! cannot read.
+//!
+//! Under emulation (aarch64 on qemu) set `TESSERA_TEST_SMALL=1` to shrink the shapes.
+
+use tessera_core::backend::BufferType;
+use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
+use tessera_core::{DType, Layout};
+use tessera_cpu::kernels::repack::{self, PackLayout, PackedWeights, RepackBufferType};
+use tessera_cpu::kernels::{self, Tier};
+use tessera_cpu::matmul::{MatMul, TensorRef};
+
+/// The tests force tiers (process-wide): one at a time.
+static TIER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn small() -> bool {
+    std::env::var("TESSERA_TEST_SMALL").is_ok_and(|v| !v.is_empty() && v != "0")
+        || cfg!(target_arch = "aarch64") && std::env::var("TESSERA_EXPECT_CPU").is_ok()
+}
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn nmse(got: &[f32], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    num / den.max(1e-300)
+}
+
+/// The tiers of this CPU that have a repacked layout, with it.
+fn packing_tiers() -> Vec<(Tier, PackLayout)> {
+    Tier::ALL
+        .into_iter()
+        .filter(|t| t.is_supported())
+        .filter_map(|t| PackLayout::for_tier(t).map(|l| (t, l)))
+        .collect()
+}
+
+/// Runs the tests' body under `tier`, then back to the start-up tier.
+fn under<R>(tier: Tier, f: impl FnOnce() -> R) -> R {
+    kernels::force_tier(tier).unwrap();
+    let r = f();
+    kernels::reset_tier();
+    r
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+}
+
+/// `mul_mat(a, x)` through the driver (`kernel` given, or chosen by the driver from `a`'s
+/// address), `x` F32 `[k, n]`.
+fn matmul(
+    kernel: Option<&kernels::MatKernel>,
+    threads: usize,
+    al: Layout,
+    a: *const u8,
+    x: &[f32],
+    n: usize,
+) -> Vec<f32> {
+    let (k, m) = (al.ne[0], al.ne[1]);
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
+    let mut d = vec![f32::NAN; m * n];
+    let p = pool(threads);
+    let mm = MatMul::new();
+    let (dst, wa, wb) = (
+        (dl, d.as_mut_ptr().cast::<u8>()),
+        TensorRef { layout: al, ptr: a },
+        TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+    );
+    // SAFETY: `a` holds `al`'s bytes (callers' contract), `x` holds `bl`'s, dst is separate.
+    unsafe {
+        match kernel {
+            Some(kern) => mm.run_with(kern, &p, threads, dst, wa, wb, &|| false),
+            None => mm.run(&p, threads, dst, wa, wb, &|| false),
+        }
+    }
+    .unwrap();
+    d
+}
+
+/// Checks the stored bytes of a tensor against the layout's definition: per group and block,
+/// the rows' scales, then word `h` of every row's quants.
+fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[u8]) {
+    let (bsize, qlen) = if dtype == DType::Q4_0 { (18, 16) } else { (34, 32) };
+    let row = k / 32 * bsize;
+    let mut o = 0;
+    for g in 0..plain.len() / (row * pl.rows) {
+        for b in 0..k / 32 {
+            let at = |r: usize, off: usize| (g * pl.rows + r) * row + b * bsize + off;
+            for r in 0..pl.rows {
+                assert_eq!(stored[o..o + 2], plain[at(r, 0)..at(r, 2)], "{pl:?} scale g{g} b{b}");
+                o += 2;
+            }
+            for h in 0..qlen / pl.word {
+                for r in 0..pl.rows {
+                    let p = at(r, 2 + pl.word * h);
+                    assert_eq!(stored[o..o + pl.word], plain[p..p + pl.word], "{pl:?} word {h}");
+                    o += pl.word;
+                }
+            }
+        }
+    }
+    assert_eq!(o, plain.len());
+}
+
+/// Per tier: write into a CPU_REPACK buffer, read back, multiply (GEMV and GEMM) and compare
+/// with the scalar tier on the plain bytes and with the exact product.
+#[test]
+fn every_layout_round_trips_and_matches_scalar() {
+    let _g = lock();
+    let tiers = packing_tiers();
+    #[cfg(target_arch = "x86_64")]
+    assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
+    let k_big = if small() { 32 * 9 } else { 32 * 33 };
+    for (tier, pl) in tiers {
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            for (m, k) in [(pl.rows, 32), (3 * pl.rows, 7 * 32), (48, k_big)] {
+                let x = rand_vec(k * m, (m * 7 + k) as u64);
+                let plain = quantize_to_vec(dtype, &x).unwrap();
+                let wdeq = dequantize_to_vec(dtype, &plain, k * m).unwrap();
+                let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+                let buf = RepackBufferType.alloc(64 + plain.len() + 64).unwrap();
+                let base = buf.host_ptr().unwrap().as_ptr();
+                // SAFETY: the buffer holds 64 + plain.len() bytes and lives until the end.
+                let stored = || unsafe { std::slice::from_raw_parts(base.add(64), plain.len()) };
+                let wptr = stored().as_ptr();
+                under(tier, || {
+                    assert!(repack::can_repack(&al), "{tier:?} {dtype} {m}x{k}");
+                    buf.init_tensor(&al, 64).unwrap();
+                    buf.write(64, &plain).unwrap();
+                });
+                check_stored(pl, dtype, k, &plain, stored());
+                assert_eq!(repack::packed_layout(wptr, plain.len()), Some((dtype, pl)));
+                let mut back = vec![0u8; plain.len()];
+                buf.read(64, &mut back).unwrap();
+                assert_eq!(back, plain, "{tier:?} {dtype}: read returns the GGUF bytes");
+                let mut part = vec![0u8; 40];
+                buf.read(64 + 21, &mut part).unwrap();
+                assert_eq!(part, plain[21..61]);
+
+                let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
+                for n in [1usize, 3, 17, 64] {
+                    let xa = rand_vec(k * n, 100 + n as u64);
+                    let want_scalar: Vec<f64> =
+                        matmul(Some(&scalar), 1, al, plain.as_ptr(), &xa, n)
+                            .into_iter()
+                            .map(f64::from)
+                            .collect();
+                    let xq = dequantize_to_vec(
+                        DType::Q8_0,
+                        &quantize_to_vec(DType::Q8_0, &xa).unwrap(),
+                        k * n,
+                    )
+                    .unwrap();
+                    let exact: Vec<f64> = (0..n * m)
+                        .map(|o| {
+                            let (j, i) = (o / m, o % m);
+                            (0..k)
+                                .map(|t| f64::from(wdeq[i * k + t]) * f64::from(xq[j * k + t]))
+                                .sum()
+                        })
+                        .collect();
+                    for threads in [1, 2] {
+                        let before = kernels::tier_use_count(tier);
+                        let got = under(tier, || matmul(None, threads, al, wptr, &xa, n));
+                        assert!(kernels::tier_use_count(tier) > before, "{tier:?} kernel ran");
+                        let e = nmse(&got, &want_scalar);
+                        assert!(e <= 1e-5, "{tier:?} {dtype} {m}x{n}x{k} t{threads}: {e}");
+                        let e = nmse(&got, &exact);
+                        assert!(e <= 5e-4, "{tier:?} {dtype} {m}x{n}x{k} exact: {e}");
+                    }
+                    // Under another tier the buffer's layout still picks its own kernel.
+                    let got = under(Tier::Scalar, || matmul(None, 1, al, wptr, &xa, n));
+                    let e = nmse(&got, &want_scalar);
+                    assert!(e <= 1e-5, "{tier:?} {dtype} {m}x{n}x{k} read under scalar: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn can_repack_refuses_other_rows_views_and_types() {
+    let _g = lock();
+    for tier in Tier::ALL.into_iter().filter(|t| t.is_supported()) {
+        under(tier, || {
+            let Some(pl) = PackLayout::for_tier(tier) else {
+                assert!(repack::repack_buffer_type().is_none(), "{tier:?}");
+                assert!(!repack::can_repack(&Layout::contiguous(DType::Q4_0, &[64, 16]).unwrap()));
+                return;
+            };
+            assert!(repack::repack_buffer_type().is_some(), "{tier:?}");
+            for dtype in [DType::Q4_0, DType::Q8_0] {
+                let ok = Layout::contiguous(dtype, &[96, 2 * pl.rows]).unwrap();
+                assert!(repack::can_repack(&ok), "{tier:?} {dtype}");
+                let odd = Layout::contiguous(dtype, &[96, pl.rows + 2]).unwrap();
+                assert!(!repack::can_repack(&odd), "{tier:?} {dtype}: rows not a multiple");
+                let mut view = ok;
+                view.nb[1] *= 2;
+                view.nb[2] *= 2;
+                view.nb[3] *= 2;
+                assert!(!repack::can_repack(&view), "{tier:?} {dtype}: strided view");
+            }
+            for dtype in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q6_K] {
+                let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
+                assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
+            }
+            let q4k = Layout::contiguous(DType::Q4_K, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&q4k), tier == Tier::Avx512Vnni, "{tier:?} Q4_K");
+            // A tensor that cannot be repacked is stored as written.
+            let odd = Layout::contiguous(DType::Q4_0, &[64, pl.rows + 2]).unwrap();
+            let plain = quantize_to_vec(DType::Q4_0, &rand_vec(64 * (pl.rows + 2), 4)).unwrap();
+            let buf = RepackBufferType.alloc(plain.len()).unwrap();
+            buf.init_tensor(&odd, 0).unwrap();
+            buf.write(0, &plain).unwrap();
+            let base = buf.host_ptr().unwrap().as_ptr();
+            // SAFETY: the buffer holds plain.len() bytes.
+            let stored = unsafe { std::slice::from_raw_parts(base, plain.len()) };
+            assert_eq!(stored, &plain[..]);
+            assert_eq!(repack::lookup(base, plain.len()), repack::Lookup::Plain);
+        });
+    }
+}
+
+#[test]
+fn pack_as_round_trips_every_layout() {
+    for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            let (k, m) = (5 * 32, 3 * pl.rows);
+            let plain = quantize_to_vec(dtype, &rand_vec(k * m, 8)).unwrap();
+            let mut packed = vec![0u8; plain.len()];
+            repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
+            check_stored(pl, dtype, k, &plain, &packed);
+            let mut back = vec![0u8; plain.len()];
+            repack::unpack_as(pl, dtype, k, &packed, &mut back).unwrap();
+            assert_eq!(back, plain, "{pl:?} {dtype}");
+            // Rows not a multiple of the group are refused.
+            let short = &plain[..plain.len() / m * (m - 1)];
+            let mut out = vec![0u8; short.len()];
+            assert!(repack::pack_as(pl, dtype, k, short, &mut out).is_err(), "{pl:?} {dtype}");
+        }
+        assert_eq!(pl.tier().and_then(PackLayout::for_tier), Some(pl));
+    }
+}
+
+/// A tensor repacked under one tier and rewritten under another is stored (and read back) in
+/// the new tier's layout; weights repacked outside buffers remember theirs too.
+#[test]
+fn rewrites_follow_the_active_tier() {
+    let _g = lock();
+    let tiers = packing_tiers();
+    let (k, m) = (64, 16);
+    let plain = quantize_to_vec(DType::Q8_0, &rand_vec(k * m, 9)).unwrap();
+    let al = Layout::contiguous(DType::Q8_0, &[k, m]).unwrap();
+    let buf = RepackBufferType.alloc(plain.len()).unwrap();
+    buf.init_tensor(&al, 0).unwrap();
+    let base = buf.host_ptr().unwrap().as_ptr();
+    for &(tier, pl) in &tiers {
+        under(tier, || buf.write(0, &plain)).unwrap();
+        assert_eq!(repack::packed_layout(base, plain.len()), Some((DType::Q8_0, pl)));
+        let mut back = vec![0u8; plain.len()];
+        buf.read(0, &mut back).unwrap();
+        assert_eq!(back, plain, "{tier:?}");
+        let pw = under(tier, || PackedWeights::new(&al, &plain)).unwrap();
+        assert_eq!(pw.layout(), pl);
+    }
+    // Written under a tier without a layout: plain again.
+    under(Tier::Scalar, || buf.write(0, &plain)).unwrap();
+    assert_eq!(repack::lookup(base, plain.len()), repack::Lookup::Plain);
+    // SAFETY: the buffer holds plain.len() bytes.
+    assert_eq!(unsafe { std::slice::from_raw_parts(base, plain.len()) }, &plain[..]);
+}
