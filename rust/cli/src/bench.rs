@@ -190,7 +190,9 @@ fn make_weights(
     let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
     let packed = if repack { kernels::repack::repack_for_bench(&layout, &bytes) } else { None };
     let copies: Vec<WeightCopy> = match packed {
-        Some(p) => (0..n).map(|_| WeightCopy::Packed(p.clone())).collect(),
+        Some(p) => (0..n)
+            .map(|_| p.try_clone().map(WeightCopy::Packed).ok_or("out of memory".to_string()))
+            .collect::<Result<_, _>>()?,
         None => (0..n).map(|_| WeightCopy::plain(&bytes)).collect::<Result<_, _>>()?,
     };
     let repacked = matches!(copies[0], WeightCopy::Packed(_));

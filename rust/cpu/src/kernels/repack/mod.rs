@@ -30,9 +30,11 @@ mod buffer;
 pub use buffer::{RepackBuffer, RepackBufferType};
 
 use super::{MatKernel, Tier};
+use crate::buffer::HostBuffer;
 use std::collections::BTreeMap;
+use std::ptr::NonNull;
 use std::sync::{Arc, RwLock};
-use tessera_core::backend::BufferType;
+use tessera_core::backend::{Buffer, BufferType};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -302,10 +304,11 @@ pub fn packed_kernel(ptr: *const u8, len: usize) -> Option<MatKernel> {
     kernel_for(pl, dtype)
 }
 
-/// A repacked weight matrix outside any buffer (benchmarks, tests): registered while alive.
+/// A repacked weight matrix outside any graph (benchmarks, tests), in its own CPU buffer
+/// (huge pages like the weights of a graph): registered while alive.
 #[derive(Debug)]
 pub struct PackedWeights {
-    bytes: Vec<u8>,
+    mem: HostBuffer,
     layout: PackLayout,
 }
 
@@ -322,15 +325,26 @@ impl PackedWeights {
         if !can_repack_as(pl, layout) || plain.len() != layout.nbytes() {
             return None;
         }
-        let mut bytes = vec![0u8; plain.len()];
-        pack_as(pl, layout.dtype, layout.ne[0], plain, &mut bytes).ok()?;
+        let mut packed = PackedWeights { mem: HostBuffer::new(plain.len()).ok()?, layout: pl };
+        pack_as(pl, layout.dtype, layout.ne[0], plain, packed.bytes_mut()).ok()?;
+        let bytes = packed.bytes();
         register(bytes.as_ptr(), bytes.len(), layout.dtype, pl);
-        Some(PackedWeights { bytes, layout: pl })
+        Some(packed)
     }
 
     /// The repacked bytes (pass their address to the matmul driver).
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        let ptr = self.mem.host_ptr().unwrap_or(NonNull::dangling());
+        // SAFETY: the buffer owns `size()` initialized bytes at its host pointer for as long
+        // as `self` lives; they are only written through `bytes_mut`, which borrows `self`
+        // mutably.
+        unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.mem.size()) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let ptr = self.mem.host_ptr().unwrap_or(NonNull::dangling());
+        // SAFETY: as in `bytes`, with `self` borrowed mutably so no other slice exists.
+        unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.mem.size()) }
     }
 
     /// The layout the bytes are in.
@@ -339,19 +353,23 @@ impl PackedWeights {
     }
 }
 
-impl Clone for PackedWeights {
-    fn clone(&self) -> Self {
-        let bytes = self.bytes.clone();
-        if let Some((t, pl)) = packed_layout(self.bytes.as_ptr(), self.bytes.len()) {
+impl PackedWeights {
+    /// A copy in a buffer of its own (registered too); `None` when out of memory.
+    pub fn try_clone(&self) -> Option<PackedWeights> {
+        let src = self.bytes();
+        let mut copy = PackedWeights { mem: HostBuffer::new(src.len()).ok()?, layout: self.layout };
+        copy.bytes_mut().copy_from_slice(src);
+        if let Some((t, pl)) = packed_layout(src.as_ptr(), src.len()) {
+            let bytes = copy.bytes();
             register(bytes.as_ptr(), bytes.len(), t, pl);
         }
-        PackedWeights { bytes, layout: self.layout }
+        Some(copy)
     }
 }
 
 impl Drop for PackedWeights {
     fn drop(&mut self) {
-        unregister_range(self.bytes.as_ptr() as usize, 1);
+        unregister_range(self.bytes().as_ptr() as usize, 1);
     }
 }
 
