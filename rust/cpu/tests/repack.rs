@@ -289,3 +289,45 @@ fn rewrites_follow_the_active_tier() {
     // SAFETY: the buffer holds plain.len() bytes.
     assert_eq!(unsafe { std::slice::from_raw_parts(base, plain.len()) }, &plain[..]);
 }
+
+/// Weights with two planes (dims 2 and 3 broadcast as in ggml): each plane's groups stay whole.
+#[test]
+fn planes_of_repacked_weights_match_scalar() {
+    let _g = lock();
+    for (tier, pl) in packing_tiers() {
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            let (k, m, n) = (96, 2 * pl.rows, 5);
+            let al = Layout::contiguous(dtype, &[k, m, 2]).unwrap();
+            let plain = quantize_to_vec(dtype, &rand_vec(k * m * 2, 21)).unwrap();
+            let packed = under(tier, || PackedWeights::new(&al, &plain)).unwrap();
+            assert_eq!(packed.layout(), pl);
+            let x = rand_vec(k * n * 4, 22);
+            let bl = Layout::contiguous(DType::F32, &[k, n, 4]).unwrap();
+            let dl = Layout::contiguous(DType::F32, &[m, n, 4]).unwrap();
+            let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
+            let run = |kernel: Option<&kernels::MatKernel>, a: *const u8| {
+                let mut d = vec![f32::NAN; m * n * 4];
+                let (dst, wa, wb) = (
+                    (dl, d.as_mut_ptr().cast::<u8>()),
+                    TensorRef { layout: al, ptr: a },
+                    TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                );
+                let p = pool(2);
+                // SAFETY: every operand holds its layout's bytes; dst is separate.
+                unsafe {
+                    match kernel {
+                        Some(kern) => MatMul::new().run_with(kern, &p, 2, dst, wa, wb, &|| false),
+                        None => MatMul::new().run(&p, 2, dst, wa, wb, &|| false),
+                    }
+                }
+                .unwrap();
+                d
+            };
+            let want: Vec<f64> =
+                run(Some(&scalar), plain.as_ptr()).into_iter().map(f64::from).collect();
+            let got = run(None, packed.bytes().as_ptr());
+            let e = nmse(&got, &want);
+            assert!(e <= 1e-5, "{tier:?} {dtype} planes: {e}");
+        }
+    }
+}
