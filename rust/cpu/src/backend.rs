@@ -1,11 +1,15 @@
 //! The CPU backend: computes graphs on host memory with a thread pool of its own.
 
+mod fast_ops;
+mod rope;
+
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
 use crate::matmul::{self, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, Backend, Device, GraphPlan};
 use tessera_core::{Error, Graph, Op, Result, TensorId};
@@ -35,6 +39,7 @@ pub struct CpuBackend {
     pool: rayon::ThreadPool,
     abort: Option<AbortCallback>,
     matmul: MatMul,
+    vectorized: AtomicU64,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -73,7 +78,19 @@ impl CpuBackend {
     /// A backend with `threads` workers (`None`: [`default_threads`]).
     pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
         let threads = check_threads(threads.unwrap_or_else(default_threads))?;
-        Ok(CpuBackend { threads, pool: make_pool(threads)?, abort: None, matmul: MatMul::new() })
+        Ok(CpuBackend {
+            threads,
+            pool: make_pool(threads)?,
+            abort: None,
+            matmul: MatMul::new(),
+            vectorized: AtomicU64::new(0),
+        })
+    }
+
+    /// How many nodes this backend computed with the vectorized element-wise rows (the others,
+    /// except MUL_MAT, went to the reference).
+    pub fn vectorized_nodes(&self) -> u64 {
+        self.vectorized.load(Ordering::Relaxed)
     }
 
     /// The number of worker threads.
@@ -106,6 +123,12 @@ impl CpuBackend {
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
             return self.mul_mat(dst, &srcs, aborted);
+        }
+        let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
+        // SAFETY: as for the reference below; `supports` validated the operands for the op.
+        if let Some(done) = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, aborted) } {
+            self.vectorized.fetch_add(1, Ordering::Relaxed);
+            return done;
         }
         // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
         // allocator only aliases dst and src0 for ops that can run in place.
