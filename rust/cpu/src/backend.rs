@@ -5,6 +5,7 @@ mod rope;
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
+use crate::kernels::repack::{self, RepackBuffer};
 use crate::matmul::{self, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
@@ -118,6 +119,7 @@ impl CpuBackend {
         if !reference::supports(graph, id) {
             return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
         }
+        Self::check_repacked_readers(graph, id)?;
         let dst = Self::host_tensor(graph, id)?;
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
@@ -133,6 +135,36 @@ impl CpuBackend {
         // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
         // allocator only aliases dst and src0 for ops that can run in place.
         unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
+    }
+
+    /// Refuses a node that would read repacked weights other than as MUL_MAT's first operand
+    /// with a kernel for them (their bytes are not GGUF's).
+    fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<()> {
+        let t = graph.tensor(id);
+        for (i, &s) in t.src.iter().enumerate() {
+            let Some(storage) = graph.storage_of(s) else { continue };
+            if !storage.buffer.as_any().is::<RepackBuffer>() {
+                continue;
+            }
+            let st = graph.tensor(s);
+            let ht = Self::host_tensor(graph, s)?;
+            let found = repack::lookup(ht.ptr, st.nbytes());
+            let matmul_weight = i == 0 && matches!(t.op, Op::MulMat);
+            let ok = found == repack::Lookup::Plain
+                || (matmul_weight && found == repack::Lookup::Packed(st.dtype()));
+            if !ok {
+                return Err(Error::Backend {
+                    backend: CPU_NAME.into(),
+                    message: format!(
+                        "{} ({}) reads {}, a repacked weight, which only MUL_MAT can read",
+                        t.op.name(),
+                        t.label(id),
+                        st.label(s)
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// MUL_MAT through the kernel driver of the active tier, or, for a weight type without

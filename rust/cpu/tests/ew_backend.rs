@@ -320,3 +320,56 @@ fn in_place_chains_match_the_reference() -> R {
     }
     Ok(())
 }
+
+/// A Q4_0 graph through the scheduler: `silu(W x) + get_rows(E, idx)`, computed with the
+/// registration's extra buffer types (W goes to CPU_REPACK when the tier has repacked kernels)
+/// and without; returns the output, the buffer type names of W and E, and W read back.
+fn q4_graph(extra: bool) -> R<(Vec<f32>, String, String, Vec<u8>)> {
+    use tessera_core::registry::Registry;
+    use tessera_core::sched::Scheduler;
+    let (k, m, n) = (96, 48, 5);
+    let mut g = Graph::new();
+    let w = g.weight("w", DType::Q4_0, &[k, m])?;
+    let e = g.weight("e", DType::Q4_0, &[k, 16])?;
+    let x = g.input("x", DType::F32, &[k, n])?;
+    let idx = g.input("idx", DType::I32, &[n])?;
+    let y = g.mul_mat(w, x)?;
+    let y = g.silu(y)?;
+    let rows = g.get_rows(e, idx)?;
+    let r = g.mul_mat(e, rows)?;
+    let y = g.add(y, r)?;
+    g.set_output(y)?;
+    let mut s = Scheduler::new(vec![Box::new(CpuBackend::new(Some(3))?)])?;
+    if extra {
+        let mut reg = Registry::new();
+        reg.register(tessera_cpu::CpuBackendReg::shared());
+        s.use_registry_extra_buffer_types(&reg);
+    }
+    s.alloc_graph(&mut g)?;
+    let mut rng = Rng::new(11);
+    let wq = tessera_core::quant::quantize_to_vec(DType::Q4_0, &rng.vec(k * m, -1.0, 1.0))?;
+    let eq = tessera_core::quant::quantize_to_vec(DType::Q4_0, &rng.vec(k * 16, -1.0, 1.0))?;
+    set_tensor(&g, w, &wq)?;
+    set_tensor(&g, e, &eq)?;
+    write(&g, x, &rng.vec(k * n, -1.0, 1.0))?;
+    write(&g, idx, &(0..n).map(|i| (i * 3 % 16) as f32).collect::<Vec<_>>())?;
+    s.compute()?;
+    let back = tessera_core::tensor_data::get_tensor(&g, w)?;
+    assert_eq!(back, wq, "W reads back as written");
+    let name = |id| g.storage_of(id).map(|s| s.buffer.name()).unwrap_or_default();
+    Ok((get_f32(&g, y)?, name(w), name(e), back))
+}
+
+#[test]
+fn q4_0_weights_are_placed_in_cpu_repack_automatically_with_the_same_result() -> R {
+    let (plain, w_plain, _, _) = q4_graph(false)?;
+    let (auto, w_auto, e_auto, _) = q4_graph(true)?;
+    assert_eq!(w_plain, "CPU");
+    let repack = tessera_cpu::kernels::repack::repack_buffer_type().is_some();
+    assert_eq!(w_auto, if repack { "CPU_REPACK" } else { "CPU" });
+    // E is also read by GET_ROWS: it stays plain.
+    assert_eq!(e_auto, "CPU");
+    // The repacked kernel accumulates in another order: equal to about 1e-6.
+    compare("Q4_0 with weights auto-placed vs plain", &auto, &plain);
+    Ok(())
+}
