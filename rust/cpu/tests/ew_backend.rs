@@ -373,3 +373,29 @@ fn q4_0_weights_are_placed_in_cpu_repack_automatically_with_the_same_result() ->
     compare("Q4_0 with weights auto-placed vs plain", &auto, &plain);
     Ok(())
 }
+
+#[test]
+fn only_mul_mat_may_read_repacked_weights() -> R {
+    let Some(bt) = tessera_cpu::kernels::repack::repack_buffer_type() else {
+        return Ok(()); // No repacked kernels on this CPU: nothing is ever repacked.
+    };
+    let (k, m) = (64, 16);
+    let mut g = Graph::new();
+    let w = g.weight("w", DType::Q4_0, &[k, m])?;
+    let x = g.input("x", DType::F32, &[k, 2])?;
+    let idx = g.input("idx", DType::I32, &[2])?;
+    let y = g.mul_mat(w, x)?;
+    let rows = g.get_rows(w, idx)?;
+    tessera_core::alloc::place_sequentially(&mut g, &[w], bt.as_ref())?;
+    allocate_all(&mut g)?;
+    let mut rng = Rng::new(3);
+    let wq = tessera_core::quant::quantize_to_vec(DType::Q4_0, &rng.vec(k * m, -1.0, 1.0))?;
+    set_tensor(&g, w, &wq)?;
+    write(&g, x, &rng.vec(k * 2, -1.0, 1.0))?;
+    write(&g, idx, &[1.0, 5.0])?;
+    let mut cpu = CpuBackend::new(Some(1))?;
+    cpu.compute_nodes(&g, &[y])?;
+    let err = cpu.compute_nodes(&g, &[rows]).expect_err("GET_ROWS of repacked bytes");
+    assert!(err.to_string().contains("only MUL_MAT"), "{err}");
+    Ok(())
+}
