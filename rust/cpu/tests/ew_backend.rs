@@ -185,8 +185,10 @@ fn causal_mask(ne0: usize, rows: usize, rng: &mut Rng) -> Vec<f32> {
 
 #[test]
 fn soft_max_with_scale_mask_and_alibi_matches_the_reference() -> R {
+    // Five heads: ALiBi slopes of both of ggml's series (m0 for heads 0-3, m1 for head 4).
+    let shapes = SHAPES.iter().copied().chain([[40, 3, 5, 2]]);
     for threads in [1, 3] {
-        for ne in SHAPES {
+        for ne in shapes.clone() {
             let n = check(&format!("soft_max {ne:?}"), threads, |g, rng| {
                 let (x, xv) = input(g, rng, "x", &ne, -10.0, 10.0)?;
                 let y = g.soft_max(x)?;
