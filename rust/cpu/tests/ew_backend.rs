@@ -1,6 +1,7 @@
 //! The CPU backend's vectorized element-wise ops (SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
-//! ROPE) against the scalar reference `compute_graph`, on odd shapes, broadcasts, masks,
-//! ALiBi, YaRN, strided and permuted inputs and in-place memory, with 1 and 3 threads.
+//! ROPE, SWIGLU / GEGLU) against the scalar reference `compute_graph`, on odd shapes,
+//! broadcasts, masks, ALiBi, YaRN, strided and permuted inputs and in-place memory, with 1 and
+//! 3 threads; and weights placed in CPU_REPACK by the scheduler.
 
 mod common;
 
@@ -111,6 +112,38 @@ fn unary_ops_match_the_reference() -> R {
                     Ok((vec![(x, xv)], y))
                 })?;
                 assert_eq!(n, 1, "{name} {ne:?} vectorized");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gated_linear_units_match_the_reference() -> R {
+    use tessera_core::GluOp;
+    for threads in [1, 3] {
+        for ne in SHAPES {
+            for op in [GluOp::Swiglu, GluOp::Geglu] {
+                for swapped in [false, true] {
+                    let what = format!("{op:?} of halves {ne:?} swapped {swapped}");
+                    let n = check(&what, threads, |g, rng| {
+                        let ne2 = [2 * ne[0], ne[1], ne[2], ne[3]];
+                        let (x, xv) = input(g, rng, "x", &ne2, -6.0, 6.0)?;
+                        let y = g.glu(x, op, swapped)?;
+                        g.set_output(y)?;
+                        Ok((vec![(x, xv)], y))
+                    })?;
+                    assert_eq!(n, 1, "{what}");
+                }
+                let what = format!("{op:?} of two {ne:?}");
+                let n = check(&what, threads, |g, rng| {
+                    let (x, xv) = input(g, rng, "x", &ne, -6.0, 6.0)?;
+                    let (gt, gv) = input(g, rng, "g", &ne, -2.0, 2.0)?;
+                    let y = g.glu_split(x, gt, op)?;
+                    g.set_output(y)?;
+                    Ok((vec![(x, xv), (gt, gv)], y))
+                })?;
+                assert_eq!(n, 1, "{what}");
             }
         }
     }

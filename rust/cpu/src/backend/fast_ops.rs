@@ -1,5 +1,5 @@
-//! The CPU backend's vectorized element-wise ops: SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX and
-//! ROPE on F32 tensors whose rows are contiguous, computed row by row with the kernels of
+//! The CPU backend's vectorized element-wise ops: SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
+//! ROPE and the SiLU / GELU gated linear units on F32 tensors whose rows are contiguous, computed row by row with the kernels of
 //! [`crate::kernels::ew`] and split over the backend's threads in chunks of rows.
 //!
 //! [`compute`] returns `None` for anything else (other ops and types, strided rows, odd
@@ -82,8 +82,17 @@ enum Kernel {
     Unary(UnaryRow),
     Binary(BinaryRow),
     RmsNorm(f32),
-    SoftMax { scale: f32, max_bias: f32, mask: Option<(HostTensor, DType)> },
+    SoftMax {
+        scale: f32,
+        max_bias: f32,
+        mask: Option<(HostTensor, DType)>,
+    },
     Rope(RopeCache),
+    /// A gated linear unit: `act(x) * g`, from the halves of src0's rows or from two operands.
+    Glu {
+        act: UnaryRow,
+        swapped: bool,
+    },
 }
 
 /// Computes `op` with the vectorized rows when its operands allow, split over `threads`;
@@ -128,13 +137,27 @@ pub(super) unsafe fn compute(
         }
         // SAFETY: (caller) the positions and factors are valid for reads of their layouts.
         Op::Rope(p) => Kernel::Rope(unsafe { RopeCache::new(p, srcs.get(1)?, srcs.get(2))? }),
+        Op::Glu { op, swapped } => {
+            let act: UnaryRow = match op.activation() {
+                UnaryOp::Silu => ew::silu,
+                UnaryOp::Gelu => ew::gelu,
+                _ => return None,
+            };
+            if srcs.get(1).is_some_and(|g| !rows_ok(g, DType::F32)) {
+                return None;
+            }
+            Kernel::Glu { act, swapped: *swapped }
+        }
         _ => return None,
     };
     let a = operand(&dst, srcs[0])?;
     let b = match kernel {
         Kernel::Binary(_) => Some(operand(&dst, srcs[1])?),
+        Kernel::Glu { .. } if srcs.len() > 1 => Some(operand(&dst, srcs[1])?),
         _ => None,
     };
+    // src0's row length: dst's, except for a GLU on halves (twice as long).
+    let a_len = a.t.layout.ne[0];
     if let Kernel::SoftMax { mask: Some((m, _)), .. } = &kernel {
         // The mask is only read; it must not overlap the result at all.
         if operand(&dst, *m)?.aliased {
@@ -144,7 +167,7 @@ pub(super) unsafe fn compute(
     let ne = dst.layout.ne;
     let n_rows = ne[1] * ne[2] * ne[3];
     let run = |rows: Range<usize>| -> Result<()> {
-        let mut scratch = vec![0f32; if a.aliased { ne0 } else { 0 }];
+        let mut scratch = vec![0f32; if a.aliased { a_len } else { 0 }];
         let mut b_scratch =
             vec![0f32; b.map_or(0, |b| if b.aliased { b.t.layout.ne[0] } else { 0 })];
         let mut tmp = Vec::new();
@@ -156,8 +179,8 @@ pub(super) unsafe fn compute(
             }
             let i = [r % ne[1], r / ne[1] % ne[2], r / ne[1] / ne[2]];
             // Sources first: a source in dst's memory is copied before dst's row is borrowed.
-            // SAFETY: row i of src0 (dst's shape) lies within it.
-            let x = unsafe { read_row(&a, i, ne0, &mut scratch) };
+            // SAFETY: row i of src0 (dst's rows) lies within it.
+            let x = unsafe { read_row(&a, i, a_len, &mut scratch) };
             // SAFETY: row i (modulo b's shape) of b lies within it.
             let bx = b.map(|b| unsafe { read_row(&b, i, b.t.layout.ne[0], &mut b_scratch) });
             // SAFETY: the row lies within dst (i < ne); dst is written by this chunk only, and
@@ -178,6 +201,16 @@ pub(super) unsafe fn compute(
                     unsafe { soft_max_row(x, y, i, ne[2], *scale, *max_bias, mask, &mut tmp)? }
                 }
                 Kernel::Rope(rc) => rc.row(x, y, i[1], &mut cache)?,
+                Kernel::Glu { act, swapped } => {
+                    let (v, g) = match bx {
+                        Some(g) => (x, g),
+                        None if *swapped => (&x[ne0..], &x[..ne0]),
+                        None => (&x[..ne0], &x[ne0..]),
+                    };
+                    tmp.resize(ne0, 0.0);
+                    act(v, &mut tmp)?;
+                    ew::mul(&tmp, g, y)?;
+                }
             }
         }
         Ok(())
