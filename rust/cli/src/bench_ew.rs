@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Each op runs on a `[4096, N]` F32 tensor (default `N = 32`; ROPE on `[128, 32, N]`, the same
-//! element count): the reference (`reference::compute_nodes`, one thread) and the CPU backend
+//! element count; SWIGLU of two such tensors): the reference (`reference::compute_nodes`, one thread) and the CPU backend
 //! with each thread count, interleaved run by run; the median of `R` runs (default 20, after 2
 //! warm-ups) is reported in microseconds, with the speed-up over the reference.
 
@@ -17,8 +17,18 @@ use tessera_core::tensor_data::{set_f32, set_tensor};
 use tessera_core::{DType, Graph, RopeParams, TensorId};
 use tessera_cpu::{buffer::allocate_all, reference, CpuBackend};
 
-const OPS: [&str; 9] =
-    ["silu", "gelu", "add", "mul", "rms_norm", "soft_max", "soft_max_mask", "rope", "rope_neox"];
+const OPS: [&str; 10] = [
+    "silu",
+    "gelu",
+    "add",
+    "mul",
+    "rms_norm",
+    "soft_max",
+    "soft_max_mask",
+    "rope",
+    "rope_neox",
+    "swiglu",
+];
 
 fn flag(args: &[String], name: &str) -> Option<String> {
     args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
@@ -54,6 +64,11 @@ fn build(op: &str, rows: usize) -> Result<(Graph, TensorId), String> {
             }
         }
         "rms_norm" => g.rms_norm(x, 1e-6),
+        "swiglu" => {
+            let gate = g.input("gate", DType::F32, &[4096, rows]).map_err(e)?;
+            inputs.push((gate, values(4096 * rows)));
+            g.glu_split(x, gate, tessera_core::GluOp::Swiglu)
+        }
         "soft_max" => g.soft_max(x),
         "soft_max_mask" => {
             let m = g.input("mask", DType::F32, &[4096, rows]).map_err(e)?;
