@@ -4,6 +4,7 @@
 
 pub mod backend_ops;
 pub mod bench;
+pub mod bench_ew;
 pub mod info;
 
 use tessera_core::registry::Registry;

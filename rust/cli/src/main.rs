@@ -1,13 +1,14 @@
 //! `tessera`: info, backend-ops and bench.
 
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, bench, info, registry};
+use tessera_cli::{backend_ops, bench, bench_ew, info, registry};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
        tessera backend-ops support
        tessera backend-ops perf [-o OP] [-t THREADS]
-       tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]";
+       tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]
+       tessera bench ew [--threads t,..] [--runs R] [--rows N]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,6 +66,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
                 }
                 Some(other) => Err(format!("unknown backend-ops mode {other:?}\n{USAGE}")),
             }
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
+            bench_ew::run(&args[2..])?;
+            Ok(ExitCode::SUCCESS)
         }
         Some("bench") => {
             bench::run(&args[1..])?;

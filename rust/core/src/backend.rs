@@ -70,6 +70,14 @@ pub trait BufferType: Send + Sync + Debug {
     fn is_host(&self) -> bool;
     /// Name of the device that owns the memory.
     fn device_name(&self) -> String;
+    /// Whether this (extra) buffer type wants to hold a weight of `layout` whose only readers
+    /// are MUL_MAT nodes taking it as their first operand (ggml's extra buffer types chosen
+    /// for weights by their consumer op, e.g. "CPU_REPACK" for the types it interleaves). The
+    /// scheduler then places such weights here (see [`crate::sched::Scheduler`]).
+    fn accepts_weight(&self, layout: &Layout) -> bool {
+        let _ = layout;
+        false
+    }
 }
 
 /// Memory owned by someone else (a memory-mapped file, a caller's array) that a device can wrap

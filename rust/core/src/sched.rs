@@ -5,12 +5,18 @@
 //! not support falls back to the next backend that does. The graph is cut into splits of
 //! consecutive nodes on one backend; operands that live where a split's device cannot read them
 //! are copied in before the split runs.
+//!
+//! Weights without memory whose only readers are MUL_MAT nodes (as their first operand) on one
+//! backend go to an extra buffer type of that backend's device when one accepts them
+//! ([`BufferType::accepts_weight`], e.g. "CPU_REPACK"); see
+//! [`Scheduler::set_extra_buffer_types`] and [`Scheduler::use_registry_extra_buffer_types`].
 
 use crate::alloc;
-use crate::backend::{copy_between, Backend, Buffer, BufferUsage, Device, Event};
+use crate::backend::{copy_between, Backend, Buffer, BufferType, BufferUsage, Device, Event};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::op::Op;
+use crate::registry::Registry;
 use crate::storage::Storage;
 use crate::tensor::{Tensor, TensorFlags, TensorId};
 use std::collections::HashMap;
@@ -48,6 +54,8 @@ struct Prepared {
     done: Vec<Vec<Option<Arc<dyn Event>>>>,
     /// Dedicated buffers of the copy sets (kept alive here).
     _copy_buffers: Vec<Arc<dyn Buffer>>,
+    /// Buffers of extra buffer types holding weights (kept alive here).
+    _weight_buffers: Vec<Arc<dyn Buffer>>,
 }
 
 /// Runs graphs over several backends.
@@ -55,6 +63,8 @@ pub struct Scheduler {
     backends: Vec<Box<dyn Backend>>,
     devices: Vec<Arc<dyn Device>>,
     buffers: Vec<Option<Arc<dyn Buffer>>>,
+    /// Per backend, the extra buffer types offered for weights.
+    extra: Vec<Vec<Arc<dyn BufferType>>>,
     pins: HashMap<TensorId, usize>,
     eval: Option<EvalCallback>,
     prepared: Option<Prepared>,
@@ -74,6 +84,7 @@ impl Scheduler {
         let devices: Vec<_> = backends.iter().map(|b| b.device()).collect();
         Ok(Scheduler {
             buffers: vec![None; backends.len()],
+            extra: vec![Vec::new(); backends.len()],
             devices,
             backends,
             pins: HashMap::new(),
@@ -99,6 +110,98 @@ impl Scheduler {
         self.n_copies = n;
         self.prepared = None;
         Ok(())
+    }
+
+    /// Sets the extra buffer types of backend `backend` (ggml's extra buffer types of its
+    /// device, e.g. "CPU_REPACK"): at each [`Scheduler::alloc_graph`], a weight without memory
+    /// whose only readers are MUL_MAT nodes on that backend, taking it as their first operand,
+    /// is placed in a buffer of the first of these types that
+    /// [accepts it](BufferType::accepts_weight) and that the device can read; other tensors are
+    /// placed as usual.
+    pub fn set_extra_buffer_types(
+        &mut self,
+        backend: usize,
+        types: Vec<Arc<dyn BufferType>>,
+    ) -> Result<()> {
+        let slot = self
+            .extra
+            .get_mut(backend)
+            .ok_or_else(|| Error::InvalidArgument(format!("no backend {backend}")))?;
+        *slot = types;
+        self.prepared = None;
+        Ok(())
+    }
+
+    /// Sets the extra buffer types of every backend to those its device's registration in
+    /// `registry` offers ([`crate::backend::BackendReg::extra_buffer_types`]).
+    pub fn use_registry_extra_buffer_types(&mut self, registry: &Registry) {
+        for (b, device) in self.devices.iter().enumerate() {
+            let name = device.name();
+            let types = registry
+                .regs()
+                .iter()
+                .find(|r| r.devices().iter().any(|d| d.name() == name))
+                .map(|r| r.extra_buffer_types(device.as_ref()))
+                .unwrap_or_default();
+            self.extra[b] = types;
+        }
+        self.prepared = None;
+    }
+
+    /// The weights of `graph` to place in extra buffer types, grouped by type.
+    fn extra_placements(
+        &self,
+        graph: &Graph,
+        who: &[Option<usize>],
+    ) -> Vec<(Arc<dyn BufferType>, Vec<TensorId>)> {
+        if self.extra.iter().all(|e| e.is_empty()) {
+            return Vec::new();
+        }
+        // Readers of each memory owner: false once one reads it other than as MUL_MAT src0
+        // (or through a view).
+        let n = graph.len();
+        let mut matmul_only = vec![true; n];
+        let mut readers: Vec<Vec<TensorId>> = vec![Vec::new(); n];
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            if let Some(v) = t.view_src {
+                matmul_only[graph.view_root(v).0.index()] = false;
+            }
+            for (i, &s) in t.src.iter().enumerate() {
+                let root = graph.view_root(s).0;
+                readers[root.index()].push(id);
+                if s != root || i != 0 || !matches!(t.op, Op::MulMat) {
+                    matmul_only[root.index()] = false;
+                }
+            }
+        }
+        let mut out: Vec<(Arc<dyn BufferType>, Vec<TensorId>)> = Vec::new();
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            let i = id.index();
+            let eligible = t.flags.weight
+                && !t.flags.output
+                && !t.flags.input
+                && t.is_leaf()
+                && t.view_src.is_none()
+                && t.storage.is_none()
+                && matmul_only[i]
+                && !readers[i].is_empty();
+            let Some(b) = who[i].filter(|_| eligible) else { continue };
+            if readers[i].iter().any(|r| who[r.index()] != Some(b)) {
+                continue;
+            }
+            let Some(bt) = self.extra[b].iter().find(|bt| {
+                bt.accepts_weight(&t.layout) && self.devices[b].supports_buffer_type(bt.as_ref())
+            }) else {
+                continue;
+            };
+            match out.iter_mut().find(|(o, _)| Arc::ptr_eq(o, bt)) {
+                Some((_, ids)) => ids.push(id),
+                None => out.push((bt.clone(), vec![id])),
+            }
+        }
+        out
     }
 
     /// Where copy set `set` of the last allocated graph keeps its split inputs.
@@ -288,6 +391,14 @@ impl Scheduler {
     pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<()> {
         let who = self.assign(graph)?;
         let mut g = graph.clone();
+        // Weights read only by MUL_MAT go to an extra buffer type that accepts them.
+        let mut weight_buffers = Vec::new();
+        for (bt, ids) in self.extra_placements(graph, &who) {
+            if let Some(buf) = alloc::place_sequentially(&mut g, &ids, bt.as_ref())? {
+                buf.set_usage(BufferUsage::Weights);
+                weight_buffers.push(buf);
+            }
+        }
         let mut splits: Vec<Split> = Vec::new();
         let mut copies: Vec<Vec<Copy>> = Vec::new();
         let mut order: Vec<TensorId> =
@@ -426,6 +537,7 @@ impl Scheduler {
             assignment,
             done,
             _copy_buffers: copy_buffers,
+            _weight_buffers: weight_buffers,
         });
         Ok(())
     }

@@ -1,11 +1,16 @@
 //! The CPU backend: computes graphs on host memory with a thread pool of its own.
 
+mod fast_ops;
+mod rope;
+
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
+use crate::kernels::repack::{self, RepackBuffer};
 use crate::matmul::{self, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, Backend, Device, GraphPlan};
 use tessera_core::{Error, Graph, Op, Result, TensorId};
@@ -35,6 +40,7 @@ pub struct CpuBackend {
     pool: rayon::ThreadPool,
     abort: Option<AbortCallback>,
     matmul: MatMul,
+    vectorized: AtomicU64,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -73,7 +79,19 @@ impl CpuBackend {
     /// A backend with `threads` workers (`None`: [`default_threads`]).
     pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
         let threads = check_threads(threads.unwrap_or_else(default_threads))?;
-        Ok(CpuBackend { threads, pool: make_pool(threads)?, abort: None, matmul: MatMul::new() })
+        Ok(CpuBackend {
+            threads,
+            pool: make_pool(threads)?,
+            abort: None,
+            matmul: MatMul::new(),
+            vectorized: AtomicU64::new(0),
+        })
+    }
+
+    /// How many nodes this backend computed with the vectorized element-wise rows (the others,
+    /// except MUL_MAT, went to the reference).
+    pub fn vectorized_nodes(&self) -> u64 {
+        self.vectorized.load(Ordering::Relaxed)
     }
 
     /// The number of worker threads.
@@ -101,15 +119,52 @@ impl CpuBackend {
         if !reference::supports(graph, id) {
             return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
         }
+        Self::check_repacked_readers(graph, id)?;
         let dst = Self::host_tensor(graph, id)?;
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
             return self.mul_mat(dst, &srcs, aborted);
         }
+        let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
+        // SAFETY: as for the reference below; `supports` validated the operands for the op.
+        if let Some(done) = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, aborted) } {
+            self.vectorized.fetch_add(1, Ordering::Relaxed);
+            return done;
+        }
         // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
         // allocator only aliases dst and src0 for ops that can run in place.
         unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
+    }
+
+    /// Refuses a node that would read repacked weights other than as MUL_MAT's first operand
+    /// with a kernel for them (their bytes are not GGUF's).
+    fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<()> {
+        let t = graph.tensor(id);
+        for (i, &s) in t.src.iter().enumerate() {
+            let Some(storage) = graph.storage_of(s) else { continue };
+            if !storage.buffer.as_any().is::<RepackBuffer>() {
+                continue;
+            }
+            let st = graph.tensor(s);
+            let ht = Self::host_tensor(graph, s)?;
+            let found = repack::lookup(ht.ptr, st.nbytes());
+            let matmul_weight = i == 0 && matches!(t.op, Op::MulMat);
+            let ok = found == repack::Lookup::Plain
+                || (matmul_weight && found == repack::Lookup::Packed(st.dtype()));
+            if !ok {
+                return Err(Error::Backend {
+                    backend: CPU_NAME.into(),
+                    message: format!(
+                        "{} ({}) reads {}, a repacked weight, which only MUL_MAT can read",
+                        t.op.name(),
+                        t.label(id),
+                        st.label(s)
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// MUL_MAT through the kernel driver of the active tier, or, for a weight type without

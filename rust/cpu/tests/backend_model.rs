@@ -378,7 +378,11 @@ fn allocator_reuses_memory_and_keeps_results() {
     allocate_all(&mut g2).unwrap();
     set_f32(&g2, x2, &xs).unwrap();
     reference::compute_graph(&g2, &|| false).unwrap();
-    assert_eq!(got, get_f32(&g2, out2).unwrap());
+    // SILU and ADD run on the vectorized rows: equal to the reference within 1e-7 (NMSE).
+    let want = get_f32(&g2, out2).unwrap();
+    let num: f64 = got.iter().zip(&want).map(|(a, b)| f64::from(a - b).powi(2)).sum();
+    let den: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
+    assert!(num <= 1e-7 * den, "nmse {:e}", num / den);
     // The input survives.
     assert_eq!(get_f32(&g, x).unwrap(), xs);
 }

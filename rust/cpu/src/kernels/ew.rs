@@ -1,5 +1,6 @@
 //! Element-wise kernels for the hot paths of a transformer (one row at a time, F32): SiLU, GELU
-//! (tanh approximation), add, mul, RMS norm and the softmax core, vectorized with AVX2 (x86_64)
+//! (tanh approximation), add, mul, RMS norm, the softmax core and the ROPE rotation (normal and
+//! NeoX pairs, from a precomputed cos / sin cache), vectorized with AVX2 (x86_64)
 //! or NEON (aarch64) when the active tier has them, scalar otherwise.
 //!
 //! Each function checks its slice lengths and returns [`Error::DataLength`] on a mismatch.
@@ -94,6 +95,28 @@ pub fn softmax(x: &[f32], y: &mut [f32]) -> Result<()> {
     dispatch!(softmax, x, y)
 }
 
+/// ROPE of adjacent pairs `(x[2i], x[2i+1])` by the angle whose cosine and sine (times the
+/// magnitude scale) are `cos[2i] = cos[2i+1]` and `sin[2i] = sin[2i+1]`: `y[2i] = x[2i] c -
+/// x[2i+1] s`, `y[2i+1] = x[2i] s + x[2i+1] c`. All four slices have the same even length.
+pub fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) -> Result<()> {
+    check("rope_normal", x.len(), cos.len())?;
+    check("rope_normal", x.len(), sin.len())?;
+    check("rope_normal", x.len(), y.len())?;
+    check("rope_normal: even length", x.len() / 2 * 2, x.len())?;
+    dispatch!(rope_normal, x, cos, sin, y)
+}
+
+/// ROPE of the NeoX pairs `(x[i], x[i + h])`, `h = x.len() / 2`, by the angle of `cos[i]`,
+/// `sin[i]`: `y[i] = x[i] c - x[i+h] s`, `y[i+h] = x[i] s + x[i+h] c`. `x` and `y` have the same
+/// even length, `cos` and `sin` half of it.
+pub fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) -> Result<()> {
+    check("rope_neox", x.len(), y.len())?;
+    check("rope_neox: even length", x.len() / 2 * 2, x.len())?;
+    check("rope_neox", x.len() / 2, cos.len())?;
+    check("rope_neox", x.len() / 2, sin.len())?;
+    dispatch!(rope_neox, x, cos, sin, y)
+}
+
 /// The scalar versions, the reference of the vector ones.
 pub mod scalar {
     use super::{GELU_A, GELU_C};
@@ -146,6 +169,29 @@ pub mod scalar {
         let inv = (1.0 / sum) as f32;
         for o in y.iter_mut() {
             *o *= inv;
+        }
+    }
+
+    /// ROPE of adjacent pairs (see [`super::rope_normal`]).
+    pub fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+        for (((o, v), c), s) in y
+            .chunks_exact_mut(2)
+            .zip(x.chunks_exact(2))
+            .zip(cos.iter().step_by(2))
+            .zip(sin.iter().step_by(2))
+        {
+            o[0] = v[0] * c - v[1] * s;
+            o[1] = v[0] * s + v[1] * c;
+        }
+    }
+
+    /// ROPE of the NeoX pairs (see [`super::rope_neox`]).
+    pub fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+        let h = x.len() / 2;
+        for i in 0..h {
+            let (a, b) = (x[i], x[i + h]);
+            y[i] = a * cos[i] - b * sin[i];
+            y[i + h] = a * sin[i] + b * cos[i];
         }
     }
 }

@@ -165,3 +165,50 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
         *o *= inv;
     }
 }
+
+/// ROPE of adjacent pairs (see the x86 version; the cache holds each pair's value twice).
+///
+/// # Safety
+///
+/// The CPU supports NEON; the four slices have the same even length.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+    let n = x.len() / 4 * 4;
+    let sign = vld1q_f32([-1.0f32, 1.0, -1.0, 1.0].as_ptr());
+    for i in (0..n).step_by(4) {
+        let v = vld1q_f32(x.as_ptr().add(i));
+        // [x1, x0, x3, x2]: each pair swapped.
+        let sw = vrev64q_f32(v);
+        let c = vld1q_f32(cos.as_ptr().add(i));
+        let s = vmulq_f32(vld1q_f32(sin.as_ptr().add(i)), sign);
+        // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
+        vst1q_f32(y.as_mut_ptr().add(i), vfmaq_f32(vmulq_f32(v, c), sw, s));
+    }
+    scalar::rope_normal(&x[n..], &cos[n..], &sin[n..], &mut y[n..]);
+}
+
+/// ROPE of the pairs `(x[i], x[i + h])` (see the x86 version).
+///
+/// # Safety
+///
+/// The CPU supports NEON; `x` and `y` have the same even length `2 h`, `cos` and `sin` the
+/// length `h`.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+    let h = x.len() / 2;
+    let n = h / 4 * 4;
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    for i in (0..n).step_by(4) {
+        let a = vld1q_f32(xp.add(i));
+        let b = vld1q_f32(xp.add(i + h));
+        let c = vld1q_f32(cos.as_ptr().add(i));
+        let s = vld1q_f32(sin.as_ptr().add(i));
+        vst1q_f32(yp.add(i), vfmsq_f32(vmulq_f32(a, c), b, s));
+        vst1q_f32(yp.add(i + h), vfmaq_f32(vmulq_f32(b, c), a, s));
+    }
+    for i in n..h {
+        let (a, b) = (x[i], x[i + h]);
+        y[i] = a * cos[i] - b * sin[i];
+        y[i + h] = a * sin[i] + b * cos[i];
+    }
+}

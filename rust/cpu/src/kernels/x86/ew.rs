@@ -195,3 +195,52 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
         *o *= (1.0 / sum) as f32;
     }
 }
+
+/// ROPE of adjacent pairs: `y[2i] = x[2i] c - x[2i+1] s`, `y[2i+1] = x[2i] s + x[2i+1] c`
+/// with `c = cos[2i] = cos[2i+1]` and `s = sin[2i] = sin[2i+1]` (the cache holds each pair's
+/// value twice).
+///
+/// # Safety
+///
+/// The CPU supports AVX2 and FMA; the four slices have the same even length.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+    let n = x.len() / 8 * 8;
+    for i in (0..n).step_by(8) {
+        let v = _mm256_loadu_ps(x.as_ptr().add(i));
+        // [x1, x0, x3, x2, ...]: each pair swapped.
+        let sw = _mm256_permute_ps::<0b1011_0001>(v);
+        let c = _mm256_loadu_ps(cos.as_ptr().add(i));
+        let s = _mm256_loadu_ps(sin.as_ptr().add(i));
+        // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
+        _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(sw, s)));
+    }
+    scalar::rope_normal(&x[n..], &cos[n..], &sin[n..], &mut y[n..]);
+}
+
+/// ROPE of the pairs `(x[i], x[i + h])` for `h = x.len() / 2`: `y[i] = x[i] c - x[i+h] s`,
+/// `y[i+h] = x[i] s + x[i+h] c` with `c = cos[i]`, `s = sin[i]`.
+///
+/// # Safety
+///
+/// The CPU supports AVX2 and FMA; `x` and `y` have the same even length `2 h`, `cos` and
+/// `sin` the length `h`.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
+    let h = x.len() / 2;
+    let n = h / 8 * 8;
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    for i in (0..n).step_by(8) {
+        let a = _mm256_loadu_ps(xp.add(i));
+        let b = _mm256_loadu_ps(xp.add(i + h));
+        let c = _mm256_loadu_ps(cos.as_ptr().add(i));
+        let s = _mm256_loadu_ps(sin.as_ptr().add(i));
+        _mm256_storeu_ps(yp.add(i), _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(yp.add(i + h), _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+    }
+    for i in n..h {
+        let (a, b) = (x[i], x[i + h]);
+        y[i] = a * cos[i] - b * sin[i];
+        y[i + h] = a * sin[i] + b * cos[i];
+    }
+}
