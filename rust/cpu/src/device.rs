@@ -9,7 +9,7 @@ use tessera_core::backend::{
     Backend, BackendParams, BackendReg, Buffer, BufferType, Device, DeviceCaps, DeviceType,
     HostMemory, MemoryInfo,
 };
-use tessera_core::{Graph, Layout, Result, TensorId};
+use tessera_core::{Graph, Result, TensorId};
 
 /// The host CPU as a device.
 #[derive(Debug, Default)]
@@ -99,10 +99,7 @@ impl BackendReg for CpuBackendReg {
     /// "CPU_REPACK" when the active kernel tier has kernels for interleaved weights; it
     /// accepts the weights that [`repack::can_repack`] allows.
     fn extra_buffer_types(&self, _device: &dyn Device) -> Vec<Arc<dyn BufferType>> {
-        repack::repack_buffer_type()
-            .map(|inner| Arc::new(RepackWeights { inner }) as Arc<dyn BufferType>)
-            .into_iter()
-            .collect()
+        repack::repack_buffer_type().into_iter().collect()
     }
 
     /// The CPU features with ggml's names, then the kernel tier chosen for each weight type
@@ -115,47 +112,6 @@ impl BackendReg for CpuBackendReg {
                 .map(|(dtype, tier)| (format!("TIER_{dtype}"), tier.to_string())),
         );
         pairs
-    }
-}
-
-/// The "CPU_REPACK" buffer type as offered for weights: the repack buffer type itself, which
-/// [accepts](BufferType::accepts_weight) the weights it can interleave.
-#[derive(Debug)]
-struct RepackWeights {
-    inner: Arc<dyn BufferType>,
-}
-
-impl BufferType for RepackWeights {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-
-    fn alloc(&self, size: usize) -> Result<Arc<dyn Buffer>> {
-        self.inner.alloc(size)
-    }
-
-    fn alignment(&self) -> usize {
-        self.inner.alignment()
-    }
-
-    fn max_size(&self) -> usize {
-        self.inner.max_size()
-    }
-
-    fn alloc_size(&self, layout: &Layout) -> usize {
-        self.inner.alloc_size(layout)
-    }
-
-    fn is_host(&self) -> bool {
-        self.inner.is_host()
-    }
-
-    fn device_name(&self) -> String {
-        self.inner.device_name()
-    }
-
-    fn accepts_weight(&self, layout: &Layout) -> bool {
-        repack::can_repack(layout)
     }
 }
 

@@ -44,6 +44,11 @@ impl BufferType for RepackBufferType {
     fn device_name(&self) -> String {
         CPU_NAME.to_string()
     }
+
+    /// The weights the active tier can interleave ([`super::can_repack`]).
+    fn accepts_weight(&self, layout: &Layout) -> bool {
+        super::can_repack(layout)
+    }
 }
 
 /// A buffer of [`RepackBufferType`].
