@@ -211,6 +211,18 @@ fn q8_k_quantizer_is_bit_exact_on_edge_cases() {
     let mut inf = base.clone();
     inf[77] = f32::NEG_INFINITY;
     q8_k_exact(&inf, "an infinity");
+    // NaNs (the reference's order-dependent max, and NaN payloads as quants).
+    for (pos, bits) in
+        [(100, 0x7fc0_0000u32), (255, 0x7fc0_0005), (3, 0xffc0_0007), (40, 0x7fc1_2345)]
+    {
+        let mut nan = base.clone();
+        nan[pos] = f32::from_bits(bits);
+        q8_k_exact(&nan, &format!("NaN {bits:#x} at {pos}"));
+    }
+    let mut nan = base.clone();
+    nan[7] = f32::NAN;
+    nan[8] = f32::INFINITY;
+    q8_k_exact(&nan, "NaN and infinity");
     // Several blocks with different scales, one of them all zero.
     let mut multi = rand_vec(1024, 12, -1.0, 1.0);
     multi[256..512].fill(0.0);

@@ -5,7 +5,7 @@ super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2), (4, 2), (2, 2));
 
 /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
 mod legacy_q {
-    super::super::legacy::legacy_tier!("avx2,fma,f16c", false, (4, 2));
+    super::super::legacy::legacy_tier!("avx2,fma,f16c", false, 4, (4, 2), (4, 2));
 }
 
 /// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.

@@ -16,7 +16,9 @@ mod legacy_q {
     super::super::legacy::legacy_tier!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
         true,
-        (4, 4)
+        6,
+        (4, 4),
+        (12, 4)
     );
 }
 

@@ -16,13 +16,76 @@ pub(super) const K_Q5_0: u8 = 1;
 /// Q5_1 weights (times Q8_1).
 pub(super) const K_Q5_1: u8 = 2;
 
+/// A tile kernel over `legacy_tile`: one activation row (GEMV) in register tiles of `$gm` weight
+/// rows, more in tiles of `$qm x $qn`; 1-wide edges.
+macro_rules! legacy_tiled {
+    ($feat:literal, $name:ident, $kind:ident, $gm:literal, $qm:literal, $qn:literal) => {
+        /// Tile kernel (see [`TileFn`]).
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`].
+        #[target_feature(enable = $feat)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            let mut i = 0;
+            if nr == 1 {
+                while i < mr {
+                    let ap = a.add(i * lda);
+                    if mr - i >= $gm {
+                        legacy_tile::<$gm, 1, $kind>(k, ap, lda, b, ldb, c.add(i), ldc);
+                        i += $gm;
+                    } else {
+                        legacy_tile::<1, 1, $kind>(k, ap, lda, b, ldb, c.add(i), ldc);
+                        i += 1;
+                    }
+                }
+                return;
+            }
+            while i < mr {
+                let rs = if mr - i >= $qm { $qm } else { 1 };
+                let mut j = 0;
+                while j < nr {
+                    let cs = if nr - j >= $qn { $qn } else { 1 };
+                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
+                    match (rs == $qm, cs == $qn) {
+                        (true, true) => {
+                            legacy_tile::<$qm, $qn, $kind>(k, ap, lda, bp, ldb, cp, ldc)
+                        }
+                        (true, false) => legacy_tile::<$qm, 1, $kind>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, true) => legacy_tile::<1, $qn, $kind>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, false) => legacy_tile::<1, 1, $kind>(k, ap, lda, bp, ldb, cp, ldc),
+                    }
+                    j += cs;
+                }
+                i += rs;
+            }
+        }
+    };
+}
+
 /// Instantiates the Q4_1 / Q5_0 / Q5_1 kernels of one x86 tier and its `tile` lookup.
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` (and AVX-512 BW/VL byte masks)
-/// are available; `($qm, $qn)`: the register tile size.
+/// are available; `$gm`: the weight rows of a GEMV register tile; `($qm, $qn)`: the GEMM
+/// register tile; `($rm, $rn)`: the tile size offered to the driver (multiples of those).
 macro_rules! legacy_tier {
-    ($feat:literal, $vnni:expr, ($qm:literal, $qn:literal)) => {
-        use crate::kernels::x86::kern::{h2f, hsum, rd16, tiled};
+    (
+        $feat:literal, $vnni:expr, $gm:literal,
+        ($qm:literal, $qn:literal), ($rm:literal, $rn:literal)
+    ) => {
+        use crate::kernels::x86::kern::{h2f, hsum, rd16};
+        use crate::kernels::x86::legacy::legacy_tiled;
         use crate::kernels::x86::legacy::{K_Q4_1, K_Q5_0, K_Q5_1};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
@@ -95,9 +158,14 @@ macro_rules! legacy_tier {
                 let mut wm = [_mm256_setzero_ps(); MR];
                 for i in 0..MR {
                     let p = a.add(i * lda + blk * wsize);
-                    wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
                     if has_min {
-                        wm[i] = _mm256_set1_ps(h2f!(rd16!(p.add(2))));
+                        // d and m side by side: one conversion, two broadcasts.
+                        let dm = std::ptr::read_unaligned(p.cast::<i32>());
+                        let dm = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(dm)));
+                        wd[i] = _mm256_broadcastss_ps(_mm256_castps256_ps128(dm));
+                        wm[i] = _mm256_permutevar8x32_ps(dm, _mm256_set1_epi32(1));
+                    } else {
+                        wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
                     }
                     let q = _mm_loadu_si128(p.add(qoff).cast());
                     let lo_hi = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
@@ -144,21 +212,21 @@ macro_rules! legacy_tier {
             }
         }
 
-        tiled!($feat, tile_q4_1, legacy_tile, $qm, $qn, K_Q4_1);
-        tiled!($feat, tile_q5_0, legacy_tile, $qm, $qn, K_Q5_0);
-        tiled!($feat, tile_q5_1, legacy_tile, $qm, $qn, K_Q5_1);
+        legacy_tiled!($feat, tile_q4_1, K_Q4_1, $gm, $qm, $qn);
+        legacy_tiled!($feat, tile_q5_0, K_Q5_0, $gm, $qm, $qn);
+        legacy_tiled!($feat, tile_q5_1, K_Q5_1, $gm, $qm, $qn);
 
         /// The Q4_1 / Q5_0 / Q5_1 tile kernel of this tier for weights of `wt`, with its tile
         /// size; `None` for other types.
         pub(in crate::kernels::x86) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
             Some(match wt {
-                DType::Q4_1 => (tile_q4_1 as TileFn, $qm, $qn),
-                DType::Q5_0 => (tile_q5_0 as TileFn, $qm, $qn),
-                DType::Q5_1 => (tile_q5_1 as TileFn, $qm, $qn),
+                DType::Q4_1 => (tile_q4_1 as TileFn, $rm, $rn),
+                DType::Q5_0 => (tile_q5_0 as TileFn, $rm, $rn),
+                DType::Q5_1 => (tile_q5_1 as TileFn, $rm, $rn),
                 _ => return None,
             })
         }
     };
 }
 
-pub(super) use legacy_tier;
+pub(super) use {legacy_tier, legacy_tiled};

@@ -23,16 +23,37 @@ pub(super) unsafe fn quantize_row_q8_k(src: &[f32], dst: &mut [u8]) {
 }
 
 /// The reference `abs_max` of 256 values: eight lanes of `if m > a { m } else { a }` over the
-/// 8-value chunks (`vmaxps(m, a)` is exactly that), then the same fold over the lanes.
+/// 8-value chunks, then the same fold over the lanes.
+///
+/// Without NaNs that is the plain maximum, which for magnitudes (non-negative floats) is the
+/// maximum of their bits as integers: two independent chains of `vpmaxsd`, then a horizontal
+/// maximum. A NaN magnitude (bits above infinity's) makes the reference depend on the order;
+/// the chunks are then folded one by one with `vmaxps(m, a)`, which is exactly its step.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn abs_max(x: *const f32) -> f32 {
+    let mask = _mm256_set1_epi32(0x7fff_ffff);
+    let mut m = [_mm256_setzero_si256(); 2];
+    for c in (0..32).step_by(2) {
+        for (t, mt) in m.iter_mut().enumerate() {
+            let v = _mm256_loadu_si256(x.add(8 * (c + t)).cast());
+            *mt = _mm256_max_epi32(*mt, _mm256_and_si256(v, mask));
+        }
+    }
+    let m8 = _mm256_max_epi32(m[0], m[1]);
+    let m4 = _mm_max_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256::<1>(m8));
+    let m2 = _mm_max_epi32(m4, _mm_shuffle_epi32::<0b01_00_11_10>(m4));
+    let m1 = _mm_max_epi32(m2, _mm_shuffle_epi32::<0b10_11_00_01>(m2));
+    let bits = _mm_cvtsi128_si32(m1);
+    if bits <= 0x7f80_0000 {
+        return f32::from_bits(bits as u32);
+    }
     let sign = _mm256_set1_ps(-0.0);
-    let mut m = _mm256_setzero_ps();
+    let mut ms = _mm256_setzero_ps();
     for c in 0..32 {
-        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x.add(8 * c))));
+        ms = _mm256_max_ps(ms, _mm256_andnot_ps(sign, _mm256_loadu_ps(x.add(8 * c))));
     }
     let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), m);
+    _mm256_storeu_ps(lanes.as_mut_ptr(), ms);
     let mut amax = 0f32;
     for a in lanes {
         amax = if amax > a { amax } else { a };
@@ -71,6 +92,10 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     }
     let max = first_of_magnitude(x, amax);
     let iscale = -127.0 / max;
+    // With a finite iscale, |iscale * v| < 127.5 for every number v and a NaN v gives its
+    // payload (0..2^22), so after the cap at 127 the quants are in -127..=127 and the
+    // truncation to i8 is a no-op; it matters only for an infinite iscale (a tiny |max|).
+    let in_range = iscale.is_finite();
     let isv = _mm256_set1_ps(iscale);
     let magic = _mm256_set1_ps(12_582_912.0);
     let mant = _mm256_set1_epi32(0x007f_ffff);
@@ -89,7 +114,7 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
             let n = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias);
             // min(127), then `as i8` (the low byte, sign-extended).
             let n = _mm256_min_epi32(n, cap);
-            *rt = _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(n));
+            *rt = if in_range { n } else { _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(n)) };
         }
         let p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
         // The packs interleave 128-bit lanes: restore the order of the 8-value groups.
