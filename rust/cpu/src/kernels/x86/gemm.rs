@@ -150,9 +150,24 @@ macro_rules! gemm_chunk {
                     let mv = $MR.min(m - i);
                     // SAFETY (whole block): the caller's contract covers rows i..i + mv, the
                     // K-block, the scratch panel, the activation panels and the C tiles.
+                    // The weight rows packed next: the next rows of this K-block, or the first
+                    // rows of the next one.
+                    let (nrow, nkb) = if i + $MR < m { (i + $MR, kb) } else { (0, kb + kc) };
+                    let (nrows, nbytes) = if nkb < k {
+                        ($MR.min(m - nrow), KC.min(k - nkb) * wsize(W))
+                    } else {
+                        (0, 0)
+                    };
                     unsafe {
                         pack_a::<{ $MR }, W>(a.add(i * lda + kb * wsize(W)), lda, mv, kc, scratch);
                         for p in 0..panels {
+                            // Prefetch a share of the next weight rows while this tile computes.
+                            for r in p * nrows / panels..(p + 1) * nrows / panels {
+                                let rp = a.add((nrow + r) * lda + nkb * wsize(W));
+                                for off in (0..nbytes).step_by(64) {
+                                    _mm_prefetch::<_MM_HINT_T1>(rp.add(off).cast::<i8>());
+                                }
+                            }
                             let nv = $NR.min(n - p * $NR);
                             let bp = b.add(p * k * $NR + kb * $NR);
                             let cp = c.add(p * $NR * ldc + i);
