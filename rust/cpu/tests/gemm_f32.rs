@@ -108,7 +108,7 @@ fn check(m: usize, n: usize, k: usize) {
 fn gemm_matches_exact_and_scalar_on_odd_shapes() {
     for k in [1, 7, 300, 4096] {
         for m in [1, 3, 17, 33, 130] {
-            for n in [1, 3, 17, GEMM_MIN_N, 33, 130] {
+            for n in [1, 3, 17, 33, GEMM_MIN_N, 77, 130] {
                 check(m, n, k);
             }
         }
@@ -144,7 +144,7 @@ fn gemm_threaded_equals_single_thread() {
 
 #[test]
 fn gemm_broadcast_strided_and_f16_activations() {
-    let (m, n, k) = (37, 35, 96);
+    let (m, n, k) = (37, 70, 96);
     // A: [k, m, 2, 1]; B: [k, n, 4, 3] (dims 2 and 3 broadcast over A's).
     let w = rand_vec(k * m * 2, 99);
     let a = f32_bytes(&w);
