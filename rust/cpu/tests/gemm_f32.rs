@@ -1,6 +1,6 @@
-//! The packed F32 GEMM path of the driver (N >= `GEMM_MIN_N` on the x86 tiers) against the f64
-//! product and the scalar tier, on odd shapes; threaded equal to single-threaded; broadcast,
-//! strided and F16 activations.
+//! The packed GEMM path of the driver (F32 / BF16 weights, N >= `GEMM_MIN_N`, x86 tiers)
+//! against the f64 product and the scalar tier, on odd shapes; threaded equal to
+//! single-threaded; broadcast, strided and F16 activations.
 
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
@@ -81,26 +81,34 @@ fn run(kernel: &MatKernel, threads: usize, a: &[u8], al: Layout, b: &[u8], bl: L
 }
 
 fn check(m: usize, n: usize, k: usize) {
-    let w = rand_vec(k * m, (m * 31 + n * 7 + k) as u64);
+    check_type(DType::F32, m, n, k);
+}
+
+/// Weights of `dtype` (F32 or BF16), `m` rows of `k`, against the f64 product of the
+/// dequantized weights and against the scalar tier.
+fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
+    let w0 = rand_vec(k * m, (m * 31 + n * 7 + k) as u64);
+    let a = quantize_to_vec(dtype, &w0).unwrap();
+    let w = dequantize_to_vec(dtype, &a, k * m).unwrap();
     let x = rand_vec(k * n, 1000 + n as u64);
-    let (a, b) = (f32_bytes(&w), f32_bytes(&x));
-    let al = Layout::contiguous(DType::F32, &[k, m]).unwrap();
+    let b = f32_bytes(&x);
+    let al = Layout::contiguous(dtype, &[k, m]).unwrap();
     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
     let want = reference(&w, &x, k, m, n);
-    let scalar = kernels::matmul_kernel_in(Tier::Scalar, DType::F32).unwrap();
+    let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
     assert!(!uses_gemm(&scalar, n, k));
     let base = run(&scalar, 1, &a, al, &b, bl);
-    assert!(nmse(&base, &want) <= 5e-4, "scalar {m}x{n}x{k}");
+    assert!(nmse(&base, &want) <= 5e-4, "scalar {dtype} {m}x{n}x{k}");
     let base = to_f64(&base);
     for tier in gemm_tiers() {
-        let kern = kernels::matmul_kernel_in(tier, DType::F32).unwrap();
+        let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
         assert_eq!(kern.tier, tier);
-        assert_eq!(uses_gemm(&kern, n, k), n >= GEMM_MIN_N, "{tier} n {n}");
+        assert_eq!(uses_gemm(&kern, n, k), n >= GEMM_MIN_N, "{tier} {dtype} n {n}");
         let got = run(&kern, 1, &a, al, &b, bl);
         let e = nmse(&got, &want);
-        assert!(e <= 5e-4, "{tier} {m}x{n}x{k}: nmse {e} vs exact");
+        assert!(e <= 5e-4, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs exact");
         let e = nmse(&got, &base);
-        assert!(e <= 1e-5, "{tier} {m}x{n}x{k}: nmse {e} vs scalar");
+        assert!(e <= 1e-5, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs scalar");
     }
 }
 
@@ -112,6 +120,26 @@ fn gemm_matches_exact_and_scalar_on_odd_shapes() {
                 check(m, n, k);
             }
         }
+    }
+}
+
+#[test]
+fn bf16_weights_use_the_gemm() {
+    for k in [1, 7, 300] {
+        for m in [3, 33, 130] {
+            for n in [17, GEMM_MIN_N, 130] {
+                check_type(DType::BF16, m, n, k);
+            }
+        }
+    }
+    check_type(DType::BF16, 70, 77, 4096);
+}
+
+#[test]
+fn f16_weights_keep_the_tiles() {
+    for tier in gemm_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, DType::F16).unwrap();
+        assert!(!uses_gemm(&kern, 130, 64));
     }
 }
 

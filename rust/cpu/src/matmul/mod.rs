@@ -15,7 +15,7 @@
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
 //!
-//! From [`GEMM_MIN_N`] activation rows on, F32 weights on an x86 tier use the packed GEMM
+//! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed GEMM
 //! instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in panels of
 //! `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the atomic
 //! counter) pack their weight rows per K-block into a per-thread scratch.
@@ -47,14 +47,14 @@ pub struct MatMul {
     panels: Mutex<Vec<f32>>,
 }
 
-/// Fewest activation rows for which F32 weights use the packed GEMM (where it has one): below
+/// Fewest activation rows for which F32 / BF16 weights use the packed GEMM (where it has one): below
 /// it, the register-tile kernels stream the weights once and are faster (measured on Zen 4:
 /// N = 32 and 48 faster with the tiles, N = 64 faster with the GEMM).
 pub const GEMM_MIN_N: usize = 64;
 
-/// Weight types that use the packed GEMM (where the tier has one). F16 / BF16 weights could
-/// (converted while packing) but were not faster than their tile kernels in measurements.
-const GEMM_WEIGHTS: [DType; 1] = [DType::F32];
+/// Weight types that use the packed GEMM (where the tier has one), BF16 converted while
+/// packing; F16 weights could too but were not faster than their tile kernels on Zen 4.
+const GEMM_WEIGHTS: [DType; 2] = [DType::F32, DType::BF16];
 
 /// Whether the driver runs `kernel` with the packed GEMM (see [`kernels::GemmFn`]) for `n`
 /// activation rows of `k` values.
