@@ -87,6 +87,9 @@ fn check(m: usize, n: usize, k: usize) {
 /// Weights of `dtype` (F32 or BF16), `m` rows of `k`, against the f64 product of the
 /// dequantized weights and against the scalar tier.
 fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
+    if gemm_tiers().is_empty() {
+        return; // Nothing to compare (e.g. aarch64 under emulation): spare the big products.
+    }
     let w0 = rand_vec(k * m, (m * 31 + n * 7 + k) as u64);
     let a = quantize_to_vec(dtype, &w0).unwrap();
     let w = dequantize_to_vec(dtype, &a, k * m).unwrap();
