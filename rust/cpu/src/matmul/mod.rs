@@ -15,10 +15,10 @@
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
 //!
-//! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed GEMM
-//! instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in panels of
-//! `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the atomic
-//! counter) pack their weight rows per K-block into a per-thread scratch.
+//! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed
+//! GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
+//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the
+//! atomic counter) pack their weight rows per K-block into a per-thread scratch.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (interleaved rows) are recognized by their
 //! address and use the repacked kernels.
@@ -47,9 +47,9 @@ pub struct MatMul {
     panels: Mutex<Vec<f32>>,
 }
 
-/// Fewest activation rows for which F32 / BF16 weights use the packed GEMM (where it has one): below
-/// it, the register-tile kernels stream the weights once and are faster (measured on Zen 4:
-/// N = 32 and 48 faster with the tiles, N = 64 faster with the GEMM).
+/// Fewest activation rows for which F32 / BF16 weights use the packed GEMM (where it has one):
+/// below it, the register-tile kernels stream the weights once and are faster (measured on
+/// Zen 4: N = 32 and 48 faster with the tiles, N = 64 faster with the GEMM).
 pub const GEMM_MIN_N: usize = 64;
 
 /// Weight types that use the packed GEMM (where the tier has one), BF16 converted while
