@@ -61,6 +61,9 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
 /// Packs `kc` values of `rows` (<= `MR`) weight rows of kind `W` starting at `a` (row stride
 /// `lda` bytes) as f32 `out[t * MR + i]`, rows from `rows` to `MR` zero.
 ///
+/// Sixteen values (one cache line of F32) of every row are packed at a time, so that each
+/// loaded line is used at once and the panel's lines are written whole, in order.
+///
 /// # Safety
 ///
 /// The CPU supports AVX2; the rows hold `kc` readable values; `out` has `MR * kc` f32.
@@ -73,44 +76,46 @@ unsafe fn pack_a<const MR: usize, const W: u8>(
     kc: usize,
     out: *mut f32,
 ) {
-    let kv = kc / 8 * 8;
-    let mut r8 = 0;
-    while r8 < MR {
-        if r8 + 8 <= rows {
-            // SAFETY (whole block): rows r8..r8 + 8 exist and hold kc values; stores stay
-            // within the MR * kc panel.
+    let full = rows / 8 * 8;
+    let kv = kc / 16 * 16;
+    let mut t = 0;
+    while t < kv {
+        let mut r8 = 0;
+        while r8 < full {
+            // SAFETY: rows r8..r8 + 8 exist and hold values t..t + 16; the stores stay within
+            // the MR * kc panel.
             unsafe {
                 let base = a.add(r8 * lda);
-                let mut t = 0;
-                while t < kv {
-                    let mut r = [_mm256_setzero_ps(); 8];
-                    for (i, v) in r.iter_mut().enumerate() {
-                        *v = load_w!(W, base.add(i * lda), t);
-                    }
-                    let cols = transpose8(r);
-                    for (u, v) in cols.iter().enumerate() {
-                        _mm256_storeu_ps(out.add((t + u) * MR + r8), *v);
-                    }
-                    t += 8;
+                let mut lo = [_mm256_setzero_ps(); 8];
+                let mut hi = [_mm256_setzero_ps(); 8];
+                for i in 0..8 {
+                    lo[i] = load_w!(W, base.add(i * lda), t);
+                    hi[i] = load_w!(W, base.add(i * lda), t + 8);
                 }
-                for t in kv..kc {
-                    for i in 0..8 {
-                        *out.add(t * MR + r8 + i) = scalar_w!(W, base.add(i * lda), t);
-                    }
+                let lo = transpose8(lo);
+                let hi = transpose8(hi);
+                for u in 0..8 {
+                    _mm256_storeu_ps(out.add((t + u) * MR + r8), lo[u]);
+                    _mm256_storeu_ps(out.add((t + 8 + u) * MR + r8), hi[u]);
                 }
             }
-        } else {
-            for i in r8..r8 + 8 {
-                for t in 0..kc {
-                    // SAFETY: row i exists when i < rows; the store is within the panel.
-                    unsafe {
-                        *out.add(t * MR + i) =
-                            if i < rows { scalar_w!(W, a.add(i * lda), t) } else { 0.0 };
-                    }
-                }
+            r8 += 8;
+        }
+        t += 16;
+    }
+    for t in kv..kc {
+        for i in 0..full {
+            // SAFETY: row i < rows holds value t; the store is within the panel.
+            unsafe { *out.add(t * MR + i) = scalar_w!(W, a.add(i * lda), t) };
+        }
+    }
+    for i in full..MR {
+        for t in 0..kc {
+            // SAFETY: row i exists when i < rows; the store is within the panel.
+            unsafe {
+                *out.add(t * MR + i) = if i < rows { scalar_w!(W, a.add(i * lda), t) } else { 0.0 };
             }
         }
-        r8 += 8;
     }
 }
 
