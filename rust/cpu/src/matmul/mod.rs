@@ -49,8 +49,9 @@ pub struct MatMul {
 
 /// Fewest activation rows for which F32 / BF16 weights use the packed GEMM (where it has one):
 /// below it, the register-tile kernels stream the weights once and are faster (measured on
-/// Zen 4: N = 32 and 48 faster with the tiles, N = 64 faster with the GEMM).
-pub const GEMM_MIN_N: usize = 64;
+/// Zen 4, 4096 x 4096 F32, 64-byte aligned operands as in CPU buffers, 1 thread: N = 32 71 vs
+/// 64 GFLOPS for the tiles, N = 48 67 vs 76 for the GEMM).
+pub const GEMM_MIN_N: usize = 48;
 
 /// Weight types that use the packed GEMM (where the tier has one), BF16 converted while
 /// packing; F16 weights could too but were not faster than their tile kernels on Zen 4.
