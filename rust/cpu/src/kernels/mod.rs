@@ -44,6 +44,40 @@ pub type TileFn = unsafe fn(
     nr: usize,
 );
 
+/// A packed-panel GEMM over one chunk: for `i < m` and `j < n`,
+/// `c[j * ldc + i] = dot(A_i, B_j)` over `k` values, where `A_i` is the float weight row at
+/// `a + i * lda` and `B_j` is column `j % NR` of the activation panel at `b + (j / NR) * k * NR`
+/// (panels hold `k` steps of `NR` f32, `panel[t * NR + j]`, zero past `n`).
+///
+/// # Safety
+///
+/// The CPU supports the kernel's tier; the rows and panels hold `k >= 1` values; `scratch`
+/// holds `MR * KC` writable f32; the `C` block is writable.
+pub type GemmFn = unsafe fn(
+    k: usize,
+    a: *const u8,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    m: usize,
+    n: usize,
+    scratch: *mut f32,
+);
+
+/// The packed GEMM serving `kernel` (plain F32 / F16 / BF16 weights on an x86 tier), as
+/// (function, `MR`, `NR`, `KC`); `None` when its tier has none.
+pub fn gemm_kernel(kernel: &MatKernel) -> Option<(GemmFn, usize, usize, usize)> {
+    if kernel.repacked {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let found = x86::gemm(kernel.tier, kernel.weight);
+    #[cfg(not(target_arch = "x86_64"))]
+    let found = None;
+    found
+}
+
 /// The activation format for weights of `wt`: F32 for float weights (F16 and BF16 weights are
 /// converted in the kernels, activations stay F32), ggml's `vec_dot_type` for quantized ones.
 pub const fn act_type(wt: DType) -> DType {

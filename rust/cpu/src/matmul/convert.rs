@@ -21,6 +21,9 @@ unsafe impl Send for Acts {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Acts {}
 
+/// K values per block when packing activation panels.
+const PACK_BLOCK: usize = 64;
+
 /// Rows converted per parallel task.
 const ROWS_PER_TASK: usize = 4;
 
@@ -126,4 +129,92 @@ unsafe fn gather(dtype: DType, src: *const u8, stride: usize, out: &mut [f32]) {
         let mut v = [0f32];
         *o = if dequantize_row(dtype, &tmp[..es], &mut v).is_ok() { v[0] } else { f32::NAN };
     }
+}
+
+/// Activations packed in panels of `nr` rows for the packed GEMM: plane `p = i2 + i3 * ne[2]`,
+/// panel `q` starts at `ptr + (p * per_plane + q) * k * nr` and holds `panel[t * nr + j] =
+/// B[q * nr + j][t]` (zero past the plane's rows).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Panels {
+    pub ptr: *const f32,
+    pub per_plane: usize,
+}
+
+// SAFETY: as for `Acts`: only read during the parallel section, outlived by its memory.
+unsafe impl Send for Panels {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Panels {}
+
+/// Packs the (F32, dense-row) activations `acts` in panels of `nr` rows of `k` values into
+/// `work` (see [`Panels`]), one panel per parallel task.
+///
+/// # Safety
+///
+/// `acts` must describe readable F32 rows of `k` values with `nb[0] == 4`.
+pub(crate) unsafe fn pack_panels(
+    acts: &Acts,
+    k: usize,
+    nr: usize,
+    work: &mut Vec<f32>,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+) -> Result<Panels> {
+    let [_, n, ne2, ne3] = acts.ne;
+    if nr == 0 || nr > 32 {
+        return Err(Error::InvalidArgument(format!("mul_mat: panel width {nr}")));
+    }
+    let per_plane = n.div_ceil(nr);
+    let tasks = per_plane * ne2 * ne3;
+    let len =
+        tasks.checked_mul(k * nr).ok_or(Error::Overflow { what: "activation panels".into() })?;
+    if work.len() < len {
+        work.resize(len, 0.0);
+    }
+    let out = SharedPtr(work.as_mut_ptr().cast::<u8>());
+    let next = AtomicUsize::new(0);
+    let worker = || loop {
+        let task = next.fetch_add(1, Ordering::Relaxed);
+        if task >= tasks {
+            return;
+        }
+        let (q, p) = (task % per_plane, task / per_plane);
+        let (i2, i3) = (p % ne2, p / ne2);
+        let rows = nr.min(n - q * nr);
+        let mut src = [std::ptr::null::<f32>(); 32];
+        for (j, s) in src.iter_mut().enumerate().take(rows) {
+            let off = (q * nr + j) * acts.nb[1] + i2 * acts.nb[2] + i3 * acts.nb[3];
+            // SAFETY: row (q * nr + j, i2, i3) exists (j < rows).
+            *s = unsafe { acts.ptr.add(off).cast::<f32>() };
+        }
+        // SAFETY: panel `task` of `k * nr` f32 lies within `work` (sized above) and is written
+        // by this task only; the source rows hold k readable f32 (caller's contract).
+        unsafe {
+            let dst = out.get().cast::<f32>().add(task * k * nr);
+            if rows < nr {
+                std::ptr::write_bytes(dst, 0, k * nr);
+            }
+            // Blocks of K values, so that the strided stores stay in L1.
+            let mut t0 = 0;
+            while t0 < k {
+                let t1 = (t0 + PACK_BLOCK).min(k);
+                for (j, s) in src[..rows].iter().enumerate() {
+                    for t in t0..t1 {
+                        *dst.add(t * nr + j) = s.add(t).read_unaligned();
+                    }
+                }
+                t0 = t1;
+            }
+        }
+    };
+    if threads > 1 && tasks > 1 {
+        pool.in_place_scope(|s| {
+            for _ in 1..threads.min(tasks) {
+                s.spawn(|_| worker());
+            }
+            worker();
+        });
+    } else {
+        worker();
+    }
+    Ok(Panels { ptr: work.as_ptr(), per_plane })
 }

@@ -15,11 +15,13 @@
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
 //!
-//! Weights in a [`crate::kernels::repack`] buffer (rows interleaved by eight) are recognized
-//! by their address and use the repacked kernels.
+//! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed
+//! GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
+//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the
+//! atomic counter) pack their weight rows per K-block into a per-thread scratch.
 //!
-//! Weights in a [`crate::kernels::repack`] buffer (interleaved rows) are recognized by their
-//! address and use the repacked kernels.
+//! Weights in a [`crate::kernels::repack`] buffer (rows interleaved in the layout of the tier
+//! that wrote them) are recognized by their address and use the kernels of that layout.
 
 mod convert;
 mod split;
@@ -38,10 +40,79 @@ pub struct TensorRef {
     pub ptr: *const u8,
 }
 
-/// The driver's state kept across calls: the activation work buffer.
+/// The driver's state kept across calls: the activation work buffers.
 #[derive(Debug, Default)]
 pub struct MatMul {
     work: Mutex<Vec<u64>>,
+    panels: Mutex<Vec<f32>>,
+}
+
+/// Fewest activation rows for which F32 / BF16 weights use the packed GEMM (where it has one):
+/// below it, the register-tile kernels stream the weights once and are faster (measured on
+/// Zen 4, 4096 x 4096 F32, 64-byte aligned operands as in CPU buffers, 1 thread: N = 32 71 vs
+/// 64 GFLOPS for the tiles, N = 48 67 vs 76 for the GEMM).
+pub const GEMM_MIN_N: usize = 48;
+
+/// Weight types that use the packed GEMM (where the tier has one), BF16 converted while
+/// packing; F16 weights could too but were not faster than their tile kernels on Zen 4.
+const GEMM_WEIGHTS: [DType; 2] = [DType::F32, DType::BF16];
+
+/// Whether the driver runs `kernel` with the packed GEMM (see [`kernels::GemmFn`]) for `n`
+/// activation rows of `k` values.
+pub fn uses_gemm(kernel: &MatKernel, n: usize, k: usize) -> bool {
+    gemm_for(kernel, n, k).is_some()
+}
+
+fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
+    if n < GEMM_MIN_N || k == 0 || !GEMM_WEIGHTS.contains(&kernel.weight) {
+        return None;
+    }
+    let (run, mr, nr, kc) = kernels::gemm_kernel(kernel)?;
+    Some(split::Gemm { run, mr, nr, kc })
+}
+
+/// Runs `work(chunk, state)` for every chunk on `threads` threads of `pool` (the calling thread
+/// included), each thread with its own `state()`; the threads take chunks from an atomic
+/// counter and poll `abort` between chunks. Returns `false` when aborted.
+fn parallel_chunks<S>(
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    chunks: usize,
+    abort: AbortFn<'_>,
+    state: impl Fn() -> S + Sync,
+    work: impl Fn(usize, &mut S) + Sync,
+) -> bool {
+    let failed = AtomicBool::new(false);
+    let next = AtomicUsize::new(0);
+    let worker = || {
+        let mut st = state();
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            if c >= chunks {
+                return;
+            }
+            if abort() {
+                failed.store(true, Ordering::Relaxed);
+                return;
+            }
+            work(c, &mut st);
+        }
+    };
+    if threads > 1 && chunks > 1 {
+        // The calling thread works too: the pool's workers join as they wake up.
+        pool.in_place_scope(|s| {
+            for _ in 1..threads.min(chunks) {
+                s.spawn(|_| worker());
+            }
+            worker();
+        });
+    } else {
+        worker();
+    }
+    !failed.load(Ordering::Relaxed)
 }
 
 /// The abort poll: returns `true` to stop.
@@ -164,42 +235,40 @@ impl MatMul {
         let mut guard = self.work.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: forwarded caller contract (b's bytes are readable).
         let acts = unsafe { convert::activations(kernel, k, &b, &mut guard, pool, threads)? };
-        let failed = AtomicBool::new(false);
-        let plan = split::Plan::new(kernel, &dl, &a.layout, &acts);
-        let next = AtomicUsize::new(0);
         let dptr = SharedPtr(dp);
         let aptr = SharedPtr(a.ptr.cast_mut());
-        let worker = || {
-            loop {
-                if failed.load(Ordering::Relaxed) {
-                    return;
-                }
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= plan.chunks() {
-                    return;
-                }
-                if abort() {
-                    failed.store(true, Ordering::Relaxed);
-                    return;
-                }
-                // SAFETY: the plan's chunks are disjoint tiles of dst within its layout; the
-                // operands are valid per the caller's contract.
-                unsafe { plan.run_chunk(c, kernel, aptr.get(), &acts, dptr) };
-            }
-        };
-        if threads > 1 && plan.chunks() > 1 {
-            // The calling thread works too: the pool's workers join as they wake up.
-            pool.in_place_scope(|s| {
-                for _ in 1..threads.min(plan.chunks()) {
-                    s.spawn(|_| worker());
-                }
-                worker();
-            });
+        let done = if let Some(g) = gemm_for(kernel, dl.ne[1], k) {
+            let mut pguard = self.panels.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the activations are F32 rows with nb[0] == 4 (format F32).
+            let panels =
+                unsafe { convert::pack_panels(&acts, k, g.nr, &mut pguard, pool, threads)? };
+            let plan = split::GemmPlan::new(&g, &dl, &a.layout, &panels);
+            let scratch = || vec![0f32; g.mr * g.kc + 16];
+            parallel_chunks(pool, threads, plan.chunks(), abort, scratch, |c, s| {
+                // A 64-byte aligned start (16 f32 of slack).
+                let off = s.as_ptr().align_offset(64).min(16);
+                let sp = s[off..].as_mut_ptr();
+                // SAFETY: the plan's chunks are disjoint blocks of dst within its layout; the
+                // operands are valid per the caller's contract; the scratch holds mr * kc f32.
+                unsafe { plan.run_chunk(c, &g, aptr.get(), &panels, dptr, sp) };
+            })
         } else {
-            worker();
-        }
+            let plan = split::Plan::new(kernel, &dl, &a.layout, &acts);
+            parallel_chunks(
+                pool,
+                threads,
+                plan.chunks(),
+                abort,
+                || (),
+                |c, _| {
+                    // SAFETY: the plan's chunks are disjoint tiles of dst within its layout; the
+                    // operands are valid per the caller's contract.
+                    unsafe { plan.run_chunk(c, kernel, aptr.get(), &acts, dptr) };
+                },
+            )
+        };
         kernels::tier::note_used(kernel.tier);
-        if failed.load(Ordering::Relaxed) {
+        if !done {
             return Err(Error::Aborted);
         }
         Ok(())

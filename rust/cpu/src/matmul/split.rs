@@ -1,8 +1,8 @@
 //! Steps 2 and 3 of the driver: the chunks of the output and the tiles inside a chunk.
 
-use super::convert::Acts;
+use super::convert::{Acts, Panels};
 use super::SharedPtr;
-use crate::kernels::MatKernel;
+use crate::kernels::{GemmFn, MatKernel};
 use tessera_core::Layout;
 
 /// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass): large
@@ -118,6 +118,115 @@ impl Plan {
                 }
                 i += mr;
             }
+        }
+    }
+}
+
+/// Activation columns a packed-GEMM chunk may span (its K-block of panels, `KC x 256` f32,
+/// stays in L2 while the chunk's weight panels pass).
+const GEMM_COLS: usize = 256;
+/// Chunks aimed for by the packed GEMM over the whole output.
+const GEMM_CHUNKS: usize = 48;
+/// Most weight rows in a packed-GEMM chunk.
+const GEMM_MAX_ROWS: usize = 512;
+
+/// The packed GEMM's function and tile sizes (see [`crate::kernels::gemm_kernel`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Gemm {
+    pub run: GemmFn,
+    pub mr: usize,
+    pub nr: usize,
+    pub kc: usize,
+}
+
+/// How the output is cut into chunks for the packed GEMM: weight rows by activation panels
+/// by planes.
+pub(crate) struct GemmPlan {
+    k: usize,
+    m: usize,
+    n: usize,
+    rc: usize,
+    pc: usize,
+    row_chunks: usize,
+    col_chunks: usize,
+    planes: [usize; 2],
+    bcast: [usize; 2],
+    a_nb: [usize; 4],
+    d_nb: [usize; 4],
+}
+
+impl GemmPlan {
+    pub(crate) fn new(g: &Gemm, dst: &Layout, a: &Layout, panels: &Panels) -> GemmPlan {
+        let (k, m, n) = (a.ne[0], a.ne[1], dst.ne[1]);
+        let np = panels.per_plane;
+        let pc = np.min((GEMM_COLS / g.nr).max(1));
+        let col_chunks = np.div_ceil(pc);
+        let pc = np.div_ceil(col_chunks);
+        let planes = [dst.ne[2], dst.ne[3]];
+        let want = GEMM_CHUNKS.div_ceil(col_chunks * planes[0] * planes[1]).max(1);
+        let rc = m.div_ceil(want).div_ceil(g.mr).max(1) * g.mr;
+        let rc = rc.clamp(g.mr, GEMM_MAX_ROWS.max(g.mr));
+        GemmPlan {
+            k,
+            m,
+            n,
+            rc,
+            pc,
+            row_chunks: m.div_ceil(rc),
+            col_chunks,
+            planes,
+            bcast: [dst.ne[2] / a.ne[2], dst.ne[3] / a.ne[3]],
+            a_nb: a.nb,
+            d_nb: dst.nb,
+        }
+    }
+
+    pub(crate) fn chunks(&self) -> usize {
+        self.row_chunks * self.col_chunks * self.planes[0] * self.planes[1]
+    }
+
+    /// Computes chunk `c` with the packed GEMM; `scratch` holds `mr * kc` f32.
+    ///
+    /// # Safety
+    ///
+    /// The operands must be valid for the plan's layouts and `panels` packed for `g.nr`;
+    /// chunks write disjoint parts of dst.
+    pub(crate) unsafe fn run_chunk(
+        &self,
+        c: usize,
+        g: &Gemm,
+        a: *mut u8,
+        panels: &Panels,
+        dst: SharedPtr,
+        scratch: *mut f32,
+    ) {
+        let rchunk = c % self.row_chunks;
+        let rest = c / self.row_chunks;
+        let cchunk = rest % self.col_chunks;
+        let plane = rest / self.col_chunks;
+        let (i2, i3) = (plane % self.planes[0], plane / self.planes[0]);
+        let (r0, r1) = (rchunk * self.rc, ((rchunk + 1) * self.rc).min(self.m));
+        let p0 = cchunk * self.pc;
+        let (c0, c1) = (p0 * g.nr, ((cchunk + 1) * self.pc * g.nr).min(self.n));
+        let ldc = self.d_nb[1] / 4;
+        // SAFETY: all offsets stay within the operands' layouts and the packed panels (plane
+        // indices are in range and the broadcast divides them as ggml does).
+        unsafe {
+            let a_plane =
+                a.add((i2 / self.bcast[0]) * self.a_nb[2] + (i3 / self.bcast[1]) * self.a_nb[3]);
+            let b = panels.ptr.add((plane * panels.per_plane + p0) * self.k * g.nr);
+            let d_plane = dst.get().add(i2 * self.d_nb[2] + i3 * self.d_nb[3]).cast::<f32>();
+            (g.run)(
+                self.k,
+                a_plane.add(r0 * self.a_nb[1]),
+                self.a_nb[1],
+                b,
+                d_plane.add(c0 * ldc + r0),
+                ldc,
+                r1 - r0,
+                c1 - c0,
+                scratch,
+            );
         }
     }
 }

@@ -3,6 +3,7 @@
 mod avx2;
 mod avx512;
 pub(crate) mod ew;
+mod gemm;
 mod kern;
 mod legacy;
 mod packed_avx2;
@@ -29,6 +30,16 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 /// The AVX2 kernel for repacked (8 x 8) weights of `wt`, with its tile size.
 pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_avx2::packed_tile(wt)
+}
+
+/// The packed GEMM of `tier` (AVX2 or AVX-512 VNNI) for weights of `wt`: function, `MR`,
+/// `NR`, `KC`.
+pub(super) fn gemm(tier: super::Tier, wt: DType) -> Option<(super::GemmFn, usize, usize, usize)> {
+    match tier {
+        super::Tier::Avx2 => gemm::avx2(wt),
+        super::Tier::Avx512Vnni => gemm::avx512(wt),
+        _ => None,
+    }
 }
 
 pub(super) use avx2::q8_block;

@@ -1,0 +1,219 @@
+//! The packed GEMM path of the driver (F32 / BF16 weights, N >= `GEMM_MIN_N`, x86 tiers)
+//! against the f64 product and the scalar tier, on odd shapes; threaded equal to
+//! single-threaded; broadcast, strided and F16 activations.
+
+use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
+use tessera_core::{DType, Layout};
+use tessera_cpu::kernels::{self, MatKernel, Tier};
+use tessera_cpu::matmul::{uses_gemm, MatMul, TensorRef, GEMM_MIN_N};
+
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn f32_bytes(x: &[f32]) -> Vec<u8> {
+    x.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn nmse(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    num / den.max(1e-300)
+}
+
+fn to_f64(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// The exact product: `out[j * m + i] = sum_t w[i * k + t] * x[j * k + t]`.
+fn reference(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0f64; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            out[j * m + i] = w[i * k..][..k]
+                .iter()
+                .zip(&x[j * k..][..k])
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+        }
+    }
+    out
+}
+
+/// The x86 tiers with a packed GEMM that this CPU supports.
+fn gemm_tiers() -> Vec<Tier> {
+    [Tier::Avx2, Tier::Avx512Vnni].into_iter().filter(|t| t.is_supported()).collect()
+}
+
+fn never() -> bool {
+    false
+}
+
+/// Runs the driver with `kernel`, weights `a` of layout `al`, activations `b` of layout `bl`.
+fn run(kernel: &MatKernel, threads: usize, a: &[u8], al: Layout, b: &[u8], bl: Layout) -> Vec<f32> {
+    let dl = Layout::contiguous(DType::F32, &[al.ne[1], bl.ne[1], bl.ne[2], bl.ne[3]]).unwrap();
+    let mut d = vec![f32::NAN; dl.nelements()];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    // SAFETY: every buffer holds its layout's bytes and dst is separate.
+    unsafe {
+        MatMul::new()
+            .run_with(
+                kernel,
+                &pool,
+                threads,
+                (dl, d.as_mut_ptr().cast()),
+                TensorRef { layout: al, ptr: a.as_ptr() },
+                TensorRef { layout: bl, ptr: b.as_ptr() },
+                &never,
+            )
+            .unwrap();
+    }
+    d
+}
+
+fn check(m: usize, n: usize, k: usize) {
+    check_type(DType::F32, m, n, k);
+}
+
+/// Weights of `dtype` (F32 or BF16), `m` rows of `k`, against the f64 product of the
+/// dequantized weights and against the scalar tier.
+fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
+    if gemm_tiers().is_empty() {
+        return; // Nothing to compare (e.g. aarch64 under emulation): spare the big products.
+    }
+    let w0 = rand_vec(k * m, (m * 31 + n * 7 + k) as u64);
+    let a = quantize_to_vec(dtype, &w0).unwrap();
+    let w = dequantize_to_vec(dtype, &a, k * m).unwrap();
+    let x = rand_vec(k * n, 1000 + n as u64);
+    let b = f32_bytes(&x);
+    let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    let want = reference(&w, &x, k, m, n);
+    let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
+    assert!(!uses_gemm(&scalar, n, k));
+    let base = run(&scalar, 1, &a, al, &b, bl);
+    assert!(nmse(&base, &want) <= 5e-4, "scalar {dtype} {m}x{n}x{k}");
+    let base = to_f64(&base);
+    for tier in gemm_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
+        assert_eq!(kern.tier, tier);
+        assert_eq!(uses_gemm(&kern, n, k), n >= GEMM_MIN_N, "{tier} {dtype} n {n}");
+        let got = run(&kern, 1, &a, al, &b, bl);
+        let e = nmse(&got, &want);
+        assert!(e <= 5e-4, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs exact");
+        let e = nmse(&got, &base);
+        assert!(e <= 1e-5, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs scalar");
+    }
+}
+
+#[test]
+fn gemm_matches_exact_and_scalar_on_odd_shapes() {
+    for k in [1, 7, 300, 4096] {
+        for m in [1, 3, 17, 33, 130] {
+            for n in [1, 3, 17, 33, GEMM_MIN_N, 77, 130] {
+                check(m, n, k);
+            }
+        }
+    }
+}
+
+#[test]
+fn bf16_weights_use_the_gemm() {
+    for k in [1, 7, 300] {
+        for m in [3, 33, 130] {
+            for n in [17, GEMM_MIN_N, 130] {
+                check_type(DType::BF16, m, n, k);
+            }
+        }
+    }
+    check_type(DType::BF16, 70, 77, 4096);
+}
+
+#[test]
+fn f16_weights_keep_the_tiles() {
+    for tier in gemm_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, DType::F16).unwrap();
+        assert!(!uses_gemm(&kern, 130, 64));
+    }
+}
+
+#[test]
+fn gemm_with_several_row_and_column_chunks() {
+    // More rows than one chunk takes, more columns than one chunk spans, K-blocks with a tail.
+    check(1100, 40, 520);
+    check(70, 300, 300);
+    check(47, 613, 33);
+}
+
+#[test]
+fn gemm_threaded_equals_single_thread() {
+    let (m, n, k) = (259, 70, 2048);
+    let w = f32_bytes(&rand_vec(k * m, 7));
+    let x = f32_bytes(&rand_vec(k * n, 8));
+    let al = Layout::contiguous(DType::F32, &[k, m]).unwrap();
+    let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    for tier in gemm_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, DType::F32).unwrap();
+        assert!(uses_gemm(&kern, n, k));
+        let one = run(&kern, 1, &w, al, &x, bl);
+        assert!(one.iter().all(|v| v.is_finite()));
+        for threads in [2, 3, 4] {
+            let many = run(&kern, threads, &w, al, &x, bl);
+            assert_eq!(one, many, "{tier} with {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn gemm_broadcast_strided_and_f16_activations() {
+    let (m, n, k) = (37, 70, 96);
+    // A: [k, m, 2, 1]; B: [k, n, 4, 3] (dims 2 and 3 broadcast over A's).
+    let w = rand_vec(k * m * 2, 99);
+    let a = f32_bytes(&w);
+    let al = Layout::contiguous(DType::F32, &[k, m, 2, 1]).unwrap();
+    let x = rand_vec(k * n * 12, 5);
+    let bl = Layout::contiguous(DType::F32, &[k, n, 4, 3]).unwrap();
+    let b = f32_bytes(&x);
+    // Transposed activations: stored as [n][k] columns, viewed as ne = [k, n] with
+    // nb = [4 * n, 4].
+    let xt = rand_vec(k * n, 6);
+    let mut bt = vec![0f32; k * n];
+    for j in 0..n {
+        for t in 0..k {
+            bt[t * n + j] = xt[j * k + t];
+        }
+    }
+    let mut btl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
+    btl.nb = [4 * n, 4, 4 * n * k, 4 * n * k];
+    let al1 = Layout::contiguous(DType::F32, &[k, m]).unwrap();
+    let want_t = reference(&w[..m * k], &xt, k, m, n);
+    // F16 activations.
+    let h = quantize_to_vec(DType::F16, &xt).unwrap();
+    let hl = Layout::contiguous(DType::F16, &[k, n]).unwrap();
+    let want_h =
+        reference(&w[..m * k], &dequantize_to_vec(DType::F16, &h, k * n).unwrap(), k, m, n);
+    for tier in gemm_tiers() {
+        let kern = kernels::matmul_kernel_in(tier, DType::F32).unwrap();
+        assert!(uses_gemm(&kern, n, k));
+        let got = run(&kern, 2, &a, al, &b, bl);
+        for p in 0..12 {
+            let wplane = &w[(p % 4 / 2) * m * k..][..m * k];
+            let want = reference(wplane, &x[p * n * k..][..n * k], k, m, n);
+            let e = nmse(&got[p * m * n..][..m * n], &want);
+            assert!(e <= 5e-4, "{tier} plane {p}: {e}");
+        }
+        let got = run(&kern, 2, &a[..m * k * 4], al1, &f32_bytes(&bt), btl);
+        assert!(nmse(&got, &want_t) <= 5e-4, "{tier} transposed B");
+        let got = run(&kern, 2, &a[..m * k * 4], al1, &h, hl);
+        assert!(nmse(&got, &want_h) <= 5e-4, "{tier} F16 B");
+    }
+}
