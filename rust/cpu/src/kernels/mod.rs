@@ -5,6 +5,72 @@
 //! (any type) and `B` the activations already converted to the weight type's activation format
 //! ([`act_type`]); the driver in [`crate::matmul`] splits a matmul into such tiles.
 
+/// Defines the [`TileFn`] `$name`, which covers an `mr x nr` request with register tiles
+/// `$inner::<R, C, $g>(k, a, lda, b, ldb, c, ldc)`: one activation row (GEMV) in tiles of `$GM`
+/// weight rows (default `$MR`), several in `$MR x $NR` tiles, and 1-wide edges. Every tier's
+/// kernels (x86 and ARM) are instantiated through it, inside `#[target_feature(enable = $feat)]`.
+macro_rules! tiled {
+    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, $g:expr) => {
+        $crate::kernels::tiled!($feat, $name, $inner, $MR, $NR, gemv $MR, $g);
+    };
+    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, gemv $GM:literal, $g:expr) => {
+        /// Tile kernel (see [`TileFn`](crate::kernels::TileFn)).
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`](crate::kernels::TileFn).
+        #[target_feature(enable = $feat)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            let mut i = 0;
+            if nr == 1 {
+                while i < mr {
+                    let (ap, cp) = (a.add(i * lda), c.add(i));
+                    if mr - i >= $GM {
+                        $inner::<$GM, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
+                        i += $GM;
+                    } else if mr - i >= $MR {
+                        $inner::<$MR, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
+                        i += $MR;
+                    } else {
+                        $inner::<1, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
+                        i += 1;
+                    }
+                }
+                return;
+            }
+            while i < mr {
+                let rs = if mr - i >= $MR { $MR } else { 1 };
+                let mut j = 0;
+                while j < nr {
+                    let cs = if nr - j >= $NR { $NR } else { 1 };
+                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
+                    match (rs == $MR, cs == $NR) {
+                        (true, true) => $inner::<$MR, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (true, false) => $inner::<$MR, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, true) => $inner::<1, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                        (false, false) => $inner::<1, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
+                    }
+                    j += cs;
+                }
+                i += rs;
+            }
+        }
+    };
+}
+#[allow(unused_imports)] // Only the architectures' tier modules use it.
+pub(crate) use tiled;
+
 pub mod tier;
 
 pub mod ew;

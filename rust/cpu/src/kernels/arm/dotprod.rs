@@ -2,9 +2,9 @@
 //! with `sdot` (emitted with `asm!`).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
+use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
-use super::{f16_at, tiled};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;

@@ -17,49 +17,6 @@ mod quant_act;
 use super::TileFn;
 use tessera_core::DType;
 
-/// Splits a tile request into full `MR x NR` tiles and 1-wide edges (as the x86 one).
-macro_rules! tiled {
-    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, $g:expr) => {
-        /// Tile kernel (see [`TileFn`](crate::kernels::TileFn)).
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`](crate::kernels::TileFn).
-        #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            let mut i = 0;
-            while i < mr {
-                let rs = if mr - i >= $MR { $MR } else { 1 };
-                let mut j = 0;
-                while j < nr {
-                    let cs = if nr - j >= $NR { $NR } else { 1 };
-                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
-                    match (rs == $MR, cs == $NR) {
-                        (true, true) => $inner::<$MR, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (true, false) => $inner::<$MR, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, true) => $inner::<1, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, false) => $inner::<1, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                    }
-                    j += cs;
-                }
-                i += rs;
-            }
-        }
-    };
-}
-pub(super) use tiled;
-
 /// The f16 at `p` (unaligned) as f32.
 ///
 /// # Safety

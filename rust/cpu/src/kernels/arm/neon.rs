@@ -2,8 +2,8 @@
 //! Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K with `smull` + `sadalp`.
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
+use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
-use super::{f16_at, tiled};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;

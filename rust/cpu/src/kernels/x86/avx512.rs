@@ -6,7 +6,7 @@
 super::kern::x86_tier!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     true,
-    (6, 4),
+    (6, 4, 8),
     (4, 4),
     (4, 2)
 );

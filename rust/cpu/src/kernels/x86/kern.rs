@@ -33,48 +33,6 @@ macro_rules! hsum {
     }};
 }
 
-/// Splits a tile request into full `MR x NR` tiles and 1-wide edges.
-macro_rules! tiled {
-    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, $g:expr) => {
-        /// Tile kernel (see [`TileFn`]).
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`].
-        #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            let mut i = 0;
-            while i < mr {
-                let rs = if mr - i >= $MR { $MR } else { 1 };
-                let mut j = 0;
-                while j < nr {
-                    let cs = if nr - j >= $NR { $NR } else { 1 };
-                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
-                    match (rs == $MR, cs == $NR) {
-                        (true, true) => $inner::<$MR, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (true, false) => $inner::<$MR, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, true) => $inner::<1, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, false) => $inner::<1, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                    }
-                    j += cs;
-                }
-                i += rs;
-            }
-        }
-    };
-}
-
 /// Loads 8 weights of kind `W` at element `t` of the row at `p`, as f32.
 macro_rules! load_w {
     ($W:expr, $p:expr, $t:expr) => {
@@ -99,6 +57,15 @@ macro_rules! scalar_w {
     };
 }
 
+/// The least common multiple of two tile sizes.
+pub(super) const fn lcm(a: usize, b: usize) -> usize {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
 /// Weight element kinds of the float kernel.
 pub(super) const W_F32: u8 = 0;
 /// F16 weights.
@@ -106,20 +73,29 @@ pub(super) const W_F16: u8 = 1;
 /// BF16 weights.
 pub(super) const W_BF16: u8 = 2;
 
-pub(super) use {h2f, hsum, load_w, rd16, scalar_w, tiled};
+pub(super) use {h2f, hsum, load_w, rd16, scalar_w};
 
 /// Instantiates the kernels of one x86 tier.
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` is available; `($fm, $fn)`,
-/// `($qm, $qn)`, `($km, $kn)`: tile sizes of the float, legacy-quant and k-quant kernels.
+/// `($qm, $qn)`, `($km, $kn)`: tile sizes of the float, legacy-quant and k-quant kernels;
+/// `$fg`: the weight rows a float matrix-vector tile streams side by side (more rows in
+/// flight read more of memory's bandwidth, up to what the registers hold).
 macro_rules! x86_tier {
-    ($feat:literal, $vnni:expr, ($fm:literal, $fn:literal), ($qm:literal, $qn:literal), ($km:literal, $kn:literal)) => {
-        use super::kern::{h2f, hsum, load_w, rd16, scalar_w, tiled};
+    (
+        $feat:literal, $vnni:expr, ($fm:literal, $fn:literal, $fg:literal),
+        ($qm:literal, $qn:literal), ($km:literal, $kn:literal)
+    ) => {
+        use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
         use tessera_core::DType;
 
         const VNNI: bool = $vnni;
+
+        /// The weight rows the float kernels offer the driver: a multiple of both the GEMM
+        /// and the GEMV register tiles, so that chunks split into whole tiles either way.
+        const FLOAT_ROWS: usize = super::kern::lcm($fm, $fg);
 
         use super::kern::{W_BF16, W_F16, W_F32};
 
@@ -582,9 +558,9 @@ macro_rules! x86_tier {
             }
         }
 
-        tiled!($feat, tile_f32, float_tile, $fm, $fn, W_F32);
-        tiled!($feat, tile_f16, float_tile, $fm, $fn, W_F16);
-        tiled!($feat, tile_bf16, float_tile, $fm, $fn, W_BF16);
+        tiled!($feat, tile_f32, float_tile, $fm, $fn, gemv $fg, W_F32);
+        tiled!($feat, tile_f16, float_tile, $fm, $fn, gemv $fg, W_F16);
+        tiled!($feat, tile_bf16, float_tile, $fm, $fn, gemv $fg, W_BF16);
         tiled!($feat, tile_q8_0, q_0_tile, $qm, $qn, false);
         tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
         tiled!($feat, tile_q4_k, q4_k_tile, $km, $kn, 0);
@@ -594,9 +570,9 @@ macro_rules! x86_tier {
         /// The tile kernel of this tier for weights of `wt`, with its tile size.
         pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
             Some(match wt {
-                DType::F32 => (tile_f32 as TileFn, $fm, $fn),
-                DType::F16 => (tile_f16 as TileFn, $fm, $fn),
-                DType::BF16 => (tile_bf16 as TileFn, $fm, $fn),
+                DType::F32 => (tile_f32 as TileFn, FLOAT_ROWS, $fn),
+                DType::F16 => (tile_f16 as TileFn, FLOAT_ROWS, $fn),
+                DType::BF16 => (tile_bf16 as TileFn, FLOAT_ROWS, $fn),
                 DType::Q8_0 => (tile_q8_0 as TileFn, $qm, $qn),
                 DType::Q4_0 => (tile_q4_0 as TileFn, $qm, $qn),
                 DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),

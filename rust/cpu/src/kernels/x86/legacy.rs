@@ -16,64 +16,6 @@ pub(super) const K_Q5_0: u8 = 1;
 /// Q5_1 weights (times Q8_1).
 pub(super) const K_Q5_1: u8 = 2;
 
-/// A tile kernel over `legacy_tile`: one activation row (GEMV) in register tiles of `$gm` weight
-/// rows, more in tiles of `$qm x $qn`; 1-wide edges.
-macro_rules! legacy_tiled {
-    ($feat:literal, $name:ident, $kind:ident, $gm:literal, $qm:literal, $qn:literal) => {
-        /// Tile kernel (see [`TileFn`]).
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`].
-        #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            let mut i = 0;
-            if nr == 1 {
-                while i < mr {
-                    let ap = a.add(i * lda);
-                    if mr - i >= $gm {
-                        legacy_tile::<$gm, 1, $kind>(k, ap, lda, b, ldb, c.add(i), ldc);
-                        i += $gm;
-                    } else {
-                        legacy_tile::<1, 1, $kind>(k, ap, lda, b, ldb, c.add(i), ldc);
-                        i += 1;
-                    }
-                }
-                return;
-            }
-            while i < mr {
-                let rs = if mr - i >= $qm { $qm } else { 1 };
-                let mut j = 0;
-                while j < nr {
-                    let cs = if nr - j >= $qn { $qn } else { 1 };
-                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
-                    match (rs == $qm, cs == $qn) {
-                        (true, true) => {
-                            legacy_tile::<$qm, $qn, $kind>(k, ap, lda, bp, ldb, cp, ldc)
-                        }
-                        (true, false) => legacy_tile::<$qm, 1, $kind>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, true) => legacy_tile::<1, $qn, $kind>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, false) => legacy_tile::<1, 1, $kind>(k, ap, lda, bp, ldb, cp, ldc),
-                    }
-                    j += cs;
-                }
-                i += rs;
-            }
-        }
-    };
-}
-
 /// Instantiates the Q4_1 / Q5_0 / Q5_1 kernels of one x86 tier and its `tile` lookup.
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` (and AVX-512 BW/VL byte masks)
@@ -85,7 +27,6 @@ macro_rules! legacy_tier {
         ($qm:literal, $qn:literal), ($rm:literal, $rn:literal)
     ) => {
         use crate::kernels::x86::kern::{h2f, hsum, rd16};
-        use crate::kernels::x86::legacy::legacy_tiled;
         use crate::kernels::x86::legacy::{K_Q4_1, K_Q5_0, K_Q5_1};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
@@ -212,9 +153,9 @@ macro_rules! legacy_tier {
             }
         }
 
-        legacy_tiled!($feat, tile_q4_1, K_Q4_1, $gm, $qm, $qn);
-        legacy_tiled!($feat, tile_q5_0, K_Q5_0, $gm, $qm, $qn);
-        legacy_tiled!($feat, tile_q5_1, K_Q5_1, $gm, $qm, $qn);
+        tiled!($feat, tile_q4_1, legacy_tile, $qm, $qn, gemv $gm, K_Q4_1);
+        tiled!($feat, tile_q5_0, legacy_tile, $qm, $qn, gemv $gm, K_Q5_0);
+        tiled!($feat, tile_q5_1, legacy_tile, $qm, $qn, gemv $gm, K_Q5_1);
 
         /// The Q4_1 / Q5_0 / Q5_1 tile kernel of this tier for weights of `wt`, with its tile
         /// size; `None` for other types.
@@ -229,4 +170,4 @@ macro_rules! legacy_tier {
     };
 }
 
-pub(super) use {legacy_tier, legacy_tiled};
+pub(super) use legacy_tier;
