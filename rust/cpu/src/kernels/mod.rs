@@ -71,6 +71,49 @@ macro_rules! tiled {
 #[allow(unused_imports)] // Only the architectures' tier modules use it.
 pub(crate) use tiled;
 
+/// Defines the [`TileFn`] `$name` for repacked weights: one group of `$rows` interleaved rows
+/// (the `mr` the driver passes) times the activation rows, in kernels `$group::<N, $flag>(k, a,
+/// b, ldb, c, ldc)` of `N` activation rows taken widest first from `[$($n),+]`, whose last
+/// width must be 1.
+macro_rules! packed_tiled {
+    ($feat:literal, $name:ident, $group:ident, $flag:expr, $rows:expr, [$($n:literal),+]) => {
+        /// Tile kernel on repacked weights (see [`TileFn`](crate::kernels::TileFn)).
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`](crate::kernels::TileFn); `a` points to one group of repacked rows.
+        #[target_feature(enable = $feat)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            k: usize,
+            a: *const u8,
+            _lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+        ) {
+            debug_assert_eq!(mr, $rows);
+            let mut j = 0;
+            while j < nr {
+                let left = nr - j;
+                // SAFETY: columns j.. of the tile (the caller's contract).
+                let (bp, cp) = unsafe { (b.add(j * ldb), c.add(j * ldc)) };
+                $(
+                    if left >= $n {
+                        // SAFETY: `$n` activation rows remain; the group is the caller's.
+                        unsafe { $group::<$n, $flag>(k, a, bp, ldb, cp, ldc) };
+                        j += $n;
+                        continue;
+                    }
+                )+
+            }
+        }
+    };
+}
+
 pub mod tier;
 
 pub mod ew;

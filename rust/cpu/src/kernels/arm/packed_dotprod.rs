@@ -120,49 +120,8 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
-macro_rules! packed_tile_fn {
-    ($name:ident, $q4:expr) => {
-        /// Tile kernel on 4 x 4 repacked weights (see [`TileFn`]): `mr` is always 4 (a group);
-        /// the activation rows are taken four at a time.
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`]; `a` points to a group of four rows repacked in 4 x 4.
-        #[target_feature(enable = "neon,dotprod")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            debug_assert_eq!(mr, ROWS);
-            let mut j = 0;
-            while j < nr {
-                let n = (nr - j).min(4);
-                // SAFETY: columns j..j + n of the tile (caller's contract).
-                unsafe {
-                    let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
-                    match n {
-                        4 => group::<4, $q4>(k, a, bp, ldb, cp, ldc),
-                        3 => group::<3, $q4>(k, a, bp, ldb, cp, ldc),
-                        2 => group::<2, $q4>(k, a, bp, ldb, cp, ldc),
-                        _ => group::<1, $q4>(k, a, bp, ldb, cp, ldc),
-                    }
-                }
-                j += n;
-            }
-        }
-    };
-}
-
-packed_tile_fn!(packed_q4_0, true);
-packed_tile_fn!(packed_q8_0, false);
+packed_tiled!("neon,dotprod", packed_q4_0, group, true, ROWS, [4, 3, 2, 1]);
+packed_tiled!("neon,dotprod", packed_q8_0, group, false, ROWS, [4, 3, 2, 1]);
 
 /// The kernel for 4 x 4 repacked weights of `wt`, with its tile size (4 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {

@@ -83,47 +83,30 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     }
 }
 
-macro_rules! packed_tile_fn {
-    ($name:ident, $q4:expr) => {
-        /// Tile kernel on repacked weights (see [`TileFn`]): `mr` is always 16 (a group).
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`]; `a` points to a group of sixteen repacked rows.
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            debug_assert_eq!(mr, 16);
-            let mut j = 0;
-            while j < nr {
-                let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
-                if nr - j >= 8 {
-                    packed::<8, $q4>(k, a, bp, ldb, cp, ldc);
-                    j += 8;
-                } else if nr - j >= 4 {
-                    packed::<4, $q4>(k, a, bp, ldb, cp, ldc);
-                    j += 4;
-                } else {
-                    packed::<1, $q4>(k, a, bp, ldb, cp, ldc);
-                    j += 1;
-                }
-            }
-        }
-    };
-}
-
-packed_tile_fn!(packed_q4_0, true);
-packed_tile_fn!(packed_q8_0, false);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q4_0,
+    packed,
+    true,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q8_0,
+    packed,
+    false,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q4_k,
+    packed_q4k,
+    0,
+    16,
+    [8, 4, 1]
+);
 
 /// The kernel for repacked weights of `wt`, with its tile size (16 rows, 8 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -139,7 +122,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 /// 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer sums, scaled in f32 by
 /// `d * sc`; the mins are applied with the activations' `bsums`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn packed_q4k<const NR: usize>(
+unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -220,40 +203,5 @@ unsafe fn packed_q4k<const NR: usize>(
     }
     for (j, acc_j) in acc.iter().enumerate() {
         _mm512_storeu_ps(c.add(j * ldc), *acc_j);
-    }
-}
-
-/// Tile kernel on repacked Q4_K weights (see [`TileFn`]): `mr` is always 16 (a group).
-///
-/// # Safety
-///
-/// As [`TileFn`]; `a` points to a group of sixteen repacked rows.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn packed_q4_k(
-    k: usize,
-    a: *const u8,
-    _lda: usize,
-    b: *const u8,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    mr: usize,
-    nr: usize,
-) {
-    debug_assert_eq!(mr, 16);
-    let mut j = 0;
-    while j < nr {
-        let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
-        if nr - j >= 8 {
-            packed_q4k::<8>(k, a, bp, ldb, cp, ldc);
-            j += 8;
-        } else if nr - j >= 4 {
-            packed_q4k::<4>(k, a, bp, ldb, cp, ldc);
-            j += 4;
-        } else {
-            packed_q4k::<1>(k, a, bp, ldb, cp, ldc);
-            j += 1;
-        }
     }
 }

@@ -148,50 +148,8 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
-macro_rules! packed_tile_fn {
-    ($name:ident, $q4:expr) => {
-        /// Tile kernel on 8 x 8 repacked weights (see [`TileFn`]): `mr` is always 8 (a group);
-        /// the activation rows are taken four at a time.
-        ///
-        /// # Safety
-        ///
-        /// As [`TileFn`]; `a` points to a group of eight rows repacked in 8 x 8.
-        #[target_feature(enable = "avx2,fma,f16c")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            debug_assert_eq!(mr, ROWS);
-            let mut j = 0;
-            while j < nr {
-                // SAFETY: columns j.. of the tile (caller's contract).
-                let (bp, cp) = unsafe { (b.add(j * ldb), c.add(j * ldc)) };
-                let n = (nr - j).min(4);
-                // SAFETY: as above; `n` activation rows remain.
-                unsafe {
-                    match n {
-                        4 => group::<4, $q4>(k, a, bp, ldb, cp, ldc),
-                        3 => group::<3, $q4>(k, a, bp, ldb, cp, ldc),
-                        2 => group::<2, $q4>(k, a, bp, ldb, cp, ldc),
-                        _ => group::<1, $q4>(k, a, bp, ldb, cp, ldc),
-                    }
-                }
-                j += n;
-            }
-        }
-    };
-}
-
-packed_tile_fn!(packed_q4_0, true);
-packed_tile_fn!(packed_q8_0, false);
+packed_tiled!("avx2,fma,f16c", packed_q4_0, group, true, ROWS, [4, 3, 2, 1]);
+packed_tiled!("avx2,fma,f16c", packed_q8_0, group, false, ROWS, [4, 3, 2, 1]);
 
 /// The kernel for 8 x 8 repacked weights of `wt`, with its tile size (8 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
