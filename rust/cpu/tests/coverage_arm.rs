@@ -7,6 +7,9 @@
 //! cortex-a76: dotprod, max: i8mm, which uses the dotprod kernels for these types).
 #![cfg(target_arch = "aarch64")]
 
+mod common;
+
+use common::{f32_bytes, nmse, rand_vec};
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
@@ -22,29 +25,6 @@ const COVERED: [(DType, &[Tier]); 5] = [
 ];
 
 const ARM_TIERS: [Tier; 3] = [Tier::Neon, Tier::Dotprod, Tier::I8mm];
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-fn nmse(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
-    let den: f64 = want.iter().map(|w| w * w).sum();
-    num / den.max(1e-300)
-}
-
-fn f32_bytes(x: &[f32]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
 
 /// The highest tier at or below `tier` with its own kernel for `dtype` (what the kernel lookup
 /// must pick).

@@ -2,33 +2,13 @@
 //! against the f64 product and the scalar tier, on odd shapes; threaded equal to
 //! single-threaded; broadcast, strided and F16 activations.
 
+mod common;
+
+use common::{f32_bytes, never, nmse, rand_vec};
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
 use tessera_cpu::matmul::{uses_gemm, MatMul, TensorRef, GEMM_MIN_N};
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-fn f32_bytes(x: &[f32]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn nmse(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
-    let den: f64 = want.iter().map(|w| w * w).sum();
-    num / den.max(1e-300)
-}
 
 fn to_f64(x: &[f32]) -> Vec<f64> {
     x.iter().map(|&v| f64::from(v)).collect()
@@ -52,10 +32,6 @@ fn reference(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f64> {
 /// The x86 tiers with a packed GEMM that this CPU supports.
 fn gemm_tiers() -> Vec<Tier> {
     [Tier::Avx2, Tier::Avx512Vnni].into_iter().filter(|t| t.is_supported()).collect()
-}
-
-fn never() -> bool {
-    false
 }
 
 /// Runs the driver with `kernel`, weights `a` of layout `al`, activations `b` of layout `bl`.

@@ -4,6 +4,9 @@
 //!
 //! Under emulation (aarch64 on qemu) set `TESSERA_TEST_SMALL=1` to shrink the big shapes.
 
+mod common;
+
+use common::{f32_bytes, never, nmse, rand_vec};
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
@@ -34,26 +37,8 @@ fn small() -> bool {
         || cfg!(target_arch = "aarch64") && std::env::var("TESSERA_EXPECT_CPU").is_ok()
 }
 
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
 fn supported_tiers() -> Vec<Tier> {
     Tier::ALL.into_iter().filter(|t| t.is_supported()).collect()
-}
-
-fn nmse(got: &[f32], want: &[f64]) -> f64 {
-    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
-    let den: f64 = want.iter().map(|w| w * w).sum();
-    num / den.max(1e-300)
 }
 
 /// A weight matrix of `dtype` (`m` rows of `k`), its bytes and its dequantized values.
@@ -66,10 +51,6 @@ fn weights(dtype: DType, k: usize, m: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
 
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
-}
-
-fn never() -> bool {
-    false
 }
 
 /// Runs the driver with `kernel` on weights `a` (`[k, m]`) and F32 activations `b` of layout
@@ -99,10 +80,6 @@ fn run(
         )?;
     }
     Ok(d)
-}
-
-fn f32_bytes(x: &[f32]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 /// The exact product (f64) of dequantized weights and f32 activations.

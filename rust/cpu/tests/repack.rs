@@ -7,6 +7,9 @@
 //!
 //! Under emulation (aarch64 on qemu) set `TESSERA_TEST_SMALL=1` to shrink the shapes.
 
+mod common;
+
+use common::{nmse, rand_vec};
 use tessera_core::backend::BufferType;
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
@@ -24,24 +27,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 fn small() -> bool {
     std::env::var("TESSERA_TEST_SMALL").is_ok_and(|v| !v.is_empty() && v != "0")
         || cfg!(target_arch = "aarch64") && std::env::var("TESSERA_EXPECT_CPU").is_ok()
-}
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-fn nmse(got: &[f32], want: &[f64]) -> f64 {
-    let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
-    let den: f64 = want.iter().map(|w| w * w).sum();
-    num / den.max(1e-300)
 }
 
 /// The tiers of this CPU that have a repacked layout, with it.

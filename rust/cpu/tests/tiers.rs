@@ -4,6 +4,9 @@
 //! `cortex-a53` expects the NEON tier, `cortex-a76` dotprod, `max` i8mm. On x86_64 the AVX2
 //! tier (and AVX-512 VNNI where the CPU has it) is checked against the scalar reference.
 
+mod common;
+
+use common::rand_vec;
 use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
@@ -13,18 +16,6 @@ static TIER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
 }
 
 /// Runs a Q8_0 / Q4_0 matmul with the kernel of `tier` and returns (result, tier that ran).

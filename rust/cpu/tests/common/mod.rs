@@ -43,6 +43,29 @@ impl Rng {
     }
 }
 
+/// `n` values in `[-1, 1)` from an xorshift sequence seeded by `seed` (the kernel tests' data).
+pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The little-endian bytes of `x`.
+pub fn f32_bytes(x: &[f32]) -> Vec<u8> {
+    x.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// An abort poll that never stops.
+pub fn never() -> bool {
+    false
+}
+
 /// Normalized mean squared error `sum (a - b)^2 / sum b^2`.
 pub fn nmse(got: &[f32], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len(), "length");
