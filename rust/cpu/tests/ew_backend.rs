@@ -37,7 +37,7 @@ fn write(g: &Graph, id: TensorId, v: &[f32]) -> R {
     Ok(())
 }
 
-/// NMSE of `got` against `want`, where NaN must match NaN.
+/// NMSE of `got` against `want`, where NaN must match NaN and zero must match zero.
 fn compare(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let (mut num, mut den) = (0f64, 0f64);
@@ -47,6 +47,8 @@ fn compare(what: &str, got: &[f32], want: &[f32]) {
             continue;
         }
         assert!(g.is_finite(), "{what}: element {i}: got {g}, want {w}");
+        // Exact zeros stay exact (masked softmax entries, products with zero).
+        assert!(w != 0.0 || g == 0.0, "{what}: element {i}: got {g}, want 0");
         num += (f64::from(g) - f64::from(w)).powi(2);
         den += f64::from(w).powi(2);
     }

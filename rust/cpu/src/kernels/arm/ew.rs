@@ -4,10 +4,13 @@ use crate::kernels::ew::{scalar, GELU_A, GELU_C};
 use std::arch::aarch64::*;
 
 /// `exp` of 4 lanes: range reduction by ln 2 and a degree-6 polynomial (about 1e-7 relative);
-/// inputs are clamped to [-87.3, 88.3].
+/// inputs are clamped to [-87.3, 88.3], and below -87.3 (including `-inf`, a masked logit) the
+/// result is exactly 0.
 macro_rules! exp4 {
     ($x:expr) => {{
-        let x = vmaxq_f32(vminq_f32($x, vdupq_n_f32(88.3)), vdupq_n_f32(-87.3));
+        let xin = $x;
+        let under = vcltq_f32(xin, vdupq_n_f32(-87.3));
+        let x = vmaxq_f32(vminq_f32(xin, vdupq_n_f32(88.3)), vdupq_n_f32(-87.3));
         let n = vrndnq_f32(vmulq_n_f32(x, std::f32::consts::LOG2_E));
         let r = vfmsq_f32(x, n, vdupq_n_f32(0.693_359_4));
         let r = vfmsq_f32(r, n, vdupq_n_f32(-2.121_944_4e-4));
@@ -16,7 +19,8 @@ macro_rules! exp4 {
             p = vfmaq_f32(vdupq_n_f32(c), p, r);
         }
         let e = vshlq_n_s32::<23>(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)));
-        vmulq_f32(p, vreinterpretq_f32_s32(e))
+        let y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+        vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), under))
     }};
 }
 

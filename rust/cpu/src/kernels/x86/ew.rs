@@ -4,10 +4,13 @@ use crate::kernels::ew::{scalar, GELU_A, GELU_C};
 use std::arch::x86_64::*;
 
 /// `exp` of 8 lanes: range reduction by ln 2 and a degree-6 polynomial (about 1e-7 relative);
-/// inputs are clamped to [-87.3, 88.3].
+/// inputs are clamped to [-87.3, 88.3], and below -87.3 (including `-inf`, a masked logit) the
+/// result is exactly 0.
 macro_rules! exp8 {
     ($x:expr) => {{
-        let x = _mm256_max_ps(_mm256_min_ps($x, _mm256_set1_ps(88.3)), _mm256_set1_ps(-87.3));
+        let xin = $x;
+        let under = _mm256_cmp_ps::<_CMP_LT_OQ>(xin, _mm256_set1_ps(-87.3));
+        let x = _mm256_max_ps(_mm256_min_ps(xin, _mm256_set1_ps(88.3)), _mm256_set1_ps(-87.3));
         let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
         );
@@ -21,7 +24,7 @@ macro_rules! exp8 {
             _mm256_cvtps_epi32(n),
             _mm256_set1_epi32(127),
         ));
-        _mm256_mul_ps(p, _mm256_castsi256_ps(e))
+        _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)))
     }};
 }
 
