@@ -71,6 +71,10 @@ fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
     Some(split::Gemm { run, mr, nr, kc })
 }
 
+/// Spin rounds the calling thread waits for the pool's helpers before sleeping (about a
+/// millisecond).
+const JOIN_SPINS: usize = 1 << 17;
+
 /// Runs `work(chunk, state)` for every chunk on `threads` threads of `pool` (the calling thread
 /// included), each thread with its own `state()`; the threads take chunks from an atomic
 /// counter and poll `abort` between chunks. Returns `false` when aborted.
@@ -102,12 +106,25 @@ fn parallel_chunks<S>(
         }
     };
     if threads > 1 && chunks > 1 {
-        // The calling thread works too: the pool's workers join as they wake up.
+        // The calling thread works too: the pool's workers join as they wake up. When it runs
+        // out of chunks it spins until the helpers are done instead of sleeping in the scope's
+        // join (waking a sleeping thread costs tens of microseconds, the length of a whole
+        // token-generation matmul); after `JOIN_SPINS` rounds it sleeps there after all.
+        let helpers = threads.min(chunks) - 1;
+        let done = AtomicUsize::new(0);
         pool.in_place_scope(|s| {
-            for _ in 1..threads.min(chunks) {
-                s.spawn(|_| worker());
+            for _ in 0..helpers {
+                s.spawn(|_| {
+                    worker();
+                    done.fetch_add(1, Ordering::Release);
+                });
             }
             worker();
+            let mut spins = 0;
+            while done.load(Ordering::Acquire) < helpers && spins < JOIN_SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            }
         });
     } else {
         worker();
@@ -253,7 +270,7 @@ impl MatMul {
                 unsafe { plan.run_chunk(c, &g, aptr.get(), &panels, dptr, sp) };
             })
         } else {
-            let plan = split::Plan::new(kernel, &dl, &a.layout, &acts);
+            let plan = split::Plan::new(kernel, &dl, &a.layout, &acts, threads);
             parallel_chunks(
                 pool,
                 threads,

@@ -30,7 +30,13 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(kernel: &MatKernel, dst: &Layout, a: &Layout, acts: &Acts) -> Plan {
+    pub(crate) fn new(
+        kernel: &MatKernel,
+        dst: &Layout,
+        a: &Layout,
+        acts: &Acts,
+        threads: usize,
+    ) -> Plan {
         let (k, m, n) = (a.ne[0], a.ne[1], acts.ne[1]);
         let per_col = acts.nb[1].max(1);
         let cc = if n <= kernel.nr {
@@ -45,7 +51,11 @@ impl Plan {
         };
         let col_chunks = n.div_ceil(cc);
         let planes = [acts.ne[2], acts.ne[3]];
-        let want = (CHUNKS_PER_THREAD_HINT * 8).div_ceil(col_chunks * planes[0] * planes[1]).max(1);
+        // Chunks big enough that each thread streams long runs of weight rows (every jump to
+        // a new chunk restarts the hardware prefetchers), enough of them to balance the load.
+        let want = (CHUNKS_PER_THREAD_HINT * threads.max(1))
+            .div_ceil(col_chunks * planes[0] * planes[1])
+            .max(1);
         let rc = m.div_ceil(want).div_ceil(kernel.mr).max(1) * kernel.mr;
         let rc = rc.clamp(kernel.mr, 512.max(kernel.mr));
         Plan {
