@@ -75,9 +75,39 @@ fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
 /// millisecond).
 const JOIN_SPINS: usize = 1 << 17;
 
+/// The chunks split into one contiguous range per thread: each thread takes the chunks of its
+/// own range in order (long runs of adjacent weight rows, which the hardware prefetchers
+/// stream best), then helps with the others' ranges, so fast cores still take more.
+struct Ranges {
+    next: Vec<AtomicUsize>,
+    ends: Vec<usize>,
+}
+
+impl Ranges {
+    fn new(chunks: usize, parts: usize) -> Ranges {
+        let bound = |r: usize| r * chunks / parts;
+        Ranges {
+            next: (0..parts).map(|r| AtomicUsize::new(bound(r))).collect(),
+            ends: (1..=parts).map(bound).collect(),
+        }
+    }
+
+    /// The next chunk for thread `me`: from its own range first, then from the others.
+    fn claim(&self, me: usize) -> Option<usize> {
+        let parts = self.ends.len();
+        (0..parts).map(|d| (me + d) % parts).find_map(|r| {
+            if self.next[r].load(Ordering::Relaxed) >= self.ends[r] {
+                return None;
+            }
+            let c = self.next[r].fetch_add(1, Ordering::Relaxed);
+            (c < self.ends[r]).then_some(c)
+        })
+    }
+}
+
 /// Runs `work(chunk, state)` for every chunk on `threads` threads of `pool` (the calling thread
-/// included), each thread with its own `state()`; the threads take chunks from an atomic
-/// counter and poll `abort` between chunks. Returns `false` when aborted.
+/// included), each thread with its own `state()`; the threads take chunks from their
+/// [`Ranges`] and poll `abort` between chunks. Returns `false` when aborted.
 fn parallel_chunks<S>(
     pool: &rayon::ThreadPool,
     threads: usize,
@@ -87,15 +117,12 @@ fn parallel_chunks<S>(
     work: impl Fn(usize, &mut S) + Sync,
 ) -> bool {
     let failed = AtomicBool::new(false);
-    let next = AtomicUsize::new(0);
-    let worker = || {
+    let parts = threads.clamp(1, chunks.max(1));
+    let ranges = Ranges::new(chunks, parts);
+    let worker = |me: usize| {
         let mut st = state();
-        loop {
+        while let Some(c) = ranges.claim(me) {
             if failed.load(Ordering::Relaxed) {
-                return;
-            }
-            let c = next.fetch_add(1, Ordering::Relaxed);
-            if c >= chunks {
                 return;
             }
             if abort() {
@@ -105,21 +132,22 @@ fn parallel_chunks<S>(
             work(c, &mut st);
         }
     };
-    if threads > 1 && chunks > 1 {
+    if parts > 1 {
         // The calling thread works too: the pool's workers join as they wake up. When it runs
         // out of chunks it spins until the helpers are done instead of sleeping in the scope's
         // join (waking a sleeping thread costs tens of microseconds, the length of a whole
         // token-generation matmul); after `JOIN_SPINS` rounds it sleeps there after all.
-        let helpers = threads.min(chunks) - 1;
+        let helpers = parts - 1;
         let done = AtomicUsize::new(0);
+        let (worker, done_ref) = (&worker, &done);
         pool.in_place_scope(|s| {
-            for _ in 0..helpers {
-                s.spawn(|_| {
-                    worker();
-                    done.fetch_add(1, Ordering::Release);
+            for me in 1..=helpers {
+                s.spawn(move |_| {
+                    worker(me);
+                    done_ref.fetch_add(1, Ordering::Release);
                 });
             }
-            worker();
+            worker(0);
             let mut spins = 0;
             while done.load(Ordering::Acquire) < helpers && spins < JOIN_SPINS {
                 std::hint::spin_loop();
@@ -127,7 +155,7 @@ fn parallel_chunks<S>(
             }
         });
     } else {
-        worker();
+        worker(0);
     }
     !failed.load(Ordering::Relaxed)
 }
@@ -307,4 +335,27 @@ pub unsafe fn mul_mat(
 ) -> Result<()> {
     // SAFETY: forwarded caller contract.
     unsafe { MatMul::new().run(pool, threads, dst, a, b, abort) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ranges;
+
+    #[test]
+    fn ranges_give_each_chunk_once_own_range_first() {
+        let r = Ranges::new(10, 3);
+        // Thread 1 owns chunks 3..6 and takes them in order, then helps the others.
+        let taken: Vec<usize> = std::iter::from_fn(|| r.claim(1)).collect();
+        assert_eq!(taken, [3, 4, 5, 6, 7, 8, 9, 0, 1, 2]);
+        assert_eq!(r.claim(0), None);
+        let r = Ranges::new(7, 2);
+        let mut all: Vec<usize> = Vec::new();
+        for me in [0, 1, 1, 0, 0, 1, 1, 0, 1] {
+            all.extend(r.claim(me));
+        }
+        assert_eq!(&all[..4], [0, 3, 4, 1]);
+        all.sort_unstable();
+        assert_eq!(all, (0..7).collect::<Vec<_>>());
+        assert_eq!(Ranges::new(0, 1).claim(0), None);
+    }
 }
