@@ -14,19 +14,94 @@ const COL_BYTES_QUANT: usize = 96 * 1024;
 /// Chunks per thread aimed for, so that fast cores take more of them.
 const CHUNKS_PER_THREAD_HINT: usize = 16;
 
-/// How the output is cut into chunks.
-pub(crate) struct Plan {
+/// The chunk grid both plans share: `rc` weight rows by one column chunk by one plane, with
+/// the operands' plane strides and ggml's broadcast of the weights over dims 2 and 3.
+struct Grid {
     k: usize,
     m: usize,
     n: usize,
     rc: usize,
-    cc: usize,
     row_chunks: usize,
     col_chunks: usize,
     planes: [usize; 2],
     bcast: [usize; 2],
     a_nb: [usize; 4],
     d_nb: [usize; 4],
+}
+
+/// Where a chunk lies: weight rows `r0..r1`, its column chunk, and its plane.
+struct Cell {
+    r0: usize,
+    r1: usize,
+    cchunk: usize,
+    plane: usize,
+    i2: usize,
+    i3: usize,
+}
+
+impl Grid {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        k: usize,
+        m: usize,
+        n: usize,
+        rc: usize,
+        col_chunks: usize,
+        planes: [usize; 2],
+        a: &Layout,
+        dst: &Layout,
+    ) -> Grid {
+        Grid {
+            k,
+            m,
+            n,
+            rc,
+            row_chunks: m.div_ceil(rc),
+            col_chunks,
+            planes,
+            bcast: [planes[0] / a.ne[2], planes[1] / a.ne[3]],
+            a_nb: a.nb,
+            d_nb: dst.nb,
+        }
+    }
+
+    fn chunks(&self) -> usize {
+        self.row_chunks * self.col_chunks * self.planes[0] * self.planes[1]
+    }
+
+    fn locate(&self, c: usize) -> Cell {
+        let rchunk = c % self.row_chunks;
+        let rest = c / self.row_chunks;
+        let plane = rest / self.col_chunks;
+        Cell {
+            r0: rchunk * self.rc,
+            r1: ((rchunk + 1) * self.rc).min(self.m),
+            cchunk: rest % self.col_chunks,
+            plane,
+            i2: plane % self.planes[0],
+            i3: plane / self.planes[0],
+        }
+    }
+
+    /// The first weight row and the first output element of `cell`'s plane.
+    ///
+    /// # Safety
+    ///
+    /// `a` and `dst` hold the plan's layouts.
+    unsafe fn planes_of(&self, cell: &Cell, a: *mut u8, dst: SharedPtr) -> (*mut u8, *mut f32) {
+        let a_off =
+            (cell.i2 / self.bcast[0]) * self.a_nb[2] + (cell.i3 / self.bcast[1]) * self.a_nb[3];
+        let d_off = cell.i2 * self.d_nb[2] + cell.i3 * self.d_nb[3];
+        // SAFETY: plane indices are in range and the broadcast divides them as ggml does, so
+        // both offsets stay within the operands (caller's contract).
+        unsafe { (a.add(a_off), dst.get().add(d_off).cast::<f32>()) }
+    }
+}
+
+/// How the output is cut into chunks.
+pub(crate) struct Plan {
+    grid: Grid,
+    cc: usize,
 }
 
 impl Plan {
@@ -58,23 +133,11 @@ impl Plan {
             .max(1);
         let rc = m.div_ceil(want).div_ceil(kernel.mr).max(1) * kernel.mr;
         let rc = rc.clamp(kernel.mr, 512.max(kernel.mr));
-        Plan {
-            k,
-            m,
-            n,
-            rc,
-            cc,
-            row_chunks: m.div_ceil(rc),
-            col_chunks,
-            planes,
-            bcast: [acts.ne[2] / a.ne[2], acts.ne[3] / a.ne[3]],
-            a_nb: a.nb,
-            d_nb: dst.nb,
-        }
+        Plan { grid: Grid::new(k, m, n, rc, col_chunks, planes, a, dst), cc }
     }
 
     pub(crate) fn chunks(&self) -> usize {
-        self.row_chunks * self.col_chunks * self.planes[0] * self.planes[1]
+        self.grid.chunks()
     }
 
     /// Computes chunk `c`: its tiles, weight rows outer.
@@ -90,23 +153,17 @@ impl Plan {
         acts: &Acts,
         dst: SharedPtr,
     ) {
-        let rchunk = c % self.row_chunks;
-        let rest = c / self.row_chunks;
-        let cchunk = rest % self.col_chunks;
-        let plane = rest / self.col_chunks;
-        let (i2, i3) = (plane % self.planes[0], plane / self.planes[0]);
-        let (r0, r1) = (rchunk * self.rc, ((rchunk + 1) * self.rc).min(self.m));
-        let (c0, c1) = (cchunk * self.cc, ((cchunk + 1) * self.cc).min(self.n));
-        let lda = self.a_nb[1];
+        let g = &self.grid;
+        let cell = g.locate(c);
+        let (r0, r1) = (cell.r0, cell.r1);
+        let (c0, c1) = (cell.cchunk * self.cc, ((cell.cchunk + 1) * self.cc).min(g.n));
+        let lda = g.a_nb[1];
         let ldb = acts.nb[1];
-        let ldc = self.d_nb[1] / 4;
-        // SAFETY: all offsets stay within the operands' layouts (plane indices are in range and
-        // the broadcast divides them as ggml does).
+        let ldc = g.d_nb[1] / 4;
+        // SAFETY: all offsets stay within the operands' layouts (the cell lies in the grid).
         unsafe {
-            let a_plane =
-                a.add((i2 / self.bcast[0]) * self.a_nb[2] + (i3 / self.bcast[1]) * self.a_nb[3]);
-            let b_plane = acts.ptr.add(i2 * acts.nb[2] + i3 * acts.nb[3]);
-            let d_plane = dst.get().add(i2 * self.d_nb[2] + i3 * self.d_nb[3]).cast::<f32>();
+            let (a_plane, d_plane) = g.planes_of(&cell, a, dst);
+            let b_plane = acts.ptr.add(cell.i2 * acts.nb[2] + cell.i3 * acts.nb[3]);
             let mut i = r0;
             while i < r1 {
                 let mr = kernel.mr.min(r1 - i);
@@ -114,7 +171,7 @@ impl Plan {
                 while j < c1 {
                     let nr = kernel.nr.min(c1 - j);
                     kernel.tile(
-                        self.k,
+                        g.k,
                         a_plane.add(i * lda),
                         lda,
                         b_plane.add(j * ldb),
@@ -152,17 +209,8 @@ pub(crate) struct Gemm {
 /// How the output is cut into chunks for the packed GEMM: weight rows by activation panels
 /// by planes.
 pub(crate) struct GemmPlan {
-    k: usize,
-    m: usize,
-    n: usize,
-    rc: usize,
+    grid: Grid,
     pc: usize,
-    row_chunks: usize,
-    col_chunks: usize,
-    planes: [usize; 2],
-    bcast: [usize; 2],
-    a_nb: [usize; 4],
-    d_nb: [usize; 4],
 }
 
 impl GemmPlan {
@@ -176,23 +224,11 @@ impl GemmPlan {
         let want = GEMM_CHUNKS.div_ceil(col_chunks * planes[0] * planes[1]).max(1);
         let rc = m.div_ceil(want).div_ceil(g.mr).max(1) * g.mr;
         let rc = rc.clamp(g.mr, GEMM_MAX_ROWS.max(g.mr));
-        GemmPlan {
-            k,
-            m,
-            n,
-            rc,
-            pc,
-            row_chunks: m.div_ceil(rc),
-            col_chunks,
-            planes,
-            bcast: [dst.ne[2] / a.ne[2], dst.ne[3] / a.ne[3]],
-            a_nb: a.nb,
-            d_nb: dst.nb,
-        }
+        GemmPlan { grid: Grid::new(k, m, n, rc, col_chunks, planes, a, dst), pc }
     }
 
     pub(crate) fn chunks(&self) -> usize {
-        self.row_chunks * self.col_chunks * self.planes[0] * self.planes[1]
+        self.grid.chunks()
     }
 
     /// Computes chunk `c` with the packed GEMM; `scratch` holds `mr * kc` f32.
@@ -210,26 +246,21 @@ impl GemmPlan {
         dst: SharedPtr,
         scratch: *mut f32,
     ) {
-        let rchunk = c % self.row_chunks;
-        let rest = c / self.row_chunks;
-        let cchunk = rest % self.col_chunks;
-        let plane = rest / self.col_chunks;
-        let (i2, i3) = (plane % self.planes[0], plane / self.planes[0]);
-        let (r0, r1) = (rchunk * self.rc, ((rchunk + 1) * self.rc).min(self.m));
-        let p0 = cchunk * self.pc;
-        let (c0, c1) = (p0 * g.nr, ((cchunk + 1) * self.pc * g.nr).min(self.n));
-        let ldc = self.d_nb[1] / 4;
-        // SAFETY: all offsets stay within the operands' layouts and the packed panels (plane
-        // indices are in range and the broadcast divides them as ggml does).
+        let grid = &self.grid;
+        let cell = grid.locate(c);
+        let (r0, r1) = (cell.r0, cell.r1);
+        let p0 = cell.cchunk * self.pc;
+        let (c0, c1) = (p0 * g.nr, ((cell.cchunk + 1) * self.pc * g.nr).min(grid.n));
+        let ldc = grid.d_nb[1] / 4;
+        // SAFETY: all offsets stay within the operands' layouts and the packed panels (the
+        // cell lies in the grid).
         unsafe {
-            let a_plane =
-                a.add((i2 / self.bcast[0]) * self.a_nb[2] + (i3 / self.bcast[1]) * self.a_nb[3]);
-            let b = panels.ptr.add((plane * panels.per_plane + p0) * self.k * g.nr);
-            let d_plane = dst.get().add(i2 * self.d_nb[2] + i3 * self.d_nb[3]).cast::<f32>();
+            let (a_plane, d_plane) = grid.planes_of(&cell, a, dst);
+            let b = panels.ptr.add((cell.plane * panels.per_plane + p0) * grid.k * g.nr);
             (g.run)(
-                self.k,
-                a_plane.add(r0 * self.a_nb[1]),
-                self.a_nb[1],
+                grid.k,
+                a_plane.add(r0 * grid.a_nb[1]),
+                grid.a_nb[1],
                 b,
                 d_plane.add(c0 * ldc + r0),
                 ldc,
