@@ -205,7 +205,12 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 view.nb[3] *= 2;
                 assert!(!repack::can_repack(&view), "{tier:?} {dtype}: strided view");
             }
-            for dtype in [DType::F32, DType::F16, DType::Q4_1, DType::Q5_0, DType::Q6_K] {
+            let x86 = matches!(tier, Tier::Avx2 | Tier::Avx512Vnni);
+            let f16 = |k: usize, m: usize| Layout::contiguous(DType::F16, &[k, m]).unwrap();
+            assert_eq!(repack::can_repack(&f16(256, 16)), x86, "{tier:?} F16");
+            assert!(!repack::can_repack(&f16(40, 16)), "{tier:?} F16 rows of 40 values");
+            assert!(!repack::can_repack(&f16(256, 12)), "{tier:?} F16 12 rows");
+            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_0, DType::Q6_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
@@ -314,5 +319,131 @@ fn planes_of_repacked_weights_match_scalar() {
             let e = nmse(&got, &want);
             assert!(e <= 1e-5, "{tier:?} {dtype} planes: {e}");
         }
+    }
+}
+
+/// Checks repacked F16 bytes against the definition of [`repack::F16_GROUP`]: per group of 8
+/// rows and block of 16 values, the 32 bytes of each row in turn.
+fn check_stored_f16(k: usize, plain: &[u8], stored: &[u8]) {
+    let row = 2 * k;
+    let mut o = 0;
+    for g in 0..plain.len() / (8 * row) {
+        for b in 0..k / 16 {
+            for r in 0..8 {
+                let p = (g * 8 + r) * row + 32 * b;
+                assert_eq!(stored[o..o + 32], plain[p..p + 32], "F16 group {g} block {b} row {r}");
+                o += 32;
+            }
+        }
+    }
+    assert_eq!(o, plain.len());
+}
+
+/// F16 weights on the x86 tiers: stored in 8-row groups of 16-value blocks under every layout
+/// (checked byte by byte), read back as written, and multiplied (GEMV, the sub-tiled GEMM, two
+/// threads, several planes) like the scalar tier on the plain bytes and like the exact product.
+#[test]
+fn f16_groups_round_trip_and_match_scalar() {
+    let _g = lock();
+    let tiers: Vec<_> = packing_tiers()
+        .into_iter()
+        .filter(|&(t, _)| {
+            repack::kernel_for(PackLayout::for_tier(t).unwrap(), DType::F16).is_some()
+        })
+        .collect();
+    #[cfg(target_arch = "x86_64")]
+    assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
+    #[cfg(not(target_arch = "x86_64"))]
+    assert!(tiers.is_empty(), "F16 is repacked on x86 only");
+    let k_big = if small() { 16 * 9 } else { 4096 + 16 };
+    let scalar = kernels::matmul_kernel_in(Tier::Scalar, DType::F16).unwrap();
+    for (tier, pl) in tiers {
+        for (m, k, planes) in [(8, 16, 1), (24, 48, 1), (16, 32, 3), (48, k_big, 1)] {
+            let x = rand_vec(k * m * planes, (m * 3 + k) as u64);
+            let plain = quantize_to_vec(DType::F16, &x).unwrap();
+            let wf = dequantize_to_vec(DType::F16, &plain, k * m * planes).unwrap();
+            let al = Layout::contiguous(DType::F16, &[k, m, planes]).unwrap();
+            let buf = RepackBufferType.alloc(plain.len()).unwrap();
+            let base = buf.host_ptr().unwrap().as_ptr();
+            under(tier, || {
+                assert!(repack::can_repack(&al), "{tier:?} F16 {m}x{k}");
+                buf.init_tensor(&al, 0).unwrap();
+                buf.write(0, &plain).unwrap();
+            });
+            // SAFETY: the buffer holds plain.len() bytes and lives until the end.
+            let stored = unsafe { std::slice::from_raw_parts(base, plain.len()) };
+            check_stored_f16(k, &plain, stored);
+            assert_eq!(repack::packed_layout(base, plain.len()), Some((DType::F16, pl)));
+            let mut back = vec![0u8; plain.len()];
+            buf.read(0, &mut back).unwrap();
+            assert_eq!(back, plain, "{tier:?} F16: read returns the plain bytes");
+            for n in [1usize, 2, 3, 5, 17, 64] {
+                let xa = rand_vec(k * n * planes, 300 + n as u64);
+                let bl = Layout::contiguous(DType::F32, &[k, n, planes]).unwrap();
+                let dl = Layout::contiguous(DType::F32, &[m, n, planes]).unwrap();
+                let run = |kernel: Option<&kernels::MatKernel>, a: *const u8, threads: usize| {
+                    let mut d = vec![f32::NAN; m * n * planes];
+                    let (dst, wa, wb) = (
+                        (dl, d.as_mut_ptr().cast::<u8>()),
+                        TensorRef { layout: al, ptr: a },
+                        TensorRef { layout: bl, ptr: xa.as_ptr().cast() },
+                    );
+                    let p = pool(threads);
+                    let mm = MatMul::new();
+                    // SAFETY: every operand holds its layout's bytes; dst is separate.
+                    unsafe {
+                        match kernel {
+                            Some(kern) => mm.run_with(kern, &p, threads, dst, wa, wb, &|| false),
+                            None => mm.run(&p, threads, dst, wa, wb, &|| false),
+                        }
+                    }
+                    .unwrap();
+                    d
+                };
+                let want: Vec<f64> =
+                    run(Some(&scalar), plain.as_ptr(), 1).into_iter().map(f64::from).collect();
+                let exact: Vec<f64> = (0..m * n * planes)
+                    .map(|o| {
+                        let (pl_, j, i) = (o / (m * n), o / m % n, o % m);
+                        (0..k)
+                            .map(|t| {
+                                f64::from(wf[(pl_ * m + i) * k + t])
+                                    * f64::from(xa[(pl_ * n + j) * k + t])
+                            })
+                            .sum()
+                    })
+                    .collect();
+                for threads in [1, 2] {
+                    let before = kernels::tier_use_count(tier);
+                    let got = under(tier, || run(None, base, threads));
+                    assert!(kernels::tier_use_count(tier) > before, "{tier:?} kernel ran");
+                    let e = nmse(&got, &want);
+                    assert!(e <= 1e-10, "{tier:?} F16 {m}x{n}x{k}x{planes} t{threads}: {e}");
+                    let e = nmse(&got, &exact);
+                    assert!(e <= 1e-10, "{tier:?} F16 {m}x{n}x{k}x{planes} exact: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f16_pack_as_round_trips_in_every_layout() {
+    for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
+        assert_eq!(repack::group_rows(pl, DType::F16), 8);
+        let (k, m) = (48, 16);
+        let plain = quantize_to_vec(DType::F16, &rand_vec(k * m, 31)).unwrap();
+        let mut packed = vec![0u8; plain.len()];
+        repack::pack_as(pl, DType::F16, k, &plain, &mut packed).unwrap();
+        check_stored_f16(k, &plain, &packed);
+        let mut back = vec![0u8; plain.len()];
+        repack::unpack_as(pl, DType::F16, k, &packed, &mut back).unwrap();
+        assert_eq!(back, plain, "{pl:?}");
+        // Rows not a multiple of 8, or of values not whole 16-value blocks, are refused.
+        let mut out = vec![0u8; 2 * k * 12];
+        assert!(repack::pack_as(pl, DType::F16, k, &plain[..out.len()], &mut out).is_err());
+        let mut out = vec![0u8; 2 * 40 * 8];
+        let src = quantize_to_vec(DType::F16, &rand_vec(40 * 8, 32)).unwrap();
+        assert!(repack::pack_as(pl, DType::F16, 40, &src, &mut out).is_err());
     }
 }

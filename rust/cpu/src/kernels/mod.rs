@@ -293,13 +293,15 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
-/// tier has one (AVX-512 VNNI: Q4_0, Q8_0 and Q4_K; AVX2, dotprod and i8mm: Q4_0 and Q8_0).
+/// tier has one (AVX-512 VNNI: Q4_0, Q8_0, Q4_K and F16; AVX2: Q4_0, Q8_0 and F16; dotprod and
+/// i8mm: Q4_0 and Q8_0).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
 }
 
 /// As [`repacked_kernel`] under `tier` (`None` when the CPU lacks it): the kernel that reads
-/// weights in `repack::PackLayout::for_tier(tier)`, whose `mr` is that layout's group rows.
+/// weights in `repack::PackLayout::for_tier(tier)`, whose `mr` is the rows of a group of the
+/// type in that layout ([`repack::group_rows`]).
 pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     if !tier.is_supported() {
         return None;
@@ -316,9 +318,16 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         _ => None,
     };
     let (tile, mr, nr) = found?;
-    debug_assert_eq!(repack::PackLayout::for_tier(tier).map(|l| l.rows), Some(mr));
-    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K.
-    let act = if dtype == DType::Q4_K { DType::Q8_K } else { DType::Q8_1 };
+    debug_assert_eq!(
+        repack::PackLayout::for_tier(tier).map(|l| repack::group_rows(l, dtype)),
+        Some(mr)
+    );
+    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K; F16: F32.
+    let act = match dtype {
+        DType::Q4_K => DType::Q8_K,
+        DType::F16 => DType::F32,
+        _ => DType::Q8_1,
+    };
     Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, tile })
 }
 

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use tessera_core::backend::{check_range, Buffer, BufferType, BufferUsage};
 use tessera_core::{Error, Layout, Result};
 
-/// The "CPU_REPACK" buffer type: host memory whose Q4_0 / Q8_0 weight tensors are stored
-/// interleaved. Not a plain host buffer (`is_host` is false: its bytes are not GGUF's), but the
-/// CPU backend computes on it directly.
+/// The "CPU_REPACK" buffer type: host memory whose weight tensors ([`super::can_repack`]) are
+/// stored interleaved. Not a plain host buffer (`is_host` is false: its bytes are not GGUF's),
+/// but the CPU backend computes on it directly.
 #[derive(Debug, Default)]
 pub struct RepackBufferType;
 

@@ -7,6 +7,7 @@ mod gemm;
 mod kern;
 mod legacy;
 mod packed_avx2;
+mod packed_f16;
 mod quant_act;
 
 use super::TileFn;
@@ -24,11 +25,17 @@ pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 
 /// The AVX-512 VNNI kernel for repacked weights of `wt`, with its tile size.
 pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    if packed_f16::reads(wt) {
+        return Some(packed_f16::avx512_tile());
+    }
     avx512::packed_tile(wt)
 }
 
-/// The AVX2 kernel for repacked (8 x 8) weights of `wt`, with its tile size.
+/// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt`, with its tile size.
 pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+    if packed_f16::reads(wt) {
+        return Some(packed_f16::avx2_tile());
+    }
     packed_avx2::packed_tile(wt)
 }
 

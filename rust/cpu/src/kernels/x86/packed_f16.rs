@@ -1,0 +1,151 @@
+//! F16 weights in their repacked group ([`F16_GROUP`]): 8 rows, each row's 16-value block in
+//! turn (32 bytes), block after block. A matrix-vector product reads the group as one
+//! sequential stream (8 separate row streams are about 20 % slower from RAM on x86), converts
+//! each 8-value half with `vcvtph2ps` (256-bit: the 512-bit conversion is slower on Zen 4)
+//! and keeps two accumulators per row. With several activation rows, sub-tiles of the group's
+//! rows (8 on AVX-512, 4 on AVX2) reuse every converted weight vector for two activation rows
+//! from registers (measured best of 4 x 2 ... 8 x 3; wide prompts take the packed GEMM).
+//!
+//! [`F16_GROUP`]: crate::kernels::repack::F16_GROUP
+#![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
+
+use super::kern::hsum;
+use crate::kernels::TileFn;
+use std::arch::x86_64::*;
+use tessera_core::DType;
+
+/// Rows per group.
+const ROWS: usize = 8;
+/// Values of one row's block.
+const BLOCK: usize = 16;
+/// Bytes of one block of the whole group.
+const GROUP_BLOCK: usize = ROWS * BLOCK * 2;
+/// Activation rows of one tile call.
+const NR: usize = 8;
+
+/// Defines, for one tier (`$feat`), the group kernel `$group::<N, _>` (N activation rows: the
+/// sub-tiled product, or `$gemv` for one) and the tile function `$tile` taking the activation
+/// rows widest first from `[$($n),+]`.
+macro_rules! f16_tier {
+    ($feat:literal, $tile:ident, $group:ident, $gemv:ident, $sub:literal, [$($n:literal),+]) => {
+        /// One F16 group times one F32 activation row: `c[0..8]`.
+        ///
+        /// # Safety
+        ///
+        /// `a` holds one group of `k` (a multiple of 16) values per row, `b` holds `k` f32,
+        /// `c` 8 writable f32; the CPU supports the tier.
+        #[target_feature(enable = $feat)]
+        unsafe fn $gemv(k: usize, a: *const u8, b: *const f32, c: *mut f32) {
+            let mut acc0 = [_mm256_setzero_ps(); ROWS];
+            let mut acc1 = [_mm256_setzero_ps(); ROWS];
+            let mut t = 0;
+            while t < k {
+                // SAFETY: block t / 16 of the group and values t..t + 16 of b are in bounds.
+                unsafe {
+                    let b0 = _mm256_loadu_ps(b.add(t));
+                    let b1 = _mm256_loadu_ps(b.add(t + 8));
+                    let w = a.add(t / BLOCK * GROUP_BLOCK);
+                    for r in 0..ROWS {
+                        let p = w.add(r * BLOCK * 2);
+                        let lo = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+                        let hi = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast()));
+                        acc0[r] = _mm256_fmadd_ps(lo, b0, acc0[r]);
+                        acc1[r] = _mm256_fmadd_ps(hi, b1, acc1[r]);
+                    }
+                }
+                t += BLOCK;
+            }
+            let s: [__m256; ROWS] = std::array::from_fn(|r| _mm256_add_ps(acc0[r], acc1[r]));
+            // Lane r of the result is the sum of s[r]: pairwise horizontal adds, then the two
+            // 128-bit halves of the rows 0..4 and 4..8 added.
+            let h0 = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
+            let h1 = _mm256_hadd_ps(_mm256_hadd_ps(s[4], s[5]), _mm256_hadd_ps(s[6], s[7]));
+            let sums = _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(h0, h1),
+                _mm256_permute2f128_ps::<0x31>(h0, h1),
+            );
+            // SAFETY: c holds 8 writable f32.
+            unsafe { _mm256_storeu_ps(c, sums) };
+        }
+
+        /// One F16 group times `N` F32 activation rows (`ldb` bytes apart): `c[j * ldc + i]`,
+        /// in sub-tiles of `$sub` rows whose converted weights serve the `N` rows from
+        /// registers.
+        ///
+        /// # Safety
+        ///
+        /// As the GEMV, with `N` activation rows and the `8 x N` block of `c` writable.
+        #[target_feature(enable = $feat)]
+        unsafe fn $group<const N: usize, const UNUSED: bool>(
+            k: usize,
+            a: *const u8,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            if N == 1 {
+                // SAFETY: forwarded contract.
+                return unsafe { $gemv(k, a, b.cast(), c) };
+            }
+            for r0 in (0..ROWS).step_by($sub) {
+                let mut acc = [[_mm256_setzero_ps(); N]; $sub];
+                let mut t = 0;
+                while t < k {
+                    for h in 0..2 {
+                        // SAFETY: rows r0..r0 + $sub of block t / 16 and values t..t + 16 of
+                        // the N activation rows are in bounds.
+                        unsafe {
+                            let w = a.add(t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2 + h * 16);
+                            let wv: [__m256; $sub] = std::array::from_fn(|r| {
+                                _mm256_cvtph_ps(_mm_loadu_si128(w.add(r * BLOCK * 2).cast()))
+                            });
+                            for j in 0..N {
+                                let bv = _mm256_loadu_ps(
+                                    b.add(j * ldb).cast::<f32>().add(t + 8 * h),
+                                );
+                                for r in 0..$sub {
+                                    acc[r][j] = _mm256_fmadd_ps(wv[r], bv, acc[r][j]);
+                                }
+                            }
+                        }
+                    }
+                    t += BLOCK;
+                }
+                for r in 0..$sub {
+                    for j in 0..N {
+                        // SAFETY: the 8 x N block of c is writable.
+                        unsafe { *c.add(j * ldc + r0 + r) = hsum!(acc[r][j]) };
+                    }
+                }
+            }
+        }
+
+        packed_tiled!($feat, $tile, $group, false, ROWS, [$($n),+]);
+    };
+}
+
+f16_tier!("avx2,fma,f16c", avx2_f16, avx2_group, avx2_gemv, 4, [2, 1]);
+f16_tier!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    avx512_f16,
+    avx512_group,
+    avx512_gemv,
+    8,
+    [2, 1]
+);
+
+/// The AVX2 kernel for repacked F16 weights, with its tile size.
+pub(super) fn avx2_tile() -> (TileFn, usize, usize) {
+    (avx2_f16 as TileFn, ROWS, NR)
+}
+
+/// The AVX-512 VNNI tier's kernel for repacked F16 weights, with its tile size.
+pub(super) fn avx512_tile() -> (TileFn, usize, usize) {
+    (avx512_f16 as TileFn, ROWS, NR)
+}
+
+/// Whether `wt` is the type these kernels read.
+pub(super) fn reads(wt: DType) -> bool {
+    wt == DType::F16
+}
