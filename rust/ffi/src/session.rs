@@ -503,52 +503,56 @@ mod tests {
     use super::*;
     use tessera_core::DType;
 
-    /// A Q4_0 graph constant read only by MUL_MAT (placed in CPU_REPACK where the kernel tier
-    /// has repacked kernels) computes as its dequantized values, compute after compute.
+    /// Q4_0 and F16 graph constants read only by MUL_MAT (placed in CPU_REPACK where the
+    /// kernel tier has repacked kernels for them) compute as their stored values, compute after
+    /// compute.
     #[test]
-    fn q4_0_constants_read_by_mul_mat_compute_their_values() {
+    fn constants_read_by_mul_mat_compute_their_values() {
         let (k, m, n) = (64usize, 32usize, 3usize);
         let w: Vec<f64> = (0..k * m).map(|i| (i * 7919 % 113) as f64 / 56.0 - 1.0).collect();
         let x: Vec<f32> = (0..k * n).map(|i| (i * 31 % 17) as f32 / 8.0 - 1.0).collect();
-        let doc = serde_json::json!({
-            "version": 1,
-            "tensors": [
-                {"name": "w", "type": "Q4_0", "shape": [k, m], "values": w},
-                {"name": "x", "type": "F32", "shape": [k, n]}
-            ],
-            "nodes": [{"name": "y", "op": "MUL_MAT", "src": ["w", "x"]}],
-            "outputs": ["y"]
-        })
-        .to_string();
-        let wq = tessera_core::desc::values_to_bytes(DType::Q4_0, &w).unwrap();
-        let mut wd = vec![0f32; k * m];
-        tessera_core::quant::dequantize_row(DType::Q4_0, &wq, &mut wd).unwrap();
-        let want: Vec<f64> = (0..n * m)
-            .map(|o| {
-                let (j, i) = (o / m, o % m);
-                (0..k).map(|l| f64::from(wd[i * k + l]) * f64::from(x[j * k + l])).sum()
+        // Q4_0: the kernels quantize the activations to Q8_0; F16 takes them as F32.
+        for (dtype, tol) in [(DType::Q4_0, 5e-4), (DType::F16, 1e-10)] {
+            let doc = serde_json::json!({
+                "version": 1,
+                "tensors": [
+                    {"name": "w", "type": dtype.name(), "shape": [k, m], "values": w},
+                    {"name": "x", "type": "F32", "shape": [k, n]}
+                ],
+                "nodes": [{"name": "y", "op": "MUL_MAT", "src": ["w", "x"]}],
+                "outputs": ["y"]
             })
-            .collect();
-        let session =
-            Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
-        let inputs = vec![TensorData {
-            name: "x".into(),
-            dtype: "F32".into(),
-            shape: vec![k as u64, n as u64],
-            data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        }];
-        for _ in 0..2 {
-            let out = session.compute(doc.clone(), inputs.clone()).unwrap();
-            let got: Vec<f32> = out[0]
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .to_string();
+            let wq = tessera_core::desc::values_to_bytes(dtype, &w).unwrap();
+            let mut wd = vec![0f32; k * m];
+            tessera_core::quant::dequantize_row(dtype, &wq, &mut wd).unwrap();
+            let want: Vec<f64> = (0..n * m)
+                .map(|o| {
+                    let (j, i) = (o / m, o % m);
+                    (0..k).map(|l| f64::from(wd[i * k + l]) * f64::from(x[j * k + l])).sum()
+                })
                 .collect();
-            assert_eq!(got.len(), want.len());
-            let num: f64 = got.iter().zip(&want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
-            let den: f64 = want.iter().map(|w| w * w).sum();
-            // The kernels quantize the activations to Q8_0.
-            assert!(num <= 5e-4 * den, "nmse {:e}", num / den);
+            let session =
+                Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+            let inputs = vec![TensorData {
+                name: "x".into(),
+                dtype: "F32".into(),
+                shape: vec![k as u64, n as u64],
+                data: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            }];
+            for _ in 0..2 {
+                let out = session.compute(doc.clone(), inputs.clone()).unwrap();
+                let got: Vec<f32> = out[0]
+                    .data
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                assert_eq!(got.len(), want.len());
+                let num: f64 =
+                    got.iter().zip(&want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
+                let den: f64 = want.iter().map(|w| w * w).sum();
+                assert!(num <= tol * den, "{dtype}: nmse {:e}", num / den);
+            }
         }
     }
 }
