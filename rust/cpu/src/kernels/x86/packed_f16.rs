@@ -5,7 +5,8 @@
 //! and keeps two accumulators per row. With several activation rows, each sub-tile of the
 //! group's rows (8 on AVX-512, 4 on AVX2) takes every column in turn, reusing each converted
 //! weight vector for two activation rows from registers (of 2 x 8 ... 8 x 3 sub-tiles, the
-//! tallest with two columns measured best), and prefetches its next lines into L1.
+//! tallest with two columns measured best), and prefetches its next lines into L1 and the
+//! next group into L2.
 //!
 //! [`F16_GROUP`]: crate::kernels::repack::F16_GROUP
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
@@ -23,7 +24,9 @@ const BLOCK: usize = 16;
 const GROUP_BLOCK: usize = ROWS * BLOCK * 2;
 /// Blocks ahead that the multi-column kernels prefetch into L1 (4 KiB: the group is in L2
 /// while the columns pass, and the software prefetch lifts the sub-tile's next lines; 10-15 %
-/// at N = 16 and 128, measured against 4, 32 and 64 blocks).
+/// at N = 16 and 128, measured against 4, 32 and 64 blocks). The matrix-vector kernel does
+/// not prefetch: on this Zen 4 every software prefetch measured (in-stream or next group,
+/// T0 / T1 / NTA) made it 10-20 % slower from RAM, though up to 1.6x faster from L3.
 const PREFETCH_BLOCKS: usize = 16;
 /// Activation rows of one tile call.
 const NR: usize = 8;
@@ -95,10 +98,16 @@ macro_rules! f16_tier {
             let mut acc = [[_mm256_setzero_ps(); N]; $sub];
             let mut t = 0;
             while t < k {
-                // A prefetch of any address is harmless.
-                let pf = a.wrapping_add((t / BLOCK + PREFETCH_BLOCKS) * GROUP_BLOCK + r0 * BLOCK * 2);
+                // The sub-tile's lines PREFETCH_BLOCKS ahead into L1, and the same lines of the
+                // next group (the next rows, usually this chunk's next tile) into L2, so that
+                // the first pass over it does not wait on RAM. (A prefetch of any address is
+                // harmless.)
+                let here = t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2;
+                let ahead = a.wrapping_add(here + PREFETCH_BLOCKS * GROUP_BLOCK);
+                let next_group = a.wrapping_add(here + k * 2 * ROWS);
                 for l in (0..$sub * BLOCK * 2).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(l).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(next_group.wrapping_add(l).cast());
                 }
                 for h in 0..2 {
                     // SAFETY: rows r0..r0 + $sub of block t / 16 and values t..t + 16 of the N
