@@ -270,3 +270,44 @@ pub fn call_json(request: String) -> String {
         || handle(&request).to_string(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Through the protocol (as the React Native module calls it), a session computing the same
+    /// graph object again reuses the graph it built, with the new inputs.
+    #[test]
+    fn a_session_reuses_the_graph_of_its_last_compute() {
+        let opened = handle(r#"{"method":"openSession","options":{"device":"CPU","threads":1}}"#);
+        let id = opened["ok"]["session"].as_u64().expect("a session id");
+        let graph = json!({
+            "version": 1,
+            "tensors": [
+                {"name": "w", "type": "F32", "shape": [2, 2], "values": [1, 2, 3, 4]},
+                {"name": "x", "type": "F32", "shape": [2]}
+            ],
+            "nodes": [{"name": "y", "op": "MUL_MAT", "src": ["w", "x"]}],
+            "outputs": ["y"]
+        });
+        for (x, want) in [([1f32, 0.], [1f32, 3.]), ([0., 1.], [2., 4.]), ([1., -1.], [-1., -1.])] {
+            let data: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let request = json!({
+                "method": "compute",
+                "session": id,
+                "graph": graph,
+                "inputs": [{"name": "x", "dtype": "F32", "shape": [2], "data": base64_encode(&data)}]
+            });
+            let reply = handle(&request.to_string());
+            let out = reply["ok"]["outputs"][0]["data"].as_str().expect("an output");
+            let got: Vec<f32> = base64_decode(out)
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            assert_eq!(got, want, "x = {x:?}");
+        }
+        assert_eq!(lookup(id).unwrap().builds(), 1);
+        handle(&json!({"method": "closeSession", "session": id}).to_string());
+    }
+}

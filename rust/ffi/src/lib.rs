@@ -26,6 +26,7 @@ mod jni_hook;
 pub mod json_api;
 pub mod logging;
 mod oneshot;
+mod prepared;
 pub mod registry;
 pub mod session;
 

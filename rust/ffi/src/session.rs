@@ -2,18 +2,19 @@
 //!
 //! A session owns a scheduler over the chosen device's backend and the CPU backend (once, when
 //! the chosen device is the CPU). Computes on one session run one at a time; `cancel()` and
-//! `close()` may be called from any thread while a compute runs.
+//! `close()` may be called from any thread while a compute runs. The graph of the last
+//! successful compute stays allocated, weights uploaded, for the next compute of the same
+//! document (see [`crate::prepared`]).
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::oneshot;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::prepared::{quoted, DocHasher, PreparedGraph};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tessera_core::backend::{AbortCallback, Backend, BackendParams, DeviceType};
-use tessera_core::desc::GraphDesc;
 use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::{get_tensor, set_tensor};
-use tessera_core::{DType, Error, TensorId};
+use tessera_core::Error;
 
 /// The largest thread count a session accepts (the CPU backend's limit).
 pub const MAX_THREADS: u32 = tessera_cpu::backend::MAX_THREADS as u32;
@@ -79,7 +80,16 @@ pub struct Session {
     backends: Vec<String>,
     state: Mutex<State>,
     idle: Condvar,
-    scheduler: Mutex<Option<Scheduler>>,
+    engine: Mutex<Option<Engine>>,
+    hasher: DocHasher,
+    /// How many documents were built (not found as the graph kept from the last compute).
+    builds: AtomicUsize,
+}
+
+/// The scheduler and the graph it computed last (see [`crate::prepared`]).
+struct Engine {
+    scheduler: Scheduler,
+    last: Option<PreparedGraph>,
 }
 
 impl std::fmt::Debug for Session {
@@ -128,16 +138,11 @@ fn unknown_device(name: &str) -> TesseraError {
     let known: Vec<String> =
         crate::registry::registry().devices().iter().map(|d| d.name()).collect();
     TesseraError::UnknownDevice {
-        message: format!("unknown device {name:?}; available: \"auto\", {}", quoted(&known)),
+        message: format!(
+            "unknown device {name:?}; available: \"auto\", {}",
+            quoted(known.iter().map(String::as_str))
+        ),
     }
-}
-
-fn quoted(names: &[String]) -> String {
-    names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
-}
-
-fn shape_text(shape: &[u64]) -> String {
-    format!("{shape:?}")
 }
 
 /// A tensor's shape without trailing 1s (at least one dimension).
@@ -183,7 +188,9 @@ impl Session {
             backends: names,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
-            scheduler: Mutex::new(Some(scheduler)),
+            engine: Mutex::new(Some(Engine { scheduler, last: None })),
+            hasher: DocHasher::default(),
+            builds: AtomicUsize::new(0),
         })
     }
 
@@ -222,69 +229,86 @@ impl Session {
         graph_json: &str,
         inputs: Vec<TensorData>,
     ) -> FfiResult<Vec<TensorData>> {
-        let desc = GraphDesc::from_json(graph_json)?;
-        let mut built = desc.build()?;
-        // Outputs that are strided views are read through a CONT node added here, so that every
-        // output comes back contiguous.
-        let mut outputs: Vec<(String, TensorId)> = Vec::with_capacity(built.outputs.len());
-        for (name, id) in &built.outputs {
-            let mut id = *id;
-            if !built.graph.get(id)?.layout.is_contiguous() {
-                let in_output = |e: Error| Error::InGraph {
-                    kind: "output".into(),
-                    name: name.clone(),
-                    error: Box::new(e),
-                };
-                id = built.graph.cont(id).map_err(in_output)?;
-                built.graph.set_output(id)?;
-            }
-            outputs.push((name.clone(), id));
-        }
-        let inputs = match_inputs(&desc, &built.inputs, inputs, &built.graph)?;
-
-        let mut slot = lock(&self.scheduler);
-        let scheduler = slot.as_mut().ok_or_else(TesseraError::closed)?;
+        let fingerprint = self.hasher.fingerprint(graph_json);
+        let mut slot = lock(&self.engine);
+        let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
         if token.is_cancelled() {
             return Err(TesseraError::cancelled());
         }
+        // The graph kept from the last compute is taken out while this one runs and put back
+        // only if it succeeds: a graph whose compute failed is built afresh next time.
+        let kept = engine.last.take().filter(|p| p.fingerprint == fingerprint);
+        let (mut prepared, constants) = match kept {
+            Some(prepared) => (prepared, None),
+            None => {
+                let (prepared, constants) = PreparedGraph::build(graph_json, fingerprint)?;
+                self.builds.fetch_add(1, Ordering::Relaxed);
+                (prepared, Some(constants))
+            }
+        };
+        let inputs = match prepared.match_inputs(inputs) {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                // Wrong inputs leave an allocated graph usable.
+                if constants.is_none() {
+                    engine.last = Some(prepared);
+                }
+                return Err(e);
+            }
+        };
+        let scheduler = &mut engine.scheduler;
         let flag = token.clone();
         let abort: AbortCallback = Arc::new(move || flag.is_cancelled());
-        for i in 0..scheduler.backends().len() {
-            if let Some(b) = scheduler.backend_mut(i) {
-                b.set_abort_callback(Some(abort.clone()));
-            }
-        }
+        set_abort_callback(scheduler, Some(abort));
         let result = (|| -> FfiResult<Vec<TensorData>> {
-            scheduler.alloc_graph(&mut built.graph)?;
-            for (id, bytes) in &built.constants {
-                set_tensor(&built.graph, *id, bytes)?;
+            if let Some(constants) = constants {
+                scheduler.alloc_graph(&mut prepared.graph)?;
+                for (id, bytes) in constants {
+                    set_tensor(&prepared.graph, id, &bytes)?;
+                }
             }
             for (id, bytes) in &inputs {
-                set_tensor(&built.graph, *id, bytes)?;
+                set_tensor(&prepared.graph, *id, bytes)?;
             }
             scheduler.compute().map_err(|e| match e {
                 Error::Aborted if token.is_cancelled() => TesseraError::cancelled(),
                 e => e.into(),
             })?;
-            outputs
+            let graph = &prepared.graph;
+            prepared
+                .outputs
                 .iter()
                 .map(|(name, id)| {
-                    let t = built.graph.get(*id)?;
+                    let t = graph.get(*id)?;
                     Ok(TensorData {
                         name: name.clone(),
                         dtype: t.dtype().name().to_string(),
                         shape: trimmed_shape(t.ne()),
-                        data: get_tensor(&built.graph, *id)?,
+                        data: get_tensor(graph, *id)?,
                     })
                 })
                 .collect()
         })();
-        for i in 0..scheduler.backends().len() {
-            if let Some(b) = scheduler.backend_mut(i) {
-                b.set_abort_callback(None);
-            }
+        set_abort_callback(scheduler, None);
+        if result.is_ok() {
+            engine.last = Some(prepared);
         }
         result
+    }
+
+    /// How many graph documents this session has built: computing the document of the last
+    /// successful compute again does not build it.
+    #[cfg(test)]
+    pub(crate) fn builds(&self) -> usize {
+        self.builds.load(Ordering::Relaxed)
+    }
+}
+
+fn set_abort_callback(scheduler: &mut Scheduler, callback: Option<AbortCallback>) {
+    for i in 0..scheduler.backends().len() {
+        if let Some(b) = scheduler.backend_mut(i) {
+            b.set_abort_callback(callback.clone());
+        }
     }
 }
 
@@ -306,82 +330,6 @@ impl Session {
             },
         )
     }
-}
-
-/// Checks the given inputs against the document's and returns the bytes to write per tensor.
-fn match_inputs(
-    desc: &GraphDesc,
-    wanted: &[(String, TensorId)],
-    given: Vec<TensorData>,
-    graph: &tessera_core::Graph,
-) -> FfiResult<Vec<(TensorId, Vec<u8>)>> {
-    let ids: HashMap<&str, TensorId> = wanted.iter().map(|(n, id)| (n.as_str(), *id)).collect();
-    let mut seen = HashSet::new();
-    let mut out = Vec::with_capacity(given.len());
-    for input in given {
-        let name = input.name.as_str();
-        let Some(&id) = ids.get(name) else {
-            let names: Vec<String> = wanted.iter().map(|(n, _)| n.clone()).collect();
-            let is_constant = desc.tensors.iter().any(|t| t.name == name);
-            let why = if is_constant {
-                "is a constant, not an input"
-            } else {
-                "is not an input of the graph"
-            };
-            return Err(TesseraError::invalid_argument(format!(
-                "input {name:?} {why}; the graph's inputs are [{}]",
-                quoted(&names)
-            )));
-        };
-        if !seen.insert(name.to_string()) {
-            return Err(TesseraError::invalid_argument(format!("input {name:?} is given twice")));
-        }
-        let t = graph.get(id)?;
-        let dtype: DType = input.dtype.parse().map_err(|_| TesseraError::UnknownType {
-            message: format!("input {name:?}: unknown tensor type {:?}", input.dtype),
-        })?;
-        if dtype != t.dtype() {
-            return Err(TesseraError::invalid_argument(format!(
-                "input {name:?}: type {dtype} does not match the graph's {}",
-                t.dtype()
-            )));
-        }
-        let doc_shape: Vec<u64> = desc
-            .tensors
-            .iter()
-            .find(|d| d.name == name)
-            .map(|d| d.shape.iter().map(|&n| n as u64).collect())
-            .unwrap_or_default();
-        if input.shape != doc_shape {
-            return Err(TesseraError::ShapeMismatch {
-                message: format!(
-                    "input {name:?}: shape {} does not match the graph's {}",
-                    shape_text(&input.shape),
-                    shape_text(&doc_shape)
-                ),
-            });
-        }
-        if input.data.len() != t.nbytes() {
-            return Err(TesseraError::DataLength {
-                message: format!(
-                    "input {name:?}: expected {} bytes ({dtype} {}), got {}",
-                    t.nbytes(),
-                    shape_text(&doc_shape),
-                    input.data.len()
-                ),
-            });
-        }
-        out.push((id, input.data));
-    }
-    let missing: Vec<String> =
-        wanted.iter().filter(|(n, _)| !seen.contains(n)).map(|(n, _)| n.clone()).collect();
-    if !missing.is_empty() {
-        return Err(TesseraError::invalid_argument(format!(
-            "missing input(s) {}",
-            quoted(&missing)
-        )));
-    }
-    Ok(out)
 }
 
 #[uniffi::export]
@@ -469,7 +417,7 @@ impl Session {
                     state = self.idle.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
                 drop(state);
-                lock(&self.scheduler).take();
+                lock(&self.engine).take();
             },
         )
     }
@@ -554,5 +502,93 @@ mod tests {
                 assert!(num <= tol * den, "{dtype}: nmse {:e}", num / den);
             }
         }
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn f32s(bytes: &[u8]) -> Vec<f32> {
+        bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    fn nmse(got: &[f32], want: &[f64]) -> f64 {
+        assert_eq!(got.len(), want.len());
+        let num: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).powi(2)).sum();
+        num / want.iter().map(|w| w * w).sum::<f64>()
+    }
+
+    /// The graph of the last compute is kept: computing its document again with new inputs
+    /// gives the new results without building it again (weights in CPU_REPACK and a constant
+    /// in the compute buffer, read by ADD, keep their values); wrong inputs do not discard it;
+    /// another document replaces it.
+    #[test]
+    fn the_last_document_is_kept_for_the_next_compute() {
+        let (k, m, n) = (64usize, 32usize, 2usize);
+        let w: Vec<f64> = (0..k * m).map(|i| (i * 37 % 101) as f64 / 50.0 - 1.0).collect();
+        let bias: Vec<f64> = (0..m).map(|i| i as f64 / 4.0 - 3.0).collect();
+        let doc = |scale: f64| {
+            serde_json::json!({
+                "version": 1,
+                "tensors": [
+                    {"name": "w", "type": "Q8_0", "shape": [k, m], "values": w},
+                    {"name": "b", "type": "F32", "shape": [m],
+                     "values": bias.iter().map(|v| v * scale).collect::<Vec<_>>()},
+                    {"name": "x", "type": "F32", "shape": [k, n]}
+                ],
+                "nodes": [
+                    {"name": "wx", "op": "MUL_MAT", "src": ["w", "x"]},
+                    {"name": "y", "op": "ADD", "src": ["wx", "b"]}
+                ],
+                "outputs": ["y"]
+            })
+            .to_string()
+        };
+        let wq = tessera_core::desc::values_to_bytes(DType::Q8_0, &w).unwrap();
+        let mut wd = vec![0f32; k * m];
+        tessera_core::quant::dequantize_row(DType::Q8_0, &wq, &mut wd).unwrap();
+        let want = |x: &[f32], scale: f64| -> Vec<f64> {
+            (0..n * m)
+                .map(|o| {
+                    let (j, i) = (o / m, o % m);
+                    let dot: f64 =
+                        (0..k).map(|l| f64::from(wd[i * k + l]) * f64::from(x[j * k + l])).sum();
+                    dot + bias[i] * scale
+                })
+                .collect()
+        };
+        let input = |x: &[f32]| {
+            vec![TensorData {
+                name: "x".into(),
+                dtype: "F32".into(),
+                shape: vec![k as u64, n as u64],
+                data: f32_bytes(x),
+            }]
+        };
+        let session =
+            Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+        let (doc1, doc2) = (doc(1.0), doc(-2.0));
+        let xs: Vec<Vec<f32>> = (1..=3)
+            .map(|s| (0..k * n).map(|i| ((i * s * 13) % 29) as f32 / 7.0 - 2.0).collect())
+            .collect();
+        let compute = |doc: &str, x: &[f32]| {
+            let out = session.compute(doc.to_string(), input(x)).unwrap();
+            f32s(&out[0].data)
+        };
+        for (i, x) in xs.iter().enumerate() {
+            let e = nmse(&compute(&doc1, x), &want(x, 1.0));
+            assert!(e <= 1e-4, "compute {i}: nmse {e:e}");
+            assert_eq!(session.builds(), 1, "compute {i} rebuilt the document");
+        }
+        let mut bad = input(&xs[0]);
+        bad[0].shape = vec![k as u64, 3];
+        let err = session.compute(doc1.clone(), bad).unwrap_err();
+        assert!(matches!(err, TesseraError::ShapeMismatch { .. }), "{err:?}");
+        assert!(nmse(&compute(&doc1, &xs[1]), &want(&xs[1], 1.0)) <= 1e-4);
+        assert_eq!(session.builds(), 1, "wrong inputs discarded the graph");
+        assert!(nmse(&compute(&doc2, &xs[2]), &want(&xs[2], -2.0)) <= 1e-4);
+        assert_eq!(session.builds(), 2);
+        assert!(nmse(&compute(&doc1, &xs[2]), &want(&xs[2], 1.0)) <= 1e-4);
+        assert_eq!(session.builds(), 3);
     }
 }
