@@ -18,7 +18,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs a Q8_0 / Q4_0 matmul with the kernel of `tier` and returns (result, tier that ran).
+/// Runs a matmul of `dtype` weights (13 x 5 x 256) with the kernel of `tier` and returns (result, tier that ran).
 fn run_tier(tier: Tier, dtype: DType) -> (Vec<f32>, Tier) {
     let (m, n, k) = (13, 5, 256);
     let a = tessera_core::quant::quantize_to_vec(dtype, &rand_vec(m * k, 1)).unwrap();
@@ -70,7 +70,8 @@ fn expected_tier_is_chosen_and_runs() {
         if std::env::var(kernels::TIER_ENV).is_err() {
             assert_eq!(kernels::active_tier(), want);
         }
-        for dtype in [DType::Q8_0, DType::Q4_0] {
+        // Every ARM tier has its own kernels for these (i8mm's smmla ones).
+        for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K] {
             assert_eq!(kernels::tier::tier_for_in(want, dtype), want, "{dtype} on {expect}");
             let (got, ran) = run_tier(want, dtype);
             assert_eq!(ran, want);

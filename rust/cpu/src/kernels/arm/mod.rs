@@ -15,6 +15,7 @@ mod q5_k;
 mod quant_act;
 
 use super::TileFn;
+use std::arch::aarch64::*;
 use tessera_core::DType;
 
 /// The f16 at `p` (unaligned) as f32.
@@ -137,46 +138,51 @@ macro_rules! q4_k_body {
 }
 pub(super) use q4_k_body;
 
+/// The 16 groups of 16 quants of the Q6_K block at `p`, as signed values `q - 32`.
+///
+/// # Safety
+///
+/// `p` must point to a readable 210-byte Q6_K block.
+#[inline(always)]
+unsafe fn q6_k_groups(p: *const u8) -> [int8x16_t; 16] {
+    let m4 = vdupq_n_u8(0x0f);
+    let m3 = vdupq_n_u8(0x03);
+    let off = vdupq_n_s8(32);
+    let mut q = [vdupq_n_s8(0); 16];
+    for n in 0..2 {
+        // SAFETY: the block's 128 low-bit bytes, then its 64 high-bit bytes.
+        let (ql, qh) = unsafe { (p.add(64 * n), p.add(128 + 32 * n)) };
+        for h in 0..2 {
+            // SAFETY: within the block (see above).
+            let (l0, l1, hb) = unsafe {
+                (vld1q_u8(ql.add(16 * h)), vld1q_u8(ql.add(32 + 16 * h)), vld1q_u8(qh.add(16 * h)))
+            };
+            let parts = [
+                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
+                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3))),
+                vorrq_u8(vshrq_n_u8::<4>(l0), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3))),
+                vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
+            ];
+            for (m, v) in parts.into_iter().enumerate() {
+                // Group 8n + 2m + h holds values 128n + 32m + 16h ..
+                q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
+            }
+        }
+    }
+    q
+}
+
 /// A Q6_K x Q8_K tile kernel body; `$dot16` sums the products of two 16-byte signed vectors
 /// into an `i32`.
 macro_rules! q6_k_body {
     ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
         let mut acc = [[0f32; $NR]; $MR];
-        let m4 = vdupq_n_u8(0x0f);
-        let m3 = vdupq_n_u8(0x03);
-        let off = vdupq_n_s8(32);
         for blk in 0..$k / 256 {
             for i in 0..$MR {
                 let p = $a.add(i * $lda + blk * 210);
                 let d = super::f16_at(p.add(208));
                 let sc = std::ptr::read_unaligned(p.add(192).cast::<[i8; 16]>());
-                // The 16 groups of 16 quants, as signed values q - 32.
-                let mut q = [vdupq_n_s8(0); 16];
-                for n in 0..2 {
-                    let ql = p.add(64 * n);
-                    let qh = p.add(128 + 32 * n);
-                    for h in 0..2 {
-                        let l0 = vld1q_u8(ql.add(16 * h));
-                        let l1 = vld1q_u8(ql.add(32 + 16 * h));
-                        let hb = vld1q_u8(qh.add(16 * h));
-                        let parts = [
-                            vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
-                            vorrq_u8(
-                                vandq_u8(l1, m4),
-                                vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3)),
-                            ),
-                            vorrq_u8(
-                                vshrq_n_u8::<4>(l0),
-                                vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3)),
-                            ),
-                            vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
-                        ];
-                        for (m, v) in parts.into_iter().enumerate() {
-                            // Group 8n + 2m + h holds values 128n + 32m + 16h ..
-                            q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
-                        }
-                    }
-                }
+                let q = super::q6_k_groups(p);
                 for j in 0..$NR {
                     let y = $b.add(j * $ldb + blk * 292);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
