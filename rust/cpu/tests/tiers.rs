@@ -140,6 +140,8 @@ fn x86_tiers_match_scalar() {
             DType::Q4_K,
             DType::Q5_K,
             DType::Q6_K,
+            DType::Q2_K,
+            DType::Q3_K,
             DType::F32,
             DType::F16,
         ] {

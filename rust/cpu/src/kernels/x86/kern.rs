@@ -78,13 +78,15 @@ pub(super) use {h2f, hsum, load_w, rd16, scalar_w};
 /// Instantiates the kernels of one x86 tier.
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` is available; `($fm, $fn)`,
-/// `($qm, $qn)`, `($km, $kn)`: tile sizes of the float, legacy-quant and k-quant kernels;
-/// `$fg`: the weight rows a float matrix-vector tile streams side by side (more rows in
-/// flight read more of memory's bandwidth, up to what the registers hold).
+/// `($qm, $qn)`, `($km, $kn)`, `($zm, $zn)`: tile sizes of the float, legacy-quant, k-quant
+/// and Q2_K / Q3_K kernels; `$fg`, `$zg`: the weight rows a float or Q2_K / Q3_K
+/// matrix-vector tile streams side by side (more rows in flight read more of memory's
+/// bandwidth, up to what the registers hold).
 macro_rules! x86_tier {
     (
         $feat:literal, $vnni:expr, ($fm:literal, $fn:literal, $fg:literal),
-        ($qm:literal, $qn:literal), ($km:literal, $kn:literal)
+        ($qm:literal, $qn:literal), ($km:literal, $kn:literal),
+        ($zm:literal, $zn:literal, $zg:literal)
     ) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
         use crate::kernels::TileFn;
@@ -96,6 +98,9 @@ macro_rules! x86_tier {
         /// The weight rows the float kernels offer the driver: a multiple of both the GEMM
         /// and the GEMV register tiles, so that chunks split into whole tiles either way.
         const FLOAT_ROWS: usize = super::kern::lcm($fm, $fg);
+
+        /// The weight rows the Q2_K / Q3_K kernels offer the driver (as [`FLOAT_ROWS`]).
+        const Q23_ROWS: usize = super::kern::lcm($zm, $zg);
 
         use super::kern::{W_BF16, W_F16, W_F32};
 
@@ -558,6 +563,145 @@ macro_rules! x86_tier {
             }
         }
 
+        /// The 16 six-bit scales of a Q3_K block, plus 32, as 16 bytes (ggml's `kmask`
+        /// unpacking on 32-bit words: low nibbles from bytes 0..8, high bits from 8..12).
+        #[inline(always)]
+        fn q3_k_scale_bytes(packed: &[u8; 12]) -> [u32; 4] {
+            let w = |i: usize| {
+                u32::from_le_bytes([
+                    packed[4 * i],
+                    packed[4 * i + 1],
+                    packed[4 * i + 2],
+                    packed[4 * i + 3],
+                ])
+            };
+            let (a0, a1, tmp) = (w(0), w(1), w(2));
+            let (m2, m4) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+            [
+                (a0 & m4) | ((tmp & m2) << 4),
+                (a1 & m4) | (((tmp >> 2) & m2) << 4),
+                ((a0 >> 4) & m4) | (((tmp >> 4) & m2) << 4),
+                ((a1 >> 4) & m4) | (((tmp >> 6) & m2) << 4),
+            ]
+        }
+
+        /// Q2_K (`Q3` false) or Q3_K weights times Q8_K activations: the 2-bit quants (with
+        /// Q3_K's third bit from `hmask`) as unsigned bytes times the activations, scaled per
+        /// 16 values with `madd`; Q2_K's mins and Q3_K's offset of 4 are applied through the
+        /// activations' sums per 16 values, also with `madd`.
+        #[target_feature(enable = $feat)]
+        unsafe fn q23_k_tile<const MR: usize, const NR: usize, const Q3: bool>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            // Block size and where the 2-bit quants start.
+            let (bsize, qs_at) = if Q3 { (110, 32) } else { (84, 16) };
+            let nb = k / 256;
+            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            let mut macc = [[_mm256_setzero_ps(); NR]; MR];
+            let three = _mm256_set1_epi8(3);
+            let one = _mm256_set1_epi8(1);
+            for blk in 0..nb {
+                let mut d = [0f32; MR];
+                let mut dmin = [0f32; MR];
+                // Per 16 values: the scale, and what multiplies the activations' sums (Q2_K's
+                // min, or 4 times Q3_K's scale).
+                let mut sc = [[0i16; 16]; MR];
+                let mut corr_w = [_mm256_setzero_si256(); MR];
+                for i in 0..MR {
+                    let p = a.add(i * lda + blk * bsize);
+                    let scales = if Q3 {
+                        d[i] = h2f!(rd16!(p.add(108)));
+                        let words = q3_k_scale_bytes(&std::ptr::read_unaligned(p.add(96).cast()));
+                        let biased = _mm_loadu_si128(words.as_ptr().cast());
+                        let s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
+                        corr_w[i] = _mm256_slli_epi16::<2>(s16);
+                        s16
+                    } else {
+                        d[i] = h2f!(rd16!(p.add(80)));
+                        dmin[i] = h2f!(rd16!(p.add(82)));
+                        let packed = _mm_loadu_si128(p.cast());
+                        let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+                        let high = _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
+                        corr_w[i] = _mm256_cvtepu8_epi16(high);
+                        _mm256_cvtepu8_epi16(low)
+                    };
+                    _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), scales);
+                }
+                let mut bd = [0f32; NR];
+                let mut bs = [_mm256_setzero_si256(); NR];
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * 292);
+                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                    bs[j] = _mm256_loadu_si256(p.add(260).cast());
+                }
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let corr = _mm256_madd_epi16(corr_w[i], bs[j]);
+                        if Q3 {
+                            // Stored values are q + 4: subtract 4 times the scaled sums.
+                            iacc[i][j] = _mm256_sub_epi32(iacc[i][j], corr);
+                        } else {
+                            let s = _mm256_set1_ps(dmin[i] * bd[j]);
+                            macc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, macc[i][j]);
+                        }
+                    }
+                }
+                // Per 32 values (n, m): each row's quants and scales once, then every column.
+                for n in 0..2 {
+                    for m in 0..4 {
+                        let mut q = [_mm256_setzero_si256(); MR];
+                        let mut sv = [_mm256_setzero_si256(); MR];
+                        let shift = _mm_cvtsi32_si128(2 * m as i32);
+                        let g = 8 * n + 2 * m;
+                        for i in 0..MR {
+                            let p = a.add(i * lda + blk * bsize);
+                            let qs = _mm256_loadu_si256(p.add(qs_at + 32 * n).cast());
+                            let low = _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
+                            q[i] = if Q3 {
+                                // Values 128n + 32m + l take bit 4n + m of hmask[l].
+                                let hm = _mm256_loadu_si256(p.cast());
+                                let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
+                                let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
+                                _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
+                            } else {
+                                low
+                            };
+                            sv[i] = _mm256_set_m128i(
+                                _mm_set1_epi16(sc[i][g + 1]),
+                                _mm_set1_epi16(sc[i][g]),
+                            );
+                        }
+                        for j in 0..NR {
+                            let p = b.add(j * ldb + blk * 292 + 4 + 128 * n + 32 * m);
+                            let bv = _mm256_loadu_si256(p.cast());
+                            for i in 0..MR {
+                                let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
+                                iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
+                            }
+                        }
+                    }
+                }
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let s = _mm256_set1_ps(d[i] * bd[j]);
+                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                    }
+                }
+            }
+            for i in 0..MR {
+                for j in 0..NR {
+                    *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
+                }
+            }
+        }
+
         tiled!($feat, tile_f32, float_tile, $fm, $fn, gemv $fg, W_F32);
         tiled!($feat, tile_f16, float_tile, $fm, $fn, gemv $fg, W_F16);
         tiled!($feat, tile_bf16, float_tile, $fm, $fn, gemv $fg, W_BF16);
@@ -566,6 +710,8 @@ macro_rules! x86_tier {
         tiled!($feat, tile_q4_k, q4_k_tile, $km, $kn, 0);
         tiled!($feat, tile_q5_k, q5_k_tile, $km, $kn, 0);
         tiled!($feat, tile_q6_k, q6_k_tile, $km, $kn, 0);
+        tiled!($feat, tile_q2_k, q23_k_tile, $zm, $zn, gemv $zg, false);
+        tiled!($feat, tile_q3_k, q23_k_tile, $zm, $zn, gemv $zg, true);
 
         /// The tile kernel of this tier for weights of `wt`, with its tile size.
         pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -578,6 +724,8 @@ macro_rules! x86_tier {
                 DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),
                 DType::Q5_K => (tile_q5_k as TileFn, $km, $kn),
                 DType::Q6_K => (tile_q6_k as TileFn, $km, $kn),
+                DType::Q2_K => (tile_q2_k as TileFn, Q23_ROWS, $zn),
+                DType::Q3_K => (tile_q3_k as TileFn, Q23_ROWS, $zn),
                 _ => return other_tile(wt),
             })
         }
