@@ -78,6 +78,15 @@ fn expected_tier_is_chosen_and_runs() {
             let (reference, _) = run_tier(Tier::Scalar, dtype);
             assert!(close(&got, &reference), "{want} {dtype} differs from scalar");
         }
+        // Q2_K and Q3_K have NEON and dotprod kernels (the i8mm tier uses dotprod's).
+        for dtype in [DType::Q2_K, DType::Q3_K] {
+            let own = want.min(Tier::Dotprod);
+            assert_eq!(kernels::tier::tier_for_in(want, dtype), own, "{dtype} on {expect}");
+            let (got, ran) = run_tier(want, dtype);
+            assert_eq!(ran, own);
+            let (reference, _) = run_tier(Tier::Scalar, dtype);
+            assert!(close(&got, &reference), "{own} {dtype} differs from scalar");
+        }
         // Every tier above the expected one is refused.
         for t in Tier::ALL {
             if t > want || (t != Tier::Scalar && t.fallback().is_some() && !t.is_supported()) {

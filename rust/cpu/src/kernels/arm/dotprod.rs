@@ -5,6 +5,7 @@
 use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
+use super::{K16_Q2, K16_Q3, K16_Q6};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -88,9 +89,9 @@ macro_rules! dot16_sdot {
     }};
 }
 
-/// Q6_K weights times Q8_K activations with `sdot`.
+/// Q6_K, Q3_K or Q2_K weights (`KIND`, see [`super::k16_body`]) times Q8_K activations.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     k: usize,
     a: *const u8,
     lda: usize,
@@ -99,7 +100,7 @@ unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q6_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
+    super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
 }
 
 /// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
@@ -144,7 +145,9 @@ tiled!("neon,dotprod", tile_q4_1, legacy_tile, 4, 4, W_Q4_1);
 tiled!("neon,dotprod", tile_q5_0, legacy_tile, 4, 4, W_Q5_0);
 tiled!("neon,dotprod", tile_q5_1, legacy_tile, 4, 4, W_Q5_1);
 tiled!("neon,dotprod", tile_q5_k, q5_k_tile, 1, 4, 0);
-tiled!("neon,dotprod", tile_q6_k, q6_k_tile, 1, 4, 0);
+tiled!("neon,dotprod", tile_q6_k, k16_tile, 1, 4, K16_Q6);
+tiled!("neon,dotprod", tile_q3_k, k16_tile, 1, 4, K16_Q3);
+tiled!("neon,dotprod", tile_q2_k, k16_tile, 1, 4, K16_Q2);
 tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
 tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
 
@@ -159,6 +162,8 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
         DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
         DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
+        DType::Q3_K => (tile_q3_k as TileFn, 1, 4),
+        DType::Q2_K => (tile_q2_k as TileFn, 1, 4),
         _ => return None,
     })
 }

@@ -172,26 +172,146 @@ unsafe fn q6_k_groups(p: *const u8) -> [int8x16_t; 16] {
     q
 }
 
-/// A Q6_K x Q8_K tile kernel body; `$dot16` sums the products of two 16-byte signed vectors
-/// into an `i32`.
-macro_rules! q6_k_body {
-    ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
+/// Q6_K in [`k16_body`]: 6-bit quants, an 8-bit scale per 16 values.
+pub(super) const K16_Q6: u8 = 0;
+/// Q3_K in [`k16_body`]: 3-bit quants, a 6-bit scale per 16 values.
+pub(super) const K16_Q3: u8 = 1;
+/// Q2_K in [`k16_body`]: 2-bit quants, a 4-bit scale and a 4-bit min per 16 values.
+pub(super) const K16_Q2: u8 = 2;
+
+/// A Q6_K, Q3_K or Q2_K block as 16 groups of 16 signed values, each with its scale (and, for
+/// Q2_K, its min: the value is `d * scale * q - dmin * min`).
+pub(super) struct Groups16 {
+    pub(super) d: f32,
+    pub(super) dmin: f32,
+    pub(super) scales: [i8; 16],
+    pub(super) mins: [i8; 16],
+    pub(super) q: [int8x16_t; 16],
+}
+
+/// The bytes of one block of `KIND` ([`K16_Q6`], [`K16_Q3`], [`K16_Q2`]).
+pub(super) const fn k16_block_bytes(kind: u8) -> usize {
+    match kind {
+        K16_Q6 => 210,
+        K16_Q3 => 110,
+        _ => 84,
+    }
+}
+
+/// The 2-bit fields of a Q3_K / Q2_K block's 64 quant bytes at `qs`, as 16 groups of 16:
+/// value `128n + 32m + l` is bits `2m..2m+2` of byte `32n + l`.
+///
+/// # Safety
+///
+/// `qs` must point to 64 readable bytes.
+#[inline(always)]
+unsafe fn two_bit_groups(qs: *const u8) -> [uint8x16_t; 16] {
+    let three = vdupq_n_u8(3);
+    let mut q = [vdupq_n_u8(0); 16];
+    for n in 0..2 {
+        for h in 0..2 {
+            // SAFETY: within the 64 bytes (caller's contract).
+            let v = unsafe { vld1q_u8(qs.add(32 * n + 16 * h)) };
+            q[8 * n + h] = vandq_u8(v, three);
+            q[8 * n + 2 + h] = vandq_u8(vshrq_n_u8::<2>(v), three);
+            q[8 * n + 4 + h] = vandq_u8(vshrq_n_u8::<4>(v), three);
+            q[8 * n + 6 + h] = vshrq_n_u8::<6>(v);
+        }
+    }
+    q
+}
+
+/// The block of `KIND` at `p` as 16 groups of 16 values.
+///
+/// # Safety
+///
+/// `p` must point to one readable block of `KIND`.
+#[inline(always)]
+pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
+    // SAFETY: every read below is within the block (caller's contract): Q6_K scales at 192 and
+    // d at 208; Q3_K hmask at 0, quants at 32, scales at 96, d at 108; Q2_K scales at 0,
+    // quants at 16, d at 80, dmin at 82.
+    unsafe {
+        match KIND {
+            K16_Q6 => Groups16 {
+                d: f16_at(p.add(208)),
+                dmin: 0.0,
+                scales: std::ptr::read_unaligned(p.add(192).cast()),
+                mins: [0; 16],
+                q: q6_k_groups(p),
+            },
+            K16_Q3 => {
+                let low = two_bit_groups(p.add(32));
+                let four = vdupq_n_s8(4);
+                let q = std::array::from_fn(|g| {
+                    // Group g = 8n + 2m + h holds values 128n + 32m + 16h ..; their third bit
+                    // is bit 4n + m of hmask[16h ..], set for the values that are not - 4.
+                    let (n, m, h) = (g / 8, (g % 8) / 2, g % 2);
+                    let hm = vld1q_u8(p.add(16 * h));
+                    let bit =
+                        vandq_u8(vshlq_u8(hm, vdupq_n_s8(-((4 * n + m) as i8))), vdupq_n_u8(1));
+                    let v = vorrq_u8(low[g], vshlq_n_u8::<2>(bit));
+                    vsubq_s8(vreinterpretq_s8_u8(v), four)
+                });
+                let packed: [u8; 12] = std::ptr::read_unaligned(p.add(96).cast());
+                Groups16 {
+                    d: f16_at(p.add(108)),
+                    dmin: 0.0,
+                    scales: std::array::from_fn(|g| q3_k_scale(&packed, g)),
+                    mins: [0; 16],
+                    q,
+                }
+            }
+            _ => {
+                let low = two_bit_groups(p.add(16));
+                let packed: [u8; 16] = std::ptr::read_unaligned(p.cast());
+                Groups16 {
+                    d: f16_at(p.add(80)),
+                    dmin: f16_at(p.add(82)),
+                    scales: packed.map(|v| (v & 0x0f) as i8),
+                    mins: packed.map(|v| (v >> 4) as i8),
+                    q: low.map(|v| vreinterpretq_s8_u8(v)),
+                }
+            }
+        }
+    }
+}
+
+/// The scale of group `g` (16 values) of a Q3_K block's 12 packed scale bytes, minus 32: its
+/// low 4 bits from byte `g % 8` (low nibble for g < 8), its high 2 bits from byte `8 + g % 4`.
+#[inline(always)]
+fn q3_k_scale(packed: &[u8; 12], g: usize) -> i8 {
+    let low = if g < 8 { packed[g] & 0x0f } else { packed[g - 8] >> 4 };
+    let high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+    (low | (high << 4)) as i8 - 32
+}
+
+/// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16` sums the products of two
+/// 16-byte signed vectors into an `i32`.
+macro_rules! k16_body {
+    ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
         let mut acc = [[0f32; $NR]; $MR];
+        let bytes = super::k16_block_bytes($KIND);
         for blk in 0..$k / 256 {
             for i in 0..$MR {
-                let p = $a.add(i * $lda + blk * 210);
-                let d = super::f16_at(p.add(208));
-                let sc = std::ptr::read_unaligned(p.add(192).cast::<[i8; 16]>());
-                let q = super::q6_k_groups(p);
+                let w = super::groups16::<$KIND>($a.add(i * $lda + blk * bytes));
                 for j in 0..$NR {
                     let y = $b.add(j * $ldb + blk * 292);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
                     let ys = y.add(4).cast::<i8>();
                     let mut sumi = 0i32;
                     for g in 0..16 {
-                        sumi += i32::from(sc[g]) * $dot16!(q[g], vld1q_s8(ys.add(16 * g)));
+                        sumi += i32::from(w.scales[g]) * $dot16!(w.q[g], vld1q_s8(ys.add(16 * g)));
                     }
-                    acc[i][j] += d * bd * sumi as f32;
+                    acc[i][j] += w.d * bd * sumi as f32;
+                    if $KIND == super::K16_Q2 {
+                        let bs = std::ptr::read_unaligned(y.add(260).cast::<[i16; 16]>());
+                        let mut ms = 0i32;
+                        for g in 0..16 {
+                            ms += i32::from(w.mins[g]) * i32::from(bs[g]);
+                        }
+                        acc[i][j] -= w.dmin * bd * ms as f32;
+                    }
                 }
             }
         }
@@ -202,4 +322,4 @@ macro_rules! q6_k_body {
         }
     }};
 }
-pub(super) use q6_k_body;
+pub(super) use k16_body;
