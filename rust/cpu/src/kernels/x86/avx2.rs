@@ -1,7 +1,7 @@
 //! The AVX2 + FMA + F16C tier: float, Q8_0, Q4_0 and k-quant kernels (see [`super::kern`]),
 //! Q4_1 / Q5_0 / Q5_1 kernels (see [`super::legacy`]) and the activation quantizers.
 
-super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2, 6), (4, 2), (2, 2), (1, 8, 4));
+super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2, 6), (4, 2), (1, 8, 2), (1, 8, 4));
 
 /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
 mod legacy_q {

@@ -8,8 +8,8 @@ super::kern::x86_tier!(
     true,
     (6, 4, 8),
     (4, 4),
-    (4, 2),
-    (1, 16, 4)
+    (1, 8, 4),
+    (1, 8, 4)
 );
 
 /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.

@@ -78,14 +78,15 @@ pub(super) use {h2f, hsum, load_w, rd16, scalar_w};
 /// Instantiates the kernels of one x86 tier.
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` is available; `($fm, $fn)`,
-/// `($qm, $qn)`, `($km, $kn)`, `($zm, $zn)`: tile sizes of the float, legacy-quant, k-quant
-/// and Q2_K / Q3_K kernels; `$fg`, `$zg`: the weight rows a float or Q2_K / Q3_K
-/// matrix-vector tile streams side by side (more rows in flight read more of memory's
-/// bandwidth, up to what the registers hold).
+/// `($qm, $qn)`, `($km, $kn)`, `($zm, $zn)`: tile sizes of the float, Q8_0 / Q4_0, Q4_K / Q5_K
+/// and Q2_K / Q3_K / Q6_K kernels; `$fg`, `$kg`, `$zg`: the weight rows their matrix-vector
+/// tiles stream side by side (more rows in flight read more of memory's bandwidth, up to what
+/// the registers hold). The k-quant kernels unpack a row's quants once per 32 or 64 values for
+/// all the tile's columns, so their tiles are one row wide and many columns long.
 macro_rules! x86_tier {
     (
         $feat:literal, $vnni:expr, ($fm:literal, $fn:literal, $fg:literal),
-        ($qm:literal, $qn:literal), ($km:literal, $kn:literal),
+        ($qm:literal, $qn:literal), ($km:literal, $kn:literal, $kg:literal),
         ($zm:literal, $zn:literal, $zg:literal)
     ) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
@@ -99,7 +100,10 @@ macro_rules! x86_tier {
         /// and the GEMV register tiles, so that chunks split into whole tiles either way.
         const FLOAT_ROWS: usize = super::kern::lcm($fm, $fg);
 
-        /// The weight rows the Q2_K / Q3_K kernels offer the driver (as [`FLOAT_ROWS`]).
+        /// The weight rows the Q4_K / Q5_K kernels offer the driver (as [`FLOAT_ROWS`]).
+        const K45_ROWS: usize = super::kern::lcm($km, $kg);
+
+        /// The weight rows the Q2_K / Q3_K / Q6_K kernels offer the driver (as [`FLOAT_ROWS`]).
         const Q23_ROWS: usize = super::kern::lcm($zm, $zg);
 
         use super::kern::{W_BF16, W_F16, W_F32};
@@ -278,9 +282,12 @@ macro_rules! x86_tier {
             (sc, mn)
         }
 
-        /// Q4_K weights times Q8_K activations.
+        /// Q4_K or Q5_K (`Q5`: a fifth bit from `qh`) weights times Q8_K activations: the
+        /// quants as unsigned bytes times the activations, scaled per 32 values with `madd`;
+        /// the mins through the activations' sums, also with `madd`. Per 64 values, each row's
+        /// quants are unpacked once for all columns.
         #[target_feature(enable = $feat)]
-        unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
+        unsafe fn q45_k_tile<const MR: usize, const NR: usize, const Q5: bool>(
             k: usize,
             a: *const u8,
             lda: usize,
@@ -289,122 +296,42 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
+            // Block size and where the 4-bit quants start.
+            let (bsize, qs_at) = if Q5 { (176, 48) } else { (144, 16) };
             let nb = k / 256;
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let mut macc = [[0f32; NR]; MR];
-            let nib = _mm256_set1_epi8(0x0f);
-            for blk in 0..nb {
-                let mut d = [0f32; MR];
-                let mut dmin = [0f32; MR];
-                let mut sc = [[0i16; 8]; MR];
-                let mut mn = [[0i32; 8]; MR];
-                for i in 0..MR {
-                    let p = a.add(i * lda + blk * 144);
-                    d[i] = h2f!(rd16!(p));
-                    dmin[i] = h2f!(rd16!(p.add(2)));
-                    let (s, m) =
-                        scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
-                    for t in 0..8 {
-                        sc[i][t] = i16::from(s[t]);
-                        mn[i][t] = i32::from(m[t]);
-                    }
-                }
-                let mut bd = [0f32; NR];
-                let mut bsum = [[0i32; 8]; NR];
-                for j in 0..NR {
-                    let p = b.add(j * ldb + blk * 292);
-                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
-                    for t in 0..8 {
-                        bsum[j][t] = i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]);
-                    }
-                }
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for ch in 0..4 {
-                    let mut lo = [_mm256_setzero_si256(); MR];
-                    let mut hi = [_mm256_setzero_si256(); MR];
-                    let mut s_lo = [_mm256_setzero_si256(); MR];
-                    let mut s_hi = [_mm256_setzero_si256(); MR];
-                    for i in 0..MR {
-                        let q =
-                            _mm256_loadu_si256(a.add(i * lda + blk * 144 + 16 + 32 * ch).cast());
-                        lo[i] = _mm256_and_si256(q, nib);
-                        hi[i] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
-                        s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
-                        s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
-                    }
-                    for j in 0..NR {
-                        let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
-                        let b_lo = _mm256_loadu_si256(p.cast());
-                        let b_hi = _mm256_loadu_si256(p.add(32).cast());
-                        for i in 0..MR {
-                            let x = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], b_lo), s_lo[i]);
-                            let y = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], b_hi), s_hi[i]);
-                            iacc[i][j] = _mm256_add_epi32(iacc[i][j], _mm256_add_epi32(x, y));
-                        }
-                    }
-                }
-                for i in 0..MR {
-                    for j in 0..NR {
-                        let s = _mm256_set1_ps(d[i] * bd[j]);
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
-                        let mut ms = 0i32;
-                        for t in 0..8 {
-                            ms += mn[i][t] * bsum[j][t];
-                        }
-                        macc[i][j] += dmin[i] * bd[j] * ms as f32;
-                    }
-                }
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(acc[i][j]) - macc[i][j];
-                }
-            }
-        }
-
-        /// Q5_K weights times Q8_K activations (Q4_K with a fifth bit from `qh`).
-        #[target_feature(enable = $feat)]
-        unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-        ) {
-            let nb = k / 256;
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let mut macc = [[0f32; NR]; MR];
+            let mut macc = [[_mm256_setzero_ps(); NR]; MR];
             let nib = _mm256_set1_epi8(0x0f);
             let bit = _mm256_set1_epi8(1);
             for blk in 0..nb {
                 let mut d = [0f32; MR];
                 let mut dmin = [0f32; MR];
                 let mut sc = [[0i16; 8]; MR];
-                let mut mn = [[0i32; 8]; MR];
-                let mut qh = [_mm256_setzero_si256(); MR];
+                // Each sub-block's min twice, against the activations' two sums per 32 values.
+                let mut mins = [_mm256_setzero_si256(); MR];
                 for i in 0..MR {
-                    let p = a.add(i * lda + blk * 176);
+                    let p = a.add(i * lda + blk * bsize);
                     d[i] = h2f!(rd16!(p));
                     dmin[i] = h2f!(rd16!(p.add(2)));
                     let (s, m) =
                         scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                    let mut m2 = [0i16; 16];
                     for t in 0..8 {
                         sc[i][t] = i16::from(s[t]);
-                        mn[i][t] = i32::from(m[t]);
+                        m2[2 * t] = i16::from(m[t]);
+                        m2[2 * t + 1] = i16::from(m[t]);
                     }
-                    qh[i] = _mm256_loadu_si256(p.add(16).cast());
+                    mins[i] = _mm256_loadu_si256(m2.as_ptr().cast());
                 }
                 let mut bd = [0f32; NR];
-                let mut bsum = [[0i32; 8]; NR];
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * 292);
                     bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
-                    for t in 0..8 {
-                        bsum[j][t] = i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]);
+                    let bs = _mm256_loadu_si256(p.add(260).cast());
+                    for i in 0..MR {
+                        let ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs));
+                        let s = _mm256_set1_ps(dmin[i] * bd[j]);
+                        macc[i][j] = _mm256_fmadd_ps(ms, s, macc[i][j]);
                     }
                 }
                 let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
@@ -413,22 +340,22 @@ macro_rules! x86_tier {
                     let mut hi = [_mm256_setzero_si256(); MR];
                     let mut s_lo = [_mm256_setzero_si256(); MR];
                     let mut s_hi = [_mm256_setzero_si256(); MR];
-                    let sl = _mm_cvtsi32_si128(2 * ch as i32);
-                    let sh = _mm_cvtsi32_si128(2 * ch as i32 + 1);
                     for i in 0..MR {
-                        let q =
-                            _mm256_loadu_si256(a.add(i * lda + blk * 176 + 48 + 32 * ch).cast());
-                        let hl = _mm256_slli_epi16::<4>(_mm256_and_si256(
-                            _mm256_srl_epi16(qh[i], sl),
-                            bit,
-                        ));
-                        let hh = _mm256_slli_epi16::<4>(_mm256_and_si256(
-                            _mm256_srl_epi16(qh[i], sh),
-                            bit,
-                        ));
-                        lo[i] = _mm256_or_si256(_mm256_and_si256(q, nib), hl);
-                        hi[i] =
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(q), nib), hh);
+                        let p = a.add(i * lda + blk * bsize);
+                        let q = _mm256_loadu_si256(p.add(qs_at + 32 * ch).cast());
+                        lo[i] = _mm256_and_si256(q, nib);
+                        hi[i] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
+                        if Q5 {
+                            // Values 64ch + l take bit 2ch of qh[l], values 64ch + 32 + l bit
+                            // 2ch + 1.
+                            let qh = _mm256_loadu_si256(p.add(16).cast());
+                            let h = |s: i32| {
+                                let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
+                                _mm256_slli_epi16::<4>(_mm256_and_si256(v, bit))
+                            };
+                            lo[i] = _mm256_or_si256(lo[i], h(2 * ch as i32));
+                            hi[i] = _mm256_or_si256(hi[i], h(2 * ch as i32 + 1));
+                        }
                         s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
                         s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
                     }
@@ -447,23 +374,19 @@ macro_rules! x86_tier {
                     for j in 0..NR {
                         let s = _mm256_set1_ps(d[i] * bd[j]);
                         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
-                        let mut ms = 0i32;
-                        for t in 0..8 {
-                            ms += mn[i][t] * bsum[j][t];
-                        }
-                        macc[i][j] += dmin[i] * bd[j] * ms as f32;
                     }
                 }
             }
             for i in 0..MR {
                 for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(acc[i][j]) - macc[i][j];
+                    *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
                 }
             }
         }
 
         /// Q6_K weights times Q8_K activations: 6-bit quants (0..63) times the activations,
-        /// scaled per 16 values with `madd`, minus 32 times the scaled activation sums.
+        /// scaled per 16 values with `madd`, minus 32 times the scaled activation sums (also
+        /// with `madd`). Per 32 values, each row's quants are unpacked once for all columns.
         #[target_feature(enable = $feat)]
         unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
             k: usize,
@@ -481,61 +404,55 @@ macro_rules! x86_tier {
             for blk in 0..nb {
                 let mut d = [0f32; MR];
                 let mut sc = [[0i16; 16]; MR];
+                let mut corr_w = [_mm256_setzero_si256(); MR];
                 for i in 0..MR {
                     let p = a.add(i * lda + blk * 210);
                     d[i] = h2f!(rd16!(p.add(208)));
-                    let s = std::ptr::read_unaligned(p.add(192).cast::<[i8; 16]>());
-                    for t in 0..16 {
-                        sc[i][t] = i16::from(s[t]);
-                    }
+                    let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192).cast()));
+                    _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), s16);
+                    corr_w[i] = _mm256_slli_epi16::<5>(s16);
                 }
                 let mut bd = [0f32; NR];
-                let mut bs = [[0i16; 16]; NR];
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * 292);
                     bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    bs[j] = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
-                }
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for n in 0..2 {
-                    let mut q = [[_mm256_setzero_si256(); 4]; MR];
-                    let mut sv = [[_mm256_setzero_si256(); 4]; MR];
+                    let bs = _mm256_loadu_si256(p.add(260).cast());
                     for i in 0..MR {
-                        let p = a.add(i * lda + blk * 210);
-                        let ql0 = _mm256_loadu_si256(p.add(64 * n).cast());
-                        let ql1 = _mm256_loadu_si256(p.add(64 * n + 32).cast());
-                        let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
-                        let h = |s: i32| {
-                            _mm256_slli_epi16::<4>(_mm256_and_si256(
-                                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)),
+                        // Stored values are q + 32: subtract 32 times the scaled sums.
+                        iacc[i][j] = _mm256_sub_epi32(iacc[i][j], _mm256_madd_epi16(corr_w[i], bs));
+                    }
+                }
+                for n in 0..2 {
+                    for m in 0..4 {
+                        let mut q = [_mm256_setzero_si256(); MR];
+                        let mut sv = [_mm256_setzero_si256(); MR];
+                        let g = 8 * n + 2 * m;
+                        for i in 0..MR {
+                            let p = a.add(i * lda + blk * 210);
+                            // Values 128n + 32m + l: 4 bits of byte 64n + 32(m % 2) + l (low
+                            // nibble for m < 2), 2 bits (2m..2m+2) of byte 128 + 32n + l.
+                            let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (m % 2)).cast());
+                            let low = if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
+                            let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
+                            let high = _mm256_and_si256(
+                                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * m as i32)),
                                 three,
-                            ))
-                        };
-                        q[i][0] = _mm256_or_si256(_mm256_and_si256(ql0, nib), h(0));
-                        q[i][1] = _mm256_or_si256(_mm256_and_si256(ql1, nib), h(2));
-                        q[i][2] = _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), nib),
-                            h(4),
-                        );
-                        q[i][3] = _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), nib),
-                            h(6),
-                        );
-                        for m in 0..4 {
-                            let g = 8 * n + 2 * m;
-                            sv[i][m] = _mm256_set_m128i(
+                            );
+                            q[i] = _mm256_or_si256(
+                                _mm256_and_si256(low, nib),
+                                _mm256_slli_epi16::<4>(high),
+                            );
+                            sv[i] = _mm256_set_m128i(
                                 _mm_set1_epi16(sc[i][g + 1]),
                                 _mm_set1_epi16(sc[i][g]),
                             );
                         }
-                    }
-                    for j in 0..NR {
-                        let p = b.add(j * ldb + blk * 292 + 4 + 128 * n);
-                        for m in 0..4 {
-                            let bv = _mm256_loadu_si256(p.add(32 * m).cast());
+                        for j in 0..NR {
+                            let p = b.add(j * ldb + blk * 292 + 4 + 128 * n + 32 * m);
+                            let bv = _mm256_loadu_si256(p.cast());
                             for i in 0..MR {
-                                let x =
-                                    _mm256_madd_epi16(_mm256_maddubs_epi16(q[i][m], bv), sv[i][m]);
+                                let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
                                 iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
                             }
                         }
@@ -543,16 +460,8 @@ macro_rules! x86_tier {
                 }
                 for i in 0..MR {
                     for j in 0..NR {
-                        let mut corr = 0i32;
-                        for t in 0..16 {
-                            corr += i32::from(sc[i][t]) * i32::from(bs[j][t]);
-                        }
                         let s = _mm256_set1_ps(d[i] * bd[j]);
                         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
-                        // The -32 offset, once per block (not per lane).
-                        let lane0 =
-                            _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -32.0 * corr as f32);
-                        acc[i][j] = _mm256_fmadd_ps(lane0, s, acc[i][j]);
                     }
                 }
             }
@@ -707,9 +616,9 @@ macro_rules! x86_tier {
         tiled!($feat, tile_bf16, float_tile, $fm, $fn, gemv $fg, W_BF16);
         tiled!($feat, tile_q8_0, q_0_tile, $qm, $qn, false);
         tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
-        tiled!($feat, tile_q4_k, q4_k_tile, $km, $kn, 0);
-        tiled!($feat, tile_q5_k, q5_k_tile, $km, $kn, 0);
-        tiled!($feat, tile_q6_k, q6_k_tile, $km, $kn, 0);
+        tiled!($feat, tile_q4_k, q45_k_tile, $km, $kn, gemv $kg, false);
+        tiled!($feat, tile_q5_k, q45_k_tile, $km, $kn, gemv $kg, true);
+        tiled!($feat, tile_q6_k, q6_k_tile, $zm, $zn, gemv $zg, 0);
         tiled!($feat, tile_q2_k, q23_k_tile, $zm, $zn, gemv $zg, false);
         tiled!($feat, tile_q3_k, q23_k_tile, $zm, $zn, gemv $zg, true);
 
@@ -721,9 +630,9 @@ macro_rules! x86_tier {
                 DType::BF16 => (tile_bf16 as TileFn, FLOAT_ROWS, $fn),
                 DType::Q8_0 => (tile_q8_0 as TileFn, $qm, $qn),
                 DType::Q4_0 => (tile_q4_0 as TileFn, $qm, $qn),
-                DType::Q4_K => (tile_q4_k as TileFn, $km, $kn),
-                DType::Q5_K => (tile_q5_k as TileFn, $km, $kn),
-                DType::Q6_K => (tile_q6_k as TileFn, $km, $kn),
+                DType::Q4_K => (tile_q4_k as TileFn, K45_ROWS, $kn),
+                DType::Q5_K => (tile_q5_k as TileFn, K45_ROWS, $kn),
+                DType::Q6_K => (tile_q6_k as TileFn, Q23_ROWS, $zn),
                 DType::Q2_K => (tile_q2_k as TileFn, Q23_ROWS, $zn),
                 DType::Q3_K => (tile_q3_k as TileFn, Q23_ROWS, $zn),
                 _ => return other_tile(wt),
