@@ -384,93 +384,12 @@ macro_rules! x86_tier {
             }
         }
 
-        /// Q6_K weights times Q8_K activations: 6-bit quants (0..63) times the activations,
-        /// scaled per 16 values with `madd`, minus 32 times the scaled activation sums (also
-        /// with `madd`). Per 32 values, each row's quants are unpacked once for all columns.
-        #[target_feature(enable = $feat)]
-        unsafe fn q6_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-        ) {
-            let nb = k / 256;
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let nib = _mm256_set1_epi8(0x0f);
-            let three = _mm256_set1_epi8(3);
-            for blk in 0..nb {
-                let mut d = [0f32; MR];
-                let mut sc = [[0i16; 16]; MR];
-                let mut corr_w = [_mm256_setzero_si256(); MR];
-                for i in 0..MR {
-                    let p = a.add(i * lda + blk * 210);
-                    d[i] = h2f!(rd16!(p.add(208)));
-                    let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192).cast()));
-                    _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), s16);
-                    corr_w[i] = _mm256_slli_epi16::<5>(s16);
-                }
-                let mut bd = [0f32; NR];
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for j in 0..NR {
-                    let p = b.add(j * ldb + blk * 292);
-                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = _mm256_loadu_si256(p.add(260).cast());
-                    for i in 0..MR {
-                        // Stored values are q + 32: subtract 32 times the scaled sums.
-                        iacc[i][j] = _mm256_sub_epi32(iacc[i][j], _mm256_madd_epi16(corr_w[i], bs));
-                    }
-                }
-                for n in 0..2 {
-                    for m in 0..4 {
-                        let mut q = [_mm256_setzero_si256(); MR];
-                        let mut sv = [_mm256_setzero_si256(); MR];
-                        let g = 8 * n + 2 * m;
-                        for i in 0..MR {
-                            let p = a.add(i * lda + blk * 210);
-                            // Values 128n + 32m + l: 4 bits of byte 64n + 32(m % 2) + l (low
-                            // nibble for m < 2), 2 bits (2m..2m+2) of byte 128 + 32n + l.
-                            let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (m % 2)).cast());
-                            let low = if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
-                            let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
-                            let high = _mm256_and_si256(
-                                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * m as i32)),
-                                three,
-                            );
-                            q[i] = _mm256_or_si256(
-                                _mm256_and_si256(low, nib),
-                                _mm256_slli_epi16::<4>(high),
-                            );
-                            sv[i] = _mm256_set_m128i(
-                                _mm_set1_epi16(sc[i][g + 1]),
-                                _mm_set1_epi16(sc[i][g]),
-                            );
-                        }
-                        for j in 0..NR {
-                            let p = b.add(j * ldb + blk * 292 + 4 + 128 * n + 32 * m);
-                            let bv = _mm256_loadu_si256(p.cast());
-                            for i in 0..MR {
-                                let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
-                                iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
-                            }
-                        }
-                    }
-                }
-                for i in 0..MR {
-                    for j in 0..NR {
-                        let s = _mm256_set1_ps(d[i] * bd[j]);
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
-                    }
-                }
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(acc[i][j]);
-                }
-            }
-        }
+        /// Q6_K in [`k16_tile`]: 6-bit quants stored as q + 32, an 8-bit scale per 16 values.
+        const K16_Q6: u8 = 0;
+        /// Q3_K in [`k16_tile`]: 3-bit quants stored as q + 4, a 6-bit scale per 16 values.
+        const K16_Q3: u8 = 1;
+        /// Q2_K in [`k16_tile`]: 2-bit quants, a 4-bit scale and a 4-bit min per 16 values.
+        const K16_Q2: u8 = 2;
 
         /// The 16 six-bit scales of a Q3_K block, plus 32, as 16 bytes (ggml's `kmask`
         /// unpacking on 32-bit words: low nibbles from bytes 0..8, high bits from 8..12).
@@ -494,12 +413,13 @@ macro_rules! x86_tier {
             ]
         }
 
-        /// Q2_K (`Q3` false) or Q3_K weights times Q8_K activations: the 2-bit quants (with
-        /// Q3_K's third bit from `hmask`) as unsigned bytes times the activations, scaled per
-        /// 16 values with `madd`; Q2_K's mins and Q3_K's offset of 4 are applied through the
-        /// activations' sums per 16 values, also with `madd`.
+        /// Q6_K, Q3_K or Q2_K weights (`KIND`) times Q8_K activations: the quants as unsigned
+        /// bytes times the activations with `maddubs`, scaled per 16 values with `madd`; the
+        /// offsets (32 for Q6_K, 4 for Q3_K) and Q2_K's mins through `madd` of the scales (or
+        /// mins) with the activations' sums per 16 values. Per 32 values, each row's quants are
+        /// unpacked once for all the tile's columns.
         #[target_feature(enable = $feat)]
-        unsafe fn q23_k_tile<const MR: usize, const NR: usize, const Q3: bool>(
+        unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
             k: usize,
             a: *const u8,
             lda: usize,
@@ -508,61 +428,71 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            // Block size and where the 2-bit quants start.
-            let (bsize, qs_at) = if Q3 { (110, 32) } else { (84, 16) };
+            let bsize = match KIND {
+                K16_Q6 => 210,
+                K16_Q3 => 110,
+                _ => 84,
+            };
             let nb = k / 256;
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
             let mut macc = [[_mm256_setzero_ps(); NR]; MR];
+            let nib = _mm256_set1_epi8(0x0f);
             let three = _mm256_set1_epi8(3);
             let one = _mm256_set1_epi8(1);
             for blk in 0..nb {
                 let mut d = [0f32; MR];
                 let mut dmin = [0f32; MR];
-                // Per 16 values: the scale, and what multiplies the activations' sums (Q2_K's
-                // min, or 4 times Q3_K's scale).
+                // Per 16 values: the scale, and what multiplies the activations' sums (the
+                // offset times the scale, or Q2_K's min).
                 let mut sc = [[0i16; 16]; MR];
                 let mut corr_w = [_mm256_setzero_si256(); MR];
                 for i in 0..MR {
                     let p = a.add(i * lda + blk * bsize);
-                    let scales = if Q3 {
-                        d[i] = h2f!(rd16!(p.add(108)));
-                        let words = q3_k_scale_bytes(&std::ptr::read_unaligned(p.add(96).cast()));
-                        let biased = _mm_loadu_si128(words.as_ptr().cast());
-                        let s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
-                        corr_w[i] = _mm256_slli_epi16::<2>(s16);
-                        s16
-                    } else {
-                        d[i] = h2f!(rd16!(p.add(80)));
-                        dmin[i] = h2f!(rd16!(p.add(82)));
-                        let packed = _mm_loadu_si128(p.cast());
-                        let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
-                        let high = _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
-                        corr_w[i] = _mm256_cvtepu8_epi16(high);
-                        _mm256_cvtepu8_epi16(low)
+                    let scales = match KIND {
+                        K16_Q6 => {
+                            d[i] = h2f!(rd16!(p.add(208)));
+                            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192).cast()));
+                            corr_w[i] = _mm256_slli_epi16::<5>(s16);
+                            s16
+                        }
+                        K16_Q3 => {
+                            d[i] = h2f!(rd16!(p.add(108)));
+                            let words = q3_k_scale_bytes(&std::ptr::read_unaligned(p.add(96).cast()));
+                            let biased = _mm_loadu_si128(words.as_ptr().cast());
+                            let s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
+                            corr_w[i] = _mm256_slli_epi16::<2>(s16);
+                            s16
+                        }
+                        _ => {
+                            d[i] = h2f!(rd16!(p.add(80)));
+                            dmin[i] = h2f!(rd16!(p.add(82)));
+                            let packed = _mm_loadu_si128(p.cast());
+                            let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+                            let high =
+                                _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
+                            corr_w[i] = _mm256_cvtepu8_epi16(high);
+                            _mm256_cvtepu8_epi16(low)
+                        }
                     };
                     _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), scales);
                 }
                 let mut bd = [0f32; NR];
-                let mut bs = [_mm256_setzero_si256(); NR];
+                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * 292);
                     bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    bs[j] = _mm256_loadu_si256(p.add(260).cast());
-                }
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for i in 0..MR {
-                    for j in 0..NR {
-                        let corr = _mm256_madd_epi16(corr_w[i], bs[j]);
-                        if Q3 {
-                            // Stored values are q + 4: subtract 4 times the scaled sums.
-                            iacc[i][j] = _mm256_sub_epi32(iacc[i][j], corr);
-                        } else {
+                    let bs = _mm256_loadu_si256(p.add(260).cast());
+                    for i in 0..MR {
+                        let corr = _mm256_madd_epi16(corr_w[i], bs);
+                        if KIND == K16_Q2 {
                             let s = _mm256_set1_ps(dmin[i] * bd[j]);
                             macc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, macc[i][j]);
+                        } else {
+                            // Stored values are q + offset: subtract the scaled sums.
+                            iacc[i][j] = _mm256_sub_epi32(iacc[i][j], corr);
                         }
                     }
                 }
-                // Per 32 values (n, m): each row's quants and scales once, then every column.
                 for n in 0..2 {
                     for m in 0..4 {
                         let mut q = [_mm256_setzero_si256(); MR];
@@ -571,16 +501,35 @@ macro_rules! x86_tier {
                         let g = 8 * n + 2 * m;
                         for i in 0..MR {
                             let p = a.add(i * lda + blk * bsize);
-                            let qs = _mm256_loadu_si256(p.add(qs_at + 32 * n).cast());
-                            let low = _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
-                            q[i] = if Q3 {
-                                // Values 128n + 32m + l take bit 4n + m of hmask[l].
-                                let hm = _mm256_loadu_si256(p.cast());
-                                let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
-                                let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
-                                _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
-                            } else {
-                                low
+                            // Values 128n + 32m + l.
+                            q[i] = match KIND {
+                                K16_Q6 => {
+                                    // 4 bits of byte 64n + 32(m % 2) + l (low nibble for
+                                    // m < 2), 2 bits (2m..) of byte 128 + 32n + l.
+                                    let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (m % 2)).cast());
+                                    let low = if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
+                                    let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
+                                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), three);
+                                    _mm256_or_si256(
+                                        _mm256_and_si256(low, nib),
+                                        _mm256_slli_epi16::<4>(high),
+                                    )
+                                }
+                                K16_Q3 => {
+                                    // 2 bits (2m..) of byte 32 + 32n + l, the third bit 4n + m
+                                    // of hmask[l].
+                                    let qs = _mm256_loadu_si256(p.add(32 + 32 * n).cast());
+                                    let low = _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
+                                    let hm = _mm256_loadu_si256(p.cast());
+                                    let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
+                                    let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
+                                    _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
+                                }
+                                _ => {
+                                    // 2 bits (2m..) of byte 16 + 32n + l.
+                                    let qs = _mm256_loadu_si256(p.add(16 + 32 * n).cast());
+                                    _mm256_and_si256(_mm256_srl_epi16(qs, shift), three)
+                                }
                             };
                             sv[i] = _mm256_set_m128i(
                                 _mm_set1_epi16(sc[i][g + 1]),
@@ -618,9 +567,9 @@ macro_rules! x86_tier {
         tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
         tiled!($feat, tile_q4_k, q45_k_tile, $km, $kn, gemv $kg, false);
         tiled!($feat, tile_q5_k, q45_k_tile, $km, $kn, gemv $kg, true);
-        tiled!($feat, tile_q6_k, q6_k_tile, $zm, $zn, gemv $zg, 0);
-        tiled!($feat, tile_q2_k, q23_k_tile, $zm, $zn, gemv $zg, false);
-        tiled!($feat, tile_q3_k, q23_k_tile, $zm, $zn, gemv $zg, true);
+        tiled!($feat, tile_q6_k, k16_tile, $zm, $zn, gemv $zg, K16_Q6);
+        tiled!($feat, tile_q2_k, k16_tile, $zm, $zn, gemv $zg, K16_Q2);
+        tiled!($feat, tile_q3_k, k16_tile, $zm, $zn, gemv $zg, K16_Q3);
 
         /// The tile kernel of this tier for weights of `wt`, with its tile size.
         pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
