@@ -99,6 +99,18 @@ fn expected_tier_is_chosen_and_runs() {
     }
 }
 
+/// The CPU feature list and `tessera info` name the tier of every k-quant, and it is a SIMD one.
+#[test]
+fn every_k_quant_is_reported_with_its_simd_tier() {
+    let _guard = lock();
+    let reported = kernels::tiers_by_type();
+    for dtype in [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+        let got = reported.iter().find(|(t, _)| *t == dtype.name()).map(|(_, tier)| *tier);
+        assert_eq!(got, Some(kernels::tier_name(dtype)), "{dtype}");
+        assert_ne!(got, Some("scalar"), "{dtype}");
+    }
+}
+
 #[test]
 fn forcing_an_unsupported_tier_is_refused() {
     let _guard = lock();

@@ -257,6 +257,8 @@ pub fn tiers_by_type() -> Vec<(&'static str, &'static str)> {
         DType::Q5_0,
         DType::Q5_1,
         DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
