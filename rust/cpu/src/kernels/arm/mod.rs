@@ -182,10 +182,15 @@ pub(super) const K16_Q2: u8 = 2;
 /// A Q6_K, Q3_K or Q2_K block as 16 groups of 16 signed values, each with its scale (and, for
 /// Q2_K, its min: the value is `d * scale * q - dmin * min`).
 pub(super) struct Groups16 {
+    /// Super-block scale of the group scales.
     pub(super) d: f32,
+    /// Super-block scale of the group mins (Q2_K; 0 otherwise).
     pub(super) dmin: f32,
+    /// The 16 group scales.
     pub(super) scales: [i8; 16],
+    /// The 16 group mins (Q2_K; 0 otherwise).
     pub(super) mins: [i8; 16],
+    /// The 16 groups of 16 quants as signed bytes (offsets already removed).
     pub(super) q: [int8x16_t; 16],
 }
 
