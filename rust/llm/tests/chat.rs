@@ -95,7 +95,8 @@ fn official_llama32_template_matches_the_documented_format() {
 /// system message when there is none, no BOS.
 #[test]
 fn qwen_chatml_matches_the_documented_format() {
-    let t = ChatTemplate::new(&template_file("Qwen-Qwen2.5-7B-Instruct.jinja"), "", "<|im_end|>").unwrap();
+    let t = ChatTemplate::new(&template_file("Qwen-Qwen2.5-7B-Instruct.jinja"), "", "<|im_end|>")
+        .unwrap();
     assert_eq!(
         t.render(&[msg("user", "Hi!"), msg("assistant", "Hello."), msg("user", "Bye.")], true).unwrap(),
         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n\
@@ -160,7 +161,11 @@ fn template_path(name: &str) -> String {
 fn official_templates_render_as_jinja2_does() {
     let text = std::fs::read_to_string(format!("{FIXTURES}/hf_renders.json")).unwrap();
     let recording: Recording = serde_json::from_str(&text).unwrap();
-    assert!(recording.records.len() >= 100, "the recording holds {} renders", recording.records.len());
+    assert!(
+        recording.records.len() >= 100,
+        "the recording holds {} renders",
+        recording.records.len()
+    );
     let mut failures = Vec::new();
     let mut compared = 0;
     for r in &recording.records {
@@ -178,7 +183,10 @@ fn official_templates_render_as_jinja2_does() {
             }
             (_, Some(e), Err(ChatError::Raised { message })) if e.kind == "raised" => {
                 if message != e.message {
-                    failures.push(format!("{label}: raised {message:?}, jinja2 raised {:?}", e.message));
+                    failures.push(format!(
+                        "{label}: raised {message:?}, jinja2 raised {:?}",
+                        e.message
+                    ));
                 }
             }
             (_, Some(e), Err(err)) if e.kind != "raised" => {
@@ -193,7 +201,12 @@ fn official_templates_render_as_jinja2_does() {
         }
         compared += 1;
     }
-    assert!(failures.is_empty(), "{} of {compared} differ:\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} differ:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,12 +233,14 @@ fn a_template_that_does_not_parse_names_its_line() {
 
 #[test]
 fn raise_exception_is_a_typed_error_with_the_message() {
-    let gemma2 = ChatTemplate::new(&template_file("google-gemma-2-2b-it.jinja"), "<bos>", "<eos>").unwrap();
+    let gemma2 =
+        ChatTemplate::new(&template_file("google-gemma-2-2b-it.jinja"), "<bos>", "<eos>").unwrap();
     assert_eq!(
         gemma2.render(&[msg("system", "s"), msg("user", "u")], true),
         Err(ChatError::Raised { message: "System role not supported".into() })
     );
-    let custom = ChatTemplate::new("{{ raise_exception('no ' ~ messages[0].role) }}", "", "").unwrap();
+    let custom =
+        ChatTemplate::new("{{ raise_exception('no ' ~ messages[0].role) }}", "", "").unwrap();
     let err = custom.render(&[msg("robot", "x")], false).unwrap_err();
     assert_eq!(err, ChatError::Raised { message: "no robot".into() });
     assert!(err.to_string().contains("no robot"), "{err}");
@@ -239,7 +254,9 @@ fn an_unknown_role_where_the_template_raises() {
         other => panic!("expected the template to refuse role tool, got {other:?}"),
     }
     match t.render(&[msg("assistant", "first")], true) {
-        Err(ChatError::Raised { message }) => assert!(message.contains("\"assistant\""), "{message}"),
+        Err(ChatError::Raised { message }) => {
+            assert!(message.contains("\"assistant\""), "{message}")
+        }
         other => panic!("expected the template to refuse an assistant first, got {other:?}"),
     }
 }
@@ -251,7 +268,10 @@ fn rendering_errors_name_their_cause() {
         Err(e) => e,
         Ok(t) => t.render(&[msg("user", "x")], false).unwrap_err(),
     };
-    assert!(err.to_string().contains("no_such_filter") || err.to_string().contains("unknown filter"), "{err}");
+    assert!(
+        err.to_string().contains("no_such_filter") || err.to_string().contains("unknown filter"),
+        "{err}"
+    );
     let t = ChatTemplate::new("{{ messages[0].content.no_such_method() }}", "", "").unwrap();
     let err = t.render(&[msg("user", "x")], false).unwrap_err();
     assert!(matches!(err, ChatError::Render { .. }), "{err:?}");
@@ -279,8 +299,9 @@ fn python_string_methods_and_tojson_work_as_in_transformers() {
 
 #[test]
 fn messages_deserialize_from_json() {
-    let m: Vec<ChatMessage> =
-        serde_json::from_str(r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]"#)
-            .unwrap();
+    let m: Vec<ChatMessage> = serde_json::from_str(
+        r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]"#,
+    )
+    .unwrap();
     assert_eq!(m, vec![msg("user", "hi"), msg("assistant", "yo")]);
 }

@@ -92,7 +92,8 @@ fn reference(logits: &[f32], p: &SamplingParams) -> HashMap<u32, f64> {
             let sb = (-probs[b].ln() - h).abs();
             sa.partial_cmp(&sb).unwrap().then(a.cmp(&b))
         });
-        let keep = cut(order.iter().map(|&j| probs[j]), f64::from(p.typical_p), false).unwrap_or(order.len());
+        let keep = cut(order.iter().map(|&j| probs[j]), f64::from(p.typical_p), false)
+            .unwrap_or(order.len());
         c = order[..keep].iter().map(|&j| c[j]).collect();
     }
     // top-p: the best tokens until their mass reaches p
@@ -116,7 +117,8 @@ fn reference(logits: &[f32], p: &SamplingParams) -> HashMap<u32, f64> {
 }
 
 /// The 0.999 quantile of the chi-square distribution for 1..=12 degrees of freedom.
-const CHI2_999: [f64; 12] = [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91];
+const CHI2_999: [f64; 12] =
+    [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91];
 
 /// Checks the sampler's final candidates against the reference (same set, probabilities within
 /// 2e-6), then draws `n` tokens and checks their frequencies: nothing outside the set, and a
@@ -136,14 +138,19 @@ fn check_adjusted_distribution(
     let want = reference(adjusted, &params);
     let mut s = Sampler::new(params.clone(), logits.len()).unwrap();
     s.sample(logits).unwrap();
-    let got: HashMap<u32, f64> = s.last_candidates().iter().map(|c| (c.id, f64::from(c.p))).collect();
+    let got: HashMap<u32, f64> =
+        s.last_candidates().iter().map(|c| (c.id, f64::from(c.p))).collect();
     let mut want_ids: Vec<u32> = want.keys().copied().collect();
     let mut got_ids: Vec<u32> = got.keys().copied().collect();
     want_ids.sort_unstable();
     got_ids.sort_unstable();
     assert_eq!(got_ids, want_ids, "kept set for {params:?}");
     for (id, q) in &want {
-        assert!((got[id] - q).abs() < 2e-6, "p({id}) = {} but the reference says {q} for {params:?}", got[id]);
+        assert!(
+            (got[id] - q).abs() < 2e-6,
+            "p({id}) = {} but the reference says {q} for {params:?}",
+            got[id]
+        );
     }
     let mut counts: HashMap<u32, usize> = HashMap::new();
     for _ in 0..n {
@@ -161,7 +168,11 @@ fn check_adjusted_distribution(
             })
             .sum();
         let bound = CHI2_999[want.len() - 2];
-        assert!(chi2 < bound, "chi-square {chi2:.2} >= {bound} over {} tokens for {params:?}: {counts:?}", want.len());
+        assert!(
+            chi2 < bound,
+            "chi-square {chi2:.2} >= {bound} over {} tokens for {params:?}: {counts:?}",
+            want.len()
+        );
     }
     want
 }
@@ -179,7 +190,8 @@ fn plain_softmax_at_temperature_one() {
 #[test]
 fn temperature_sharpens_and_flattens() {
     for t in [0.5, 2.0] {
-        let want = check_distribution(SamplingParams { temperature: t, ..plain() }, &LOGITS, 40_000);
+        let want =
+            check_distribution(SamplingParams { temperature: t, ..plain() }, &LOGITS, 40_000);
         // The reference itself: p(best) / p(second) = exp((2.0 - 1.5) / t).
         assert!((want[&1] / want[&3] - (0.5f64 / f64::from(t)).exp()).abs() < 1e-12);
     }
@@ -227,7 +239,8 @@ fn the_chain_runs_in_llama_cpp_order() {
     let params = SamplingParams { top_k: 6, top_p: 0.9, min_p: 0.1, temperature: 0.5, ..plain() };
     let want = check_distribution(params.clone(), &LOGITS, 30_000);
     assert_eq!(want.len(), 4);
-    let temp_first = reference(&LOGITS.map(|l| l / 0.5), &SamplingParams { temperature: 1.0, ..params.clone() });
+    let temp_first =
+        reference(&LOGITS.map(|l| l / 0.5), &SamplingParams { temperature: 1.0, ..params.clone() });
     assert_ne!(want.len(), temp_first.len(), "the case must tell the orders apart");
     let with_typical = SamplingParams { typical_p: 0.9, ..params };
     check_distribution(with_typical, &LOGITS, 30_000);
@@ -237,7 +250,10 @@ fn the_chain_runs_in_llama_cpp_order() {
 fn default_parameters_are_llama_cpp_common_defaults() {
     let d = SamplingParams::default();
     assert_eq!((d.temperature, d.top_k, d.top_p, d.min_p, d.typical_p), (0.8, 40, 0.95, 0.05, 1.0));
-    assert_eq!((d.repeat_penalty, d.frequency_penalty, d.presence_penalty, d.penalty_last_n), (1.0, 0.0, 0.0, 64));
+    assert_eq!(
+        (d.repeat_penalty, d.frequency_penalty, d.presence_penalty, d.penalty_last_n),
+        (1.0, 0.0, 0.0, 64)
+    );
     assert_eq!(d.seed, None);
     assert!(d.logit_bias.is_empty());
     check_distribution(SamplingParams { seed: Some(5), ..d }, &LOGITS, 30_000);
@@ -295,7 +311,9 @@ fn penalties_off_leave_logits_alone_and_reset_empties_the_window() {
     let mut l = [1.0f32, 1.0, -1.0];
     s.adjust_logits(&mut l).unwrap();
     assert_eq!(l, [1.0, 1.0, -1.0]);
-    let mut off = Sampler::new(SamplingParams { repeat_penalty: 1.5, penalty_last_n: 0, ..plain() }, 3).unwrap();
+    let mut off =
+        Sampler::new(SamplingParams { repeat_penalty: 1.5, penalty_last_n: 0, ..plain() }, 3)
+            .unwrap();
     off.accept_all(&[0, 2, 2]);
     let mut l = [1.0f32, 1.0, -1.0];
     off.adjust_logits(&mut l).unwrap();
@@ -317,15 +335,22 @@ fn logit_bias_adds_and_bans() {
     assert!(!want.contains_key(&1));
     // And through the default chain (top-k, top-p, min-p) and greedy alike.
     let mut d = Sampler::new(
-        SamplingParams { logit_bias: vec![(1, f32::NEG_INFINITY)], seed: Some(3), ..SamplingParams::default() },
+        SamplingParams {
+            logit_bias: vec![(1, f32::NEG_INFINITY)],
+            seed: Some(3),
+            ..SamplingParams::default()
+        },
         8,
     )
     .unwrap();
     for _ in 0..5_000 {
         assert_ne!(d.sample(&LOGITS).unwrap(), 1);
     }
-    let mut g = Sampler::new(SamplingParams { logit_bias: vec![(1, f32::NEG_INFINITY)], ..SamplingParams::greedy() }, 8)
-        .unwrap();
+    let mut g = Sampler::new(
+        SamplingParams { logit_bias: vec![(1, f32::NEG_INFINITY)], ..SamplingParams::greedy() },
+        8,
+    )
+    .unwrap();
     assert_eq!(g.sample(&LOGITS).unwrap(), 3);
 }
 
@@ -350,7 +375,8 @@ fn greedy_takes_the_argmax_and_the_lowest_id_on_a_tie() {
     assert_eq!(g.last_candidates().len(), 1);
     assert_eq!(g.last_candidates()[0].p, 1.0);
     // Penalized: the repeated best token drops below the next one.
-    let mut p = Sampler::new(SamplingParams { repeat_penalty: 2.0, ..SamplingParams::greedy() }, 3).unwrap();
+    let mut p = Sampler::new(SamplingParams { repeat_penalty: 2.0, ..SamplingParams::greedy() }, 3)
+        .unwrap();
     p.accept(0);
     assert_eq!(p.sample(&[3.0, 2.0, 1.0]).unwrap(), 1);
     // Ties in the filtered path too: top-k 2 over a three-way tie keeps the two lowest ids.
@@ -417,9 +443,17 @@ fn every_parameter_out_of_range_is_a_typed_error() {
         (SamplingParams { repeat_penalty: 0.0, ..p.clone() }, "repeatPenalty", "0"),
         (SamplingParams { repeat_penalty: -1.0, ..p.clone() }, "repeatPenalty", "-1"),
         (SamplingParams { repeat_penalty: f32::INFINITY, ..p.clone() }, "repeatPenalty", "inf"),
-        (SamplingParams { repeat_penalty: 1e-39, ..p.clone() }, "repeatPenalty", "0.000000000000000000000000000000000000001"),
+        (
+            SamplingParams { repeat_penalty: 1e-39, ..p.clone() },
+            "repeatPenalty",
+            "0.000000000000000000000000000000000000001",
+        ),
         (SamplingParams { frequency_penalty: f32::NAN, ..p.clone() }, "frequencyPenalty", "NaN"),
-        (SamplingParams { frequency_penalty: f32::NEG_INFINITY, ..p.clone() }, "frequencyPenalty", "-inf"),
+        (
+            SamplingParams { frequency_penalty: f32::NEG_INFINITY, ..p.clone() },
+            "frequencyPenalty",
+            "-inf",
+        ),
         (SamplingParams { presence_penalty: f32::INFINITY, ..p.clone() }, "presencePenalty", "inf"),
     ];
     for (params, name, value) in cases {
@@ -434,13 +468,20 @@ fn every_parameter_out_of_range_is_a_typed_error() {
     );
     for bias in [f32::NAN, f32::INFINITY] {
         match Sampler::new(SamplingParams { logit_bias: vec![(2, bias)], ..p.clone() }, 8) {
-            Err(SamplingError::LogitBiasValue { token: 2, bias: b }) => assert_eq!(b.to_bits(), bias.to_bits()),
+            Err(SamplingError::LogitBiasValue { token: 2, bias: b }) => {
+                assert_eq!(b.to_bits(), bias.to_bits())
+            }
             other => panic!("bias {bias}: {other:?}"),
         }
     }
     assert_eq!(Sampler::new(p.clone(), 0).unwrap_err(), SamplingError::VocabSize { n_vocab: 0 });
     // Negative biases, negative frequency / presence penalties and huge top-k are in range.
-    let fine = SamplingParams { logit_bias: vec![(0, -100.0)], frequency_penalty: -1.0, top_k: u32::MAX, ..p.clone() };
+    let fine = SamplingParams {
+        logit_bias: vec![(0, -100.0)],
+        frequency_penalty: -1.0,
+        top_k: u32::MAX,
+        ..p.clone()
+    };
     assert!(Sampler::new(fine, 8).is_ok());
 }
 
@@ -509,7 +550,8 @@ fn vocab_logits(n: usize, seed: u64) -> Vec<f32> {
         x ^= x << 17;
         (x >> 11) as f64 / (1u64 << 53) as f64
     };
-    let mut l: Vec<f32> = (0..n).map(|_| ((next() + next() + next() + next() - 2.0) * 3.0) as f32).collect();
+    let mut l: Vec<f32> =
+        (0..n).map(|_| ((next() + next() + next() + next() - 2.0) * 3.0) as f32).collect();
     for _ in 0..1500 {
         let i = (next() * n as f64) as usize;
         l[i] = (10.0 + 4.0 * next()) as f32;
@@ -525,7 +567,8 @@ fn vocab_logits(n: usize, seed: u64) -> Vec<f32> {
 fn large_vocabulary_top_k_is_the_brute_force_top_k() {
     let n = 262_144;
     let logits = vocab_logits(n, 7);
-    let mut ranked: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let mut ranked: Vec<(u32, f32)> =
+        logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
     ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap().then(a.0.cmp(&b.0)));
     for k in [1u32, 2, 40, 100, 1000] {
         let mut s = Sampler::new(SamplingParams { top_k: k, ..plain() }, n).unwrap();
@@ -545,7 +588,7 @@ fn large_vocabulary_top_p_and_min_p_match_the_reference() {
     let logits = vocab_logits(n, 11);
     for params in [
         SamplingParams { top_p: 0.5, ..plain() },
-        // The nucleus outgrows the 256 candidates top-p ranks first.
+        // A nucleus of several hundred tokens, found in the whole vocabulary.
         SamplingParams { top_p: 0.97, ..plain() },
         SamplingParams { min_p: 0.05, ..plain() },
         SamplingParams { top_k: 2000, top_p: 0.9, min_p: 0.01, temperature: 0.8, ..plain() },
@@ -559,7 +602,9 @@ fn large_vocabulary_top_p_and_min_p_match_the_reference() {
             assert!(got.len() > 256, "only {} tokens in the nucleus", got.len());
         }
         for c in got {
-            let q = want.get(&c.id).unwrap_or_else(|| panic!("token {} kept against the reference", c.id));
+            let q = want
+                .get(&c.id)
+                .unwrap_or_else(|| panic!("token {} kept against the reference", c.id));
             assert!((f64::from(c.p) - q).abs() < 1e-5, "{c:?} vs {q}");
         }
     }
@@ -574,7 +619,10 @@ fn time_sample_on_a_262144_vocabulary() {
     let logits = vocab_logits(n, 3);
     let cases = [
         ("greedy", SamplingParams::greedy()),
-        ("defaults (top-k 40, top-p 0.95, min-p 0.05, T 0.8)", SamplingParams { seed: Some(1), ..SamplingParams::default() }),
+        (
+            "defaults (top-k 40, top-p 0.95, min-p 0.05, T 0.8)",
+            SamplingParams { seed: Some(1), ..SamplingParams::default() },
+        ),
         (
             "defaults + repeat 1.1 over 64 + 2 biases",
             SamplingParams {
@@ -584,9 +632,18 @@ fn time_sample_on_a_262144_vocabulary() {
                 ..SamplingParams::default()
             },
         ),
-        ("top-k 0, top-p 0.95 (whole vocabulary)", SamplingParams { top_k: 0, min_p: 0.0, seed: Some(1), ..SamplingParams::default() }),
-        ("top-k 0, min-p 0.05 only", SamplingParams { top_k: 0, top_p: 1.0, seed: Some(1), ..SamplingParams::default() }),
-        ("top-k 0, typical-p 0.9", SamplingParams { top_k: 0, typical_p: 0.9, seed: Some(1), ..SamplingParams::default() }),
+        (
+            "top-k 0, top-p 0.95 (whole vocabulary)",
+            SamplingParams { top_k: 0, min_p: 0.0, seed: Some(1), ..SamplingParams::default() },
+        ),
+        (
+            "top-k 0, min-p 0.05 only",
+            SamplingParams { top_k: 0, top_p: 1.0, seed: Some(1), ..SamplingParams::default() },
+        ),
+        (
+            "top-k 0, typical-p 0.9",
+            SamplingParams { top_k: 0, typical_p: 0.9, seed: Some(1), ..SamplingParams::default() },
+        ),
     ];
     for (name, params) in cases {
         let mut s = Sampler::new(params, n).unwrap();

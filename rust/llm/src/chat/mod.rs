@@ -131,7 +131,8 @@ impl ChatTemplate {
         env.set_syntax(syntax);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
+            Err(Error::new(ErrorKind::InvalidOperation, message.clone())
+                .with_source(Raised(message)))
         });
         let clock = fixed_now.clone();
         env.add_function("strftime_now", move |format: String| -> Result<String, Error> {
@@ -200,7 +201,11 @@ impl ChatTemplate {
 
     /// Renders the conversation; with `add_generation_prompt` the text ends with the opening of
     /// the assistant's turn.
-    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ChatError> {
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
         self.render_with(messages, add_generation_prompt, &())
     }
 
@@ -284,17 +289,25 @@ fn strftime_now(format: &str, fixed: i64) -> Result<String, Error> {
     use std::fmt::Write;
     let items: Vec<Item<'_>> = StrftimeItems::new(format).collect();
     if items.iter().any(|i| matches!(i, Item::Error)) {
-        return Err(Error::new(ErrorKind::InvalidOperation, format!("strftime_now: invalid format {format:?}")));
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("strftime_now: invalid format {format:?}"),
+        ));
     }
     let mut out = String::new();
     let written = if fixed == CLOCK_LOCAL {
         write!(out, "{}", chrono::Local::now().format_with_items(items.into_iter()))
     } else {
         let t = chrono::DateTime::from_timestamp(fixed, 0).ok_or_else(|| {
-            Error::new(ErrorKind::InvalidOperation, format!("strftime_now: time {fixed} out of range"))
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("strftime_now: time {fixed} out of range"),
+            )
         })?;
         write!(out, "{}", t.format_with_items(items.into_iter()))
     };
-    written.map_err(|_| Error::new(ErrorKind::InvalidOperation, format!("strftime_now: cannot format {format:?}")))?;
+    written.map_err(|_| {
+        Error::new(ErrorKind::InvalidOperation, format!("strftime_now: cannot format {format:?}"))
+    })?;
     Ok(out)
 }

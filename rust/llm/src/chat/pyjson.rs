@@ -80,7 +80,9 @@ impl Writer {
                 let s = v.to_string();
                 self.string(&s);
             }
-            ValueKind::Bytes => self.string(&String::from_utf8_lossy(v.as_bytes().unwrap_or_default())),
+            ValueKind::Bytes => {
+                self.string(&String::from_utf8_lossy(v.as_bytes().unwrap_or_default()))
+            }
             ValueKind::Seq | ValueKind::Iterable => {
                 let items: Vec<Value> = v.try_iter()?.collect();
                 self.out.push('[');
@@ -225,7 +227,11 @@ pub(super) fn python_float_repr(f: f64) -> String {
         format!("{sign}{text}")
     } else {
         let frac = &digits[1..];
-        let m = if frac.is_empty() { digits[..1].to_string() } else { format!("{}.{}", &digits[..1], frac) };
+        let m = if frac.is_empty() {
+            digits[..1].to_string()
+        } else {
+            format!("{}.{}", &digits[..1], frac)
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{m}e{esign}{:02}", exp.abs())
     }

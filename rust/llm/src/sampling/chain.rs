@@ -28,16 +28,15 @@ pub(crate) fn by_rank(a: &Candidate, b: &Candidate) -> Ordering {
 pub(crate) struct Candidates {
     pub items: Vec<Candidate>,
     pub sorted: bool,
-    /// Scratch for typical-p: (shifted score, index into `items`).
-    scores: Vec<(f32, u32)>,
+    /// Scratch for typical-p: (sort key, index into `items`).
+    scores: Vec<(u64, u32)>,
     /// Scratch for typical-p's reordering.
     reorder: Vec<Candidate>,
 }
 
-/// Below this many candidates top-p sorts them all at once; above, it first ranks the best
-/// `TOP_P_FIRST_RANK` (llama.cpp's adaptive choice) and ranks the rest only if they are needed.
+/// Up to this many unsorted candidates top-p sorts them all; above, it first drops those that
+/// cannot be in the nucleus.
 const TOP_P_FULL_SORT_MAX: usize = 1024;
-const TOP_P_FIRST_RANK: usize = 256;
 
 impl Candidates {
     /// Every token with a finite logit, in id order.
@@ -109,35 +108,55 @@ impl Candidates {
         if p >= 1.0 || self.items.is_empty() {
             return;
         }
-        self.softmax();
-        let n = self.items.len();
-        // `items[..ranked]` is in rank order and holds the best `ranked` candidates.
-        let mut ranked = if self.sorted {
-            n
-        } else if n > TOP_P_FULL_SORT_MAX {
-            self.items.select_nth_unstable_by(TOP_P_FIRST_RANK - 1, by_rank);
-            self.items[..TOP_P_FIRST_RANK].sort_unstable_by(by_rank);
-            TOP_P_FIRST_RANK
-        } else {
-            self.items.sort_unstable_by(by_rank);
-            n
-        };
         let target = f64::from(p);
+        if !self.sorted && self.items.len() > TOP_P_FULL_SORT_MAX {
+            self.drop_outside_nucleus(target);
+        } else {
+            self.softmax();
+        }
+        self.sort();
         let mut cum = 0.0f64;
-        let mut keep = n;
-        for i in 0..n {
-            if i == ranked {
-                self.items[ranked..].sort_unstable_by(by_rank);
-                ranked = n;
-            }
-            cum += f64::from(self.items[i].p);
+        let mut keep = self.items.len();
+        for (i, c) in self.items.iter().enumerate() {
+            cum += f64::from(c.p);
             if cum >= target {
                 keep = i + 1;
                 break;
             }
         }
         self.items.truncate(keep);
-        self.sorted = true;
+    }
+
+    /// Before top-p sorts a long list: sets the probabilities (a softmax over all candidates)
+    /// and drops the candidates that cannot be in the nucleus, without sorting. Candidates fall
+    /// into buckets by how far their logit is below the best (1/16 wide, 16 deep, everything
+    /// deeper in a last bucket); the buckets from the top whose mass first reaches `p` hold the
+    /// nucleus, and one more is kept so that rounding can never cut it short.
+    fn drop_outside_nucleus(&mut self, p: f64) {
+        const PER_UNIT: f32 = 16.0;
+        const LAST: usize = 256;
+        let max = self.items.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.logit));
+        let bucket = |logit: f32| (((max - logit) * PER_UNIT) as usize).min(LAST);
+        let mut mass = [0.0f64; LAST + 1];
+        let mut total = 0.0f64;
+        for c in self.items.iter_mut() {
+            c.p = (c.logit - max).exp();
+            mass[bucket(c.logit)] += f64::from(c.p);
+            total += f64::from(c.p);
+        }
+        let mut cum = 0.0f64;
+        let mut last = LAST;
+        for (b, m) in mass.iter().enumerate() {
+            cum += m;
+            if cum >= p * total {
+                last = (b + 1).min(LAST);
+                break;
+            }
+        }
+        if last < LAST {
+            self.items.retain(|c| bucket(c.logit) <= last);
+        }
+        normalize(&mut self.items, total);
     }
 
     /// Min-p: keeps the candidates whose probability is at least `p` times the largest, i.e.
@@ -153,7 +172,8 @@ impl Candidates {
         };
         let min_logit = max + p.ln();
         if self.sorted {
-            let keep = self.items.iter().position(|c| c.logit < min_logit).unwrap_or(self.items.len());
+            let keep =
+                self.items.iter().position(|c| c.logit < min_logit).unwrap_or(self.items.len());
             self.items.truncate(keep.max(1));
         } else {
             self.items.retain(|c| c.logit >= min_logit);
@@ -162,12 +182,12 @@ impl Candidates {
 
     /// Locally typical sampling (Meister et al.): ranks the candidates by how far their
     /// surprise `-ln p` is from the entropy and keeps them in that order until their
-    /// probabilities sum to more than `p`. The result is in that order, not rank order.
+    /// probabilities sum to more than `p`. The result is in that order, not rank order; equal
+    /// distances keep the lower id first.
     pub fn typical(&mut self, p: f32) {
         if p >= 1.0 || self.items.is_empty() {
             return;
         }
-        self.sort();
         self.softmax();
         let entropy: f64 = self
             .items
@@ -178,14 +198,14 @@ impl Candidates {
                 -p * p.ln()
             })
             .sum();
+        // Sort keys: the distance's bits (monotonic for non-negative floats), then the id.
         self.scores.clear();
         self.scores.extend(self.items.iter().enumerate().map(|(i, c)| {
             let surprise = if c.p > 0.0 { -f64::from(c.p).ln() } else { f64::INFINITY };
-            ((surprise - entropy).abs() as f32, i as u32)
+            let distance = (surprise - entropy).abs() as f32;
+            ((u64::from(distance.to_bits()) << 32) | u64::from(c.id), i as u32)
         }));
-        // Equal scores keep rank order (the index), as a stable sort would, without allocating.
-        self.scores
-            .sort_unstable_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal).then(a.1.cmp(&b.1)));
+        self.scores.sort_unstable_by_key(|&(key, _)| key);
         let target = f64::from(p);
         let mut cum = 0.0f64;
         let mut keep = self.scores.len();

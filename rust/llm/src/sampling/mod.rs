@@ -238,11 +238,11 @@ impl Sampler {
         if logits.len() != self.n_vocab {
             return Err(SamplingError::LogitsLength { n_vocab: self.n_vocab, got: logits.len() });
         }
-        // `!(x < inf)` is NaN or +inf; test blocks at a time so the common case vectorizes.
+        // Blocks at a time, so that the common case (no bad logit) vectorizes.
         const BLOCK: usize = 64;
         for (b, block) in logits.chunks(BLOCK).enumerate() {
-            if block.iter().fold(false, |bad, &x| bad | !(x < f32::INFINITY)) {
-                let j = block.iter().position(|&x| !(x < f32::INFINITY)).unwrap_or(0);
+            if block.iter().fold(false, |bad, &x| bad | not_a_logit(x)) {
+                let j = block.iter().position(|&x| not_a_logit(x)).unwrap_or(0);
                 return Err(SamplingError::Logit { index: b * BLOCK + j, value: block[j] });
             }
         }
@@ -252,6 +252,11 @@ impl Sampler {
     fn needs_adjusting(&self) -> bool {
         !self.bias.is_empty() || (self.penalties_on && !self.counts.is_empty())
     }
+}
+
+/// NaN or `+inf`: a value no softmax can take (`-inf` is a ban and fine).
+fn not_a_logit(x: f32) -> bool {
+    x.is_nan() | (x == f32::INFINITY)
 }
 
 /// The penalties to apply, if they are on.
@@ -279,7 +284,11 @@ struct Penalties<'a> {
 /// Bias first, then for every token in the window: a logit `<= 0` is multiplied by the
 /// repeat penalty and a positive one divided by it (so the penalty always lowers it), then
 /// `count * frequency + presence` is subtracted (llama.cpp's penalties sampler).
-fn apply_bias_and_penalties(bias: &[(u32, f32)], penalties: Option<Penalties<'_>>, logits: &mut [f32]) {
+fn apply_bias_and_penalties(
+    bias: &[(u32, f32)],
+    penalties: Option<Penalties<'_>>,
+    logits: &mut [f32],
+) {
     for &(t, b) in bias {
         logits[t as usize] += b;
     }
@@ -297,13 +306,20 @@ fn apply_bias_and_penalties(bias: &[(u32, f32)], penalties: Option<Penalties<'_>
 }
 
 /// The index of the largest finite logit, the lowest index on a tie; `None` if all are -inf.
+/// Blocks of 16 are tested in one vectorizable step and only a block holding a new best is
+/// scanned element by element.
 fn argmax(logits: &[f32]) -> Option<u32> {
+    const BLOCK: usize = 16;
     let mut best = f32::NEG_INFINITY;
     let mut at = None;
-    for (i, &x) in logits.iter().enumerate() {
-        if x > best {
-            best = x;
-            at = Some(i as u32);
+    for (b, block) in logits.chunks(BLOCK).enumerate() {
+        if block.iter().fold(false, |any, &x| any | (x > best)) {
+            for (j, &x) in block.iter().enumerate() {
+                if x > best {
+                    best = x;
+                    at = Some((b * BLOCK + j) as u32);
+                }
+            }
         }
     }
     at

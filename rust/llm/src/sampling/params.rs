@@ -98,7 +98,9 @@ impl SamplingParams {
         if n_vocab == 0 || n_vocab > u32::MAX as usize {
             return Err(SamplingError::VocabSize { n_vocab });
         }
-        check("temperature", self.temperature, "a finite number >= 0", |v| v.is_finite() && v >= 0.0)?;
+        check("temperature", self.temperature, "a finite number >= 0", |v| {
+            v.is_finite() && v >= 0.0
+        })?;
         check("topP", self.top_p, "a number in (0, 1]", |v| v > 0.0 && v <= 1.0)?;
         check("minP", self.min_p, "a number in [0, 1]", |v| (0.0..=1.0).contains(&v))?;
         check("typicalP", self.typical_p, "a number in (0, 1]", |v| v > 0.0 && v <= 1.0)?;
@@ -148,7 +150,9 @@ mod logit_bias_json {
     pub fn serialize<S: Serializer>(pairs: &[(u32, f32)], s: S) -> Result<S::Ok, S::Error> {
         let out: Vec<(u32, Bias)> = pairs
             .iter()
-            .map(|&(t, b)| (t, if b == f32::NEG_INFINITY { Bias::Flag(false) } else { Bias::Value(b) }))
+            .map(|&(t, b)| {
+                (t, if b == f32::NEG_INFINITY { Bias::Flag(false) } else { Bias::Value(b) })
+            })
             .collect();
         out.serialize(s)
     }
