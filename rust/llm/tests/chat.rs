@@ -282,6 +282,34 @@ fn rendering_errors_name_their_cause() {
 }
 
 #[test]
+fn a_runaway_template_stops_with_an_error_and_long_chats_still_render() {
+    for source in [
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "{% for i in range(1000) %}{{ 'x' * 50000000 }}{% endfor %}",
+    ] {
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        match t.render(&[], false) {
+            Err(ChatError::Render { message, .. }) => {
+                assert!(message.contains("work budget"), "{message}")
+            }
+            other => panic!("{source}: expected the work budget to stop it, got {other:?}"),
+        }
+    }
+    let qwen3 =
+        ChatTemplate::new(&template_file("Qwen-Qwen3-0.6B.jinja"), "", "<|im_end|>").unwrap();
+    let chat: Vec<ChatMessage> = (0..5000)
+        .map(|i| {
+            msg(
+                if i % 2 == 0 { "user" } else { "assistant" },
+                "a message of some fifty-odd bytes, give or take",
+            )
+        })
+        .collect();
+    let text = qwen3.render(&chat, true).unwrap();
+    assert_eq!(text.matches("<|im_start|>").count(), 5001);
+}
+
+#[test]
 fn python_string_methods_and_tojson_work_as_in_transformers() {
     let t = ChatTemplate::new(
         "{{ '  a,b  '.strip().split(',') | join('|') }} {{ 'abc'.startswith('ab') }} \

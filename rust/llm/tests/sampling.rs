@@ -355,6 +355,34 @@ fn logit_bias_adds_and_bans() {
 }
 
 #[test]
+fn overflowing_adjustments_saturate_instead_of_making_nan() {
+    let params = SamplingParams {
+        logit_bias: vec![
+            (0, 3e38),
+            (1, 3e38),
+            (1, 3e38),
+            (2, f32::NEG_INFINITY),
+            (2, 3e38),
+            (2, 3e38),
+        ],
+        repeat_penalty: 1e-30,
+        frequency_penalty: -3e38,
+        ..plain()
+    };
+    let mut s = Sampler::new(params, 4).unwrap();
+    s.accept_all(&[2, 3, 3]);
+    let mut l = [3e38f32, 1.0, 5.0, 2.0];
+    s.adjust_logits(&mut l).unwrap();
+    // 0: 3e38 + 3e38 saturates; 1: 1 + MAX; 2: stays banned; 3: 2 / 1e-30 + 2 * 3e38 saturates.
+    assert_eq!(l, [f32::MAX, f32::MAX, f32::NEG_INFINITY, f32::MAX]);
+    // A tie of saturated logits: the distribution is uniform over them, and never NaN.
+    s.sample(&[3e38, 1.0, 5.0, 2.0]).unwrap();
+    for c in s.last_candidates() {
+        assert!((c.p - 1.0 / 3.0).abs() < 1e-6, "{c:?}");
+    }
+}
+
+#[test]
 fn everything_banned_is_an_error() {
     let bans: Vec<(u32, f32)> = (0..8).map(|t| (t, f32::NEG_INFINITY)).collect();
     for params in [plain(), SamplingParams::greedy(), SamplingParams::default()] {

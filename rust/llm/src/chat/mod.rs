@@ -28,6 +28,11 @@ use std::sync::Arc;
 /// The template name inside the environment.
 const NAME: &str = "chat_template";
 
+/// The work one render may do (minijinja's fuel: one per instruction, one per 64 bytes of
+/// data produced): a template from a file cannot hang or exhaust memory (about 256 MB at
+/// most). Rendering thousands of messages with the official templates takes a few percent.
+pub const FUEL: u64 = 4_000_000;
+
 /// The built-in Gemma template's source.
 pub const GEMMA_TEMPLATE: &str = include_str!("gemma.jinja");
 
@@ -129,6 +134,7 @@ impl ChatTemplate {
             .build()
             .map_err(|e| ChatError::Render { line: None, message: e.to_string() })?;
         env.set_syntax(syntax);
+        env.set_fuel(Some(FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
             Err(Error::new(ErrorKind::InvalidOperation, message.clone())
@@ -264,6 +270,14 @@ fn render_error(e: &Error) -> ChatError {
             return ChatError::Raised { message: raised.0.clone() };
         }
         cause = err.source();
+    }
+    if e.kind() == ErrorKind::OutOfFuel {
+        return ChatError::Render {
+            line: e.line(),
+            message: format!(
+                "the template exceeded its work budget ({FUEL} fuel): it loops too long or builds too much text"
+            ),
+        };
     }
     ChatError::Render { line: e.line(), message: describe(e) }
 }

@@ -107,7 +107,8 @@ impl Sampler {
         sorted.sort_by_key(|&(t, _)| t);
         for (t, b) in sorted {
             match bias.last_mut() {
-                Some(last) if last.0 == t => last.1 += b,
+                // Two huge biases could overflow to +inf; saturate, so a ban stays a ban.
+                Some(last) if last.0 == t => last.1 = saturate(last.1 + b),
                 _ => bias.push((t, b)),
             }
         }
@@ -282,26 +283,39 @@ struct Penalties<'a> {
 }
 
 /// Bias first, then for every token in the window: a logit `<= 0` is multiplied by the
-/// repeat penalty and a positive one divided by it (so the penalty always lowers it), then
-/// `count * frequency + presence` is subtracted (llama.cpp's penalties sampler).
+/// repeat penalty and a positive one divided by it (so a penalty above 1 always lowers it),
+/// then `count * frequency + presence` is subtracted (llama.cpp's penalties sampler). In f32
+/// as llama.cpp computes it, except that a result overflowing to `+inf` saturates at
+/// `f32::MAX` and a banned (`-inf`) token stays banned, so no NaN or `+inf` can follow.
 fn apply_bias_and_penalties(
     bias: &[(u32, f32)],
     penalties: Option<Penalties<'_>>,
     logits: &mut [f32],
 ) {
     for &(t, b) in bias {
-        logits[t as usize] += b;
+        let l = &mut logits[t as usize];
+        *l = saturate(*l + b);
     }
     if let Some(p) = penalties {
         for (&t, &count) in p.counts {
             let l = &mut logits[t as usize];
-            if *l <= 0.0 {
-                *l *= p.repeat;
-            } else {
-                *l /= p.repeat;
+            if *l == f32::NEG_INFINITY {
+                continue;
             }
-            *l -= count as f32 * p.frequency + p.presence;
+            *l = if *l <= 0.0 { *l * p.repeat } else { saturate(*l / p.repeat) };
+            if *l != f32::NEG_INFINITY {
+                *l = saturate(*l - (count as f32 * p.frequency + p.presence));
+            }
         }
+    }
+}
+
+/// `+inf` becomes `f32::MAX`; everything else (finite or `-inf`) is kept.
+fn saturate(x: f32) -> f32 {
+    if x == f32::INFINITY {
+        f32::MAX
+    } else {
+        x
     }
 }
 
