@@ -94,7 +94,7 @@ fn a_stop_string_split_at_every_position_is_found_and_never_shown() {
 
 #[test]
 fn several_overlapping_and_unicode_stop_strings() {
-    let list = stops(&["\n\nUser:", "User", "ab", "bc", "。", "🙂!"]);
+    let list = stops(&["\n\nUser:", "User", "ab", "bc", "。", "🙂!", "xxy"]);
     for text in [
         "x a\n\nUse done",
         "say a\n\nUser: hi",
@@ -103,6 +103,7 @@ fn several_overlapping_and_unicode_stop_strings() {
         "xbbc",
         "日本語。次",
         "ok 🙂 fine 🙂!",
+        "wxxxxy tail",
         "no stop",
     ] {
         for pieces in splits(text) {
