@@ -2,12 +2,15 @@
 //! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates and embeddings.
 #![warn(missing_docs)]
 
+pub mod chat;
 pub mod context;
 pub mod error;
 pub mod forward;
 pub mod hparams;
 pub mod kv_cache;
 pub mod model;
+pub mod sampling;
+pub mod stop;
 pub mod tensors;
 pub mod weights;
 
