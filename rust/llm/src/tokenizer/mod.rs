@@ -1,0 +1,720 @@
+//! Tokenizers from a GGUF vocabulary, giving exactly llama.cpp's tokens and pieces:
+//! SentencePiece (`tokenizer.ggml.model = llama`: Gemma, Llama 2) and byte-level BPE (`gpt2`,
+//! with the pre-tokenizer `tokenizer.ggml.pre` names: Llama 3, Qwen 2 and 3, GPT-2, SmolLM...).
+//!
+//! [`Tokenizer::encode`] is `llama_tokenize(text, add_special, parse_special)`,
+//! [`Tokenizer::token_to_piece`] is `llama_token_to_piece` and [`Tokenizer::decode`] is
+//! `llama_detokenize(.., remove_special = false, unparse_special = special)`, including the
+//! behaviours a reader may not expect (see each). [`StreamDecoder`] turns pieces into text as
+//! they are generated.
+
+mod bpe;
+mod pretokenize;
+mod special;
+mod spm;
+mod stream;
+mod unicode;
+mod vocab;
+
+use rustc_hash::FxHashMap;
+
+pub use stream::StreamDecoder;
+pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
+
+use special::{Fragment, Specials};
+
+/// Token text (bytes) -> id.
+pub(crate) type TokenMap = FxHashMap<Box<[u8]>, u32>;
+/// "left right" -> merge rank.
+pub(crate) type MergeMap = FxHashMap<Box<[u8]>, u32>;
+
+/// What can go wrong reading a vocabulary or using a tokenizer.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    // TODO-GGUF Gguf(#[from] tessera_gguf::GgufError),
+    /// A metadata key the vocabulary needs is missing.
+    #[error("vocabulary metadata: {0} is missing")]
+    MissingKey(&'static str),
+    /// A metadata key holds a value of the wrong type.
+    #[error("vocabulary metadata: {key} is {found}, expected {expected}")]
+    WrongType {
+        /// The key.
+        key: &'static str,
+        /// What the tokenizer needs.
+        expected: &'static str,
+        /// What the file holds.
+        found: String,
+    },
+    /// A per-token array is shorter than the token list.
+    #[error("vocabulary metadata: {key} has {len} entries for {n_tokens} tokens")]
+    TooShort {
+        /// The key.
+        key: &'static str,
+        /// Its length.
+        len: usize,
+        /// The number of tokens.
+        n_tokens: usize,
+    },
+    /// The vocabulary's contents are inconsistent.
+    #[error("vocabulary metadata: {key}: {reason}")]
+    Malformed {
+        /// The key concerned.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
+    #[error("unknown tokenizer model {0:?} in tokenizer.ggml.model (supported: llama, gpt2)")]
+    UnknownModel(String),
+    /// `tokenizer.ggml.pre` names a BPE pre-tokenizer this crate does not implement.
+    #[error("unknown BPE pre-tokenizer {0:?} in tokenizer.ggml.pre")]
+    UnknownPreTokenizer(String),
+    /// A token id past the vocabulary.
+    #[error("token id {id} is out of range (the vocabulary has {n_vocab} tokens)")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        n_vocab: usize,
+    },
+}
+
+/// llama.cpp's token attributes (`llama_token_attr`), a bit set.
+mod attr {
+    pub const UNKNOWN: u8 = 1 << 1;
+    pub const UNUSED: u8 = 1 << 2;
+    pub const NORMAL: u8 = 1 << 3;
+    pub const CONTROL: u8 = 1 << 4;
+    pub const USER_DEFINED: u8 = 1 << 5;
+    pub const BYTE: u8 = 1 << 6;
+}
+
+/// Token texts llama.cpp treats as end of generation (`llama_vocab::impl::load`).
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
+];
+/// Texts llama.cpp takes as the end-of-turn token when the file names none.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] =
+    &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
+
+/// A tokenizer built from a [`Vocab`]: lookup tables built once, shared by every call
+/// (`Send + Sync`; `encode` and `decode` take `&self`).
+pub struct Tokenizer {
+    vocab: Vocab,
+    attrs: Vec<u8>,
+    tokens: TokenMap,
+    merges: MergeMap,
+    /// SPM: the byte-fallback token of each byte.
+    byte_tokens: Box<[Option<u32>; 256]>,
+    specials: Specials,
+    /// `token_to_piece(id, special = true)` of every id, concatenated.
+    pieces: Vec<u8>,
+    piece_ends: Vec<u32>,
+    eog: Vec<u32>,
+    eot: Option<u32>,
+    nl: Option<u32>,
+}
+
+impl Tokenizer {
+    // TODO-GGUF from_gguf
+
+    /// Checks `vocab` and builds the tokenizer's tables.
+    pub fn from_vocab(mut vocab: Vocab) -> Result<Tokenizer, TokenizerError> {
+        use vocab::keys;
+        let n = vocab.tokens.len();
+        if n == 0 || n > u32::MAX as usize {
+            return Err(TokenizerError::Malformed {
+                key: keys::TOKENS,
+                reason: format!("{n} tokens"),
+            });
+        }
+        if vocab.scores.len() < n {
+            return Err(TokenizerError::TooShort {
+                key: keys::SCORES,
+                len: vocab.scores.len(),
+                n_tokens: n,
+            });
+        }
+        if vocab.types.len() < n {
+            return Err(TokenizerError::TooShort {
+                key: keys::TOKEN_TYPE,
+                len: vocab.types.len(),
+                n_tokens: n,
+            });
+        }
+        for (name, id) in [
+            ("bos", vocab.bos),
+            ("eos", vocab.eos),
+            ("eot", vocab.eot),
+            ("eom", vocab.eom),
+            ("unk", vocab.unk),
+            ("sep", vocab.sep),
+            ("pad", vocab.pad),
+            ("mask", vocab.mask),
+            ("fim_pre", vocab.fim_pre),
+            ("fim_suf", vocab.fim_suf),
+            ("fim_mid", vocab.fim_mid),
+            ("fim_pad", vocab.fim_pad),
+            ("fim_rep", vocab.fim_rep),
+            ("fim_sep", vocab.fim_sep),
+        ] {
+            if let Some(id) = id.filter(|&id| id as usize >= n) {
+                return Err(TokenizerError::Malformed {
+                    key: keys::TOKENS,
+                    reason: format!("the {name} token {id} is past the {n} tokens"),
+                });
+            }
+        }
+        if vocab.add_bos && vocab.bos.is_none() {
+            return Err(TokenizerError::Malformed {
+                key: keys::ADD_BOS,
+                reason: "BOS is to be added but the vocabulary has no BOS token".into(),
+            });
+        }
+        if vocab.add_eos && vocab.eos.is_none() {
+            return Err(TokenizerError::Malformed {
+                key: keys::ADD_EOS,
+                reason: "EOS is to be added but the vocabulary has no EOS token".into(),
+            });
+        }
+
+        // llama.cpp renames empty tokens, and cannot load a vocabulary with a repeated text
+        let mut tokens = TokenMap::default();
+        tokens.reserve(n);
+        for (i, t) in vocab.tokens.iter_mut().enumerate() {
+            if t.is_empty() {
+                *t = format!("[EMPTY_{i}]");
+            }
+            if let Some(first) = tokens.insert(t.as_bytes().into(), i as u32) {
+                return Err(TokenizerError::Malformed {
+                    key: keys::TOKENS,
+                    reason: format!("tokens {first} and {i} are both {t:?}"),
+                });
+            }
+        }
+
+        let mut attrs: Vec<u8> = vocab.types[..n]
+            .iter()
+            .map(|t| match t {
+                TokenType::Undefined => 0,
+                TokenType::Normal => attr::NORMAL,
+                TokenType::Unknown => attr::UNKNOWN,
+                TokenType::Control => attr::CONTROL,
+                TokenType::UserDefined => attr::USER_DEFINED,
+                TokenType::Unused => attr::UNUSED,
+                TokenType::Byte => attr::BYTE,
+            })
+            .collect();
+
+        // special tokens found by their text when the file does not name them; llama.cpp walks
+        // a hash map and takes the first it meets, here the lowest id
+        let find =
+            |texts: &[&str]| texts.iter().filter_map(|t| tokens.get(t.as_bytes()).copied()).min();
+        let mut control = |id: u32| attrs[id as usize] |= attr::CONTROL;
+        let eot = vocab.eot.or_else(|| find(EOT_TEXTS));
+        let eom = vocab.eom.or_else(|| find(EOM_TEXTS));
+        let fim_pad = vocab.fim_pad.or_else(|| find(FIM_PAD_TEXTS));
+        let fim_rep = vocab.fim_rep.or_else(|| find(FIM_REP_TEXTS));
+        let fim_sep = vocab.fim_sep.or_else(|| find(FIM_SEP_TEXTS));
+        for (given, texts) in [
+            (vocab.eot, EOT_TEXTS),
+            (vocab.eom, EOM_TEXTS),
+            (vocab.fim_pad, FIM_PAD_TEXTS),
+            (vocab.fim_rep, FIM_REP_TEXTS),
+            (vocab.fim_sep, FIM_SEP_TEXTS),
+            (vocab.fim_pre, FIM_PRE_TEXTS),
+            (vocab.fim_suf, FIM_SUF_TEXTS),
+            (vocab.fim_mid, FIM_MID_TEXTS),
+        ] {
+            if given.is_none() {
+                if let Some(id) = find(texts) {
+                    control(id);
+                }
+            }
+        }
+        // tokens whose text ends generation (and become control tokens)
+        let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
+        for text in EOG_TEXTS {
+            if let Some(&id) = tokens.get(text.as_bytes()) {
+                eog.push(id);
+                control(id);
+            }
+        }
+        // gpt-oss: rendered even without `special`
+        for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
+            if let Some(&id) = tokens.get(text.as_bytes()) {
+                attrs[id as usize] = attr::USER_DEFINED;
+            }
+        }
+        eog.extend([vocab.eos, eot, eom].into_iter().flatten());
+        eog.sort_unstable();
+        eog.dedup();
+        let has = |eog: &[u32], text: &str| {
+            tokens.get(text.as_bytes()).is_some_and(|id| eog.binary_search(id).is_ok())
+        };
+        if (has(&eog, "<|return|>") && has(&eog, "<|call|>"))
+            || (has(&eog, "<|calls|>") && has(&eog, "<|flush|>"))
+        {
+            if let Some(&end) = tokens.get("<|end|>".as_bytes()) {
+                eog.retain(|&id| id != end);
+                attrs[end as usize] = attr::USER_DEFINED;
+            }
+        }
+        if has(&eog, "<|tool_response>") || has(&eog, "<|plamo:eos|>") {
+            if let Some(&s) = tokens.get("</s>".as_bytes()) {
+                eog.retain(|&id| id != s);
+                attrs[s as usize] = attr::NORMAL;
+            }
+        }
+
+        let specials = Specials::new(
+            (0..n)
+                .filter(|&i| attrs[i] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
+                .map(|i| {
+                    let always = attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0;
+                    (i as u32, vocab.tokens[i].as_bytes(), always)
+                })
+                .collect(),
+        )?;
+
+        let mut merges = MergeMap::default();
+        if vocab.kind == VocabKind::Bpe {
+            merges.reserve(vocab.merges.len());
+            for (rank, m) in vocab.merges.iter().enumerate() {
+                // llama.cpp splits at the first space after the first byte; a line without one
+                // is the pair ("", ""), which no lookup asks for
+                if m.as_bytes().iter().skip(1).any(|&b| b == b' ') {
+                    merges.entry(m.as_bytes().into()).or_insert(rank as u32);
+                }
+            }
+        }
+
+        let mut byte_tokens = Box::new([None; 256]);
+        for b in 0..=255u8 {
+            byte_tokens[b as usize] = match vocab.kind {
+                VocabKind::Spm => tokens
+                    .get(format!("<0x{b:02X}>").as_bytes())
+                    .or_else(|| tokens.get(std::slice::from_ref(&b)))
+                    .copied(),
+                VocabKind::Bpe => {
+                    let mut buf = [0u8; 4];
+                    tokens.get(unicode::byte_to_char(b).encode_utf8(&mut buf).as_bytes()).copied()
+                }
+            };
+        }
+
+        let mut tok = Tokenizer {
+            vocab,
+            attrs,
+            tokens,
+            merges,
+            byte_tokens,
+            specials,
+            pieces: Vec::new(),
+            piece_ends: Vec::with_capacity(n),
+            eog,
+            eot,
+            nl: None,
+        };
+        let mut pieces = Vec::with_capacity(n * 4);
+        for id in 0..n {
+            tok.piece_into(id, &mut pieces);
+            tok.piece_ends.push(pieces.len() as u32);
+        }
+        if pieces.len() > u32::MAX as usize {
+            return Err(TokenizerError::Malformed {
+                key: keys::TOKENS,
+                reason: "token texts exceed 4 GiB".into(),
+            });
+        }
+        tok.pieces = pieces;
+        tok.nl = match tok.vocab.kind {
+            VocabKind::Spm => tok.byte_tokens[b'\n' as usize].or(tok.vocab.pad),
+            VocabKind::Bpe => tok.encode("\n", false, false).first().copied().or(tok.vocab.pad),
+        };
+        Ok(tok)
+    }
+
+    /// The piece of `id` with `special` (llama.cpp's `token_to_piece_for_cache`).
+    fn piece_into(&self, id: usize, out: &mut Vec<u8>) {
+        let a = self.attrs[id];
+        let text = self.vocab.tokens[id].as_str();
+        if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
+            out.extend_from_slice(text.as_bytes());
+        } else if a & attr::NORMAL != 0 {
+            match self.vocab.kind {
+                VocabKind::Spm => out.extend_from_slice(text.replace('\u{2581}', " ").as_bytes()),
+                VocabKind::Bpe => {
+                    for c in text.chars() {
+                        match unicode::char_to_byte(c) {
+                            Some(b) => out.push(b),
+                            None => {
+                                // llama.cpp's llama_decode_text
+                                out.extend_from_slice(b"[UNK_BYTE_0x");
+                                let mut buf = [0u8; 4];
+                                for b in c.encode_utf8(&mut buf).bytes() {
+                                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                                }
+                                out.extend_from_slice(text.as_bytes());
+                                out.push(b']');
+                            }
+                        }
+                    }
+                }
+            }
+        } else if a & attr::BYTE != 0 {
+            out.push(byte_of(text));
+        }
+    }
+
+    /// Tokens of `text`, exactly as llama.cpp's `llama_tokenize(text, add_special,
+    /// parse_special)`: with `add_special`, BOS first and EOS last where the vocabulary says so;
+    /// user-defined tokens are always cut out of the text first, control tokens only with
+    /// `parse_special`. SentencePiece with `add_space_prefix` puts a space before the text at
+    /// the start and after every special token.
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        let v = &self.vocab;
+        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_special && v.add_bos {
+            out.extend(v.bos);
+        }
+        let fragments = self.specials.partition(text.as_bytes(), parse_special);
+        match v.kind {
+            VocabKind::Spm => {
+                let mut prev_special = true;
+                let mut buf = String::new();
+                for f in fragments {
+                    match f {
+                        Fragment::Token(id) => {
+                            out.push(id);
+                            prev_special = true;
+                        }
+                        Fragment::Text(a, b) => {
+                            buf.clear();
+                            if v.add_space_prefix && prev_special {
+                                buf.push('\u{2581}');
+                            }
+                            for c in text[a..b].chars() {
+                                buf.push(if c == ' ' { '\u{2581}' } else { c });
+                            }
+                            spm::tokenize(
+                                &buf,
+                                &self.tokens,
+                                &v.scores,
+                                &self.byte_tokens,
+                                v.unk,
+                                &mut out,
+                            );
+                            prev_special = false;
+                        }
+                    }
+                }
+            }
+            VocabKind::Bpe => {
+                let mut scratch = bpe::Scratch::default();
+                for f in fragments {
+                    match f {
+                        Fragment::Token(id) => out.push(id),
+                        Fragment::Text(a, b) => {
+                            for word in pretokenize::split(v.pre.split, &text[a..b]) {
+                                bpe::tokenize_word(
+                                    word,
+                                    &self.tokens,
+                                    &self.merges,
+                                    v.pre.ignore_merges,
+                                    &mut scratch,
+                                    &mut out,
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if add_special && v.add_eos {
+            out.extend(v.eos);
+        }
+        out
+    }
+
+    fn check(&self, id: u32) -> Result<usize, TokenizerError> {
+        let i = id as usize;
+        if i < self.attrs.len() {
+            Ok(i)
+        } else {
+            Err(TokenizerError::TokenOutOfRange { id, n_vocab: self.attrs.len() })
+        }
+    }
+
+    fn piece(&self, i: usize, special: bool) -> &[u8] {
+        if !special && self.attrs[i] & (attr::UNKNOWN | attr::CONTROL) != 0 {
+            return &[];
+        }
+        let start = if i == 0 { 0 } else { self.piece_ends[i - 1] as usize };
+        &self.pieces[start..self.piece_ends[i] as usize]
+    }
+
+    /// The bytes of token `id`, as llama.cpp's `llama_token_to_piece(id, lstrip = 0, special)`:
+    /// control and unknown tokens are empty unless `special`; SPM pieces have U+2581 as spaces,
+    /// byte tokens are their byte, BPE pieces are the bytes GPT-2's characters stand for. A piece
+    /// may end inside a UTF-8 character (see [`StreamDecoder`]).
+    pub fn token_to_piece(&self, id: u32, special: bool) -> Result<Vec<u8>, TokenizerError> {
+        Ok(self.piece(self.check(id)?, special).to_vec())
+    }
+
+    /// The bytes of `ids` as llama.cpp's `llama_detokenize(ids, remove_special = false,
+    /// unparse_special = special)`.
+    ///
+    /// As llama.cpp, with `add_space_prefix` one leading space of the first piece is dropped
+    /// (even when the text did not start with one, and not when the first token is a BOS or
+    /// other token with an empty piece), and where the pre-tokenizer asks for it
+    /// (`clean_spaces`, e.g. Llama 3 but not Qwen 2) spaces before `? ! . ,`, around a lone `'`
+    /// and before `'s 'm 're 've` are removed, so decoding does not always give back the text.
+    pub fn decode_bytes(&self, ids: &[u32], special: bool) -> Result<Vec<u8>, TokenizerError> {
+        let mut text = Vec::with_capacity(ids.len() * 4);
+        let mut remove_space = self.vocab.add_space_prefix;
+        for &id in ids {
+            let mut p = self.piece(self.check(id)?, special);
+            if remove_space {
+                if let Some(rest) = p.strip_prefix(b" ") {
+                    p = rest;
+                }
+            }
+            remove_space = false;
+            text.extend_from_slice(p);
+        }
+        if self.vocab.pre.clean_spaces {
+            clean_spaces(&mut text);
+        }
+        Ok(text)
+    }
+
+    /// [`Tokenizer::decode_bytes`] as text; bytes that are not UTF-8 become U+FFFD.
+    pub fn decode(&self, ids: &[u32], special: bool) -> Result<String, TokenizerError> {
+        let bytes = self.decode_bytes(ids, special)?;
+        Ok(match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+
+    /// The number of tokens.
+    pub fn n_vocab(&self) -> usize {
+        self.attrs.len()
+    }
+
+    /// The vocabulary the tokenizer was built from.
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    /// Beginning of sequence.
+    pub fn bos(&self) -> Option<u32> {
+        self.vocab.bos
+    }
+
+    /// End of sequence.
+    pub fn eos(&self) -> Option<u32> {
+        self.vocab.eos
+    }
+
+    /// End of turn: from the file, else the first of llama.cpp's end-of-turn texts the
+    /// vocabulary has (`<end_of_turn>`, `<|im_end|>`, `<|eot_id|>`...; the lowest id when several).
+    pub fn eot(&self) -> Option<u32> {
+        self.eot
+    }
+
+    /// The newline token: SPM's byte token for `\n`, BPE's first token of "\n".
+    pub fn nl(&self) -> Option<u32> {
+        self.nl
+    }
+
+    /// Whether generation ends at `id`: EOS, EOT, EOM, the FIM padding / repository / file
+    /// separator tokens, and every token whose text llama.cpp lists as ending generation
+    /// (`<end_of_turn>`, `<|im_end|>`, `<|endoftext|>`, and `</s>`, which in Gemma 3 is an HTML
+    /// tag token: llama.cpp stops on it too).
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.eog.binary_search(&id).is_ok()
+    }
+
+    /// Every end-of-generation token, ascending.
+    pub fn eog_tokens(&self) -> &[u32] {
+        &self.eog
+    }
+
+    /// The text of token `id` as the vocabulary stores it.
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        self.vocab.tokens.get(id as usize).map(String::as_str)
+    }
+
+    /// The id of the token whose stored text is `text`.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.tokens.get(text.as_bytes()).copied()
+    }
+
+    /// Whether `id` is a control token (after llama.cpp's adjustments: end-of-generation texts
+    /// are control tokens whatever their type).
+    pub fn is_control(&self, id: u32) -> bool {
+        self.attrs.get(id as usize).is_some_and(|a| a & attr::CONTROL != 0)
+    }
+}
+
+/// The byte of a byte token `<0xXX>` (llama.cpp reads the two characters after `<0x` as hex,
+/// stopping at the first that is not).
+fn byte_of(text: &str) -> u8 {
+    let digits = text.as_bytes().get(3..).unwrap_or_default();
+    let mut v: u32 = 0;
+    for &d in digits.iter().take(2) {
+        match (d as char).to_digit(16) {
+            Some(x) => v = v * 16 + x,
+            None => break,
+        }
+    }
+    v as u8
+}
+
+/// llama.cpp's `clean_spaces` passes of `detokenize`, byte for byte.
+fn clean_spaces(text: &mut Vec<u8>) {
+    // first pass: " ?", " !", " .", " ," lose the space
+    let n1 = text.len();
+    let mut total = usize::from(n1 > 0);
+    for i in 1..n1 {
+        let x = text[i];
+        if text[i - 1] == b' ' && matches!(x, b'?' | b'!' | b'.' | b',') {
+            total -= 1;
+        }
+        text[total] = x;
+        total += 1;
+    }
+    text.truncate(total);
+    // second pass: " ' " becomes "'"
+    let n2 = text.len();
+    let mut total = usize::from(n2 > 0);
+    let mut i = 1;
+    while i < n2 {
+        let x = text[i];
+        if x == b'\'' && i + 1 < n2 && text[i - 1] == b' ' && text[i + 1] == b' ' {
+            total -= 1;
+            i += 1;
+            text[i] = 0;
+        }
+        text[total] = x;
+        total += 1;
+        i += 1;
+    }
+    text.truncate(total);
+    // third pass: " 's", " 'm", " 're", " 've" lose the space
+    let n3 = text.len();
+    let mut total = usize::from(n3 > 0);
+    for i in 1..n3 {
+        let x = text[i];
+        if text[i - 1] == b' ' && x == b'\'' && i + 1 < n3 {
+            let x1 = text[i + 1];
+            if x1 == b's' || x1 == b'm' {
+                total -= 1;
+            } else if i + 2 < n3 {
+                let x2 = text[i + 2];
+                if (x1 == b'r' && x2 == b'e') || (x1 == b'v' && x2 == b'e') {
+                    total -= 1;
+                }
+            }
+        }
+        text[total] = x;
+        total += 1;
+    }
+    text.truncate(total);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_token_texts() {
+        assert_eq!(byte_of("<0x0A>"), 0x0a);
+        assert_eq!(byte_of("<0xFF>"), 0xff);
+        assert_eq!(byte_of("<0x"), 0);
+    }
+
+    #[test]
+    fn clean_spaces_as_llama_cpp() {
+        let clean = |s: &str| {
+            let mut v = s.as_bytes().to_vec();
+            clean_spaces(&mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(clean("Hi , there ! ok ?"), "Hi, there! ok?");
+        assert_eq!(
+            clean("it 's I 'm we 're they 've I 'd we 'll"),
+            "it's I'm we're they've I 'd we 'll"
+        );
+        assert_eq!(clean("a ' b"), "a'b");
+    }
+}
