@@ -41,9 +41,11 @@ pub(crate) fn tokenize_word(
     symbols.clear();
     heap.clear();
 
-    if ignore_merges && tokens.contains_key(text) {
-        out.push(tokens[text]);
-        return;
+    if ignore_merges {
+        if let Some(id) = tokens.get(text) {
+            out.push(id);
+            return;
+        }
     }
     for (i, (start, c)) in mapped.char_indices().enumerate() {
         symbols.push(Symbol {
@@ -62,7 +64,7 @@ pub(crate) fn tokenize_word(
         key.extend_from_slice(&text[l.start..l.start + l.len]);
         key.push(b' ');
         key.extend_from_slice(&text[r.start..r.start + r.len]);
-        merges.get(key.as_slice()).copied()
+        merges.get(key.as_slice())
     };
     for i in 1..symbols.len() {
         if let Some(r) = rank(key, symbols, i - 1, i) {
@@ -98,10 +100,9 @@ pub(crate) fn tokenize_word(
         let sym = symbols[s];
         let piece = &text[sym.start..sym.start + sym.len];
         match tokens.get(piece) {
-            Some(&id) => out.push(id),
+            Some(id) => out.push(id),
             // as llama.cpp: the piece's bytes (of the mapped text) that are tokens by themselves
-            None => out
-                .extend(piece.iter().filter_map(|b| tokens.get(std::slice::from_ref(b)).copied())),
+            None => out.extend(piece.iter().filter_map(|b| tokens.get(std::slice::from_ref(b)))),
         }
         i = sym.next;
     }

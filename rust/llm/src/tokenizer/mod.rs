@@ -13,10 +13,9 @@ mod pretokenize;
 mod special;
 mod spm;
 mod stream;
+mod table;
 mod unicode;
 mod vocab;
-
-use rustc_hash::FxHashMap;
 
 pub use stream::StreamDecoder;
 pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
@@ -24,9 +23,9 @@ pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
 use special::{Fragment, Specials};
 
 /// Token text (bytes) -> id.
-pub(crate) type TokenMap = FxHashMap<Box<[u8]>, u32>;
+pub(crate) type TokenMap = table::TextTable;
 /// "left right" -> merge rank.
-pub(crate) type MergeMap = FxHashMap<Box<[u8]>, u32>;
+pub(crate) type MergeMap = table::TextTable;
 
 /// What can go wrong reading a vocabulary or using a tokenizer.
 #[derive(Debug, thiserror::Error)]
@@ -167,6 +166,7 @@ const FIM_MID_TEXTS: &[&str] = &[
 /// A tokenizer built from a [`Vocab`]: lookup tables built once, shared by every call
 /// (`Send + Sync`; `encode` and `decode` take `&self`).
 pub struct Tokenizer {
+    /// The vocabulary without its token texts (they are in `tokens`).
     vocab: Vocab,
     attrs: Vec<u8>,
     tokens: TokenMap,
@@ -187,8 +187,16 @@ impl Tokenizer {
 
     /// Checks `vocab` and builds the tokenizer's tables.
     pub fn from_vocab(mut vocab: Vocab) -> Result<Tokenizer, TokenizerError> {
+        let texts = std::mem::take(&mut vocab.tokens);
+        Tokenizer::build(vocab, &texts)
+    }
+
+    /// [`Tokenizer::from_vocab`] with the token texts apart (`vocab.tokens` is ignored), so that
+    /// a GGUF file's texts are read in place rather than copied first.
+    fn build(mut vocab: Vocab, texts: &[String]) -> Result<Tokenizer, TokenizerError> {
         use vocab::keys;
-        let n = vocab.tokens.len();
+        vocab.tokens = Vec::new();
+        let n = texts.len();
         if n == 0 || n > u32::MAX as usize {
             return Err(TokenizerError::Malformed {
                 key: keys::TOKENS,
@@ -246,13 +254,20 @@ impl Tokenizer {
         }
 
         // llama.cpp renames empty tokens, and cannot load a vocabulary with a repeated text
-        let mut tokens = TokenMap::default();
-        tokens.reserve(n);
-        for (i, t) in vocab.tokens.iter_mut().enumerate() {
-            if t.is_empty() {
-                *t = format!("[EMPTY_{i}]");
-            }
-            if let Some(first) = tokens.insert(t.as_bytes().into(), i as u32) {
+        let too_big = || TokenizerError::Malformed {
+            key: keys::TOKENS,
+            reason: "token texts exceed 4 GiB".into(),
+        };
+        let mut tokens = TokenMap::with_capacity(n, texts.iter().map(String::len).sum());
+        for (i, t) in texts.iter().enumerate() {
+            let renamed;
+            let t = if t.is_empty() {
+                renamed = format!("[EMPTY_{i}]");
+                &renamed
+            } else {
+                t
+            };
+            if let Some(first) = tokens.insert(t, i as u32).map_err(|_| too_big())? {
                 return Err(TokenizerError::Malformed {
                     key: keys::TOKENS,
                     reason: format!("tokens {first} and {i} are both {t:?}"),
@@ -275,8 +290,7 @@ impl Tokenizer {
 
         // special tokens found by their text when the file does not name them; llama.cpp walks
         // a hash map and takes the first it meets, here the lowest id
-        let find =
-            |texts: &[&str]| texts.iter().filter_map(|t| tokens.get(t.as_bytes()).copied()).min();
+        let find = |texts: &[&str]| texts.iter().filter_map(|t| tokens.get(t.as_bytes())).min();
         let mut control = |id: u32| attrs[id as usize] |= attr::CONTROL;
         let eot = vocab.eot.or_else(|| find(EOT_TEXTS));
         let eom = vocab.eom.or_else(|| find(EOM_TEXTS));
@@ -302,14 +316,14 @@ impl Tokenizer {
         // tokens whose text ends generation (and become control tokens)
         let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
         for text in EOG_TEXTS {
-            if let Some(&id) = tokens.get(text.as_bytes()) {
+            if let Some(id) = tokens.get(text.as_bytes()) {
                 eog.push(id);
                 control(id);
             }
         }
         // gpt-oss: rendered even without `special`
         for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(&id) = tokens.get(text.as_bytes()) {
+            if let Some(id) = tokens.get(text.as_bytes()) {
                 attrs[id as usize] = attr::USER_DEFINED;
             }
         }
@@ -317,18 +331,18 @@ impl Tokenizer {
         eog.sort_unstable();
         eog.dedup();
         let has = |eog: &[u32], text: &str| {
-            tokens.get(text.as_bytes()).is_some_and(|id| eog.binary_search(id).is_ok())
+            tokens.get(text.as_bytes()).is_some_and(|id| eog.binary_search(&id).is_ok())
         };
         if (has(&eog, "<|return|>") && has(&eog, "<|call|>"))
             || (has(&eog, "<|calls|>") && has(&eog, "<|flush|>"))
         {
-            if let Some(&end) = tokens.get("<|end|>".as_bytes()) {
+            if let Some(end) = tokens.get("<|end|>".as_bytes()) {
                 eog.retain(|&id| id != end);
                 attrs[end as usize] = attr::USER_DEFINED;
             }
         }
         if has(&eog, "<|tool_response>") || has(&eog, "<|plamo:eos|>") {
-            if let Some(&s) = tokens.get("</s>".as_bytes()) {
+            if let Some(s) = tokens.get("</s>".as_bytes()) {
                 eog.retain(|&id| id != s);
                 attrs[s as usize] = attr::NORMAL;
             }
@@ -339,19 +353,23 @@ impl Tokenizer {
                 .filter(|&i| attrs[i] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
                 .map(|i| {
                     let always = attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0;
-                    (i as u32, vocab.tokens[i].as_bytes(), always)
+                    (i as u32, tokens.text(i).unwrap_or_default().as_bytes(), always)
                 })
                 .collect(),
-        )?;
+        );
 
         let mut merges = MergeMap::default();
         if vocab.kind == VocabKind::Bpe {
-            merges.reserve(vocab.merges.len());
+            merges = MergeMap::with_capacity(
+                vocab.merges.len(),
+                vocab.merges.iter().map(String::len).sum(),
+            );
             for (rank, m) in vocab.merges.iter().enumerate() {
-                // llama.cpp splits at the first space after the first byte; a line without one
-                // is the pair ("", ""), which no lookup asks for
+                // llama.cpp splits at the first space after the first byte and keeps the first
+                // rank of a repeated pair; a line without such a space is the pair ("", ""),
+                // which no lookup asks for
                 if m.as_bytes().iter().skip(1).any(|&b| b == b' ') {
-                    merges.entry(m.as_bytes().into()).or_insert(rank as u32);
+                    merges.insert(m, rank as u32).map_err(|_| too_big())?;
                 }
             }
         }
@@ -361,11 +379,10 @@ impl Tokenizer {
             byte_tokens[b as usize] = match vocab.kind {
                 VocabKind::Spm => tokens
                     .get(format!("<0x{b:02X}>").as_bytes())
-                    .or_else(|| tokens.get(std::slice::from_ref(&b)))
-                    .copied(),
+                    .or_else(|| tokens.get(std::slice::from_ref(&b))),
                 VocabKind::Bpe => {
                     let mut buf = [0u8; 4];
-                    tokens.get(unicode::byte_to_char(b).encode_utf8(&mut buf).as_bytes()).copied()
+                    tokens.get(unicode::byte_to_char(b).encode_utf8(&mut buf).as_bytes())
                 }
             };
         }
@@ -405,12 +422,21 @@ impl Tokenizer {
     /// The piece of `id` with `special` (llama.cpp's `token_to_piece_for_cache`).
     fn piece_into(&self, id: usize, out: &mut Vec<u8>) {
         let a = self.attrs[id];
-        let text = self.vocab.tokens[id].as_str();
+        let text = self.tokens.text(id).unwrap_or_default();
         if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
             out.extend_from_slice(text.as_bytes());
         } else if a & attr::NORMAL != 0 {
             match self.vocab.kind {
-                VocabKind::Spm => out.extend_from_slice(text.replace('\u{2581}', " ").as_bytes()),
+                VocabKind::Spm => {
+                    // U+2581 (E2 96 81) is a space
+                    let mut rest = text.as_bytes();
+                    while let Some(i) = rest.windows(3).position(|w| w == "\u{2581}".as_bytes()) {
+                        out.extend_from_slice(&rest[..i]);
+                        out.push(b' ');
+                        rest = &rest[i + 3..];
+                    }
+                    out.extend_from_slice(rest);
+                }
                 VocabKind::Bpe => {
                     for c in text.chars() {
                         match unicode::char_to_byte(c) {
@@ -570,9 +596,19 @@ impl Tokenizer {
         self.attrs.len()
     }
 
-    /// The vocabulary the tokenizer was built from.
-    pub fn vocab(&self) -> &Vocab {
-        &self.vocab
+    /// SentencePiece or BPE.
+    pub fn kind(&self) -> VocabKind {
+        self.vocab.kind
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` starts with BOS.
+    pub fn add_bos(&self) -> bool {
+        self.vocab.add_bos
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` ends with EOS.
+    pub fn add_eos(&self) -> bool {
+        self.vocab.add_eos
     }
 
     /// Beginning of sequence.
@@ -611,12 +647,12 @@ impl Tokenizer {
 
     /// The text of token `id` as the vocabulary stores it.
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.vocab.tokens.get(id as usize).map(String::as_str)
+        self.tokens.text(id as usize)
     }
 
     /// The id of the token whose stored text is `text`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.tokens.get(text.as_bytes()).copied()
+        self.tokens.get(text.as_bytes())
     }
 
     /// Whether `id` is a control token (after llama.cpp's adjustments: end-of-generation texts

@@ -1,14 +1,12 @@
 //! Special tokens in the text (llama.cpp's `tokenizer_st_partition`): before the tokenizer runs,
 //! occurrences of control, unknown and user-defined tokens are cut out of the text as tokens of
 //! their own. llama.cpp takes the special tokens longest first and, for each, cuts every
-//! leftmost non-overlapping occurrence from the text that is still left; the same result is
-//! computed here from one Aho-Corasick pass over all occurrences: an occurrence is taken when it
-//! starts after the previous one taken for its token and touches nothing taken before it (since
-//! earlier tokens are at least as long, it is enough to look at its first and last byte).
+//! leftmost non-overlapping occurrence out of the raw text still left. The same is done here,
+//! but only for the tokens that can occur in the text: those all of whose byte pairs the text
+//! has (a vocabulary has thousands of special tokens, a text few). A token that passes this
+//! test but does not occur changes nothing, so the result is exactly llama.cpp's.
 
-use aho_corasick::AhoCorasick;
-
-use super::TokenizerError;
+use memchr::memmem::Finder;
 
 /// A piece of the text: raw text to tokenize, or a special token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,32 +17,48 @@ pub(crate) enum Fragment {
     Token(u32),
 }
 
-/// The special tokens of a vocabulary and a matcher over their texts.
+struct Special {
+    id: u32,
+    text: Box<[u8]>,
+    /// Matched without `parse_special` (user-defined tokens).
+    always: bool,
+}
+
+/// The special tokens of a vocabulary, in llama.cpp's order.
 pub(crate) struct Specials {
-    /// Pattern index -> (token id, text length, matched without `parse_special`); patterns are in
-    /// priority order (longest first, then lowest id).
-    patterns: Vec<(u32, usize, bool)>,
-    matcher: Option<AhoCorasick>,
+    tokens: Vec<Special>,
+}
+
+/// The byte pairs of a text, as a 65536-bit set.
+struct Pairs(Vec<u64>);
+
+impl Pairs {
+    fn of(text: &[u8]) -> Pairs {
+        let mut bits = vec![0u64; 1024];
+        for w in text.windows(2) {
+            let i = (w[0] as usize) << 8 | w[1] as usize;
+            bits[i / 64] |= 1 << (i % 64);
+        }
+        Pairs(bits)
+    }
+    fn has(&self, a: u8, b: u8) -> bool {
+        let i = (a as usize) << 8 | b as usize;
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
 }
 
 impl Specials {
-    /// `specials`: (id, text, user-defined-only) of every control, unknown and user-defined token.
-    pub(crate) fn new(mut specials: Vec<(u32, &[u8], bool)>) -> Result<Specials, TokenizerError> {
+    /// `specials`: (id, text, user-defined) of every control, unknown and user-defined token.
+    pub(crate) fn new(specials: Vec<(u32, &[u8], bool)>) -> Specials {
+        let mut tokens: Vec<Special> = specials
+            .into_iter()
+            .filter(|s| !s.1.is_empty())
+            .map(|(id, text, always)| Special { id, text: text.into(), always })
+            .collect();
         // llama.cpp sorts by length with std::sort, whose order among equal lengths is
         // unspecified; that order matters only when two such tokens overlap in a text
-        specials.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
-        let patterns =
-            specials.iter().map(|&(id, text, always)| (id, text.len(), always)).collect();
-        let matcher = if specials.is_empty() {
-            None
-        } else {
-            let texts: Vec<&[u8]> = specials.iter().map(|s| s.1).collect();
-            Some(AhoCorasick::new(texts).map_err(|e| TokenizerError::Malformed {
-                key: super::vocab::keys::TOKENS,
-                reason: format!("special tokens: {e}"),
-            })?)
-        };
-        Ok(Specials { patterns, matcher })
+        tokens.sort_by(|a, b| b.text.len().cmp(&a.text.len()).then(a.id.cmp(&b.id)));
+        Specials { tokens }
     }
 
     /// Cuts `text` into fragments.
@@ -52,48 +66,85 @@ impl Specials {
         if text.is_empty() {
             return Vec::new();
         }
-        let Some(matcher) = &self.matcher else { return vec![Fragment::Text(0, text.len())] };
-        // (pattern, start) of every occurrence of a token that may be matched
-        let mut found: Vec<(u32, usize)> = matcher
-            .find_overlapping_iter(text)
-            .filter(|m| parse_special || self.patterns[m.pattern().as_usize()].2)
-            .map(|m| (m.pattern().as_u32(), m.start()))
-            .collect();
-        if found.is_empty() {
-            return vec![Fragment::Text(0, text.len())];
+        let mut fragments = vec![Fragment::Text(0, text.len())];
+        if self.tokens.is_empty() {
+            return fragments;
         }
-        found.sort_unstable();
-        let mut covered = vec![false; text.len()];
-        let mut taken: Vec<(usize, usize, u32)> = Vec::new();
-        let mut i = 0;
-        while i < found.len() {
-            let pattern = found[i].0;
-            let (id, len, _) = self.patterns[pattern as usize];
-            let mut last_end = 0;
-            while i < found.len() && found[i].0 == pattern {
-                let start = found[i].1;
-                let end = start + len;
-                if start >= last_end && !covered[start] && !covered[end - 1] {
-                    covered[start..end].fill(true);
-                    taken.push((start, end, id));
-                    last_end = end;
+        let pairs = Pairs::of(text);
+        let mut bytes = [false; 256];
+        for &b in text {
+            bytes[b as usize] = true;
+        }
+        let mut next = Vec::new();
+        for t in &self.tokens {
+            if !(parse_special || t.always) {
+                continue;
+            }
+            let can_occur = if t.text.len() == 1 {
+                bytes[t.text[0] as usize]
+            } else {
+                t.text.len() <= text.len() && t.text.windows(2).all(|w| pairs.has(w[0], w[1]))
+            };
+            if !can_occur {
+                continue;
+            }
+            let finder = Finder::new(&t.text);
+            next.clear();
+            for &f in &fragments {
+                let Fragment::Text(a, b) = f else {
+                    next.push(f);
+                    continue;
+                };
+                let mut pos = a;
+                for m in finder.find_iter(&text[a..b]) {
+                    let start = a + m;
+                    if start > pos {
+                        next.push(Fragment::Text(pos, start));
+                    }
+                    next.push(Fragment::Token(t.id));
+                    pos = start + t.text.len();
                 }
-                i += 1;
+                if pos < b {
+                    next.push(Fragment::Text(pos, b));
+                }
             }
+            std::mem::swap(&mut fragments, &mut next);
         }
-        taken.sort_unstable();
-        let mut out = Vec::with_capacity(2 * taken.len() + 1);
-        let mut pos = 0;
-        for (start, end, id) in taken {
-            if start > pos {
-                out.push(Fragment::Text(pos, start));
-            }
-            out.push(Fragment::Token(id));
-            pos = end;
-        }
-        if pos < text.len() {
-            out.push(Fragment::Text(pos, text.len()));
-        }
-        out
+        fragments
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_first_then_leftmost() {
+        let s = Specials::new(vec![(1, b"ab", true), (2, b"abc", false), (3, b"ca", true)]);
+        let text = b"xabcab_cab";
+        // parse_special: "abc" first (x|abc|ab_cab), then "ab" (x|abc|ab|_c|ab), then "ca": none left
+        assert_eq!(
+            s.partition(text, true),
+            [
+                Fragment::Text(0, 1),
+                Fragment::Token(2),
+                Fragment::Token(1),
+                Fragment::Text(6, 8),
+                Fragment::Token(1)
+            ]
+        );
+        // without parse_special only the user-defined "ab" and "ca" count: "ab" takes x|ab|cab_cab...
+        assert_eq!(
+            s.partition(text, false),
+            [
+                Fragment::Text(0, 1),
+                Fragment::Token(1),
+                Fragment::Text(3, 4),
+                Fragment::Token(1),
+                Fragment::Text(6, 7),
+                Fragment::Token(3),
+                Fragment::Text(9, 10)
+            ]
+        );
     }
 }

@@ -74,7 +74,7 @@ pub(crate) fn tokenize(
         let (Some(left), Some(right)) = (left, right) else { return };
         let start = symbols[left].start;
         let size = symbols[left].len + symbols[right].len;
-        if let Some(&id) = tokens.get(&bytes[start..start + size]) {
+        if let Some(id) = tokens.get(&bytes[start..start + size]) {
             heap.push(Bigram { score: scores[id as usize], left, right, size });
         }
     };
@@ -102,7 +102,7 @@ pub(crate) fn tokenize(
         let sym = symbols[s];
         let piece = &bytes[sym.start..sym.start + sym.len];
         match tokens.get(piece) {
-            Some(&id) => out.push(id),
+            Some(id) => out.push(id),
             None => {
                 for &b in piece {
                     // llama.cpp throws when the vocabulary has no token for a byte; the unknown
