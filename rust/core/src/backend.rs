@@ -86,7 +86,8 @@ pub trait BufferType: Send + Sync + Debug {
 /// # Safety
 ///
 /// `ptr()` must point to `len()` bytes that stay valid, and are not moved, for as long as the
-/// value lives, and that may be read and written through the pointer from any thread.
+/// value lives, and that may be read through the pointer from any thread, and written unless
+/// `read_only()` is true.
 pub unsafe trait HostMemory: Send + Sync {
     /// Start of the memory.
     fn ptr(&self) -> NonNull<u8>;
@@ -95,6 +96,11 @@ pub unsafe trait HostMemory: Send + Sync {
     /// Whether the memory is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// Whether the memory must not be written (e.g. a read-only file mapping, where a write
+    /// would fault): whoever wraps it must refuse writes with an error.
+    fn read_only(&self) -> bool {
+        false
     }
 }
 
