@@ -30,7 +30,9 @@ pub(crate) type MergeMap = table::TextTable;
 /// What can go wrong reading a vocabulary or using a tokenizer.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
-    // TODO-GGUF Gguf(#[from] tessera_gguf::GgufError),
+    /// Reading a metadata value failed (wrong type, value out of range).
+    #[error(transparent)]
+    Gguf(#[from] tessera_gguf::GgufError),
     /// A metadata key the vocabulary needs is missing.
     #[error("vocabulary metadata: {0} is missing")]
     MissingKey(&'static str),
@@ -183,7 +185,11 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    // TODO-GGUF from_gguf
+    /// The tokenizer of a GGUF file's vocabulary (the token texts are read in place).
+    pub fn from_gguf(file: &tessera_gguf::GgufFile) -> Result<Tokenizer, TokenizerError> {
+        let (vocab, texts) = Vocab::from_metadata_parts(file)?;
+        Tokenizer::build(vocab, texts)
+    }
 
     /// Checks `vocab` and builds the tokenizer's tables.
     pub fn from_vocab(mut vocab: Vocab) -> Result<Tokenizer, TokenizerError> {
@@ -717,7 +723,7 @@ fn clean_spaces(text: &mut Vec<u8>) {
                 total -= 1;
             } else if i + 2 < n3 {
                 let x2 = text[i + 2];
-                if (x1 == b'r' && x2 == b'e') || (x1 == b'v' && x2 == b'e') {
+                if matches!(x1, b'r' | b'v') && x2 == b'e' {
                     total -= 1;
                 }
             }

@@ -133,7 +133,8 @@ mod tests {
                 Fragment::Token(1)
             ]
         );
-        // without parse_special only the user-defined "ab" and "ca" count: "ab" takes x|ab|cab_cab...
+        // without parse_special only the user-defined "ab" and "ca" count; of equal length, "ab"
+        // (the lower id) goes first and leaves no "ca"
         assert_eq!(
             s.partition(text, false),
             [
@@ -141,10 +142,11 @@ mod tests {
                 Fragment::Token(1),
                 Fragment::Text(3, 4),
                 Fragment::Token(1),
-                Fragment::Text(6, 7),
-                Fragment::Token(3),
-                Fragment::Text(9, 10)
+                Fragment::Text(6, 8),
+                Fragment::Token(1)
             ]
         );
+        assert_eq!(s.partition(b"", true), []);
+        assert_eq!(s.partition(b"zz", true), [Fragment::Text(0, 2)]);
     }
 }

@@ -71,11 +71,6 @@ impl TextTable {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         self.texts.get(start..end)
     }
-
-    /// The number of entries.
-    pub(crate) fn len(&self) -> usize {
-        self.ends.len()
-    }
 }
 
 #[cfg(test)]
@@ -92,6 +87,5 @@ mod tests {
         assert_eq!(t.get("▁b".as_bytes()), Some(1));
         assert_eq!(t.get(b"b"), None);
         assert_eq!(t.text(1), Some("▁b"));
-        assert_eq!(t.len(), 2);
     }
 }

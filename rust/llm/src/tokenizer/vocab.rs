@@ -1,5 +1,7 @@
 //! The vocabulary as a GGUF file stores it (`tokenizer.ggml.*`), with llama.cpp's defaults.
 
+use tessera_gguf::Array;
+
 use super::TokenizerError;
 
 /// Metadata keys read here.
@@ -239,10 +241,22 @@ pub(crate) trait Metadata {
 }
 
 impl Vocab {
-    // TODO-GGUF from_gguf
+    /// Reads the vocabulary of a GGUF file.
+    pub fn from_gguf(file: &tessera_gguf::GgufFile) -> Result<Vocab, TokenizerError> {
+        Vocab::from_metadata(file)
+    }
 
     /// Reads the vocabulary from `meta`, applying llama.cpp's defaults (`llama_vocab::load`).
     pub(crate) fn from_metadata(meta: &dyn Metadata) -> Result<Vocab, TokenizerError> {
+        let (mut vocab, texts) = Vocab::from_metadata_parts(meta)?;
+        vocab.tokens = texts.to_vec();
+        Ok(vocab)
+    }
+
+    /// [`Vocab::from_metadata`] with the token texts left in `meta` (`tokens` is empty).
+    pub(crate) fn from_metadata_parts(
+        meta: &dyn Metadata,
+    ) -> Result<(Vocab, &[String]), TokenizerError> {
         let model =
             meta.string(keys::MODEL)?.ok_or(TokenizerError::MissingKey(keys::MODEL))?.to_string();
         let pre_name = meta.string(keys::PRE)?.unwrap_or("").to_string();
@@ -252,8 +266,7 @@ impl Vocab {
             _ => return Err(TokenizerError::UnknownModel(model)),
         };
 
-        let tokens =
-            meta.strings(keys::TOKENS)?.ok_or(TokenizerError::MissingKey(keys::TOKENS))?.to_vec();
+        let tokens = meta.strings(keys::TOKENS)?.ok_or(TokenizerError::MissingKey(keys::TOKENS))?;
         let n = tokens.len();
         if n == 0 {
             return Err(TokenizerError::Malformed {
@@ -328,11 +341,11 @@ impl Vocab {
         let add_bos = meta.boolean(keys::ADD_BOS)?.unwrap_or(pre.add_bos_default);
         let add_eos = meta.boolean(keys::ADD_EOS)?.unwrap_or(false);
 
-        Ok(Vocab {
+        let vocab = Vocab {
             kind,
             model,
             pre,
-            tokens,
+            tokens: Vec::new(),
             scores,
             types,
             merges,
@@ -353,6 +366,49 @@ impl Vocab {
             add_bos,
             add_eos,
             add_space_prefix,
-        })
+        };
+        Ok((vocab, tokens))
+    }
+}
+
+impl Metadata for tessera_gguf::GgufFile {
+    fn string(&self, key: &'static str) -> Result<Option<&str>, TokenizerError> {
+        Ok(self.opt_str(key)?)
+    }
+    fn uint(&self, key: &'static str) -> Result<Option<u32>, TokenizerError> {
+        Ok(self.opt_u32(key)?)
+    }
+    fn boolean(&self, key: &'static str) -> Result<Option<bool>, TokenizerError> {
+        Ok(self.opt_bool(key)?)
+    }
+    fn strings(&self, key: &'static str) -> Result<Option<&[String]>, TokenizerError> {
+        match self.opt_array(key)? {
+            None => Ok(None),
+            Some(Array::String(v)) => Ok(Some(v)),
+            Some(a) => Err(wrong_array(key, "an array of strings", a)),
+        }
+    }
+    fn numbers(&self, key: &'static str) -> Result<Option<Vec<f32>>, TokenizerError> {
+        match self.opt_array(key)? {
+            None => Ok(None),
+            Some(Array::F32(v)) => Ok(Some(v.clone())),
+            Some(Array::I32(v)) => Ok(Some(v.iter().map(|&x| x as f32).collect())),
+            Some(a) => Err(wrong_array(key, "an array of f32 or i32", a)),
+        }
+    }
+    fn ints(&self, key: &'static str) -> Result<Option<&[i32]>, TokenizerError> {
+        match self.opt_array(key)? {
+            None => Ok(None),
+            Some(Array::I32(v)) => Ok(Some(v)),
+            Some(a) => Err(wrong_array(key, "an array of i32", a)),
+        }
+    }
+}
+
+fn wrong_array(key: &'static str, expected: &'static str, a: &Array) -> TokenizerError {
+    TokenizerError::WrongType {
+        key,
+        expected,
+        found: format!("an array of {}", a.element_type().name()),
     }
 }
