@@ -608,3 +608,20 @@ fn llama3_takes_words_that_are_tokens_whole() {
     assert_eq!(gpt2.encode("abc", false, false), [0, 3]);
     assert_eq!(llama3.encode("abcb", false, false), [0, 3, 1]);
 }
+
+#[test]
+fn a_tokenizer_is_shared_across_threads() {
+    fn shareable<T: Send + Sync>(_: &T) {}
+    let tok = gemma();
+    shareable(tok);
+    let want = tok.encode("<start_of_turn>user\nhi<end_of_turn>", true, true);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| tok.encode("<start_of_turn>user\nhi<end_of_turn>", true, true)))
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), want);
+        }
+    });
+    assert_eq!(want[..2], [tok.bos().unwrap(), tok.token_id("<start_of_turn>").unwrap()]);
+}

@@ -8,7 +8,9 @@
 //! behaviours a reader may not expect (see each). [`StreamDecoder`] turns pieces into text as
 //! they are generated.
 
+mod attrs;
 mod bpe;
+mod pieces;
 mod pretokenize;
 mod special;
 mod spm;
@@ -20,6 +22,8 @@ mod vocab;
 pub use stream::StreamDecoder;
 pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
 
+use attrs::attr;
+use pieces::Pieces;
 use special::{Fragment, Specials};
 
 /// Token text (bytes) -> id.
@@ -80,91 +84,6 @@ pub enum TokenizerError {
     },
 }
 
-/// llama.cpp's token attributes (`llama_token_attr`), a bit set.
-mod attr {
-    pub const UNKNOWN: u8 = 1 << 1;
-    pub const UNUSED: u8 = 1 << 2;
-    pub const NORMAL: u8 = 1 << 3;
-    pub const CONTROL: u8 = 1 << 4;
-    pub const USER_DEFINED: u8 = 1 << 5;
-    pub const BYTE: u8 = 1 << 6;
-}
-
-/// Token texts llama.cpp treats as end of generation (`llama_vocab::impl::load`).
-const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|return|>",
-    "<|call|>",
-    "<|flush|>",
-    "<|calls|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "</s>",
-    "<|eom_id|>",
-    "<EOT>",
-    "_<EOT>",
-    "[EOT]",
-    "[EOS]",
-    "<|end_of_text|>",
-    "<end_of_utterance>",
-    "<eos>",
-    "<turn|>",
-    "<|tool_response>",
-    "<｜end▁of▁sentence｜>",
-    "[e~[",
-];
-/// Texts llama.cpp takes as the end-of-turn token when the file names none.
-const EOT_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<|end_of_text|>",
-    "<EOT>",
-    "_<EOT>",
-    "[EOT]",
-    "<｜end▁of▁sentence｜>",
-    "<end_of_utterance>",
-];
-const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
-const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] =
-    &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
-const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
-const FIM_PRE_TEXTS: &[&str] = &[
-    "<|fim_prefix|>",
-    "<fim-prefix>",
-    "<fim_prefix>",
-    "<｜fim▁begin｜>",
-    "<PRE>",
-    "▁<PRE>",
-    "<|code_prefix|>",
-    "<|prefix|>",
-];
-const FIM_SUF_TEXTS: &[&str] = &[
-    "<|fim_suffix|>",
-    "<fim-suffix>",
-    "<fim_suffix>",
-    "<｜fim▁hole｜>",
-    "<SUF>",
-    "▁<SUF>",
-    "<|code_suffix|>",
-    "<|suffix|>",
-];
-const FIM_MID_TEXTS: &[&str] = &[
-    "<|fim_middle|>",
-    "<fim-middle>",
-    "<fim_middle>",
-    "<｜fim▁end｜>",
-    "<MID>",
-    "▁<MID>",
-    "<|code_middle|>",
-    "<|middle|>",
-];
-
 /// A tokenizer built from a [`Vocab`]: lookup tables built once, shared by every call
 /// (`Send + Sync`; `encode` and `decode` take `&self`).
 pub struct Tokenizer {
@@ -176,9 +95,7 @@ pub struct Tokenizer {
     /// SPM: the byte-fallback token of each byte.
     byte_tokens: Box<[Option<u32>; 256]>,
     specials: Specials,
-    /// `token_to_piece(id, special = true)` of every id, concatenated.
-    pieces: Vec<u8>,
-    piece_ends: Vec<u32>,
+    pieces: Pieces,
     eog: Vec<u32>,
     eot: Option<u32>,
     nl: Option<u32>,
@@ -281,78 +198,7 @@ impl Tokenizer {
             }
         }
 
-        let mut attrs: Vec<u8> = vocab.types[..n]
-            .iter()
-            .map(|t| match t {
-                TokenType::Undefined => 0,
-                TokenType::Normal => attr::NORMAL,
-                TokenType::Unknown => attr::UNKNOWN,
-                TokenType::Control => attr::CONTROL,
-                TokenType::UserDefined => attr::USER_DEFINED,
-                TokenType::Unused => attr::UNUSED,
-                TokenType::Byte => attr::BYTE,
-            })
-            .collect();
-
-        // special tokens found by their text when the file does not name them; llama.cpp walks
-        // a hash map and takes the first it meets, here the lowest id
-        let find = |texts: &[&str]| texts.iter().filter_map(|t| tokens.get(t.as_bytes())).min();
-        let mut control = |id: u32| attrs[id as usize] |= attr::CONTROL;
-        let eot = vocab.eot.or_else(|| find(EOT_TEXTS));
-        let eom = vocab.eom.or_else(|| find(EOM_TEXTS));
-        let fim_pad = vocab.fim_pad.or_else(|| find(FIM_PAD_TEXTS));
-        let fim_rep = vocab.fim_rep.or_else(|| find(FIM_REP_TEXTS));
-        let fim_sep = vocab.fim_sep.or_else(|| find(FIM_SEP_TEXTS));
-        for (given, texts) in [
-            (vocab.eot, EOT_TEXTS),
-            (vocab.eom, EOM_TEXTS),
-            (vocab.fim_pad, FIM_PAD_TEXTS),
-            (vocab.fim_rep, FIM_REP_TEXTS),
-            (vocab.fim_sep, FIM_SEP_TEXTS),
-            (vocab.fim_pre, FIM_PRE_TEXTS),
-            (vocab.fim_suf, FIM_SUF_TEXTS),
-            (vocab.fim_mid, FIM_MID_TEXTS),
-        ] {
-            if given.is_none() {
-                if let Some(id) = find(texts) {
-                    control(id);
-                }
-            }
-        }
-        // tokens whose text ends generation (and become control tokens)
-        let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
-        for text in EOG_TEXTS {
-            if let Some(id) = tokens.get(text.as_bytes()) {
-                eog.push(id);
-                control(id);
-            }
-        }
-        // gpt-oss: rendered even without `special`
-        for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(id) = tokens.get(text.as_bytes()) {
-                attrs[id as usize] = attr::USER_DEFINED;
-            }
-        }
-        eog.extend([vocab.eos, eot, eom].into_iter().flatten());
-        eog.sort_unstable();
-        eog.dedup();
-        let has = |eog: &[u32], text: &str| {
-            tokens.get(text.as_bytes()).is_some_and(|id| eog.binary_search(&id).is_ok())
-        };
-        if (has(&eog, "<|return|>") && has(&eog, "<|call|>"))
-            || (has(&eog, "<|calls|>") && has(&eog, "<|flush|>"))
-        {
-            if let Some(end) = tokens.get("<|end|>".as_bytes()) {
-                eog.retain(|&id| id != end);
-                attrs[end as usize] = attr::USER_DEFINED;
-            }
-        }
-        if has(&eog, "<|tool_response>") || has(&eog, "<|plamo:eos|>") {
-            if let Some(s) = tokens.get("</s>".as_bytes()) {
-                eog.retain(|&id| id != s);
-                attrs[s as usize] = attr::NORMAL;
-            }
-        }
+        let attrs::Roles { attrs, eog, eot } = attrs::resolve(&vocab, &tokens, n);
 
         let specials = Specials::new(
             (0..n)
@@ -393,6 +239,7 @@ impl Tokenizer {
             };
         }
 
+        let pieces = Pieces::new(vocab.kind, &tokens, &attrs).ok_or_else(too_big)?;
         let mut tok = Tokenizer {
             vocab,
             attrs,
@@ -400,70 +247,16 @@ impl Tokenizer {
             merges,
             byte_tokens,
             specials,
-            pieces: Vec::new(),
-            piece_ends: Vec::with_capacity(n),
+            pieces,
             eog,
             eot,
             nl: None,
         };
-        let mut pieces = Vec::with_capacity(n * 4);
-        for id in 0..n {
-            tok.piece_into(id, &mut pieces);
-            tok.piece_ends.push(pieces.len() as u32);
-        }
-        if pieces.len() > u32::MAX as usize {
-            return Err(TokenizerError::Malformed {
-                key: keys::TOKENS,
-                reason: "token texts exceed 4 GiB".into(),
-            });
-        }
-        tok.pieces = pieces;
         tok.nl = match tok.vocab.kind {
             VocabKind::Spm => tok.byte_tokens[b'\n' as usize].or(tok.vocab.pad),
             VocabKind::Bpe => tok.encode("\n", false, false).first().copied().or(tok.vocab.pad),
         };
         Ok(tok)
-    }
-
-    /// The piece of `id` with `special` (llama.cpp's `token_to_piece_for_cache`).
-    fn piece_into(&self, id: usize, out: &mut Vec<u8>) {
-        let a = self.attrs[id];
-        let text = self.tokens.text(id).unwrap_or_default();
-        if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-            out.extend_from_slice(text.as_bytes());
-        } else if a & attr::NORMAL != 0 {
-            match self.vocab.kind {
-                VocabKind::Spm => {
-                    // U+2581 (E2 96 81) is a space
-                    let mut rest = text.as_bytes();
-                    while let Some(i) = rest.windows(3).position(|w| w == "\u{2581}".as_bytes()) {
-                        out.extend_from_slice(&rest[..i]);
-                        out.push(b' ');
-                        rest = &rest[i + 3..];
-                    }
-                    out.extend_from_slice(rest);
-                }
-                VocabKind::Bpe => {
-                    for c in text.chars() {
-                        match unicode::char_to_byte(c) {
-                            Some(b) => out.push(b),
-                            None => {
-                                // llama.cpp's llama_decode_text
-                                out.extend_from_slice(b"[UNK_BYTE_0x");
-                                let mut buf = [0u8; 4];
-                                for b in c.encode_utf8(&mut buf).bytes() {
-                                    out.extend_from_slice(format!("{b:02x}").as_bytes());
-                                }
-                                out.extend_from_slice(text.as_bytes());
-                                out.push(b']');
-                            }
-                        }
-                    }
-                }
-            }
-        } else if a & attr::BYTE != 0 {
-            out.push(byte_of(text));
-        }
     }
 
     /// Tokens of `text`, exactly as llama.cpp's `llama_tokenize(text, add_special,
@@ -549,8 +342,7 @@ impl Tokenizer {
         if !special && self.attrs[i] & (attr::UNKNOWN | attr::CONTROL) != 0 {
             return &[];
         }
-        let start = if i == 0 { 0 } else { self.piece_ends[i - 1] as usize };
-        &self.pieces[start..self.piece_ends[i] as usize]
+        self.pieces.get(i)
     }
 
     /// The bytes of token `id`, as llama.cpp's `llama_token_to_piece(id, lstrip = 0, special)`:
@@ -583,7 +375,7 @@ impl Tokenizer {
             text.extend_from_slice(p);
         }
         if self.vocab.pre.clean_spaces {
-            clean_spaces(&mut text);
+            pieces::clean_spaces(&mut text);
         }
         Ok(text)
     }
@@ -665,98 +457,5 @@ impl Tokenizer {
     /// are control tokens whatever their type).
     pub fn is_control(&self, id: u32) -> bool {
         self.attrs.get(id as usize).is_some_and(|a| a & attr::CONTROL != 0)
-    }
-}
-
-/// The byte of a byte token `<0xXX>` (llama.cpp reads the two characters after `<0x` as hex,
-/// stopping at the first that is not).
-fn byte_of(text: &str) -> u8 {
-    let digits = text.as_bytes().get(3..).unwrap_or_default();
-    let mut v: u32 = 0;
-    for &d in digits.iter().take(2) {
-        match (d as char).to_digit(16) {
-            Some(x) => v = v * 16 + x,
-            None => break,
-        }
-    }
-    v as u8
-}
-
-/// llama.cpp's `clean_spaces` passes of `detokenize`, byte for byte.
-fn clean_spaces(text: &mut Vec<u8>) {
-    // first pass: " ?", " !", " .", " ," lose the space
-    let n1 = text.len();
-    let mut total = usize::from(n1 > 0);
-    for i in 1..n1 {
-        let x = text[i];
-        if text[i - 1] == b' ' && matches!(x, b'?' | b'!' | b'.' | b',') {
-            total -= 1;
-        }
-        text[total] = x;
-        total += 1;
-    }
-    text.truncate(total);
-    // second pass: " ' " becomes "'"
-    let n2 = text.len();
-    let mut total = usize::from(n2 > 0);
-    let mut i = 1;
-    while i < n2 {
-        let x = text[i];
-        if x == b'\'' && i + 1 < n2 && text[i - 1] == b' ' && text[i + 1] == b' ' {
-            total -= 1;
-            i += 1;
-            text[i] = 0;
-        }
-        text[total] = x;
-        total += 1;
-        i += 1;
-    }
-    text.truncate(total);
-    // third pass: " 's", " 'm", " 're", " 've" lose the space
-    let n3 = text.len();
-    let mut total = usize::from(n3 > 0);
-    for i in 1..n3 {
-        let x = text[i];
-        if text[i - 1] == b' ' && x == b'\'' && i + 1 < n3 {
-            let x1 = text[i + 1];
-            if x1 == b's' || x1 == b'm' {
-                total -= 1;
-            } else if i + 2 < n3 {
-                let x2 = text[i + 2];
-                if matches!(x1, b'r' | b'v') && x2 == b'e' {
-                    total -= 1;
-                }
-            }
-        }
-        text[total] = x;
-        total += 1;
-    }
-    text.truncate(total);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_token_texts() {
-        assert_eq!(byte_of("<0x0A>"), 0x0a);
-        assert_eq!(byte_of("<0xFF>"), 0xff);
-        assert_eq!(byte_of("<0x"), 0);
-    }
-
-    #[test]
-    fn clean_spaces_as_llama_cpp() {
-        let clean = |s: &str| {
-            let mut v = s.as_bytes().to_vec();
-            clean_spaces(&mut v);
-            String::from_utf8(v).unwrap()
-        };
-        assert_eq!(clean("Hi , there ! ok ?"), "Hi, there! ok?");
-        assert_eq!(
-            clean("it 's I 'm we 're they 've I 'd we 'll"),
-            "it's I'm we're they've I 'd we 'll"
-        );
-        assert_eq!(clean("a ' b"), "a'b");
     }
 }
