@@ -107,7 +107,10 @@ fn json_report_has_the_documented_keys() {
     assert_eq!(m[4]["value"], serde_json::json!([[1], ["s"]]));
     assert_eq!(m[4]["truncated"], false);
     let t = &j["tensors"][0];
-    assert_eq!(t, &serde_json::json!({"name": "w", "type": "Q8_0", "shape": [64, 2], "bytes": 136, "offset": 0}));
+    assert_eq!(
+        t,
+        &serde_json::json!({"name": "w", "type": "Q8_0", "shape": [64, 2], "bytes": 136, "offset": 0})
+    );
     let jf: serde_json::Value = serde_json::from_str(&full).unwrap();
     assert_eq!(jf["metadata"][3]["value"].as_array().unwrap().len(), 100);
     assert_eq!(jf["metadata"][3]["truncated"], false);

@@ -240,8 +240,7 @@ fn every_count_and_length_set_huge() {
 fn tensor_offsets_out_of_range_misaligned_or_overlapping() {
     let spec = small_spec();
     let (b, at, w) = field(&spec, Kind::TensorOffset, "offset of \"c.q4_k\"");
-    for (v, aligned) in
-        [(193u64, false), (192 + 32, false), (448, true), (512, true), (!63, true)]
+    for (v, aligned) in [(193u64, false), (192 + 32, false), (448, true), (512, true), (!63, true)]
     {
         match err(&patch(&b, at, w, v)) {
             GgufError::Misaligned { tensor, tensor_offset, alignment: 64, offset } if !aligned => {
