@@ -5,6 +5,7 @@
 //! ```c
 //! char *tessera_call_json(const char *request);   // never NULL; free with tessera_free_string
 //! void tessera_free_string(char *response);
+//! void tessera_set_event_callback(void (*callback)(const char *event_json)); // NULL: none
 //! ```
 
 use crate::error::TesseraError;
@@ -67,4 +68,29 @@ pub unsafe extern "C" fn tessera_free_string(response: *mut c_char) {
     // SAFETY: the pointer came from `CString::into_raw` in `tessera_call_json` and is freed
     // once, as the caller guarantees.
     drop(unsafe { CString::from_raw(response) });
+}
+
+/// A C function receiving protocol events (loading progress, generated tokens) as
+/// NUL-terminated JSON, valid only during the call.
+pub type EventCallback = unsafe extern "C" fn(event_json: *const c_char);
+
+/// Sets (or with NULL removes) the function that receives protocol events. It is called on the
+/// thread running the request that produces them (inside `tessera_call_json`).
+///
+/// # Safety
+///
+/// `callback` must be NULL or a function that may be called from any thread with a pointer
+/// valid only for the duration of the call, until it is replaced.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_set_event_callback(callback: Option<EventCallback>) {
+    crate::events::set_sink(callback.map(|cb| {
+        std::sync::Arc::new(move |event: &str| {
+            // serde_json escapes NUL, so the event has no interior NUL byte.
+            if let Ok(text) = CString::new(event) {
+                // SAFETY: the caller promised a function callable from any thread; the string
+                // lives until the call returns.
+                unsafe { cb(text.as_ptr()) }
+            }
+        }) as std::sync::Arc<dyn Fn(&str) + Send + Sync>
+    }));
 }

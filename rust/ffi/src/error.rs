@@ -81,6 +81,19 @@ pub enum TesseraError {
         /// Says so.
         message: String,
     },
+    /// A model file that cannot be used: unreadable or malformed GGUF, an unknown
+    /// architecture, a missing or misshapen tensor, an unusable vocabulary.
+    #[error("{message}")]
+    InvalidModel {
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// The tokens do not fit in the model's context.
+    #[error("{message}")]
+    ContextFull {
+        /// How many positions were needed and how many the context holds.
+        message: String,
+    },
     /// Memory could not be allocated.
     #[error("{message}")]
     OutOfMemory {
@@ -116,6 +129,8 @@ impl TesseraError {
             TesseraError::Cancelled { .. } => "Cancelled",
             TesseraError::Aborted { .. } => "Aborted",
             TesseraError::Closed { .. } => "Closed",
+            TesseraError::InvalidModel { .. } => "InvalidModel",
+            TesseraError::ContextFull { .. } => "ContextFull",
             TesseraError::OutOfMemory { .. } => "OutOfMemory",
             TesseraError::Backend { .. } => "Backend",
             TesseraError::Internal { .. } => "Internal",
@@ -136,6 +151,8 @@ impl TesseraError {
             | TesseraError::Cancelled { message }
             | TesseraError::Aborted { message }
             | TesseraError::Closed { message }
+            | TesseraError::InvalidModel { message }
+            | TesseraError::ContextFull { message }
             | TesseraError::OutOfMemory { message }
             | TesseraError::Backend { message }
             | TesseraError::Internal { message } => message,

@@ -238,10 +238,13 @@ fn dispatch(request: &str) -> Reply {
             set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
             Ok(json!({}))
         }
-        other => Err(bad_request(format!(
-            "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-             compute, cancel, closeSession, setLogLevel)"
-        ))),
+        other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
+            Err(bad_request(format!(
+                "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
+                 compute, cancel, closeSession, setLogLevel, loadModel, modelInfo, tokenize, \
+                 detokenize, applyChatTemplate, generate, cancelGeneration, embed, releaseModel)"
+            )))
+        }),
     }
 }
 

@@ -20,24 +20,33 @@ uniffi::setup_scaffolding!();
 
 pub mod c_api;
 pub mod error;
+pub mod events;
 pub mod info;
 #[cfg(target_os = "android")]
 mod jni_hook;
 pub mod json_api;
+mod json_model;
 pub mod logging;
+pub mod model;
 mod oneshot;
 mod prepared;
 pub mod registry;
 pub mod session;
 
 pub use error::TesseraError;
+pub use events::{set_event_listener, EventListener};
 pub use info::{
     build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceCaps, DeviceInfo,
     DeviceType, FeaturePair, TierInfo,
 };
 pub use json_api::call_json;
+pub use json_model::release_all_models;
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
+};
+pub use model::{
+    ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,
+    ModelInfo, ModelOptions, TokenListener,
 };
 pub use registry::{default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};

@@ -155,10 +155,16 @@ impl Context {
         self.scheduler.splits().iter().map(|s| s.backend).collect()
     }
 
-    /// A flag that stops the decode in progress (with [`LlmError::Cancelled`]) when set;
-    /// cleared at the start of every decode.
+    /// A flag that stops the decode in progress (with [`LlmError::Cancelled`]) when set, and
+    /// every later one until [`Context::reset_cancel`] (generation and embedding reset it when
+    /// they start).
     pub fn cancel_flag(&self) -> Arc<AtomicBool> {
         self.cancel.clone()
+    }
+
+    /// Clears the cancel flag.
+    pub fn reset_cancel(&self) {
+        self.cancel.store(false, Ordering::Relaxed);
     }
 
     /// Forgets every position (the next decode starts at position 0).
@@ -198,7 +204,6 @@ impl Context {
     }
 
     fn run(&mut self, tokens: &[u32], rows: Rows, embeddings: bool) -> Result<Output> {
-        self.cancel.store(false, Ordering::Relaxed);
         if tokens.is_empty() {
             return Err(LlmError::EmptyInput("no tokens to decode".into()));
         }

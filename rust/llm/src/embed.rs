@@ -48,6 +48,7 @@ impl Pooling {
 /// The normalized embedding of `tokens`: the context is cleared before and after (an
 /// embedding does not continue a conversation).
 pub fn embed(ctx: &mut Context, tokens: &[u32], pooling: Pooling) -> Result<Vec<f32>> {
+    ctx.reset_cancel();
     ctx.clear();
     let out = ctx.hidden_states(tokens, Rows::All);
     ctx.clear();

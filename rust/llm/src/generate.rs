@@ -166,6 +166,7 @@ pub fn generate(
     options: &GenerateOptions,
     on_token: &mut dyn FnMut(&TokenEvent) -> bool,
 ) -> Result<Generation> {
+    ctx.reset_cancel();
     let tokens = prompt_tokens(ctx, prompt)?;
     let model = ctx.model().clone();
     let tok = model.tokenizer();

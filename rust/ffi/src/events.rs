@@ -1,0 +1,51 @@
+//! Events from long calls of the JSON protocol (docs/native-protocol.md): model loading
+//! progress and generated tokens, delivered as JSON strings to one process-wide listener while
+//! the call that produces them runs (on the caller's thread).
+//!
+//! The React Native modules register a listener through uniffi ([`set_event_listener`]) and emit
+//! each event to JavaScript as a `TesseraEvent`; the C ABI registers a function pointer
+//! (`tessera_set_event_callback`). Every event carries the `requestId` of the request that
+//! produced it, so that JavaScript routes it to the right promise or iterator.
+
+use serde_json::Value;
+use std::sync::{Arc, RwLock};
+
+/// Receives events (JSON objects as text) from long protocol calls.
+#[uniffi::export(callback_interface)]
+pub trait EventListener: Send + Sync {
+    /// One event, e.g. `{"type":"token","requestId":3,"token":818,"text":" the"}`.
+    fn on_event(&self, event_json: String);
+}
+
+type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+
+fn sink() -> &'static RwLock<Option<Sink>> {
+    static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+    &SINK
+}
+
+/// Sets (or with `None` removes) the process-wide listener of protocol events.
+#[uniffi::export]
+pub fn set_event_listener(listener: Option<Box<dyn EventListener>>) {
+    let f: Option<Sink> = listener.map(|l| {
+        let l: Arc<dyn EventListener> = Arc::from(l);
+        Arc::new(move |e: &str| l.on_event(e.to_string())) as Sink
+    });
+    set_sink(f);
+}
+
+/// Sets the listener as a Rust closure (the C ABI's function pointer goes through this).
+pub(crate) fn set_sink(f: Option<Sink>) {
+    *sink().write().unwrap_or_else(|p| p.into_inner()) = f;
+}
+
+/// Emits `event` to the listener, if any. A listener that panics loses that event only.
+pub(crate) fn emit(event: &Value) {
+    let f = sink().read().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(f) = f {
+        let text = event.to_string();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&text))).is_err() {
+            log::warn!("the event listener panicked; the event was dropped");
+        }
+    }
+}
