@@ -401,7 +401,6 @@ impl Model {
             penalty_last_n: request.penalty_last_n,
             logit_bias: request.logit_bias.iter().map(|b| (b.token, b.bias)).collect(),
             seed: request.seed,
-            ..SamplingParams::default()
         };
         let options = GenerateOptions {
             sampling,
