@@ -1,12 +1,14 @@
-// MUL_MAT: dst[n, m] = sum_k src0[m, k] * src1[n, k], with src0 (the weights) F32, F16, Q8_0 or
-// Q4_0 and src1 (the activations) and dst F32; src0 is broadcast over dims 2 and 3.
+// MUL_MAT: dst[n, m] = sum_k src0[m, k] * src1[n, k], with src0 (the weights) of any type
+// `quant.wgsl` decodes and src1 (the activations) F32 or F16, dst F32; src0 is broadcast over
+// dims 2 and 3 (src1's ne2, ne3 multiples of src0's, as ggml: grouped-query attention).
 //
 // Two kernels share the bindings: `mul_mat`, tiled, for many activation rows, and
 // `mul_mat_vec` for a few (see below). In `mul_mat` each workgroup of 16 x 16 invocations
-// computes a 32 x 32 tile of dst (2 x 2 values per invocation), walking K in steps of 32 = one
-// quant block: both operand tiles are decoded to F32 in workgroup memory first. Shapes that are
-// not multiples of the tile are padded with zeros. Strided operands are read through their byte
-// strides (quantized rows must be dense).
+// computes a 32 x 32 tile of dst (2 x 2 values per invocation), walking K in steps of 32 (one
+// legacy block, an eighth of a k-quant super-block): both operand tiles are decoded to F32 in
+// workgroup memory first. Shapes that are not multiples of the tile are padded with zeros.
+// Every operand is read through its byte strides (views of a KV cache, permuted activations);
+// block rows must be dense.
 
 struct Params {
     a: Desc,
@@ -19,80 +21,63 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// Products may be fused into multiply-adds here (see `quant.wgsl`).
+fn exact(x: f32) -> f32 {
+    return x;
+}
+
 const TILE: u32 = 32u;
 const STRIDE: u32 = 33u;
 
 var<workgroup> tile_a: array<f32, 1056>;
 var<workgroup> tile_b: array<f32, 1056>;
 
-fn a_f16(b: u32) -> f32 {
-    return f16_of(src0[b >> 2u], b);
-}
-
-// The four bytes at byte address `b` (any alignment) as a little-endian u32.
-fn a_u32(b: u32) -> u32 {
-    let w0 = src0[b >> 2u];
-    let s = (b & 3u) * 8u;
-    if s == 0u {
-        return w0;
-    }
-    return (w0 >> s) | (src0[(b >> 2u) + 1u] << (32u - s));
-}
-
-// Values k .. k + 3 of the weight row starting at byte `row` (zero past K). For quantized
-// types k is a multiple of 4, so the four values lie in one block.
-fn load_a4(row: u32, k: u32) -> vec4<f32> {
-    let K = p.a.ne.x;
-    var v = vec4<f32>(0.0);
-    switch p.a.dtype {
-        case 3u: {
-            let blk = row + (k / 32u) * 34u;
-            let q = a_u32(blk + 2u + k % 32u);
-            v = vec4<f32>(
-                f32(as_i8(q & 0xffu)),
-                f32(as_i8((q >> 8u) & 0xffu)),
-                f32(as_i8((q >> 16u) & 0xffu)),
-                f32(as_i8(q >> 24u)),
-            ) * a_f16(blk);
-        }
-        case 2u: {
-            // Values 0..15 of a block are the low nibbles of its 16 bytes, 16..31 the high ones.
-            let blk = row + (k / 32u) * 18u;
-            let w = k % 32u;
-            let q = a_u32(blk + 2u + w % 16u) >> select(0u, 4u, w >= 16u);
-            v = (vec4<f32>(
-                f32(q & 0xfu),
-                f32((q >> 8u) & 0xfu),
-                f32((q >> 16u) & 0xfu),
-                f32((q >> 24u) & 0xfu),
-            ) - 8.0) * a_f16(blk);
-        }
-        case 1u: {
-            for (var j = 0u; j < 4u; j++) {
-                if k + j < K {
-                    v[j] = a_f16(row + (k + j) * p.a.nb.x);
-                }
-            }
-        }
-        default: {
-            for (var j = 0u; j < 4u; j++) {
-                if k + j < K {
-                    v[j] = bitcast<f32>(src0[(row + (k + j) * p.a.nb.x) >> 2u]);
-                }
-            }
-        }
-    }
-    return v;
-}
-
+// Values k .. k + 3 of the activation row starting at byte `row` (zero past K).
 fn load_b4(row: u32, k: u32) -> vec4<f32> {
+    let K = p.b.ne.x;
+    let nb0 = p.b.nb.x;
+    if p.b.dtype == T_F32 && nb0 == 4u && k + 4u <= K {
+        let w = (row >> 2u) + k;
+        return bitcast<vec4<f32>>(vec4<u32>(src1[w], src1[w + 1u], src1[w + 2u], src1[w + 3u]));
+    }
     var v = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
-        if k + j < p.b.ne.x {
-            v[j] = bitcast<f32>(src1[(row + (k + j) * p.b.nb.x) >> 2u]);
+        if k + j < K {
+            let b = row + (k + j) * nb0;
+            if p.b.dtype == T_F16 {
+                v[j] = f16_of(src1[b >> 2u], b);
+            } else {
+                v[j] = bitcast<f32>(src1[b >> 2u]);
+            }
         }
     }
     return v;
+}
+
+// The byte offsets of the src0 and src1 matrices of batch `z` (flat over src1's dims 2, 3),
+// and of the dst matrix.
+struct Batch {
+    a: u32,
+    b: u32,
+    d: u32,
+}
+
+fn batch(z: u32) -> Batch {
+    let i12 = z % p.b.ne.z;
+    let i13 = z / p.b.ne.z;
+    let i02 = i12 / (p.b.ne.z / p.a.ne.z);
+    let i03 = i13 / (p.b.ne.w / p.a.ne.w);
+    return Batch(
+        p.a.offset + i02 * p.a.nb.z + i03 * p.a.nb.w,
+        p.b.offset + i12 * p.b.nb.z + i13 * p.b.nb.w,
+        p.d.offset + i12 * p.d.nb.z + i13 * p.d.nb.w,
+    );
+}
+
+fn store(base: u32, m: u32, n: u32, v: f32) {
+    if m < p.a.ne.y && n < p.b.ne.y {
+        dst[(base + m * p.d.nb.x + n * p.d.nb.y) >> 2u] = bitcast<u32>(v);
+    }
 }
 
 @compute @workgroup_size(16, 16)
@@ -106,12 +91,7 @@ fn mul_mat(
     let N = p.b.ne.y;
     let m0 = wid.x * TILE;
     let n0 = wid.y * TILE;
-    let i12 = wid.z % p.b.ne.z;
-    let i13 = wid.z / p.b.ne.z;
-    let i02 = i12 / (p.b.ne.z / p.a.ne.z);
-    let i03 = i13 / (p.b.ne.w / p.a.ne.w);
-    let a_base = p.a.offset + i02 * p.a.nb.z + i03 * p.a.nb.w;
-    let b_base = p.b.offset + i12 * p.b.nb.z + i13 * p.b.nb.w;
+    let bt = batch(wid.z);
 
     // Each invocation loads 4 consecutive values of one row of each tile.
     let lr = li / 8u;
@@ -125,12 +105,12 @@ fn mul_mat(
     var c11 = 0.0;
     for (var k0 = 0u; k0 < K; k0 += TILE) {
         var va = vec4<f32>(0.0);
-        if am < M {
-            va = load_a4(a_base + am * p.a.nb.y, k0 + lk);
+        if am < M && k0 + lk < K {
+            va = dequant4(bt.a + am * p.a.nb.y, k0 + lk, p.a.dtype, p.a.nb.x, K);
         }
         var vb = vec4<f32>(0.0);
         if bn < N {
-            vb = load_b4(b_base + bn * p.b.nb.y, k0 + lk);
+            vb = load_b4(bt.b + bn * p.b.nb.y, k0 + lk);
         }
         for (var j = 0u; j < 4u; j++) {
             tile_a[lr * STRIDE + lk + j] = va[j];
@@ -150,29 +130,18 @@ fn mul_mat(
         workgroupBarrier();
     }
 
-    let d_base = p.d.offset + i12 * p.d.nb.z + i13 * p.d.nb.w;
     let ma = m0 + lid.x;
-    let mb = ma + 16u;
     let na = n0 + lid.y;
-    let nb = na + 16u;
-    if ma < M && na < N {
-        dst[(d_base + ma * p.d.nb.x + na * p.d.nb.y) >> 2u] = bitcast<u32>(c00);
-    }
-    if ma < M && nb < N {
-        dst[(d_base + ma * p.d.nb.x + nb * p.d.nb.y) >> 2u] = bitcast<u32>(c01);
-    }
-    if mb < M && na < N {
-        dst[(d_base + mb * p.d.nb.x + na * p.d.nb.y) >> 2u] = bitcast<u32>(c10);
-    }
-    if mb < M && nb < N {
-        dst[(d_base + mb * p.d.nb.x + nb * p.d.nb.y) >> 2u] = bitcast<u32>(c11);
-    }
+    store(bt.d, ma, na, c00);
+    store(bt.d, ma, na + 16u, c01);
+    store(bt.d, ma + 16u, na, c10);
+    store(bt.d, ma + 16u, na + 16u, c11);
 }
 
-// Matrix-vector form for few activation rows (N <= MAT_VEC_MAX_N, e.g. token generation): one
-// workgroup of 64 invocations per weight row, each invocation walking K (quantized: whole
-// blocks) and keeping one sum per activation row, then a tree reduction in workgroup memory.
-// The weights are read once, with no tile padding.
+// Matrix-vector form for few activation rows (N <= MV_MAX_N, e.g. token generation): one
+// workgroup of 64 invocations per weight row, invocation i decoding the groups of 4 values
+// i, i + 64, ... (neighbours read neighbouring bytes) and keeping one sum per activation row,
+// then a tree reduction in workgroup memory. The weights are read once, with no tile padding.
 
 const MV_WG: u32 = 64u;
 const MV_MAX_N: u32 = 8u;
@@ -191,67 +160,16 @@ fn mul_mat_vec(
     if m >= M {
         return;
     }
-    let i12 = wid.z % p.b.ne.z;
-    let i13 = wid.z / p.b.ne.z;
-    let i02 = i12 / (p.b.ne.z / p.a.ne.z);
-    let i03 = i13 / (p.b.ne.w / p.a.ne.w);
-    let row = p.a.offset + m * p.a.nb.y + i02 * p.a.nb.z + i03 * p.a.nb.w;
-    let b_base = p.b.offset + i12 * p.b.nb.z + i13 * p.b.nb.w;
+    let bt = batch(wid.z);
+    let row = bt.a + m * p.a.nb.y;
 
     var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    if p.a.dtype == T_Q8_0 || p.a.dtype == T_Q4_0 {
-        // Whole blocks per invocation, their quants read four at a time.
-        let q8 = p.a.dtype == T_Q8_0;
-        let bsize = select(18u, 34u, q8);
-        for (var ib = li; ib < K / 32u; ib += MV_WG) {
-            let blk = row + ib * bsize;
-            let d = a_f16(blk);
-            let k0 = ib * 32u;
-            for (var j = 0u; j < select(4u, 8u, q8); j++) {
-                let q = a_u32(blk + 2u + 4u * j);
-                var lo: vec4<f32>;
-                var hi: vec4<f32>;
-                if q8 {
-                    lo = vec4<f32>(
-                        f32(as_i8(q & 0xffu)),
-                        f32(as_i8((q >> 8u) & 0xffu)),
-                        f32(as_i8((q >> 16u) & 0xffu)),
-                        f32(as_i8(q >> 24u)),
-                    ) * d;
-                } else {
-                    lo = (vec4<f32>(
-                        f32(q & 0xfu),
-                        f32((q >> 8u) & 0xfu),
-                        f32((q >> 16u) & 0xfu),
-                        f32((q >> 24u) & 0xfu),
-                    ) - 8.0) * d;
-                    hi = (vec4<f32>(
-                        f32((q >> 4u) & 0xfu),
-                        f32((q >> 12u) & 0xfu),
-                        f32((q >> 20u) & 0xfu),
-                        f32(q >> 28u),
-                    ) - 8.0) * d;
-                }
-                for (var n = 0u; n < N; n++) {
-                    let bn = b_base + n * p.b.nb.y;
-                    if q8 {
-                        acc[n] += dot(lo, load_b4(bn, k0 + 4u * j));
-                    } else {
-                        // Low nibbles are values 4j .. 4j + 3, high nibbles 16 + 4j .. 16 + 4j + 3.
-                        acc[n] += dot(lo, load_b4(bn, k0 + 4u * j)) + dot(hi, load_b4(bn, k0 + 16u + 4u * j));
-                    }
-                }
-            }
-        }
-    } else {
-        // Chunks of 4 values; chunk c covers k = 4c .. 4c + 3.
-        let chunks = (K + 3u) / 4u;
-        for (var c = li; c < chunks; c += MV_WG) {
-            let k = c * 4u;
-            let w = load_a4(row, k);
-            for (var n = 0u; n < N; n++) {
-                acc[n] += dot(w, load_b4(b_base + n * p.b.nb.y, k));
-            }
+    let groups = (K + 3u) / 4u;
+    for (var g = li; g < groups; g += MV_WG) {
+        let k = g * 4u;
+        let w = dequant4(row, k, p.a.dtype, p.a.nb.x, K);
+        for (var n = 0u; n < N; n++) {
+            acc[n] += dot(w, load_b4(bt.b + n * p.b.nb.y, k));
         }
     }
     for (var n = 0u; n < MV_MAX_N; n++) {
@@ -267,7 +185,6 @@ fn mul_mat_vec(
         workgroupBarrier();
     }
     if li < N {
-        let d_base = p.d.offset + i12 * p.d.nb.z + i13 * p.d.nb.w;
-        dst[(d_base + m * p.d.nb.x + li * p.d.nb.y) >> 2u] = bitcast<u32>(mv_red[li * MV_WG]);
+        store(bt.d, m, li, mv_red[li * MV_WG]);
     }
 }

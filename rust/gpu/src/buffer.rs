@@ -82,7 +82,7 @@ impl std::fmt::Debug for GpuBuffer {
 }
 
 impl GpuBuffer {
-    fn new(ctx: Arc<Context>, size: usize) -> Result<GpuBuffer> {
+    pub(crate) fn new(ctx: Arc<Context>, size: usize) -> Result<GpuBuffer> {
         let oom = || Error::OutOfMemory { device: ctx.name.clone(), size };
         let alloc = align_up(size.max(1) as u64);
         if alloc > ctx.limits.max_buffer_size {

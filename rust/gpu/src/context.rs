@@ -17,6 +17,8 @@ pub(crate) struct Context {
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
     pub adapter_features: wgpu::Features,
+    /// Whether the kernels are compiled with native f16 (`shader-f16` enabled on the device).
+    pub f16: bool,
     /// Set when the device is lost (driver reset, `destroy`), with the reason.
     lost: Arc<Mutex<Option<String>>>,
     /// Bytes currently allocated in buffers of this device.
@@ -65,6 +67,7 @@ impl Context {
             log::warn!("{dev_name}: uncaptured wgpu error: {e}");
         }));
         let limits = device.limits();
+        let f16 = device.features().contains(wgpu::Features::SHADER_F16);
         Context {
             name,
             device,
@@ -72,6 +75,7 @@ impl Context {
             info,
             limits,
             adapter_features,
+            f16,
             lost,
             allocated: AtomicU64::new(0),
             pipelines: Mutex::new(HashMap::new()),
@@ -170,7 +174,7 @@ impl Context {
         }
         let p = Arc::new(self.guarded(
             || self.error(format!("out of memory compiling {kernel:?}")),
-            || Ok(Pipeline::new(&self.device, kernel)),
+            || Ok(Pipeline::new(&self.device, kernel, self.f16)),
         )?);
         self.pipelines
             .lock()

@@ -46,10 +46,17 @@ impl GpuDevice {
         self.ctx.limits.clone()
     }
 
-    /// Whether the adapter offers 16-bit float arithmetic in shaders (`shader-f16`). The
-    /// kernels do not need it: they decode F16 with `unpack2x16float`.
+    /// Whether the adapter offers 16-bit floats in shaders (`shader-f16`). The kernels do not
+    /// need it (they decode F16 with integer arithmetic), but use it where it is enabled (see
+    /// [`GpuDevice::uses_shader_f16`]).
     pub fn has_shader_f16(&self) -> bool {
         self.ctx.adapter_features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// Whether the kernels run from their `shader-f16` sources on this device (the adapter
+    /// offers it and `TESSERA_GPU_F16=0` was not set when the device was opened).
+    pub fn uses_shader_f16(&self) -> bool {
+        self.ctx.f16
     }
 
     /// Whether the adapter is a software rasterizer on the CPU (lavapipe, SwiftShader).

@@ -87,11 +87,34 @@ fn device_name(api: &str, index: usize, count: usize) -> String {
     }
 }
 
-/// Creates the logical device of `adapter`.
-fn open(adapter: &wgpu::Adapter) -> std::result::Result<(wgpu::Device, wgpu::Queue), String> {
+/// How the devices of a registration are opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Use the adapter's `shader-f16` where it offers it (the kernels are then compiled from
+    /// their f16 sources); `false` keeps the integer F16 decoding everywhere.
+    pub shader_f16: bool,
+}
+
+impl Default for GpuOptions {
+    /// `shader_f16` unless the environment variable `TESSERA_GPU_F16` is `0`.
+    fn default() -> Self {
+        GpuOptions { shader_f16: std::env::var("TESSERA_GPU_F16").map_or(true, |v| v != "0") }
+    }
+}
+
+/// Creates the logical device of `adapter`, with `shader-f16` when the adapter offers it and
+/// `options` allow it.
+fn open(
+    adapter: &wgpu::Adapter,
+    options: GpuOptions,
+) -> std::result::Result<(wgpu::Device, wgpu::Queue), String> {
+    let mut features = wgpu::Features::empty();
+    if options.shader_f16 {
+        features |= adapter.features() & wgpu::Features::SHADER_F16;
+    }
     let desc = wgpu::DeviceDescriptor {
         label: Some("tessera"),
-        required_features: wgpu::Features::empty(),
+        required_features: features,
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -119,6 +142,11 @@ impl GpuReg {
     /// The registration with only `backends` enabled, as its concrete type (see
     /// [`register_with`], which returns it as a trait object).
     pub fn new(backends: wgpu::Backends) -> Result<Option<GpuReg>> {
+        GpuReg::with_options(backends, GpuOptions::default())
+    }
+
+    /// [`GpuReg::new`] with the devices opened as `options` say.
+    pub fn with_options(backends: wgpu::Backends, options: GpuOptions) -> Result<Option<GpuReg>> {
         let api = api_name();
         let fail = |message: String| {
             log::warn!("{api}: {message}");
@@ -159,7 +187,7 @@ impl GpuReg {
         let mut errors = Vec::new();
         for adapter in adapters {
             let info = adapter.get_info();
-            match open(&adapter) {
+            match open(&adapter, options) {
                 Ok((device, queue)) => {
                     let name = device_name(api, devices.len(), count);
                     log::info!(

@@ -7,11 +7,17 @@
 //! | ADD, SUB, MUL, DIV | src0, src1, dst F32 or F16 | src1 broadcast as in ggml; any strides |
 //! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
 //! | CPY, CONT, DUP | F32 or F16 to F32 or F16 | any strides |
-//! | MUL_MAT | src0 F32, F16, Q8_0, Q4_0; src1 F32; dst F32 | any strides (quantized rows dense) |
-//! | GET_ROWS | src0 F32, F16, Q8_0, Q4_0 (to F32) or I32 (to I32); indices I32 | any strides |
+//! | MUL_MAT | src0 a weight type (below); src1 F32 or F16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
+//! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
 //! | RMS_NORM | F32 | any strides |
 //! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, `ext_factor == 0` (no YaRN) |
+//!
+//! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and
+//! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
+//!
+//! GET_ROWS checks its indices in the kernel: one outside the rows of src0 makes the compute
+//! fail with `Error::OutOfBounds` naming it, as on the CPU (never a row of zeros).
 //!
 //! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
 //! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,
@@ -45,6 +51,11 @@ fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         && (t.nbytes() as u64) + 256 <= max_binding.min(u64::from(u32::MAX))
 }
 
+/// Whether `dtype` is a weight type the kernels decode (`shaders/quant.wgsl`).
+pub fn is_weight_type(dtype: DType) -> bool {
+    dtype != DType::I32 && dtype_code(dtype).is_some()
+}
+
 fn is_f32_or_f16(t: &Tensor) -> bool {
     matches!(t.dtype(), DType::F32 | DType::F16)
 }
@@ -72,8 +83,8 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         Op::MulMat => {
             let (a, b) = (src(0), src(1));
             let (na, nb) = (a.ne(), b.ne());
-            matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
-                && b.dtype() == DType::F32
+            is_weight_type(a.dtype())
+                && is_f32_or_f16(b)
                 && t.dtype() == DType::F32
                 && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
                 && na[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
@@ -82,10 +93,8 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         }
         Op::GetRows => {
             let a = src(0);
-            let supported =
-                matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
-                    && t.dtype() == DType::F32
-                    || a.dtype() == DType::I32 && t.dtype() == DType::I32;
+            let supported = is_weight_type(a.dtype()) && t.dtype() == DType::F32
+                || a.dtype() == DType::I32 && t.dtype() == DType::I32;
             elements_ok
                 && supported
                 && src(1).dtype() == DType::I32

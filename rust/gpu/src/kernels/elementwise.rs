@@ -26,6 +26,7 @@ pub(super) fn binary(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<
         operands: vec![a, b, d],
         params,
         groups: grid_256(ctx, n)?,
+        checks: false,
     })
 }
 
@@ -60,5 +61,6 @@ pub(super) fn unary(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<D
         operands: vec![a, a2, d],
         params,
         groups: grid_256(ctx, n)?,
+        checks: false,
     })
 }

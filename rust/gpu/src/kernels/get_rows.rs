@@ -1,23 +1,46 @@
-//! GET_ROWS (`shaders/get_rows.wgsl`): rows of F32, F16, Q8_0, Q4_0 (as F32) or I32 picked by
-//! I32 indices.
+//! GET_ROWS (`shaders/get_rows.wgsl`): rows of any weight type (as F32, decoded exactly as the
+//! reference dequantizes) or I32 picked by I32 indices; an index out of range is reported into
+//! the status buffer (see [`index_error`]).
 
-use super::{grid_256, operand, Dispatch, Kernel, Params};
+use super::{grid_256, operand, Checks, Dispatch, Kernel, Params};
 use crate::context::Context;
 use std::sync::Arc;
-use tessera_core::{Graph, Result, TensorId};
+use tessera_core::{Error, Graph, Result, TensorId};
 
-pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Dispatch> {
+pub(super) fn plan(
+    ctx: &Arc<Context>,
+    graph: &Graph,
+    id: TensorId,
+    checks: &Checks,
+) -> Result<Dispatch> {
     let t = graph.tensor(id);
     let a = operand(ctx, graph, t.src[0])?;
     let b = operand(ctx, graph, t.src[1])?;
     let d = operand(ctx, graph, id)?;
-    let n = t.nelements();
+    let ne = t.ne();
+    let n = ne[0].div_ceil(4) * ne[1] * ne[2] * ne[3];
     let mut params = Params::default();
-    params.desc(&a).desc(&b).desc(&d).u32(n as u32);
+    params.desc(&a).desc(&b).desc(&d).u32(n as u32).u32(checks.tag).u32(0);
     Ok(Dispatch {
         kernel: Kernel::GetRows,
-        operands: vec![a, b, d],
+        operands: vec![a, b, d, checks.operand()],
         params,
         groups: grid_256(ctx, n)?,
+        checks: true,
     })
+}
+
+/// The error of GET_ROWS node `id` whose kernel reported index `value` at `coords`, as the CPU
+/// reports it.
+pub(crate) fn index_error(graph: &Graph, id: TensorId, value: u32, coords: [u32; 3]) -> Error {
+    let t = graph.tensor(id);
+    let rows = graph.tensor(t.src[0]).ne()[1];
+    Error::OutOfBounds(format!(
+        "GET_ROWS {}: row index {} (indices[{}, {}, {}]) is outside 0..{rows}",
+        t.label(id),
+        value as i32,
+        coords[0],
+        coords[1],
+        coords[2]
+    ))
 }

@@ -24,6 +24,14 @@ pub const MUL_MAT_TILE: usize = mul_mat::TILE;
 
 /// Source shared by every kernel, prepended to each shader file.
 const COMMON: &str = include_str!("../../shaders/common.wgsl");
+/// F16 decoding with integer arithmetic (adapters without `shader-f16`).
+const F16_INT: &str = include_str!("../../shaders/f16_int.wgsl");
+/// F16 decoding with the hardware's f16 type (adapters with `shader-f16`).
+const F16_NATIVE: &str = include_str!("../../shaders/f16_native.wgsl");
+/// Decoding of every weight type, for the shaders that read weights from `src0`.
+const QUANT: &str = include_str!("../../shaders/quant.wgsl");
+/// Reports of kernels that check their inputs.
+const STATUS: &str = include_str!("../../shaders/status.wgsl");
 
 /// A WGSL shader file (one wgpu shader module, possibly several entry points).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,7 +42,7 @@ pub enum Shader {
     MulMat,
     /// SOFT_MAX (`shaders/soft_max.wgsl`).
     SoftMax,
-    /// RMS_NORM (`shaders/rms_norm.wgsl`).
+    /// RMS_NORM and NORM (`shaders/rms_norm.wgsl`).
     RmsNorm,
     /// ROPE (`shaders/rope.wgsl`).
     Rope,
@@ -76,9 +84,42 @@ impl Shader {
         }
     }
 
-    /// The complete WGSL source compiled for this shader: `common.wgsl` followed by the file.
+    /// The shared files this shader includes besides `common.wgsl` and the F16 decoding.
+    fn includes(self) -> &'static [&'static str] {
+        match self {
+            Shader::MulMat => &[QUANT],
+            Shader::GetRows => &[QUANT, STATUS],
+            _ => &[],
+        }
+    }
+
+    /// The complete WGSL source compiled for this shader on adapters without `shader-f16`:
+    /// `f16_int.wgsl`, `common.wgsl`, the shared files it includes, then the file.
     pub fn source(self) -> String {
-        format!("{COMMON}\n{}", self.body())
+        self.assemble(false)
+    }
+
+    /// The source compiled on adapters with `shader-f16` (`enable f16;` and
+    /// `f16_native.wgsl` instead of `f16_int.wgsl`); its results are identical.
+    pub fn source_f16(self) -> String {
+        self.assemble(true)
+    }
+
+    fn assemble(self, f16: bool) -> String {
+        let mut s = String::new();
+        if f16 {
+            s.push_str("enable f16;\n\n");
+        }
+        s.push_str(if f16 { F16_NATIVE } else { F16_INT });
+        s.push('\n');
+        s.push_str(COMMON);
+        for inc in self.includes() {
+            s.push('\n');
+            s.push_str(inc);
+        }
+        s.push('\n');
+        s.push_str(self.body());
+        s
     }
 
     /// The entry points (kernels) of this shader.
@@ -151,7 +192,7 @@ impl Kernel {
     pub fn storage_bindings(self) -> u32 {
         match self {
             Kernel::RmsNorm => 2,
-            Kernel::Rope => 4,
+            Kernel::Rope | Kernel::GetRows => 4,
             _ => 3,
         }
     }
@@ -164,8 +205,9 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// Compiles `kernel` on `device` (errors are captured by the caller's error scope).
-    pub fn new(device: &wgpu::Device, kernel: Kernel) -> Pipeline {
+    /// Compiles `kernel` on `device`, from the `shader-f16` source when `f16` (errors are
+    /// captured by the caller's error scope).
+    pub fn new(device: &wgpu::Device, kernel: Kernel, f16: bool) -> Pipeline {
         let n = kernel.storage_bindings();
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n)
             .map(|binding| wgpu::BindGroupLayoutEntry {
@@ -201,7 +243,7 @@ impl Pipeline {
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.shader().file_name()),
-            source: wgpu::ShaderSource::Wgsl(kernel.shader().source().into()),
+            source: wgpu::ShaderSource::Wgsl(kernel.shader().assemble(f16).into()),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
@@ -215,6 +257,19 @@ impl Pipeline {
     }
 }
 
+/// The error of node `id` whose kernel reported bad input `value` at `coords` into the status
+/// buffer.
+pub(crate) fn input_error(graph: &Graph, id: TensorId, value: u32, coords: [u32; 3]) -> Error {
+    match graph.tensor(id).op {
+        Op::GetRows => get_rows::index_error(graph, id, value, coords),
+        ref op => Error::OutOfBounds(format!(
+            "{} {}: bad input {value} at {coords:?}",
+            op.name(),
+            graph.tensor(id).label(id)
+        )),
+    }
+}
+
 /// Type codes of `common.wgsl`.
 pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
     match dtype {
@@ -223,7 +278,16 @@ pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
         DType::Q4_0 => Some(2),
         DType::Q8_0 => Some(3),
         DType::I32 => Some(4),
-        _ => None,
+        DType::BF16 => Some(5),
+        DType::Q4_1 => Some(6),
+        DType::Q5_0 => Some(7),
+        DType::Q5_1 => Some(8),
+        DType::Q2_K => Some(9),
+        DType::Q3_K => Some(10),
+        DType::Q4_K => Some(11),
+        DType::Q5_K => Some(12),
+        DType::Q6_K => Some(13),
+        DType::Q8_1 | DType::Q8_K => None,
     }
 }
 
@@ -236,6 +300,29 @@ pub(crate) struct Operand {
     base: u64,
     size: u64,
     desc: [u32; DESC_WORDS],
+}
+
+/// Words of the status buffer that checking kernels report into (`shaders/status.wgsl`).
+pub(crate) const STATUS_WORDS: usize = 8;
+
+/// Where the checking kernels of a compute report bad input, and which node is planned.
+pub(crate) struct Checks<'a> {
+    /// The status buffer (`STATUS_WORDS` words, cleared before the first checking kernel).
+    pub status: &'a wgpu::Buffer,
+    /// The node's position in the compute, reported back with a failure.
+    pub tag: u32,
+}
+
+impl Checks<'_> {
+    /// The status buffer as an operand.
+    fn operand(&self) -> Operand {
+        Operand {
+            buffer: self.status.clone(),
+            base: 0,
+            size: (STATUS_WORDS * 4) as u64,
+            desc: [0; DESC_WORDS],
+        }
+    }
 }
 
 fn to_u32(ctx: &Context, what: &str, v: usize) -> Result<u32> {
@@ -332,6 +419,8 @@ pub(crate) struct Dispatch {
     pub operands: Vec<Operand>,
     pub params: Params,
     pub groups: [u32; 3],
+    /// Whether the kernel reports bad input into the status buffer.
+    pub checks: bool,
 }
 
 /// Most workgroups per dispatch dimension that every adapter allows.
@@ -356,7 +445,12 @@ pub(crate) fn grid_256(ctx: &Context, n: usize) -> Result<[u32; 3]> {
 
 /// The dispatch that computes node `id`, or `None` when there is nothing to compute (leaves,
 /// views). Operands must be supported (see [`crate::supports::supports_op`]).
-pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Option<Dispatch>> {
+pub(crate) fn plan(
+    ctx: &Arc<Context>,
+    graph: &Graph,
+    id: TensorId,
+    checks: &Checks,
+) -> Result<Option<Dispatch>> {
     let t = graph.get(id)?;
     let d = match &t.op {
         Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => return Ok(None),
@@ -373,7 +467,7 @@ pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Op
         Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
         Op::RmsNorm { .. } => norm::plan(ctx, graph, id)?,
         Op::Rope(_) => rope::plan(ctx, graph, id)?,
-        Op::GetRows => get_rows::plan(ctx, graph, id)?,
+        Op::GetRows => get_rows::plan(ctx, graph, id, checks)?,
         other => {
             return Err(Error::UnsupportedOp {
                 device: ctx.name.clone(),

@@ -37,5 +37,6 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         operands: vec![a, pos, ff, d],
         params,
         groups: grid_256(ctx, n)?,
+        checks: false,
     })
 }

@@ -36,5 +36,6 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         operands: vec![a, m, d],
         params,
         groups: grid(ctx, rows)?,
+        checks: false,
     })
 }

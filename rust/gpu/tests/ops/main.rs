@@ -2,105 +2,27 @@
 //! (normalized mean squared error at most 1e-7, matmul 5e-4), on shapes that are not multiples
 //! of the tile sizes, with broadcasting, F16, quantized weights and strided operands.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod weights;
 
 use common::{check, gpu, i32_bytes, Case, Rng};
 use std::collections::HashMap;
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use tessera_core::{DType, Graph, RopeParams, TensorId, UnaryOp};
 
-const TOL: f64 = 1e-7;
+pub(crate) const TOL: f64 = 1e-7;
 
 type UnaryBuilder = Box<dyn Fn(&mut Graph, TensorId) -> TensorId>;
-const TOL_MATMUL: f64 = 5e-4;
+pub(crate) const TOL_MATMUL: f64 = 5e-4;
 
-fn case(name: impl Into<String>, graph: Graph, output: TensorId, tolerance: f64) -> Case {
+pub(crate) fn case(
+    name: impl Into<String>,
+    graph: Graph,
+    output: TensorId,
+    tolerance: f64,
+) -> Case {
     Case { name: name.into(), graph, output, data: HashMap::new(), tolerance }
-}
-
-#[test]
-fn mul_mat_all_weight_types_and_odd_shapes() {
-    let Some(dev) = gpu() else { return };
-    // (M, N, K): N <= 8 runs the matrix-vector kernel, larger N the tiled one.
-    let float_shapes = [
-        (1, 1, 1),
-        (3, 1, 3),
-        (17, 3, 17),
-        (70, 8, 130),
-        (33, 9, 33),
-        (33, 17, 33),
-        (130, 33, 130),
-        (5, 64, 260),
-    ];
-    let quant_shapes = [
-        (1, 1, 32),
-        (3, 1, 64),
-        (17, 3, 96),
-        (70, 8, 288),
-        (33, 9, 160),
-        (33, 17, 160),
-        (130, 33, 256),
-        (7, 40, 32),
-    ];
-    let mut n = 0;
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
-        let shapes = if dtype.is_quantized() { quant_shapes } else { float_shapes };
-        for (m, nn, k) in shapes {
-            let mut g = Graph::new();
-            let a = g.weight("a", dtype, &[k, m]).unwrap();
-            let b = g.input("b", DType::F32, &[k, nn]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            check(&dev, &case(format!("mul_mat {dtype} M={m} N={nn} K={k}"), g, c, TOL_MATMUL));
-            n += 1;
-        }
-    }
-    assert_eq!(n, 32);
-}
-
-#[test]
-fn mul_mat_broadcast_batches() {
-    let Some(dev) = gpu() else { return };
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
-        for n in [5, 12] {
-            let mut g = Graph::new();
-            let a = g.weight("a", dtype, &[64, 9, 2, 1]).unwrap();
-            let b = g.input("b", DType::F32, &[64, n, 4, 3]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} broadcast [64,9,2,1] x [64,{n},4,3]");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
-}
-
-#[test]
-fn mul_mat_strided_operands() {
-    let Some(dev) = gpu() else { return };
-    // Activations transposed (K along a strided dim) and weights permuted over batches.
-    for dtype in [DType::F32, DType::F16] {
-        for n in [6, 20] {
-            let mut g = Graph::new();
-            let a0 = g.weight("a", dtype, &[19, 2, 7]).unwrap();
-            let a = g.permute(a0, [0, 2, 1, 3]).unwrap(); // [19, 7, 2]
-            let b0 = g.input("b", DType::F32, &[n, 19, 2]).unwrap();
-            let b = g.transpose(b0).unwrap(); // [19, n, 2], nb0 = 4 n
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} permuted weights, transposed activations, N={n}");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
-    // Quantized weights: a view of every other row.
-    for dtype in [DType::Q8_0, DType::Q4_0] {
-        for n in [3, 40] {
-            let mut g = Graph::new();
-            let a0 = g.weight("a", dtype, &[64, 10]).unwrap();
-            let row = dtype.row_size(64).unwrap();
-            let a = g.view(a0, &[64, 5], &[2 * row], row).unwrap();
-            let b = g.input("b", DType::F32, &[64, n]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} strided rows view, N={n}");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
 }
 
 #[test]
@@ -337,21 +259,6 @@ fn rope_with_yarn_is_not_supported() {
     let p = RopeParams { n_dims: 8, ext_factor: 1.0, ..Default::default() };
     let c = g.rope_ext(a, pos, None, p).unwrap();
     assert!(!dev.supports_op(&g, c));
-}
-
-#[test]
-fn get_rows_all_types() {
-    let Some(dev) = gpu() else { return };
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::I32] {
-        let ne0 = if dtype.is_quantized() { 64 } else { 13 };
-        let mut g = Graph::new();
-        let a = g.weight("a", dtype, &[ne0, 10, 2]).unwrap();
-        let idx = g.input("idx", DType::I32, &[4, 2]).unwrap();
-        let c = g.get_rows(a, idx).unwrap();
-        let mut k = case(format!("get_rows {dtype} [{ne0}, 10, 2] by [4, 2]"), g, c, TOL);
-        k.data.insert(idx, i32_bytes(&[9, 0, 3, 3, 1, 8, 2, 7]));
-        check(&dev, &k);
-    }
 }
 
 #[test]
