@@ -6,12 +6,13 @@
 //! | view ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE), leaves | any | nothing to compute |
 //! | ADD, SUB, MUL, DIV | src0, src1, dst F32 or F16 | src1 broadcast as in ggml; any strides |
 //! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
-//! | CPY, CONT, DUP | F32 or F16 to F32 or F16 | any strides |
+//! | SWIGLU, GEGLU | F32 or F16, one operand (row halves, swapped or not) or two | any strides |
+//! | CPY, CONT, DUP | F32 or F16 to F32 or F16; I32 to I32 | any strides |
 //! | MUL_MAT | src0 a weight type (below); src1 F32 or F16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
 //! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
-//! | RMS_NORM | F32 | any strides |
-//! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, `ext_factor == 0` (no YaRN) |
+//! | RMS_NORM, NORM | F32 | any strides |
+//! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, YaRN (`ext_factor`, `beta_fast`, `beta_slow`, `n_ctx_orig`) |
 //!
 //! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and
 //! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
@@ -79,7 +80,17 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
             elements_ok && is_f32_or_f16(t) && src(0).dtype() == t.dtype()
         }
-        Op::Cpy | Op::Cont | Op::Dup => elements_ok && is_f32_or_f16(t) && is_f32_or_f16(src(0)),
+        Op::Cpy | Op::Cont | Op::Dup => {
+            elements_ok
+                && (is_f32_or_f16(t) && is_f32_or_f16(src(0))
+                    || t.dtype() == DType::I32 && src(0).dtype() == DType::I32)
+        }
+        Op::Glu { .. } => {
+            elements_ok
+                && is_f32_or_f16(t)
+                && is_f32_or_f16(src(0))
+                && (t.src.len() < 2 || is_f32_or_f16(src(1)))
+        }
         Op::MulMat => {
             let (a, b) = (src(0), src(1));
             let (na, nb) = (a.ne(), b.ne());
@@ -106,16 +117,15 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
                 && (t.src.len() < 2 || is_f32_or_f16(src(1)))
                 && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
         }
-        Op::RmsNorm { .. } => {
+        Op::RmsNorm { .. } | Op::Norm { .. } => {
             t.dtype() == DType::F32
                 && src(0).dtype() == DType::F32
                 && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
         }
         Op::Rope(p) => {
             let ne = t.ne();
-            p.ext_factor == 0.0
-                && (p.mode == tessera_core::op::ROPE_MODE_NORMAL
-                    || p.mode == tessera_core::op::ROPE_MODE_NEOX)
+            (p.mode == tessera_core::op::ROPE_MODE_NORMAL
+                || p.mode == tessera_core::op::ROPE_MODE_NEOX)
                 && t.dtype() == DType::F32
                 && src(0).dtype() == DType::F32
                 && src(1).dtype() == DType::I32

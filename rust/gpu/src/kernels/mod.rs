@@ -463,9 +463,10 @@ pub(crate) fn plan(
         | Op::Cpy
         | Op::Cont
         | Op::Dup => elementwise::unary(ctx, graph, id)?,
+        Op::Glu { .. } => elementwise::glu(ctx, graph, id)?,
         Op::MulMat => mul_mat::plan(ctx, graph, id)?,
         Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
-        Op::RmsNorm { .. } => norm::plan(ctx, graph, id)?,
+        Op::RmsNorm { .. } | Op::Norm { .. } => norm::plan(ctx, graph, id)?,
         Op::Rope(_) => rope::plan(ctx, graph, id)?,
         Op::GetRows => get_rows::plan(ctx, graph, id, checks)?,
         other => {

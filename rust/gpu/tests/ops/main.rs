@@ -9,7 +9,7 @@ mod weights;
 use common::{check, gpu, i32_bytes, Case, Rng};
 use std::collections::HashMap;
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
-use tessera_core::{DType, Graph, RopeParams, TensorId, UnaryOp};
+use tessera_core::{DType, GluOp, Graph, RopeParams, TensorId, UnaryOp};
 
 pub(crate) const TOL: f64 = 1e-7;
 
@@ -250,15 +250,135 @@ fn rope_normal_and_neox() {
 }
 
 #[test]
-fn rope_with_yarn_is_not_supported() {
+fn rope_with_yarn() {
     let Some(dev) = gpu() else { return };
-    use tessera_core::backend::Device;
+    let mut rng = Rng::new(5);
+    for mode in [ROPE_MODE_NORMAL, ROPE_MODE_NEOX] {
+        for (n_dims, ff, freq_scale, ext_factor, n_ctx_orig) in [
+            (64usize, false, 0.25f32, 1.0f32, 4096usize),
+            (60, true, 0.5, 1.0, 2048),
+            (64, false, 0.125, 0.5, 8192),
+        ] {
+            let (ne0, n_tokens) = (64usize, 4usize);
+            let mut g = Graph::new();
+            let a = g.input("a", DType::F32, &[ne0, 3, n_tokens]).unwrap();
+            let pos = g.input("pos", DType::I32, &[n_tokens]).unwrap();
+            let f = if ff { Some(g.input("ff", DType::F32, &[n_dims / 2]).unwrap()) } else { None };
+            let p = RopeParams {
+                n_dims,
+                mode,
+                n_ctx_orig,
+                freq_base: 10000.0,
+                freq_scale,
+                ext_factor,
+                attn_factor: 1.0,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+            };
+            let c = g.rope_ext(a, pos, f, p).unwrap();
+            let name = format!(
+                "rope yarn mode {mode} n_dims={n_dims} ff={ff} scale={freq_scale} ext={ext_factor} ctx={n_ctx_orig}"
+            );
+            let mut k = case(name, g, c, TOL);
+            let positions: Vec<i32> = (0..n_tokens).map(|_| rng.below(3000) as i32).collect();
+            k.data.insert(pos, i32_bytes(&positions));
+            if let Some(f) = f {
+                let factors: Vec<u8> =
+                    (0..n_dims / 2).flat_map(|_| rng.uniform(1.0, 4.0).to_le_bytes()).collect();
+                k.data.insert(f, factors);
+            }
+            check(&dev, &k);
+        }
+    }
+}
+
+#[test]
+fn rope_at_long_positions() {
+    // Gemma 3's frequency base and positions far into a long context: angles in the thousands
+    // of radians are reduced before sin / cos.
+    let Some(dev) = gpu() else { return };
+    for mode in [ROPE_MODE_NORMAL, ROPE_MODE_NEOX] {
+        let mut g = Graph::new();
+        let a = g.input("a", DType::F32, &[256, 2, 4]).unwrap();
+        let pos = g.input("pos", DType::I32, &[4]).unwrap();
+        let p = RopeParams { n_dims: 256, mode, freq_base: 1e6, ..Default::default() };
+        let c = g.rope_ext(a, pos, None, p).unwrap();
+        // f32 angles: ulp(32767) = 0.004 rad (the reference computes them in f64).
+        let mut k = case(format!("rope mode {mode} base 1e6 at positions to 32767"), g, c, 1e-6);
+        k.data.insert(pos, i32_bytes(&[1000, 4097, 20000, 32767]));
+        let o = check(&dev, &k);
+        assert!(o.max_abs < 1e-2, "max |err| {}", o.max_abs);
+    }
+}
+
+#[test]
+fn gated_linear_units() {
+    let Some(dev) = gpu() else { return };
+    type GluBuilder = fn(&mut Graph, TensorId, GluOp, bool) -> tessera_core::Result<TensorId>;
+    let one: GluBuilder = Graph::glu;
+    for op in [GluOp::Swiglu, GluOp::Geglu] {
+        for dtype in [DType::F32, DType::F16] {
+            for swapped in [false, true] {
+                for shape in [&[2usize, 1][..], &[34, 3], &[2048, 2, 2]] {
+                    let mut g = Graph::new();
+                    let a = g.input("a", dtype, shape).unwrap();
+                    let c = one(&mut g, a, op, swapped).unwrap();
+                    let name = format!("{} {dtype}{shape:?} swapped {swapped}", op.name());
+                    check(&dev, &case(name, g, c, TOL));
+                }
+            }
+            // Two operands; the second of another type.
+            let other = if dtype == DType::F32 { DType::F16 } else { DType::F32 };
+            let mut g = Graph::new();
+            let a = g.input("a", dtype, &[33, 5]).unwrap();
+            let b = g.input("b", other, &[33, 5]).unwrap();
+            let c = g.glu_split(a, b, op).unwrap();
+            check(&dev, &case(format!("{} {dtype} x {other} split", op.name()), g, c, TOL));
+        }
+        // Strided: the halves of a transposed tensor, and two permuted operands.
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[5, 12]).unwrap();
+        let a = g.transpose(a0).unwrap(); // [12, 5], nb0 = 20
+        let c = g.glu(a, op, true).unwrap();
+        check(&dev, &case(format!("{} of a transposed tensor", op.name()), g, c, TOL));
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[4, 6, 3]).unwrap();
+        let b0 = g.input("b", DType::F32, &[6, 3, 4]).unwrap();
+        let a = g.permute(a0, [2, 0, 1, 3]).unwrap(); // [6, 3, 4]
+        let c = g.glu_split(a, b0, op).unwrap();
+        check(&dev, &case(format!("{} permuted split", op.name()), g, c, TOL));
+    }
+}
+
+#[test]
+fn layer_norm_rows() {
+    let Some(dev) = gpu() else { return };
+    for ne0 in [1usize, 5, 130, 1000] {
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[ne0, 3, 2]).unwrap();
+        // An offset far from zero: the mean must be removed before squaring.
+        let a = g.scale_bias(a0, 1.0, 30.0).unwrap();
+        let c = g.norm(a, 1e-5).unwrap();
+        check(&dev, &case(format!("norm ne0={ne0}"), g, c, TOL));
+    }
     let mut g = Graph::new();
-    let a = g.input("a", DType::F32, &[8, 2, 3]).unwrap();
-    let pos = g.input("pos", DType::I32, &[3]).unwrap();
-    let p = RopeParams { n_dims: 8, ext_factor: 1.0, ..Default::default() };
-    let c = g.rope_ext(a, pos, None, p).unwrap();
-    assert!(!dev.supports_op(&g, c));
+    let a0 = g.input("a", DType::F32, &[4, 33, 2]).unwrap();
+    let a = g.permute(a0, [1, 0, 2, 3]).unwrap();
+    let c = g.norm(a, 1e-6).unwrap();
+    check(&dev, &case("norm permuted input", g, c, TOL));
+}
+
+#[test]
+fn i32_copies() {
+    let Some(dev) = gpu() else { return };
+    let mut g = Graph::new();
+    let a0 = g.input("a", DType::I32, &[5, 3]).unwrap();
+    let a = g.transpose(a0).unwrap();
+    let c = g.cont(a).unwrap();
+    let mut k = case("cont I32 transposed", g, c, 0.0);
+    let vals: Vec<i32> = (0..15).map(|i| i * 100_003 - 700_000).collect();
+    k.data.insert(a0, i32_bytes(&vals));
+    check(&dev, &k);
 }
 
 #[test]
