@@ -86,7 +86,10 @@ pub trait BufferType: Send + Sync + Debug {
 /// # Safety
 ///
 /// `ptr()` must point to `len()` bytes that stay valid, and are not moved, for as long as the
-/// value lives, and that may be read and written through the pointer from any thread.
+/// value lives, and that may be read through the pointer from any thread. Unless
+/// [`HostMemory::read_only`] says otherwise they may also be written from any thread; memory
+/// that is read-only (a file mapped with `PROT_READ`) must say so, and buffers wrapping it
+/// refuse every write with an error instead of faulting.
 pub unsafe trait HostMemory: Send + Sync {
     /// Start of the memory.
     fn ptr(&self) -> NonNull<u8>;
@@ -95,6 +98,10 @@ pub unsafe trait HostMemory: Send + Sync {
     /// Whether the memory is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// Whether the memory must never be written (e.g. a read-only file mapping).
+    fn read_only(&self) -> bool {
+        false
     }
 }
 

@@ -448,16 +448,20 @@ impl Graph {
     }
 
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` weights `[K, M, ne2, ne3]` of any type but I32,
-    /// `b` F32 activations `[K, N, ne12, ne13]` with `ne12`, `ne13` multiples of `a`'s; result
-    /// F32 `[M, N, ne12, ne13]`.
+    /// `b` activations (F32, F16 or BF16, as ggml accepts) `[K, N, ne12, ne13]` with `ne12`,
+    /// `ne13` multiples of `a`'s; result F32 `[M, N, ne12, ne13]`.
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let ta = self.check(a)?;
         let tb = self.check(b)?;
         if ta.dtype() == DType::I32 {
             return Err(Error::dtype("MUL_MAT", DType::I32, "src0 (weights) must not be I32"));
         }
-        if tb.dtype() != DType::F32 {
-            return Err(Error::dtype("MUL_MAT", tb.dtype(), "src1 (activations) must be F32"));
+        if !tb.dtype().is_float() {
+            return Err(Error::dtype(
+                "MUL_MAT",
+                tb.dtype(),
+                "src1 (activations) must be F32, F16 or BF16",
+            ));
         }
         let (na, nb) = (ta.ne(), tb.ne());
         if na[0] != nb[0] || nb[2] % na[2] != 0 || nb[3] % na[3] != 0 {

@@ -467,6 +467,54 @@ fn scheduler_splits_copies_and_matches_cpu_alone() {
     assert_eq!(got, get_f32(&g2, o2).unwrap());
 }
 
+/// Output views of intermediates on both sides of a split keep their memory (issue 12): `y`
+/// on TEST is seen only through the output `TRANSPOSE(y)` while later TEST nodes need memory,
+/// and `a` on the CPU only through the output `RESHAPE(a)` while `TANH(a)` could run in place.
+#[test]
+fn output_views_keep_their_memory_across_a_split() {
+    let computed = Arc::new(Mutex::new(Vec::new()));
+    let test_dev = TestDevice { computed: computed.clone(), software: false };
+    let backends: Vec<Box<dyn Backend>> = vec![
+        test_dev.init_backend(&BackendParams::default()).unwrap(),
+        Box::new(CpuBackend::new(Some(2)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[8, 4]).unwrap();
+    let y = g.add(x, x).unwrap(); // TEST
+    let vt = g.transpose(y).unwrap();
+    g.set_output(vt).unwrap();
+    let a = g.sqr(x).unwrap(); // CPU
+    let va = g.reshape(a, &[32]).unwrap();
+    g.set_output(va).unwrap();
+    let b = g.tanh(a).unwrap(); // CPU
+    let c = g.mul(b, b).unwrap(); // TEST
+    let d = g.add(c, c).unwrap(); // TEST
+    g.set_output(d).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    let backends_of: Vec<usize> = sched.splits().iter().map(|s| s.backend).collect();
+    assert_eq!(backends_of, vec![0, 1, 0], "TEST, CPU, TEST");
+    let xs: Vec<f32> = (0..32).map(|i| i as f32 * 0.25 - 4.0).collect();
+    set_f32(&g, x, &xs).unwrap();
+    sched.compute().unwrap();
+    let dense = |id| {
+        tessera_core::tensor_data::get_tensor_dense(&g, id)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect::<Vec<f32>>()
+    };
+    // Doubling and squaring are exact in f32.
+    let transposed: Vec<f32> = (0..32).map(|k| 2.0 * xs[(k % 4) * 8 + k / 4]).collect();
+    assert_eq!(dense(vt), transposed, "TRANSPOSE(y) on TEST");
+    assert_eq!(dense(va), xs.iter().map(|v| v * v).collect::<Vec<f32>>(), "RESHAPE(a) on CPU");
+    let want_d: Vec<f32> = xs.iter().map(|v| (v * v).tanh()).collect();
+    let got_d = get_f32(&g, d).unwrap();
+    for (i, (g, w)) in got_d.iter().zip(&want_d).enumerate() {
+        assert!((g - 2.0 * w * w).abs() <= 1e-6, "d[{i}] = {g}, want {}", 2.0 * w * w);
+    }
+}
+
 #[test]
 fn scheduler_pins_and_weights_pull_ops() {
     let computed = Arc::new(Mutex::new(Vec::new()));
