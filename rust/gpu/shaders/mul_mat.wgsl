@@ -1,5 +1,5 @@
 // MUL_MAT: dst[n, m] = sum_k src0[m, k] * src1[n, k], with src0 (the weights) of any type
-// `quant.wgsl` decodes and src1 (the activations) F32 or F16, dst F32; src0 is broadcast over
+// `quant.wgsl` decodes and src1 (the activations) F32, F16 or BF16, dst F32; src0 is broadcast over
 // dims 2 and 3 (src1's ne2, ne3 multiples of src0's, as ggml: grouped-query attention).
 //
 // Two kernels share the bindings: `mul_mat`, tiled, for many activation rows, and
@@ -44,10 +44,13 @@ fn load_b4(row: u32, k: u32) -> vec4<f32> {
     for (var j = 0u; j < 4u; j++) {
         if k + j < K {
             let b = row + (k + j) * nb0;
+            let w = src1[b >> 2u];
             if p.b.dtype == T_F16 {
-                v[j] = f16_of(src1[b >> 2u], b);
+                v[j] = f16_of(w, b);
+            } else if p.b.dtype == T_BF16 {
+                v[j] = bitcast<f32>(((w >> ((b & 2u) * 8u)) & 0xffffu) << 16u);
             } else {
-                v[j] = bitcast<f32>(src1[b >> 2u]);
+                v[j] = bitcast<f32>(w);
             }
         }
     }

@@ -8,7 +8,7 @@
 //! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
 //! | SWIGLU, GEGLU | F32 or F16, one operand (row halves, swapped or not) or two | any strides |
 //! | CPY, CONT, DUP | F32 or F16 to F32 or F16; I32 to I32 | any strides |
-//! | MUL_MAT | src0 a weight type (below); src1 F32 or F16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
+//! | MUL_MAT | src0 a weight type (below); src1 F32, F16 or BF16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
 //! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
 //! | RMS_NORM, NORM | F32 | any strides |
@@ -95,7 +95,7 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
             let (a, b) = (src(0), src(1));
             let (na, nb) = (a.ne(), b.ne());
             is_weight_type(a.dtype())
-                && is_f32_or_f16(b)
+                && (is_f32_or_f16(b) || b.dtype() == DType::BF16)
                 && t.dtype() == DType::F32
                 && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
                 && na[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS

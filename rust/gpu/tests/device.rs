@@ -204,9 +204,9 @@ fn unsupported_ops_are_refused() {
     let _buf = allocate_graph(&mut g, &bt).unwrap();
     let mut backend = dev.init_backend(&Default::default()).unwrap();
     assert!(matches!(backend.graph_compute(&g), Err(Error::UnsupportedOp { .. })));
-    // Quantized types other than Q4_0 / Q8_0 are not supported as weights.
+    // Q8_K (an activation type GGUF files do not use for weights) is not supported as weights.
     let mut g = Graph::new();
-    let w = g.weight("w", DType::Q4_K, &[256, 4]).unwrap();
+    let w = g.weight("w", DType::Q8_K, &[256, 4]).unwrap();
     let x = g.input("x", DType::F32, &[256, 1]).unwrap();
     let y = g.mul_mat(w, x).unwrap();
     assert!(!dev.supports_op(&g, y));

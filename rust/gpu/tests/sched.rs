@@ -16,8 +16,8 @@ struct Ids {
     out: TensorId,
 }
 
-/// MUL_MAT (GPU) -> SUM_ROWS (CPU only) -> ADD (GPU) -> MUL_MAT with Q4_K weights (CPU only)
-/// -> SOFT_MAX (GPU) -> MEAN (CPU only).
+/// MUL_MAT (GPU) -> SUM_ROWS (CPU only) -> ADD (GPU) -> CONCAT (CPU only) -> MUL_MAT with Q4_K
+/// weights (GPU) -> SOFT_MAX (GPU) -> MEAN (CPU only).
 fn build(g: &mut Graph) -> Ids {
     let w = g.new_tensor(DType::F32, &[64, 32]).unwrap();
     let wk = g.new_tensor(DType::Q4_K, &[256, 16]).unwrap();

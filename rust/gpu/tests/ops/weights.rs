@@ -96,6 +96,24 @@ fn mul_mat_strided_operands() {
 }
 
 #[test]
+fn mul_mat_f16_and_bf16_activations() {
+    let Some(dev) = gpu() else { return };
+    for act in [DType::F16, DType::BF16] {
+        for (dtype, k) in [(DType::F16, 40), (DType::Q8_0, 64), (DType::Q4_K, 256)] {
+            for n in [3, 20] {
+                let mut g = Graph::new();
+                let a = g.weight("a", dtype, &[k, 17]).unwrap();
+                let b0 = g.input("b", act, &[n, k]).unwrap();
+                let b = g.transpose(b0).unwrap();
+                let c = g.mul_mat(a, b).unwrap();
+                let name = format!("mul_mat {dtype} x {act} transposed activations, N={n}");
+                check(&dev, &case(name, g, c, TOL_MATMUL));
+            }
+        }
+    }
+}
+
+#[test]
 fn get_rows_every_type_matches_the_reference() {
     let Some(dev) = gpu() else { return };
     let mut types = weight_types();
