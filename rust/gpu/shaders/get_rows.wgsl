@@ -2,8 +2,10 @@
 // type `quant.wgsl` decodes (to F32, bit for bit as the reference dequantizes) or I32 (copied),
 // the indices I32, any strides. One invocation per four consecutive result values of a row.
 //
-// An index outside src0's rows is reported in `status` (see `common.wgsl`) and its row of the
-// result is left unwritten: the backend turns the report into an error naming the index.
+// An index outside src0's rows is reported in `status` (see `status.wgsl`) and its row of the
+// result is left unwritten: the backend turns the report into an error naming the index. A
+// table larger than one binding is read in ranges of rows, one dispatch each: the binding of
+// src0 then holds rows `row0 .. row0 + a.ne.y` of `rows`, and only the first dispatch reports.
 
 struct Params {
     a: Desc,
@@ -15,6 +17,10 @@ struct Params {
     tag: u32,
     // Always 0; see `exact`.
     zero: u32,
+    // The first table row in the binding, the rows of the whole table, whether to report.
+    row0: u32,
+    rows: u32,
+    reports: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<u32>;
@@ -44,13 +50,16 @@ fn get_rows(
     let c = coords(gi / groups, vec4<u32>(p.d.ne.y, p.d.ne.z, p.d.ne.w, 1u));
     let i0 = (gi % groups) * 4u;
     let r = bitcast<i32>(idx[(p.b.offset + c.x * p.b.nb.x + c.y * p.b.nb.y + c.z * p.b.nb.z) >> 2u]);
-    if r < 0 || u32(r) >= p.a.ne.y {
-        if i0 == 0u {
+    if r < 0 || u32(r) >= p.rows {
+        if i0 == 0u && p.reports != 0u {
             report(p.tag, bitcast<u32>(r), c.x, c.y, c.z);
         }
         return;
     }
-    let row = p.a.offset + u32(r) * p.a.nb.y + c.y * p.a.nb.z + c.z * p.a.nb.w;
+    if u32(r) < p.row0 || u32(r) - p.row0 >= p.a.ne.y {
+        return;
+    }
+    let row = p.a.offset + (u32(r) - p.row0) * p.a.nb.y + c.y * p.a.nb.z + c.z * p.a.nb.w;
     let out = p.d.offset + c.x * p.d.nb.y + c.y * p.d.nb.z + c.z * p.d.nb.w;
     let n = min(4u, ne0 - i0);
     if p.a.dtype == T_I32 {

@@ -158,7 +158,7 @@ impl Backend for GpuBackend {
             for (i, &id) in chunk.iter().enumerate() {
                 let tag = (c * NODES_PER_SUBMIT + i) as u32;
                 let checks = Checks { status: &status, tag };
-                if let Some(d) = kernels::plan(self.ctx(), graph, id, &checks)? {
+                for d in kernels::plan(self.ctx(), graph, id, &checks)? {
                     if d.checks && !cleared {
                         // Queued before this chunk's command buffer.
                         if let Some(s) = &self.status {

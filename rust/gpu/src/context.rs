@@ -19,6 +19,9 @@ pub(crate) struct Context {
     pub adapter_features: wgpu::Features,
     /// Whether the kernels are compiled with native f16 (`shader-f16` enabled on the device).
     pub f16: bool,
+    /// The largest storage binding the kernels use, in bytes (the device's limit, within 32
+    /// bits, or less when asked for).
+    pub max_binding: u64,
     /// Set when the device is lost (driver reset, `destroy`), with the reason.
     lost: Arc<Mutex<Option<String>>>,
     /// Bytes currently allocated in buffers of this device.
@@ -52,6 +55,7 @@ impl Context {
         queue: wgpu::Queue,
         info: wgpu::AdapterInfo,
         adapter_features: wgpu::Features,
+        binding_limit: Option<u64>,
     ) -> Context {
         let lost = Arc::new(Mutex::new(None::<String>));
         let lost_cb = lost.clone();
@@ -68,6 +72,10 @@ impl Context {
         }));
         let limits = device.limits();
         let f16 = device.features().contains(wgpu::Features::SHADER_F16);
+        let mut max_binding = limits.max_storage_buffer_binding_size.min(u64::from(u32::MAX));
+        if let Some(l) = binding_limit {
+            max_binding = max_binding.min(l.max(1024));
+        }
         Context {
             name,
             device,
@@ -76,6 +84,7 @@ impl Context {
             limits,
             adapter_features,
             f16,
+            max_binding,
             lost,
             allocated: AtomicU64::new(0),
             pipelines: Mutex::new(HashMap::new()),

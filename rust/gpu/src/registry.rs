@@ -93,12 +93,20 @@ pub struct GpuOptions {
     /// Use the adapter's `shader-f16` where it offers it (the kernels are then compiled from
     /// their f16 sources); `false` keeps the integer F16 decoding everywhere.
     pub shader_f16: bool,
+    /// Bind at most this many bytes of a tensor at once (at least 1 KiB; `None`: the adapter's
+    /// limit). Tests use it to run the paths for weights larger than one binding on small
+    /// tensors.
+    pub binding_limit: Option<u64>,
 }
 
 impl Default for GpuOptions {
-    /// `shader_f16` unless the environment variable `TESSERA_GPU_F16` is `0`.
+    /// `shader_f16` unless the environment variable `TESSERA_GPU_F16` is `0`; the adapter's
+    /// binding limit.
     fn default() -> Self {
-        GpuOptions { shader_f16: std::env::var("TESSERA_GPU_F16").map_or(true, |v| v != "0") }
+        GpuOptions {
+            shader_f16: std::env::var("TESSERA_GPU_F16").map_or(true, |v| v != "0"),
+            binding_limit: None,
+        }
     }
 }
 
@@ -196,7 +204,14 @@ impl GpuReg {
                         info.device_type,
                         info.backend
                     );
-                    let ctx = Context::new(name, device, queue, info, adapter.features());
+                    let ctx = Context::new(
+                        name,
+                        device,
+                        queue,
+                        info,
+                        adapter.features(),
+                        options.binding_limit,
+                    );
                     devices.push(GpuDevice::new(Arc::new(ctx)));
                 }
                 Err(e) => {

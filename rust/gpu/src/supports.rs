@@ -33,8 +33,10 @@ use tessera_core::{DType, Graph, Op, TensorId};
 const MAX_GROUPS: usize = 65535;
 
 /// Whether tensor `id` can be read or written by the kernels: a known type, element-aligned
-/// view offset and strides, and 32-bit shapes and sizes within `max_binding` bytes.
-fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
+/// view offset and strides, and 32-bit shapes and sizes within `max_binding` bytes; or, for
+/// the weights of MUL_MAT and the table of GET_ROWS (`in_row_ranges`), a matrix whose every
+/// row fits, which the kernels then read in ranges of rows.
+fn addressable(graph: &Graph, id: TensorId, max_binding: u64, in_row_ranges: bool) -> bool {
     let t = graph.tensor(id);
     if dtype_code(t.dtype()).is_none() {
         return false;
@@ -45,11 +47,18 @@ fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     };
     let (_, offs) = graph.view_root(id);
     let fits = |v: usize| u32::try_from(v).is_ok();
+    let limit = max_binding.min(u64::from(u32::MAX));
+    let size_ok = (t.nbytes() as u64) + 256 <= limit
+        || in_row_ranges && t.ne()[2] * t.ne()[3] == 1 && {
+            let mut row = t.layout;
+            row.ne[1] = 1;
+            (row.nbytes() as u64) + 256 <= limit / 2
+        };
     offs.is_multiple_of(align)
         && t.nb().iter().all(|&nb| nb.is_multiple_of(align) && fits(nb))
         && t.ne().iter().all(|&n| fits(n))
         && fits(t.nelements())
-        && (t.nbytes() as u64) + 256 <= max_binding.min(u64::from(u32::MAX))
+        && size_ok
 }
 
 /// Whether `dtype` is a weight type the kernels decode (`shaders/quant.wgsl`).
@@ -68,7 +77,14 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     if !t.op.computes() {
         return true;
     }
-    if !t.src.iter().chain([&id]).all(|&s| addressable(graph, s, max_binding)) {
+    let ranged = matches!(t.op, Op::MulMat | Op::GetRows);
+    let operands_ok = t
+        .src
+        .iter()
+        .enumerate()
+        .all(|(i, &s)| addressable(graph, s, max_binding, ranged && i == 0))
+        && addressable(graph, id, max_binding, false);
+    if !operands_ok {
         return false;
     }
     let src = |i: usize| graph.tensor(t.src[i]);

@@ -17,7 +17,7 @@ use crate::buffer::GpuBuffer;
 use crate::context::Context;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use tessera_core::{DType, Error, Graph, Op, Result, TensorId};
+use tessera_core::{DType, Error, Graph, Layout, Op, Result, TensorId};
 
 /// Rows and columns of the MUL_MAT result computed by one workgroup.
 pub const MUL_MAT_TILE: usize = mul_mat::TILE;
@@ -295,6 +295,7 @@ pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
 pub(crate) const DESC_WORDS: usize = 12;
 
 /// A tensor as a kernel sees it: a bound range of a buffer and its descriptor.
+#[derive(Clone)]
 pub(crate) struct Operand {
     buffer: wgpu::Buffer,
     base: u64,
@@ -331,6 +332,39 @@ fn to_u32(ctx: &Context, what: &str, v: usize) -> Result<u32> {
 
 /// Binds tensor `id` of `graph`: its memory must be a buffer of this device.
 pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Operand> {
+    operand_rows(ctx, graph, id, None)
+}
+
+/// The largest binding the kernels use: the device's limit, within 32 bits.
+pub(crate) fn max_binding(ctx: &Context) -> u64 {
+    ctx.max_binding
+}
+
+/// Ranges of dim-1 rows of a tensor of `layout` that each fit in one binding, given a binding
+/// limit of `max_binding` bytes and offsets aligned to `align`: the whole tensor when it fits,
+/// else consecutive ranges (the tensor must then be one matrix, `ne2 = ne3 = 1`, whose every
+/// row fits; see [`crate::supports`]).
+pub(crate) fn row_chunks(layout: &Layout, max_binding: u64, align: u64) -> Vec<(usize, usize)> {
+    let rows = layout.ne[1];
+    if layout.nbytes() as u64 + align <= max_binding || rows <= 1 {
+        return vec![(0, rows)];
+    }
+    let mut one = *layout;
+    one.ne[1] = 1;
+    let row_span = one.nbytes() as u64;
+    let per = ((max_binding.saturating_sub(align + row_span)) / layout.nb[1].max(1) as u64 + 1)
+        .max(1) as usize;
+    (0..rows).step_by(per).map(|r0| (r0, (r0 + per).min(rows))).collect()
+}
+
+/// Binds tensor `id` of `graph`, or only its dim-1 rows `r0..r1` (the descriptor then has
+/// `ne1 = r1 - r0` and starts at row `r0`).
+pub(crate) fn operand_rows(
+    ctx: &Arc<Context>,
+    graph: &Graph,
+    id: TensorId,
+    rows: Option<(usize, usize)>,
+) -> Result<Operand> {
     let t = graph.get(id)?;
     let storage = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
     let buf = storage.buffer.as_any().downcast_ref::<GpuBuffer>().ok_or_else(|| {
@@ -355,7 +389,16 @@ pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result
         DType::F32 | DType::I32 => 4,
         _ => 2,
     };
-    let abs = storage.offset as u64;
+    let mut layout = t.layout;
+    let mut start = 0u64;
+    if let Some((r0, r1)) = rows {
+        if r0 >= r1 || r1 > layout.ne[1] {
+            return Err(ctx.error(format!("rows {r0}..{r1} of tensor {}", t.label(id))));
+        }
+        layout.ne[1] = r1 - r0;
+        start = (r0 * layout.nb[1]) as u64;
+    }
+    let abs = storage.offset as u64 + start;
     if !abs.is_multiple_of(elem_align) {
         return Err(ctx.error(format!(
             "tensor {} of {} at byte offset {abs} is not {elem_align}-byte aligned",
@@ -365,19 +408,19 @@ pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result
     }
     let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment.max(4));
     let base = abs - abs % align;
-    let end = (abs + t.nbytes() as u64).div_ceil(4) * 4;
+    let end = (abs + layout.nbytes() as u64).div_ceil(4) * 4;
     let size = (end - base).min(buf.allocated_size() - base);
-    if size > ctx.limits.max_storage_buffer_binding_size || size > u64::from(u32::MAX) {
+    if size > max_binding(ctx) {
         return Err(ctx.error(format!(
             "tensor {} spans {size} bytes, more than a binding can hold ({})",
             t.label(id),
-            ctx.limits.max_storage_buffer_binding_size
+            ctx.max_binding
         )));
     }
     let mut desc = [0u32; DESC_WORDS];
     for i in 0..4 {
-        desc[i] = to_u32(ctx, "ne", t.ne()[i])?;
-        desc[4 + i] = to_u32(ctx, "nb", t.nb()[i])?;
+        desc[i] = to_u32(ctx, "ne", layout.ne[i])?;
+        desc[4 + i] = to_u32(ctx, "nb", layout.nb[i])?;
     }
     desc[8] = (abs - base) as u32;
     desc[9] = code;
@@ -443,17 +486,22 @@ pub(crate) fn grid_256(ctx: &Context, n: usize) -> Result<[u32; 3]> {
     grid(ctx, n.div_ceil(256))
 }
 
-/// The dispatch that computes node `id`, or `None` when there is nothing to compute (leaves,
-/// views). Operands must be supported (see [`crate::supports::supports_op`]).
+/// The dispatches that compute node `id`, in order: none for leaves and views, several where
+/// the weights span more than one binding. Operands must be supported (see
+/// [`crate::supports::supports_op`]).
 pub(crate) fn plan(
     ctx: &Arc<Context>,
     graph: &Graph,
     id: TensorId,
     checks: &Checks,
-) -> Result<Option<Dispatch>> {
+) -> Result<Vec<Dispatch>> {
     let t = graph.get(id)?;
     let d = match &t.op {
-        Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => return Ok(None),
+        Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => {
+            return Ok(Vec::new())
+        }
+        Op::MulMat => return mul_mat::plan(ctx, graph, id),
+        Op::GetRows => return get_rows::plan(ctx, graph, id, checks),
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(ctx, graph, id)?,
         Op::Scale { .. }
         | Op::Sqr
@@ -464,11 +512,9 @@ pub(crate) fn plan(
         | Op::Cont
         | Op::Dup => elementwise::unary(ctx, graph, id)?,
         Op::Glu { .. } => elementwise::glu(ctx, graph, id)?,
-        Op::MulMat => mul_mat::plan(ctx, graph, id)?,
         Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
         Op::RmsNorm { .. } | Op::Norm { .. } => norm::plan(ctx, graph, id)?,
         Op::Rope(_) => rope::plan(ctx, graph, id)?,
-        Op::GetRows => get_rows::plan(ctx, graph, id, checks)?,
         other => {
             return Err(Error::UnsupportedOp {
                 device: ctx.name.clone(),
@@ -476,7 +522,7 @@ pub(crate) fn plan(
             })
         }
     };
-    Ok(Some(d))
+    Ok(vec![d])
 }
 
 /// Encodes `dispatches` into one command buffer, one compute pass each, with their uniform

@@ -45,13 +45,23 @@ pub fn gpu_int() -> Option<GpuDevice> {
             if !dev.uses_shader_f16() {
                 return None;
             }
-            let options = tessera_gpu::GpuOptions { shader_f16: false };
+            let options = tessera_gpu::GpuOptions { shader_f16: false, binding_limit: None };
             match GpuReg::with_options(tessera_gpu::default_backends(), options) {
                 Ok(reg) => reg.map(|r| r.gpu_devices()[0].clone()),
                 Err(e) => panic!("GPU registration failed: {e}"),
             }
         })
         .clone()
+}
+
+/// The first GPU device opened with bindings of at most `limit` bytes (a fresh device).
+pub fn gpu_with_binding_limit(limit: u64) -> Option<GpuDevice> {
+    gpu()?;
+    let options = tessera_gpu::GpuOptions { binding_limit: Some(limit), ..Default::default() };
+    match GpuReg::with_options(tessera_gpu::default_backends(), options) {
+        Ok(reg) => reg.map(|r| r.gpu_devices()[0].clone()),
+        Err(e) => panic!("GPU registration failed: {e}"),
+    }
 }
 
 /// [`gpu`] and, where the adapter offers `shader-f16`, [`gpu_int`]: every kernel variant.

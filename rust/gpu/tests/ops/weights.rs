@@ -4,7 +4,8 @@
 //! reported as errors.
 
 use crate::common::{
-    all_gpus, check, gpu, i32_bytes, random_bytes, run_gpu, Case, Rng, BLOCK_TYPES,
+    all_gpus, check, gpu, gpu_with_binding_limit, i32_bytes, random_bytes, run_gpu, Case, Rng,
+    BLOCK_TYPES,
 };
 use crate::{case, TOL, TOL_MATMUL};
 use std::collections::HashMap;
@@ -236,5 +237,54 @@ fn index_out_of_range_on(dev: &GpuDevice) {
         };
         let want: Vec<u8> = [0, last as usize, 0].iter().flat_map(|&r| want_row(r)).collect();
         assert_eq!(got, want, "{dtype}: rows after a failed compute");
+    }
+}
+
+/// Weights and embedding tables larger than one binding (a large vocabulary's output matrix
+/// on a device binding 128 MiB) are read in ranges of rows: here with bindings of 16 KiB.
+#[test]
+fn weights_larger_than_a_binding_are_read_in_ranges_of_rows() {
+    let Some(dev) = gpu_with_binding_limit(16384) else { return };
+    for (dtype, k) in [(DType::Q8_0, 64), (DType::Q6_K, 256), (DType::F16, 40), (DType::F32, 33)] {
+        let rows = 300; // Q8_0: 20 KiB, 2 ranges; Q6_K: 62 KiB, 4 ranges.
+        for n in [1, 9] {
+            let mut g = Graph::new();
+            let a = g.weight("a", dtype, &[k, rows]).unwrap();
+            let b = g.input("b", DType::F32, &[k, n]).unwrap();
+            let c = g.mul_mat(a, b).unwrap();
+            let t = g.tensor(a).nbytes();
+            assert!(t > 16384, "{dtype}: {t} bytes fit one binding");
+            check(
+                &dev,
+                &case(
+                    format!("mul_mat {dtype} [{k},{rows}] N={n}, 16 KiB bindings"),
+                    g,
+                    c,
+                    TOL_MATMUL,
+                ),
+            );
+        }
+        let mut g = Graph::new();
+        let a = g.weight("a", dtype, &[k, rows]).unwrap();
+        let idx = g.input("idx", DType::I32, &[6]).unwrap();
+        let c = g.get_rows(a, idx).unwrap();
+        let mut kc = case(format!("get_rows {dtype} [{k},{rows}], 16 KiB bindings"), g, c, 0.0);
+        kc.data.insert(idx, i32_bytes(&[299, 0, 150, 61, 62, 298]));
+        check(&dev, &kc);
+    }
+    // An index out of range is still reported once, by the first range.
+    let mut g = Graph::new();
+    let a = g.weight("a", DType::Q8_0, &[64, 300]).unwrap();
+    let idx = g.input("idx", DType::I32, &[2]).unwrap();
+    let c = g.get_rows(a, idx).unwrap();
+    let mut kc = case("get_rows Q8_0 out of range, 16 KiB bindings", g, c, 0.0);
+    kc.data.insert(idx, i32_bytes(&[5, 300]));
+    let inputs: Vec<_> = {
+        let mut rng = Rng::new(1);
+        vec![(a, random_bytes(&mut rng, DType::Q8_0, 64 * 300)), (idx, i32_bytes(&[5, 300]))]
+    };
+    match run_gpu(&dev, &kc, &inputs) {
+        Err(Error::OutOfBounds(msg)) => assert!(msg.contains("row index 300 "), "{msg}"),
+        other => panic!("expected OutOfBounds, got {other:?}"),
     }
 }
