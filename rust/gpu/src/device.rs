@@ -12,11 +12,11 @@
 //!   bound minus the bytes this device's buffers hold now.
 
 use crate::backend::GpuBackend;
+use crate::buffer::GpuBuffer;
 use crate::buffer::GpuBufferType;
 use crate::context::Context;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use crate::buffer::GpuBuffer;
 use tessera_core::backend::{
     Backend, BackendParams, Buffer, BufferType, Device, DeviceCaps, DeviceType, HostMemory,
     MemoryInfo,

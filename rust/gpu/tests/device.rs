@@ -322,8 +322,15 @@ fn an_upload_needs_no_second_copy_of_the_data() {
             .output()
             .unwrap();
         let log = String::from_utf8_lossy(&out.stderr);
-        eprintln!("{}", log.lines().filter(|l| l.contains("upload")).collect::<Vec<_>>().join("\n"));
-        assert!(out.status.success(), "child failed:\n{log}\n{}", String::from_utf8_lossy(&out.stdout));
+        eprintln!(
+            "{}",
+            log.lines().filter(|l| l.contains("upload")).collect::<Vec<_>>().join("\n")
+        );
+        assert!(
+            out.status.success(),
+            "child failed:\n{log}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         assert!(log.contains("upload of"), "the child measured nothing:\n{log}");
         return;
     }

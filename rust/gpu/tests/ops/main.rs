@@ -2,6 +2,7 @@
 //! (normalized mean squared error at most 1e-7, matmul 5e-4), on shapes that are not multiples
 //! of the tile sizes, with broadcasting, F16, quantized weights and strided operands.
 
+mod attention;
 #[path = "../common/mod.rs"]
 mod common;
 mod weights;

@@ -1,0 +1,220 @@
+//! The attention path as llama.cpp builds it over a KV cache: F16 K and V caches read through
+//! strided views (rows of the whole cache, heads inside a row, V stored transposed),
+//! permuted queries, grouped-query broadcast of the KV heads, a causal F16 mask; the cache
+//! writes (CPY of the new keys and values into views of the caches); and a cache placed by
+//! the caller in GPU memory that keeps its contents across computes of a scheduler, all in one
+//! split.
+
+use crate::common::{check, gpu};
+use crate::{case, TOL, TOL_MATMUL};
+use half::f16;
+use std::sync::Arc;
+use tessera_core::backend::{Backend, BufferType, Device};
+use tessera_core::sched::Scheduler;
+use tessera_core::storage::Storage;
+use tessera_core::tensor_data::{get_f32, set_f32, set_tensor};
+use tessera_core::{DType, Graph, TensorId};
+
+/// Shapes of one attention step.
+#[derive(Clone, Copy, Debug)]
+struct Attn {
+    /// Head dim.
+    d: usize,
+    n_head: usize,
+    n_head_kv: usize,
+    /// Queries (new tokens).
+    n_q: usize,
+    /// Cached positions attended to (including the new ones).
+    n_kv: usize,
+    /// Cache capacity.
+    kv_size: usize,
+}
+
+/// Causal mask bytes (F16 `[n_kv, n_q]`): query `i` sees positions up to `n_kv - n_q + i`.
+fn causal_mask(n_kv: usize, n_q: usize) -> Vec<u8> {
+    (0..n_q)
+        .flat_map(|i| {
+            (0..n_kv).map(move |j| if j > n_kv - n_q + i { f16::NEG_INFINITY } else { f16::ZERO })
+        })
+        .flat_map(|h| h.to_le_bytes())
+        .collect()
+}
+
+/// `softmax(K^T q * scale + mask) V` over the first `n_kv` cache positions, K cache
+/// `[d * n_head_kv, kv_size]`, V cache transposed `[kv_size, d * n_head_kv]`, queries
+/// `[d, n_head, n_q]`; the result `[d * n_head, n_q]`. Returns the graph, the output and the
+/// mask.
+fn attention(
+    g: &mut Graph,
+    a: Attn,
+    kc: TensorId,
+    vc: TensorId,
+    q: TensorId,
+) -> (TensorId, TensorId) {
+    let es = 2; // F16
+    let row = a.d * a.n_head_kv * es;
+    let k = g.view(kc, &[a.d, a.n_kv, a.n_head_kv], &[row, a.d * es], 0).unwrap();
+    let qp = g.permute(q, [0, 2, 1, 3]).unwrap(); // [d, n_q, n_head]
+    let kq = g.mul_mat(k, qp).unwrap(); // [n_kv, n_q, n_head]
+    let mask = g.input("mask", DType::F16, &[a.n_kv, a.n_q]).unwrap();
+    let kq = g.soft_max_ext(kq, Some(mask), 1.0 / (a.d as f32).sqrt(), 0.0).unwrap();
+    let vrow = a.kv_size * es;
+    let v = g.view(vc, &[a.n_kv, a.d, a.n_head_kv], &[vrow, vrow * a.d], 0).unwrap();
+    let kqv = g.mul_mat(v, kq).unwrap(); // [d, n_q, n_head]
+    let o = g.permute(kqv, [0, 2, 1, 3]).unwrap(); // [d, n_head, n_q]
+    let o = g.cont(o).unwrap();
+    (g.reshape(o, &[a.d * a.n_head, a.n_q]).unwrap(), mask)
+}
+
+const SHAPES: [Attn; 4] = [
+    // Generation (matrix-vector kernels), Gemma 3 270M's heads: 4 query heads share 1 KV head.
+    Attn { d: 256, n_head: 4, n_head_kv: 1, n_q: 1, n_kv: 37, kv_size: 48 },
+    Attn { d: 64, n_head: 4, n_head_kv: 2, n_q: 1, n_kv: 5, kv_size: 64 },
+    // Prompts (tiled kernels).
+    Attn { d: 64, n_head: 4, n_head_kv: 2, n_q: 12, n_kv: 40, kv_size: 64 },
+    Attn { d: 256, n_head: 4, n_head_kv: 1, n_q: 33, n_kv: 33, kv_size: 40 },
+];
+
+#[test]
+fn attention_over_strided_kv_cache_views() {
+    let Some(dev) = gpu() else { return };
+    for a in SHAPES {
+        let mut g = Graph::new();
+        let kc = g.input("k_cache", DType::F16, &[a.d * a.n_head_kv, a.kv_size]).unwrap();
+        let vc = g.input("v_cache", DType::F16, &[a.kv_size, a.d * a.n_head_kv]).unwrap();
+        let q = g.input("q", DType::F32, &[a.d, a.n_head, a.n_q]).unwrap();
+        let (o, mask) = attention(&mut g, a, kc, vc, q);
+        let mut k = case(format!("attention {a:?}"), g, o, TOL_MATMUL);
+        k.data.insert(mask, causal_mask(a.n_kv, a.n_q));
+        let out = check(&dev, &k);
+        assert!(out.nmse < 1e-9, "{a:?}: nmse {}", out.nmse);
+    }
+}
+
+#[test]
+fn kv_cache_writes_into_strided_views() {
+    let Some(dev) = gpu() else { return };
+    // New keys [d * n_head_kv, n_tokens] into rows p0.. of the K cache, and new values
+    // transposed into columns p0.. of the transposed V cache, as llama.cpp's cpy_k / cpy_v.
+    for (width, n_tokens, p0, kv_size) in [(64usize, 1usize, 5usize, 16usize), (96, 7, 3, 16)] {
+        let mut g = Graph::new();
+        let k_cur = g.input("k_cur", DType::F32, &[width, n_tokens]).unwrap();
+        let cache = g.input("k_cache", DType::F16, &[width, kv_size]).unwrap();
+        let view = g.view(cache, &[width, n_tokens], &[width * 2], p0 * width * 2).unwrap();
+        let c = g.cpy(k_cur, view).unwrap();
+        check(&dev, &case(format!("cpy k_cur [{width},{n_tokens}] at row {p0}"), g, c, TOL));
+
+        let mut g = Graph::new();
+        let v_cur = g.input("v_cur", DType::F32, &[width, n_tokens]).unwrap();
+        let vt = g.transpose(v_cur).unwrap(); // [n_tokens, width]
+        let cache = g.input("v_cache", DType::F16, &[kv_size, width]).unwrap();
+        let view = g.view(cache, &[n_tokens, width], &[kv_size * 2], p0 * 2).unwrap();
+        let c = g.cpy(vt, view).unwrap();
+        // The whole cache is compared: nothing outside the view may change.
+        let mut k = case(format!("cpy v_cur^T [{n_tokens},{width}] at column {p0}"), g, c, TOL);
+        k.output = cache;
+        check(&dev, &k);
+    }
+}
+
+/// One step of a tiny decoder's attention that first writes the step's keys and values into
+/// the caches at `pos0`, then attends over positions `0 .. pos0 + n_q`.
+struct Step {
+    graph: Graph,
+    k_new: TensorId,
+    v_new: TensorId,
+    q: TensorId,
+    mask: TensorId,
+    out: TensorId,
+}
+
+fn step(a: Attn, pos0: usize, caches: Option<(&Storage, &Storage)>) -> Step {
+    let mut g = Graph::new();
+    let width = a.d * a.n_head_kv;
+    let kc = g.new_tensor(DType::F16, &[width, a.kv_size]).unwrap();
+    let vc = g.new_tensor(DType::F16, &[a.kv_size, width]).unwrap();
+    if let Some((ks, vs)) = caches {
+        g.set_storage(kc, ks.clone()).unwrap();
+        g.set_storage(vc, vs.clone()).unwrap();
+    }
+    let k_new = g.input("k_new", DType::F32, &[width, a.n_q]).unwrap();
+    let v_new = g.input("v_new", DType::F32, &[width, a.n_q]).unwrap();
+    let q = g.input("q", DType::F32, &[a.d, a.n_head, a.n_q]).unwrap();
+    let kview = g.view(kc, &[width, a.n_q], &[width * 2], pos0 * width * 2).unwrap();
+    let kw = g.cpy(k_new, kview).unwrap();
+    let vt = g.transpose(v_new).unwrap();
+    let vview = g.view(vc, &[a.n_q, width], &[a.kv_size * 2], pos0 * 2).unwrap();
+    let vw = g.cpy(vt, vview).unwrap();
+    // The attention reads the caches after the writes (nodes run in the order they were
+    // added, as ggml's graphs).
+    let _ = (kw, vw);
+    let (out, mask) = attention(&mut g, Attn { n_kv: pos0 + a.n_q, ..a }, kc, vc, q);
+    g.set_output(out).unwrap();
+    Step { graph: g, k_new, v_new, q, mask, out }
+}
+
+#[test]
+fn a_kv_cache_in_gpu_memory_persists_across_computes_in_one_split() {
+    let Some(dev) = gpu() else { return };
+    let a = Attn { d: 64, n_head: 4, n_head_kv: 1, n_q: 3, n_kv: 0, kv_size: 16 };
+    let width = a.d * a.n_head_kv;
+    let cache_bytes = width * a.kv_size * 2;
+    // The caller's caches: one GPU buffer, zeroed, holding both.
+    let bt: Arc<dyn BufferType> = dev.buffer_type();
+    let buf = bt.alloc(2 * cache_bytes + 256).unwrap();
+    buf.clear(0).unwrap();
+    let ks = Storage { buffer: buf.clone(), offset: 0 };
+    let vs = Storage { buffer: buf.clone(), offset: cache_bytes.div_ceil(256) * 256 };
+    let backends: Vec<Box<dyn Backend>> = vec![
+        dev.init_backend(&Default::default()).unwrap(),
+        Box::new(tessera_cpu::CpuBackend::new(Some(1)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    let mut rng = crate::common::Rng::new(9);
+    let mut rand = |n: usize| (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect::<Vec<f32>>();
+    // The reference: the CPU with caches of its own, fed the same steps.
+    let cpu_buf = tessera_cpu::buffer::CpuBufferType.alloc(2 * cache_bytes + 256).unwrap();
+    cpu_buf.clear(0).unwrap();
+    let cks = Storage { buffer: cpu_buf.clone(), offset: 0 };
+    let cvs = Storage { buffer: cpu_buf.clone(), offset: vs.offset };
+    for (i, pos0) in [0usize, 3, 6].into_iter().enumerate() {
+        let (kn, vn, qv) = (rand(width * a.n_q), rand(width * a.n_q), rand(a.d * a.n_head * a.n_q));
+        let mask = causal_mask(pos0 + a.n_q, a.n_q);
+        let mut s = step(a, pos0, Some((&ks, &vs)));
+        // The inputs in GPU memory of their own too: the scheduler would place inputs that
+        // only views read (v_new, q) in CPU memory, and its copies of them overlap (see
+        // `split_inputs_read_through_views_keep_their_own_memory` in tests/sched.rs).
+        let ids = [s.k_new, s.v_new, s.q, s.mask];
+        let _inputs = tessera_core::alloc::place_sequentially(&mut s.graph, &ids, bt.as_ref());
+        sched.alloc_graph(&mut s.graph).unwrap();
+        set_f32(&s.graph, s.k_new, &kn).unwrap();
+        set_f32(&s.graph, s.v_new, &vn).unwrap();
+        set_f32(&s.graph, s.q, &qv).unwrap();
+        set_tensor(&s.graph, s.mask, &mask).unwrap();
+        sched.compute().unwrap();
+        assert_eq!(sched.splits().len(), 1, "step {i}: {:?}", sched.splits());
+        assert_eq!(sched.splits()[0].backend, 0, "step {i} ran on the CPU");
+        let got = get_f32(&s.graph, s.out).unwrap();
+
+        let mut r = step(a, pos0, Some((&cks, &cvs)));
+        let _b = tessera_cpu::buffer::allocate_all(&mut r.graph).unwrap();
+        set_f32(&r.graph, r.k_new, &kn).unwrap();
+        set_f32(&r.graph, r.v_new, &vn).unwrap();
+        set_f32(&r.graph, r.q, &qv).unwrap();
+        set_tensor(&r.graph, r.mask, &mask).unwrap();
+        tessera_cpu::reference::compute_graph(&r.graph, &|| false).unwrap();
+        let want = get_f32(&r.graph, r.out).unwrap();
+        let nmse = crate::common::nmse(
+            &got.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            &want.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        );
+        eprintln!("kv cache step {i} at {pos0}: nmse {nmse:.3e}");
+        assert!(nmse < 1e-9, "step {i}: nmse {nmse}");
+    }
+    // The caches hold every step's keys: positions 0 .. 9 are written, the rest still zero.
+    let mut kbytes = vec![0u8; cache_bytes];
+    buf.read(0, &mut kbytes).unwrap();
+    let written = kbytes[..9 * width * 2].iter().filter(|&&b| b != 0).count();
+    assert!(written > 9 * width, "the K cache lost its earlier steps");
+    assert!(kbytes[9 * width * 2..].iter().all(|&b| b == 0), "the K cache was written past 9");
+}
