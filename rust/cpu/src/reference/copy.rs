@@ -136,3 +136,32 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
     }
     Ok(())
 }
+
+/// SET_ROWS: `dst[:, c[i1, i2 % nc1, i3 % nc2], i2, i3] = b[:, i1, i2, i3]`, converted to
+/// `dst`'s float type. `dst` is the destination tensor's memory (SET_ROWS's result is a view of
+/// it). An index outside `0..ne1` of the destination is an [`Error::OutOfBounds`] naming it;
+/// rows before it may already have been written.
+pub(crate) fn set_rows(dst: &Mem, b: &Mem, c: &Mem, p: &mut Poller) -> Result<()> {
+    let (nd, nb, nc) = (dst.ne(), b.ne(), c.ne());
+    let mut s = Scratch::default();
+    let mut row = scratch_f32(nb[0])?;
+    for r in rows(nb) {
+        let (i1, i2, i3) = (r[0], r[1], r[2]);
+        let idx = c.get_i32([i1, i2 % nc[1], i3 % nc[2], 0]);
+        let to = match usize::try_from(idx) {
+            Ok(i) if i < nd[1] => i,
+            _ => {
+                return Err(Error::OutOfBounds(format!(
+                    "SET_ROWS: row index {idx} (indices[{i1}, {}, {}]) is outside 0..{}",
+                    i2 % nc[1],
+                    i3 % nc[2],
+                    nd[1]
+                )))
+            }
+        };
+        b.read_row(r, &mut row, &mut s)?;
+        dst.write_row([to, i2, i3], &row, &mut s)?;
+        p.tick(nb[0])?;
+    }
+    Ok(())
+}
