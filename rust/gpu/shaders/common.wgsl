@@ -99,3 +99,10 @@ fn byte_at(d: Desc, c: vec4<u32>) -> u32 {
 fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
+
+// tanh through exp, clamped so that it never overflows (and never yields NaN).
+fn tanh_safe(x: f32) -> f32 {
+    let y = clamp(x, -15.0, 15.0);
+    let e = exp(2.0 * y);
+    return (e - 1.0) / (e + 1.0);
+}

@@ -75,13 +75,6 @@ fn store(b: u32, t: u32, v: f32) {
     }
 }
 
-// tanh through exp, clamped so that it never overflows (and never yields NaN).
-fn tanh_safe(x: f32) -> f32 {
-    let y = clamp(x, -15.0, 15.0);
-    let e = exp(2.0 * y);
-    return (e - 1.0) / (e + 1.0);
-}
-
 fn unary_op(op: u32, x: f32) -> f32 {
     switch op {
         case 1u: { return x * p.p0 + p.p1; }

@@ -10,6 +10,8 @@
 //! | CPY, CONT, DUP | F32 or F16 to F32 or F16; I32 to I32 | any strides |
 //! | MUL_MAT | src0 a weight type (below); src1 F32, F16 or BF16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
 //! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
+//! | SET_ROWS | rows F32 into F32 or F16; indices I32 (broadcast over dims 2, 3) | any strides (destination rows dense); an index out of range is an error; repeated indices: the last row wins |
+//! | FLASH_ATTN_EXT | q F32, k and v F32 or F16, mask F32 or F16 | head dims up to 512; grouped-query heads; scale, ALiBi, soft cap; any strides (rows dense) |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
 //! | RMS_NORM, NORM | F32 | any strides |
 //! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, YaRN (`ext_factor`, `beta_fast`, `beta_slow`, `n_ctx_orig`) |
@@ -17,8 +19,8 @@
 //! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and
 //! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
 //!
-//! GET_ROWS checks its indices in the kernel: one outside the rows of src0 makes the compute
-//! fail with `Error::OutOfBounds` naming it, as on the CPU (never a row of zeros).
+//! GET_ROWS and SET_ROWS check their indices in the kernel: one outside the rows makes the
+//! compute fail with `Error::OutOfBounds` naming it, as on the CPU (never a row of zeros).
 //!
 //! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
 //! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,
@@ -126,6 +128,23 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
                 && supported
                 && src(1).dtype() == DType::I32
                 && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+        }
+        Op::SetRows => {
+            elements_ok
+                && is_f32_or_f16(t)
+                && src(1).dtype() == DType::F32
+                && src(2).dtype() == DType::I32
+        }
+        Op::FlashAttnExt(_) => {
+            let (q, k, v) = (src(0), src(1), src(2));
+            let max_d = crate::kernels::FLASH_ATTN_MAX_HEAD_DIM;
+            q.dtype() == DType::F32
+                && is_f32_or_f16(k)
+                && is_f32_or_f16(v)
+                && (t.src.len() < 4 || is_f32_or_f16(src(3)))
+                && q.ne()[0] <= max_d
+                && v.ne()[0] <= max_d
+                && q.ne()[1] * q.ne()[2] * q.ne()[3] <= MAX_GROUPS * MAX_GROUPS
         }
         Op::SoftMax { .. } => {
             t.dtype() == DType::F32

@@ -7,10 +7,12 @@
 //! dispatch of its ops.
 
 mod elementwise;
+mod flash_attn;
 mod get_rows;
 mod mul_mat;
 mod norm;
 mod rope;
+mod set_rows;
 mod soft_max;
 
 use crate::buffer::GpuBuffer;
@@ -21,6 +23,9 @@ use tessera_core::{DType, Error, Graph, Layout, Op, Result, TensorId};
 
 /// Rows and columns of the MUL_MAT result computed by one workgroup.
 pub const MUL_MAT_TILE: usize = mul_mat::TILE;
+
+/// Largest head dim FLASH_ATTN_EXT takes.
+pub const FLASH_ATTN_MAX_HEAD_DIM: usize = flash_attn::MAX_HEAD_DIM;
 
 /// Source shared by every kernel, prepended to each shader file.
 const COMMON: &str = include_str!("../../shaders/common.wgsl");
@@ -48,17 +53,23 @@ pub enum Shader {
     Rope,
     /// GET_ROWS (`shaders/get_rows.wgsl`).
     GetRows,
+    /// SET_ROWS (`shaders/set_rows.wgsl`).
+    SetRows,
+    /// FLASH_ATTN_EXT (`shaders/flash_attn.wgsl`).
+    FlashAttn,
 }
 
 impl Shader {
     /// Every shader file.
-    pub const ALL: [Shader; 6] = [
+    pub const ALL: [Shader; 8] = [
         Shader::Elementwise,
         Shader::MulMat,
         Shader::SoftMax,
         Shader::RmsNorm,
         Shader::Rope,
         Shader::GetRows,
+        Shader::SetRows,
+        Shader::FlashAttn,
     ];
 
     /// The file name in `shaders/`.
@@ -70,6 +81,8 @@ impl Shader {
             Shader::RmsNorm => "rms_norm.wgsl",
             Shader::Rope => "rope.wgsl",
             Shader::GetRows => "get_rows.wgsl",
+            Shader::SetRows => "set_rows.wgsl",
+            Shader::FlashAttn => "flash_attn.wgsl",
         }
     }
 
@@ -81,6 +94,8 @@ impl Shader {
             Shader::RmsNorm => include_str!("../../shaders/rms_norm.wgsl"),
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
             Shader::GetRows => include_str!("../../shaders/get_rows.wgsl"),
+            Shader::SetRows => include_str!("../../shaders/set_rows.wgsl"),
+            Shader::FlashAttn => include_str!("../../shaders/flash_attn.wgsl"),
         }
     }
 
@@ -89,6 +104,7 @@ impl Shader {
         match self {
             Shader::MulMat => &[QUANT],
             Shader::GetRows => &[QUANT, STATUS],
+            Shader::SetRows => &[STATUS],
             _ => &[],
         }
     }
@@ -147,11 +163,15 @@ pub enum Kernel {
     Rope,
     /// GET_ROWS.
     GetRows,
+    /// SET_ROWS.
+    SetRows,
+    /// FLASH_ATTN_EXT.
+    FlashAttn,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Binary,
         Kernel::Unary,
         Kernel::MulMat,
@@ -160,6 +180,8 @@ impl Kernel {
         Kernel::RmsNorm,
         Kernel::Rope,
         Kernel::GetRows,
+        Kernel::SetRows,
+        Kernel::FlashAttn,
     ];
 
     /// The shader file holding the kernel.
@@ -171,6 +193,8 @@ impl Kernel {
             Kernel::RmsNorm => Shader::RmsNorm,
             Kernel::Rope => Shader::Rope,
             Kernel::GetRows => Shader::GetRows,
+            Kernel::SetRows => Shader::SetRows,
+            Kernel::FlashAttn => Shader::FlashAttn,
         }
     }
 
@@ -185,6 +209,8 @@ impl Kernel {
             Kernel::RmsNorm => "rms_norm",
             Kernel::Rope => "rope",
             Kernel::GetRows => "get_rows",
+            Kernel::SetRows => "set_rows",
+            Kernel::FlashAttn => "flash_attn",
         }
     }
 
@@ -192,7 +218,8 @@ impl Kernel {
     pub fn storage_bindings(self) -> u32 {
         match self {
             Kernel::RmsNorm => 2,
-            Kernel::Rope | Kernel::GetRows => 4,
+            Kernel::Rope | Kernel::GetRows | Kernel::SetRows => 4,
+            Kernel::FlashAttn => 5,
             _ => 3,
         }
     }
@@ -262,6 +289,7 @@ impl Pipeline {
 pub(crate) fn input_error(graph: &Graph, id: TensorId, value: u32, coords: [u32; 3]) -> Error {
     match graph.tensor(id).op {
         Op::GetRows => get_rows::index_error(graph, id, value, coords),
+        Op::SetRows => set_rows::index_error(graph, id, value, coords),
         ref op => Error::OutOfBounds(format!(
             "{} {}: bad input {value} at {coords:?}",
             op.name(),
@@ -502,6 +530,8 @@ pub(crate) fn plan(
         }
         Op::MulMat => return mul_mat::plan(ctx, graph, id),
         Op::GetRows => return get_rows::plan(ctx, graph, id, checks),
+        Op::SetRows => set_rows::plan(ctx, graph, id, checks)?,
+        Op::FlashAttnExt(_) => flash_attn::plan(ctx, graph, id)?,
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(ctx, graph, id)?,
         Op::Scale { .. }
         | Op::Sqr

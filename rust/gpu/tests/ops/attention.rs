@@ -5,7 +5,7 @@
 //! the caller in GPU memory that keeps its contents across computes of a scheduler, all in one
 //! split.
 
-use crate::common::{check, gpu};
+use crate::common::{check, gpu, i32_bytes, Case};
 use crate::{case, TOL, TOL_MATMUL};
 use half::f16;
 use std::sync::Arc;
@@ -217,4 +217,188 @@ fn a_kv_cache_in_gpu_memory_persists_across_computes_in_one_split() {
     let written = kbytes[..9 * width * 2].iter().filter(|&&b| b != 0).count();
     assert!(written > 9 * width, "the K cache lost its earlier steps");
     assert!(kbytes[9 * width * 2..].iter().all(|&b| b == 0), "the K cache was written past 9");
+}
+
+#[test]
+fn set_rows_writes_cache_rows() {
+    let Some(dev) = gpu() else { return };
+    for dtype in [DType::F32, DType::F16] {
+        // Plain: 5 new rows into a cache of 16, a repeated index (the later row wins).
+        for (ne0, idx) in [(64usize, vec![3, 0, 9, 3, 15]), (7, vec![1]), (256, vec![2, 2, 2])] {
+            let mut g = Graph::new();
+            let cache = g.input("cache", dtype, &[ne0, 16]).unwrap();
+            let rows = g.input("rows", DType::F32, &[ne0, idx.len()]).unwrap();
+            let ids = g.input("ids", DType::I32, &[idx.len()]).unwrap();
+            let c = g.set_rows(cache, rows, ids).unwrap();
+            let mut k = case(format!("set_rows {dtype} [{ne0},16] at {idx:?}"), g, c, 0.0);
+            k.data.insert(ids, i32_bytes(&idx));
+            check(&dev, &k);
+        }
+        // Indices broadcast over dims 2 and 3; rows from a transposed view; a strided
+        // destination view (every other row of a larger cache).
+        let mut g = Graph::new();
+        let big = g.input("cache", dtype, &[8, 12, 4, 2]).unwrap();
+        let es = dtype.type_size();
+        let cache =
+            g.view(big, &[8, 6, 4, 2], &[2 * 8 * es, 12 * 8 * es, 48 * 8 * es], 8 * es).unwrap();
+        let r0 = g.input("rows", DType::F32, &[3, 8, 4, 2]).unwrap();
+        let rows = g.permute(r0, [1, 0, 2, 3]).unwrap(); // [8, 3, 4, 2]
+        let ids = g.input("ids", DType::I32, &[3, 2, 1]).unwrap();
+        let c = g.set_rows(cache, rows, ids).unwrap();
+        let mut k = case(format!("set_rows {dtype} broadcast indices, strided views"), g, c, 0.0);
+        k.data.insert(ids, i32_bytes(&[5, 0, 2, 1, 1, 4]));
+        k.output = big;
+        check(&dev, &k);
+    }
+}
+
+#[test]
+fn set_rows_index_out_of_range_is_an_error() {
+    let Some(dev) = gpu() else { return };
+    for bad in [16, -2] {
+        let mut g = Graph::new();
+        let cache = g.input("cache", DType::F16, &[32, 16]).unwrap();
+        let rows = g.input("rows", DType::F32, &[32, 3]).unwrap();
+        let ids = g.input("ids", DType::I32, &[3]).unwrap();
+        let c = g.set_rows(cache, rows, ids).unwrap();
+        let k = case("set_rows bad index", g, c, 0.0);
+        let mut rng = crate::common::Rng::new(2);
+        let inputs = vec![
+            (cache, crate::common::random_bytes(&mut rng, DType::F16, 32 * 16)),
+            (rows, crate::common::random_bytes(&mut rng, DType::F32, 32 * 3)),
+            (ids, i32_bytes(&[4, 7, bad])),
+        ];
+        match crate::common::run_gpu(&dev, &k, &inputs) {
+            Err(tessera_core::Error::OutOfBounds(msg)) => {
+                eprintln!("{msg}");
+                assert!(msg.contains(&format!("row index {bad} ")), "{msg}");
+                assert!(msg.contains("indices[2, 0, 0]") && msg.contains("outside 0..16"), "{msg}");
+            }
+            other => panic!("index {bad}: expected OutOfBounds, got {other:?}"),
+        }
+    }
+}
+
+/// Shapes of a FLASH_ATTN_EXT case.
+#[derive(Clone, Copy, Debug)]
+struct Fa {
+    d: usize,
+    dv: usize,
+    n_head: usize,
+    n_head_kv: usize,
+    n_q: usize,
+    n_kv: usize,
+    kv: DType,
+    mask: Option<DType>,
+    softcap: f32,
+    max_bias: f32,
+}
+
+const FA: Fa = Fa {
+    d: 256,
+    dv: 256,
+    n_head: 4,
+    n_head_kv: 1,
+    n_q: 1,
+    n_kv: 37,
+    kv: DType::F16,
+    mask: Some(DType::F16),
+    softcap: 0.0,
+    max_bias: 0.0,
+};
+
+/// FLASH_ATTN_EXT over K and V views of caches `[d * n_head_kv, kv_size]` (rows of the whole
+/// cache, heads inside a row) and queries `[d, n_head, n_q]` permuted to `[d, n_q, n_head]`.
+fn flash_case(f: Fa) -> Case {
+    let kv_size = f.n_kv + 5;
+    let mut g = Graph::new();
+    let es = f.kv.type_size();
+    let kc = g.input("k_cache", f.kv, &[f.d * f.n_head_kv, kv_size]).unwrap();
+    let vc = g.input("v_cache", f.kv, &[f.dv * f.n_head_kv, kv_size]).unwrap();
+    let k =
+        g.view(kc, &[f.d, f.n_kv, f.n_head_kv], &[f.d * f.n_head_kv * es, f.d * es], 0).unwrap();
+    let v =
+        g.view(vc, &[f.dv, f.n_kv, f.n_head_kv], &[f.dv * f.n_head_kv * es, f.dv * es], 0).unwrap();
+    let q0 = g.input("q", DType::F32, &[f.d, f.n_head, f.n_q]).unwrap();
+    let q = g.permute(q0, [0, 2, 1, 3]).unwrap();
+    let mask = f.mask.map(|t| g.input("mask", t, &[f.n_kv, f.n_q + 2]).unwrap());
+    let p = tessera_core::AttnParams {
+        scale: 1.0 / (f.d as f32).sqrt(),
+        max_bias: f.max_bias,
+        softcap: f.softcap,
+    };
+    let o = g.flash_attn_ext(q, k, v, mask, p).unwrap();
+    let mut c = case(format!("flash_attn_ext {f:?}"), g, o, TOL);
+    if let (Some(m), Some(t)) = (mask, f.mask) {
+        // Causal over the last n_q positions; the two padding rows fully masked.
+        let vals: Vec<f32> = (0..f.n_q + 2)
+            .flat_map(|i| {
+                (0..f.n_kv).map(move |j| {
+                    if i >= f.n_q || j > f.n_kv - f.n_q + i {
+                        f32::NEG_INFINITY
+                    } else {
+                        0.0
+                    }
+                })
+            })
+            .collect();
+        let bytes = match t {
+            DType::F16 => vals.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
+            _ => vals.iter().flat_map(|&x| x.to_le_bytes()).collect(),
+        };
+        c.data.insert(m, bytes);
+    }
+    c
+}
+
+#[test]
+fn flash_attention_matches_the_reference() {
+    let Some(dev) = gpu() else { return };
+    let cases = [
+        FA,
+        Fa { n_q: 7, n_kv: 70, ..FA },
+        Fa { n_q: 3, n_kv: 200, n_head: 8, n_head_kv: 2, d: 64, dv: 64, ..FA },
+        Fa { d: 64, dv: 32, n_head: 2, n_head_kv: 2, n_q: 5, n_kv: 64, ..FA },
+        Fa { kv: DType::F32, mask: Some(DType::F32), n_q: 2, n_kv: 65, ..FA },
+        Fa { mask: None, n_q: 2, n_kv: 19, d: 128, dv: 128, ..FA },
+        Fa { softcap: 50.0, n_q: 4, n_kv: 40, ..FA },
+        Fa { max_bias: 8.0, n_head: 6, n_head_kv: 3, d: 32, dv: 32, n_q: 3, n_kv: 30, ..FA },
+        Fa { d: 512, dv: 512, n_kv: 9, ..FA },
+    ];
+    for f in cases {
+        check(&dev, &flash_case(f));
+    }
+}
+
+#[test]
+fn flash_attention_of_fully_masked_queries_is_zero() {
+    let Some(dev) = gpu() else { return };
+    let f = Fa { n_q: 2, n_kv: 100, ..FA };
+    let mut c = flash_case(f);
+    let m = c.graph.by_name("mask").unwrap();
+    // Query 0 sees nothing, query 1 everything.
+    let vals: Vec<f16> = (0..(f.n_q + 2) * f.n_kv)
+        .map(|i| if i < f.n_kv { f16::NEG_INFINITY } else { f16::ZERO })
+        .collect();
+    c.data.insert(m, vals.iter().flat_map(|h| h.to_le_bytes()).collect());
+    let inputs: Vec<_> = {
+        let mut rng = crate::common::Rng::new(4);
+        c.graph
+            .ids()
+            .filter(|&id| c.graph.tensor(id).is_leaf())
+            .map(|id| {
+                let t = c.graph.tensor(id);
+                let b = c.data.get(&id).cloned().unwrap_or_else(|| {
+                    crate::common::random_bytes(&mut rng, t.dtype(), t.nelements())
+                });
+                (id, b)
+            })
+            .collect()
+    };
+    let got = crate::common::run_gpu(&dev, &c, &inputs).unwrap();
+    let vals = crate::common::values(DType::F32, &got);
+    let per_query = f.dv * f.n_head;
+    assert!(vals[..per_query].iter().all(|&x| x == 0.0), "masked query: not zeros");
+    assert!(vals[per_query..].iter().any(|&x| x != 0.0), "visible query: all zeros");
+    check(&dev, &c);
 }
