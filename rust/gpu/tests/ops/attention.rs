@@ -118,43 +118,82 @@ fn kv_cache_writes_into_strided_views() {
 }
 
 /// One step of a tiny decoder's attention that first writes the step's keys and values into
-/// the caches at `pos0`, then attends over positions `0 .. pos0 + n_q`.
+/// the caches at `pos0`, then attends over positions `0 .. pos0 + n_q`: with CPY into views,
+/// the V cache transposed and MUL_MAT / SOFT_MAX (`fused == false`), or with SET_ROWS and
+/// FLASH_ATTN_EXT (`fused`).
 struct Step {
     graph: Graph,
     k_new: TensorId,
     v_new: TensorId,
     q: TensorId,
     mask: TensorId,
+    /// The cache rows written (SET_ROWS indices), in the fused form.
+    rows: Option<TensorId>,
     out: TensorId,
 }
 
-fn step(a: Attn, pos0: usize, caches: Option<(&Storage, &Storage)>) -> Step {
+fn step(a: Attn, pos0: usize, caches: (&Storage, &Storage), fused: bool) -> Step {
     let mut g = Graph::new();
     let width = a.d * a.n_head_kv;
     let kc = g.new_tensor(DType::F16, &[width, a.kv_size]).unwrap();
-    let vc = g.new_tensor(DType::F16, &[a.kv_size, width]).unwrap();
-    if let Some((ks, vs)) = caches {
-        g.set_storage(kc, ks.clone()).unwrap();
-        g.set_storage(vc, vs.clone()).unwrap();
-    }
+    let vshape = if fused { [width, a.kv_size] } else { [a.kv_size, width] };
+    let vc = g.new_tensor(DType::F16, &vshape).unwrap();
+    g.set_storage(kc, caches.0.clone()).unwrap();
+    g.set_storage(vc, caches.1.clone()).unwrap();
     let k_new = g.input("k_new", DType::F32, &[width, a.n_q]).unwrap();
     let v_new = g.input("v_new", DType::F32, &[width, a.n_q]).unwrap();
     let q = g.input("q", DType::F32, &[a.d, a.n_head, a.n_q]).unwrap();
-    let kview = g.view(kc, &[width, a.n_q], &[width * 2], pos0 * width * 2).unwrap();
-    let kw = g.cpy(k_new, kview).unwrap();
-    let vt = g.transpose(v_new).unwrap();
-    let vview = g.view(vc, &[a.n_q, width], &[a.kv_size * 2], pos0 * 2).unwrap();
-    let vw = g.cpy(vt, vview).unwrap();
+    let n_kv = pos0 + a.n_q;
     // The attention reads the caches after the writes (nodes run in the order they were
-    // added, as ggml's graphs).
-    let _ = (kw, vw);
-    let (out, mask) = attention(&mut g, Attn { n_kv: pos0 + a.n_q, ..a }, kc, vc, q);
+    // added, as in ggml's graphs).
+    let (rows, out, mask) = if fused {
+        let rows = g.input("rows", DType::I32, &[a.n_q]).unwrap();
+        g.set_rows(kc, k_new, rows).unwrap();
+        g.set_rows(vc, v_new, rows).unwrap();
+        let es = 2;
+        let k = g.view(kc, &[a.d, n_kv, a.n_head_kv], &[width * es, a.d * es], 0).unwrap();
+        let v = g.view(vc, &[a.d, n_kv, a.n_head_kv], &[width * es, a.d * es], 0).unwrap();
+        let qp = g.permute(q, [0, 2, 1, 3]).unwrap();
+        let mask = g.input("mask", DType::F16, &[n_kv, a.n_q]).unwrap();
+        let p = tessera_core::AttnParams { scale: 1.0 / (a.d as f32).sqrt(), ..Default::default() };
+        let o = g.flash_attn_ext(qp, k, v, Some(mask), p).unwrap(); // [d, n_head, n_q]
+        (Some(rows), g.reshape(o, &[a.d * a.n_head, a.n_q]).unwrap(), mask)
+    } else {
+        let kview = g.view(kc, &[width, a.n_q], &[width * 2], pos0 * width * 2).unwrap();
+        g.cpy(k_new, kview).unwrap();
+        let vt = g.transpose(v_new).unwrap();
+        let vview = g.view(vc, &[a.n_q, width], &[a.kv_size * 2], pos0 * 2).unwrap();
+        g.cpy(vt, vview).unwrap();
+        let (out, mask) = attention(&mut g, Attn { n_kv, ..a }, kc, vc, q);
+        (None, out, mask)
+    };
     g.set_output(out).unwrap();
-    Step { graph: g, k_new, v_new, q, mask, out }
+    Step { graph: g, k_new, v_new, q, mask, rows, out }
+}
+
+/// Sets the inputs of step `s`.
+fn feed(s: &Step, kn: &[f32], vn: &[f32], qv: &[f32], mask: &[u8], pos0: usize, n_q: usize) {
+    set_f32(&s.graph, s.k_new, kn).unwrap();
+    set_f32(&s.graph, s.v_new, vn).unwrap();
+    set_f32(&s.graph, s.q, qv).unwrap();
+    set_tensor(&s.graph, s.mask, mask).unwrap();
+    if let Some(r) = s.rows {
+        let rows: Vec<i32> = (pos0..pos0 + n_q).map(|p| p as i32).collect();
+        set_tensor(&s.graph, r, &i32_bytes(&rows)).unwrap();
+    }
 }
 
 #[test]
 fn a_kv_cache_in_gpu_memory_persists_across_computes_in_one_split() {
+    kv_cache_persists(false);
+}
+
+#[test]
+fn a_kv_cache_written_by_set_rows_and_read_by_flash_attention_persists_in_one_split() {
+    kv_cache_persists(true);
+}
+
+fn kv_cache_persists(fused: bool) {
     let Some(dev) = gpu() else { return };
     let a = Attn { d: 64, n_head: 4, n_head_kv: 1, n_q: 3, n_kv: 0, kv_size: 16 };
     let width = a.d * a.n_head_kv;
@@ -172,7 +211,7 @@ fn a_kv_cache_in_gpu_memory_persists_across_computes_in_one_split() {
     let mut sched = Scheduler::new(backends).unwrap();
     let mut rng = crate::common::Rng::new(9);
     let mut rand = |n: usize| (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect::<Vec<f32>>();
-    // The reference: the CPU with caches of its own, fed the same steps.
+    // The reference: the CPU's scalar reference with caches of its own, fed the same steps.
     let cpu_buf = tessera_cpu::buffer::CpuBufferType.alloc(2 * cache_bytes + 256).unwrap();
     cpu_buf.clear(0).unwrap();
     let cks = Storage { buffer: cpu_buf.clone(), offset: 0 };
@@ -180,38 +219,33 @@ fn a_kv_cache_in_gpu_memory_persists_across_computes_in_one_split() {
     for (i, pos0) in [0usize, 3, 6].into_iter().enumerate() {
         let (kn, vn, qv) = (rand(width * a.n_q), rand(width * a.n_q), rand(a.d * a.n_head * a.n_q));
         let mask = causal_mask(pos0 + a.n_q, a.n_q);
-        let mut s = step(a, pos0, Some((&ks, &vs)));
+        let mut s = step(a, pos0, (&ks, &vs), fused);
         // The inputs in GPU memory of their own too: the scheduler would place inputs that
         // only views read (v_new, q) in CPU memory, and its copies of them overlap (see
         // `split_inputs_read_through_views_keep_their_own_memory` in tests/sched.rs).
-        let ids = [s.k_new, s.v_new, s.q, s.mask];
+        let ids: Vec<TensorId> =
+            [s.k_new, s.v_new, s.q, s.mask].into_iter().chain(s.rows).collect();
         let _inputs = tessera_core::alloc::place_sequentially(&mut s.graph, &ids, bt.as_ref());
         sched.alloc_graph(&mut s.graph).unwrap();
-        set_f32(&s.graph, s.k_new, &kn).unwrap();
-        set_f32(&s.graph, s.v_new, &vn).unwrap();
-        set_f32(&s.graph, s.q, &qv).unwrap();
-        set_tensor(&s.graph, s.mask, &mask).unwrap();
+        feed(&s, &kn, &vn, &qv, &mask, pos0, a.n_q);
         sched.compute().unwrap();
         assert_eq!(sched.splits().len(), 1, "step {i}: {:?}", sched.splits());
         assert_eq!(sched.splits()[0].backend, 0, "step {i} ran on the CPU");
         let got = get_f32(&s.graph, s.out).unwrap();
 
-        let mut r = step(a, pos0, Some((&cks, &cvs)));
+        let mut r = step(a, pos0, (&cks, &cvs), fused);
         let _b = tessera_cpu::buffer::allocate_all(&mut r.graph).unwrap();
-        set_f32(&r.graph, r.k_new, &kn).unwrap();
-        set_f32(&r.graph, r.v_new, &vn).unwrap();
-        set_f32(&r.graph, r.q, &qv).unwrap();
-        set_tensor(&r.graph, r.mask, &mask).unwrap();
+        feed(&r, &kn, &vn, &qv, &mask, pos0, a.n_q);
         tessera_cpu::reference::compute_graph(&r.graph, &|| false).unwrap();
         let want = get_f32(&r.graph, r.out).unwrap();
         let nmse = crate::common::nmse(
             &got.iter().map(|&x| x as f64).collect::<Vec<_>>(),
             &want.iter().map(|&x| x as f64).collect::<Vec<_>>(),
         );
-        eprintln!("kv cache step {i} at {pos0}: nmse {nmse:.3e}");
+        eprintln!("kv cache (fused {fused}) step {i} at {pos0}: nmse {nmse:.3e}");
         assert!(nmse < 1e-9, "step {i}: nmse {nmse}");
     }
-    // The caches hold every step's keys: positions 0 .. 9 are written, the rest still zero.
+    // The K cache holds every step's keys: positions 0 .. 9 written, the rest still zero.
     let mut kbytes = vec![0u8; cache_bytes];
     buf.read(0, &mut kbytes).unwrap();
     let written = kbytes[..9 * width * 2].iter().filter(|&&b| b != 0).count();
