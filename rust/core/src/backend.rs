@@ -122,6 +122,11 @@ pub trait Buffer: Send + Sync + Debug {
     fn set_usage(&self, usage: BufferUsage);
     /// Start of the memory when the CPU can address it directly.
     fn host_ptr(&self) -> Option<NonNull<u8>>;
+    /// Whether the memory must never be written (a read-only file mapping): writes, fills and
+    /// copies into it fail with [`Error::ReadOnly`], and backends refuse to compute into it.
+    fn is_read_only(&self) -> bool {
+        false
+    }
     /// Prepares a tensor of `layout` placed at `offset` (e.g. padding, extra metadata).
     fn init_tensor(&self, layout: &Layout, offset: usize) -> Result<()> {
         check_range(self.size(), offset, layout.nbytes())

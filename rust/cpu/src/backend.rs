@@ -119,6 +119,13 @@ impl CpuBackend {
         if !reference::supports(graph, id) {
             return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
         }
+        if graph.storage_of(id).is_some_and(|s| s.buffer.is_read_only()) {
+            return Err(Error::ReadOnly(format!(
+                "{} ({}) would write into read-only memory (a tensor of a mapped model file)",
+                t.op.name(),
+                t.label(id)
+            )));
+        }
         Self::check_repacked_readers(graph, id)?;
         let dst = Self::host_tensor(graph, id)?;
         let srcs =

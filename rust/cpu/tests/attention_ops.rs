@@ -65,8 +65,11 @@ fn set_rows_refuses_indices_out_of_range() {
         set_vals(&g, rows, &[1.0; 8]);
         set_i32(&g, idx, &[1, bad]);
         match compute(&g, 1) {
-            Err(Error::OutOfBounds(m)) => assert!(m.contains(&bad.to_string()), "{m}"),
-            other => panic!("index {bad}: expected OutOfBounds, got {other:?}"),
+            Err(Error::IndexOutOfRange { op, reason }) => {
+                assert_eq!(op, "SET_ROWS");
+                assert!(reason.contains(&bad.to_string()), "{reason}")
+            }
+            other => panic!("index {bad}: expected IndexOutOfRange, got {other:?}"),
         }
     }
 }

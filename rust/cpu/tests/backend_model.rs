@@ -771,3 +771,61 @@ fn pipelined_copy_sets_rotate_with_events() {
     assert_eq!(records.load(Ordering::SeqCst), 4 + 4 * 2);
     assert_eq!(waits.load(Ordering::SeqCst), 4 * 3);
 }
+
+/// Bytes that must never be written, as a read-only file mapping is.
+struct ReadOnlyBytes(Box<[u8]>);
+
+// SAFETY: the boxed bytes never move or change while the value lives, and `read_only` tells
+// every buffer wrapping them to refuse writes.
+unsafe impl HostMemory for ReadOnlyBytes {
+    fn ptr(&self) -> std::ptr::NonNull<u8> {
+        std::ptr::NonNull::new(self.0.as_ptr().cast_mut()).unwrap()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read_only(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn read_only_memory_is_computed_from_in_place_and_never_written() {
+    let w: Vec<f32> = vec![1.0, 2.0, 3.0, 4.0, -1.0, 0.5, 0.25, 2.0];
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let memory = Arc::new(ReadOnlyBytes(bytes.clone().into_boxed_slice()));
+    let base = memory.0.as_ptr() as usize;
+    let buffer = CpuDevice.buffer_from_host_memory(memory, bytes.len()).unwrap();
+    assert!(buffer.is_read_only());
+    assert!(matches!(buffer.write(0, &[0; 4]), Err(Error::ReadOnly(_))));
+    assert!(matches!(buffer.fill(0, 4, 0), Err(Error::ReadOnly(_))));
+
+    let mut g = Graph::new();
+    let wt = g.weight("w", DType::F32, &[4, 2]).unwrap();
+    g.set_storage(wt, tessera_core::Storage { buffer: buffer.clone(), offset: 0 }).unwrap();
+    let x = g.input("x", DType::F32, &[4, 1]).unwrap();
+    let y = g.mul_mat(wt, x).unwrap();
+    g.set_output(y).unwrap();
+    let mut sched = Scheduler::new(vec![Box::new(CpuBackend::new(Some(1)).unwrap())]).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    // The weight is read where it lies: its data pointer is the caller's memory.
+    assert_eq!(g.storage_of(wt).unwrap().buffer.host_ptr().unwrap().as_ptr() as usize, base);
+    set_f32(&g, x, &[1.0, 1.0, 1.0, 1.0]).unwrap();
+    sched.compute().unwrap();
+    assert_eq!(get_f32(&g, y).unwrap(), vec![10.0, 1.75]);
+
+    // A graph that would write into the weight is refused and leaves it unchanged.
+    let mut g2 = Graph::new();
+    let wt2 = g2.weight("w", DType::F32, &[4, 2]).unwrap();
+    g2.set_storage(wt2, tessera_core::Storage { buffer: buffer.clone(), offset: 0 }).unwrap();
+    let src = g2.input("src", DType::F32, &[4, 2]).unwrap();
+    let c = g2.cpy(src, wt2).unwrap();
+    g2.set_output(c).unwrap();
+    let mut sched2 = Scheduler::new(vec![Box::new(CpuBackend::new(Some(1)).unwrap())]).unwrap();
+    sched2.alloc_graph(&mut g2).unwrap();
+    set_f32(&g2, src, &[9.0; 8]).unwrap();
+    assert!(matches!(sched2.compute(), Err(Error::ReadOnly(_))));
+    let mut now = vec![0u8; bytes.len()];
+    buffer.read(0, &mut now).unwrap();
+    assert_eq!(now, bytes);
+}
