@@ -20,7 +20,7 @@
 //! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
 //!
 //! GET_ROWS and SET_ROWS check their indices in the kernel: one outside the rows makes the
-//! compute fail with `Error::OutOfBounds` naming it, as on the CPU (never a row of zeros).
+//! compute fail with `Error::IndexOutOfRange` naming it, as on the CPU (never a row of zeros).
 //!
 //! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
 //! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,

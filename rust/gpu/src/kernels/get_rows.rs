@@ -53,16 +53,19 @@ pub(super) fn plan(
 }
 
 /// The error of GET_ROWS node `id` whose kernel reported index `value` at `coords`, as the CPU
-/// reports it.
+/// reports it ([`Error::IndexOutOfRange`]).
 pub(crate) fn index_error(graph: &Graph, id: TensorId, value: u32, coords: [u32; 3]) -> Error {
     let t = graph.tensor(id);
     let rows = graph.tensor(t.src[0]).ne()[1];
-    Error::OutOfBounds(format!(
-        "GET_ROWS {}: row index {} (indices[{}, {}, {}]) is outside 0..{rows}",
-        t.label(id),
-        value as i32,
-        coords[0],
-        coords[1],
-        coords[2]
-    ))
+    Error::IndexOutOfRange {
+        op: "GET_ROWS".into(),
+        reason: format!(
+            "row index {} (indices[{}, {}, {}]) is outside 0..{rows} (node {})",
+            value as i32,
+            coords[0],
+            coords[1],
+            coords[2],
+            t.label(id)
+        ),
+    }
 }

@@ -290,7 +290,7 @@ pub(crate) fn input_error(graph: &Graph, id: TensorId, value: u32, coords: [u32;
     match graph.tensor(id).op {
         Op::GetRows => get_rows::index_error(graph, id, value, coords),
         Op::SetRows => set_rows::index_error(graph, id, value, coords),
-        ref op => Error::OutOfBounds(format!(
+        ref op => Error::InvalidArgument(format!(
             "{} {}: bad input {value} at {coords:?}",
             op.name(),
             graph.tensor(id).label(id)

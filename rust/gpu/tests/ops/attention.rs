@@ -303,12 +303,12 @@ fn set_rows_index_out_of_range_is_an_error() {
             (ids, i32_bytes(&[4, 7, bad])),
         ];
         match crate::common::run_gpu(&dev, &k, &inputs) {
-            Err(tessera_core::Error::OutOfBounds(msg)) => {
+            Err(tessera_core::Error::IndexOutOfRange { reason: msg, .. }) => {
                 eprintln!("{msg}");
                 assert!(msg.contains(&format!("row index {bad} ")), "{msg}");
                 assert!(msg.contains("indices[2, 0, 0]") && msg.contains("outside 0..16"), "{msg}");
             }
-            other => panic!("index {bad}: expected OutOfBounds, got {other:?}"),
+            other => panic!("index {bad}: expected IndexOutOfRange, got {other:?}"),
         }
     }
 }

@@ -212,13 +212,13 @@ fn index_out_of_range_on(dev: &GpuDevice) {
         set_tensor(&g, a, &table).unwrap();
         set_tensor(&g, idx, &i32_bytes(&[0, bad, 0])).unwrap();
         match backend.graph_compute(&g) {
-            Err(Error::OutOfBounds(msg)) => {
+            Err(Error::IndexOutOfRange { reason: msg, .. }) => {
                 eprintln!("{dtype} index {bad}: {msg}");
                 assert!(msg.contains(&format!("row index {bad} ")), "{msg}");
                 assert!(msg.contains(&format!("outside 0..{rows}")), "{msg}");
                 assert!(msg.contains("indices[1, 0, 0]"), "{msg}");
             }
-            other => panic!("{dtype} index {bad}: expected OutOfBounds, got {other:?}"),
+            other => panic!("{dtype} index {bad}: expected IndexOutOfRange, got {other:?}"),
         }
         // The same backend with good indices computes the right rows (the report is cleared).
         let last = rows as i32 - 1;
@@ -284,7 +284,9 @@ fn weights_larger_than_a_binding_are_read_in_ranges_of_rows() {
         vec![(a, random_bytes(&mut rng, DType::Q8_0, 64 * 300)), (idx, i32_bytes(&[5, 300]))]
     };
     match run_gpu(&dev, &kc, &inputs) {
-        Err(Error::OutOfBounds(msg)) => assert!(msg.contains("row index 300 "), "{msg}"),
-        other => panic!("expected OutOfBounds, got {other:?}"),
+        Err(Error::IndexOutOfRange { reason: msg, .. }) => {
+            assert!(msg.contains("row index 300 "), "{msg}")
+        }
+        other => panic!("expected IndexOutOfRange, got {other:?}"),
     }
 }
