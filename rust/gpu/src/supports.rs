@@ -24,8 +24,10 @@
 //!
 //! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
 //! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,
-//! shapes and strides within 32 bits and within one storage binding, and the dispatch within
-//! the workgroup-count limits.
+//! shapes and strides within 32 bits and within one storage binding (except the weights of
+//! MUL_MAT and the table of GET_ROWS: a matrix larger than a binding, such as a large
+//! vocabulary's embeddings, is read in ranges of rows, one dispatch each), and the dispatch
+//! within the workgroup-count limits.
 
 use crate::kernels::dtype_code;
 use tessera_core::tensor::Tensor;
