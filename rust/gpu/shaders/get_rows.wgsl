@@ -62,13 +62,13 @@ fn get_rows(
     let row = p.a.offset + (u32(r) - p.row0) * p.a.nb.y + c.y * p.a.nb.z + c.z * p.a.nb.w;
     let out = p.d.offset + c.x * p.d.nb.y + c.y * p.d.nb.z + c.z * p.d.nb.w;
     let n = min(4u, ne0 - i0);
-    if p.a.dtype == T_I32 {
+    if WTYPE == T_I32 {
         for (var j = 0u; j < n; j++) {
             dst[(out + (i0 + j) * p.d.nb.x) >> 2u] = src0[(row + (i0 + j) * p.a.nb.x) >> 2u];
         }
         return;
     }
-    let v = dequant4(row, i0, p.a.dtype, p.a.nb.x, ne0);
+    let v = dequant4(row, i0, WTYPE, p.a.nb.x, ne0);
     for (var j = 0u; j < n; j++) {
         dst[(out + (i0 + j) * p.d.nb.x) >> 2u] = bitcast<u32>(v[j]);
     }

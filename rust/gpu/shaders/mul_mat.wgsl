@@ -109,7 +109,7 @@ fn mul_mat(
     for (var k0 = 0u; k0 < K; k0 += TILE) {
         var va = vec4<f32>(0.0);
         if am < M && k0 + lk < K {
-            va = dequant4(bt.a + am * p.a.nb.y, k0 + lk, p.a.dtype, p.a.nb.x, K);
+            va = dequant4(bt.a + am * p.a.nb.y, k0 + lk, WTYPE, p.a.nb.x, K);
         }
         var vb = vec4<f32>(0.0);
         if bn < N {
@@ -141,12 +141,17 @@ fn mul_mat(
     store(bt.d, ma + 16u, na + 16u, c11);
 }
 
-// Matrix-vector form for few activation rows (N <= MV_MAX_N, e.g. token generation): one
-// workgroup of 64 invocations per weight row, invocation i decoding the groups of 4 values
-// i, i + 64, ... (neighbours read neighbouring bytes) and keeping one sum per activation row,
-// then a tree reduction in workgroup memory. The weights are read once, with no tile padding.
+// Matrix-vector form for few activation rows (N <= MV_MAX_N, e.g. token generation): each
+// workgroup of 64 invocations computes 8 weight rows, a team of 8 invocations per row. Lane i
+// of a team decodes the 32-value chunks i, i + 8, ... of a block row (neighbours read
+// neighbouring blocks; each chunk's scales once, its quants with one choice of type), or the
+// groups of 4 values i, i + 8, ... of a float row, keeping one sum per activation row; the
+// teams then reduce in workgroup memory (3 barriers for 8 rows). The weights are read once,
+// with no tile padding.
 
 const MV_WG: u32 = 64u;
+const MV_TEAM: u32 = 8u;
+const MV_ROWS: u32 = 8u;
 const MV_MAX_N: u32 = 8u;
 var<workgroup> mv_red: array<f32, 512>;
 
@@ -159,35 +164,59 @@ fn mul_mat_vec(
     let K = p.a.ne.x;
     let M = p.a.ne.y;
     let N = p.b.ne.y;
-    let m = flat_group(wid, nwg);
-    if m >= M {
-        return;
-    }
+    let team = li / MV_TEAM;
+    let lane = li % MV_TEAM;
+    let m = flat_group(wid, nwg) * MV_ROWS + team;
     let bt = batch(wid.z);
     let row = bt.a + m * p.a.nb.y;
+    let t = WTYPE;
 
     var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    let groups = (K + 3u) / 4u;
-    for (var g = li; g < groups; g += MV_WG) {
-        let k = g * 4u;
-        let w = dequant4(row, k, p.a.dtype, p.a.nb.x, K);
-        for (var n = 0u; n < N; n++) {
-            acc[n] += dot(w, load_b4(bt.b + n * p.b.nb.y, k));
+    if m < M {
+        if is_blocks(t) {
+            // Chunks of 32 values (one or two scale groups): the scales read once, the quants
+            // four at a time; sum((q d - m) x) = d sum(q x) - m sum(x).
+            let g16 = groups_of_16(t);
+            for (var c = lane; c < K / 32u; c += MV_TEAM) {
+                let k0 = c * 32u;
+                let sa = group_scale(row, k0, t);
+                var sb = sa;
+                if g16 {
+                    sb = group_scale(row, k0 + 16u, t);
+                }
+                for (var j = 0u; j < 8u; j++) {
+                    let k = k0 + 4u * j;
+                    let q = quants4(row, k, t);
+                    let s = select(sa, sb, j >= 4u);
+                    for (var n = 0u; n < N; n++) {
+                        let x = load_b4(bt.b + n * p.b.nb.y, k);
+                        acc[n] += s.x * dot(q, x) - s.y * (x.x + x.y + x.z + x.w);
+                    }
+                }
+            }
+        } else {
+            for (var g = lane; g < (K + 3u) / 4u; g += MV_TEAM) {
+                let k = g * 4u;
+                let w = dequant4(row, k, t, p.a.nb.x, K);
+                for (var n = 0u; n < N; n++) {
+                    acc[n] += dot(w, load_b4(bt.b + n * p.b.nb.y, k));
+                }
+            }
         }
     }
-    for (var n = 0u; n < MV_MAX_N; n++) {
+    for (var n = 0u; n < N; n++) {
         mv_red[n * MV_WG + li] = acc[n];
     }
     workgroupBarrier();
-    for (var s = MV_WG / 2u; s > 0u; s >>= 1u) {
-        if li < s {
-            for (var n = 0u; n < MV_MAX_N; n++) {
+    for (var s = MV_TEAM / 2u; s > 0u; s >>= 1u) {
+        if lane < s {
+            for (var n = 0u; n < N; n++) {
                 mv_red[n * MV_WG + li] += mv_red[n * MV_WG + li + s];
             }
         }
         workgroupBarrier();
     }
-    if li < N {
-        store(bt.d, m, li, mv_red[li * MV_WG]);
+    if m < M && lane < N {
+        store(bt.d, m, lane, mv_red[lane * MV_WG + team * MV_TEAM]);
     }
 }

@@ -26,7 +26,8 @@ pub(crate) struct Context {
     lost: Arc<Mutex<Option<String>>>,
     /// Bytes currently allocated in buffers of this device.
     pub allocated: AtomicU64,
-    pipelines: Mutex<HashMap<Kernel, Arc<Pipeline>>>,
+    /// Compiled pipelines by kernel and weight type code.
+    pipelines: Mutex<HashMap<(Kernel, u32), Arc<Pipeline>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -174,21 +175,22 @@ impl Context {
         }
     }
 
-    /// The compute pipeline of `kernel`, compiled on first use.
-    pub fn pipeline(&self, kernel: Kernel) -> Result<Arc<Pipeline>> {
+    /// The compute pipeline of `kernel` for weight type code `wtype`, compiled on first use.
+    pub fn pipeline(&self, kernel: Kernel, wtype: u32) -> Result<Arc<Pipeline>> {
+        let key = (kernel, if kernel.weight_specialized() { wtype } else { 0 });
         if let Some(p) =
-            self.pipelines.lock().map_err(|_| self.error("pipeline cache poisoned"))?.get(&kernel)
+            self.pipelines.lock().map_err(|_| self.error("pipeline cache poisoned"))?.get(&key)
         {
             return Ok(p.clone());
         }
         let p = Arc::new(self.guarded(
             || self.error(format!("out of memory compiling {kernel:?}")),
-            || Ok(Pipeline::new(&self.device, kernel, self.f16)),
+            || Ok(Pipeline::new(&self.device, kernel, self.f16, key.1)),
         )?);
         self.pipelines
             .lock()
             .map_err(|_| self.error("pipeline cache poisoned"))?
-            .insert(kernel, p.clone());
+            .insert(key, p.clone());
         Ok(p)
     }
 

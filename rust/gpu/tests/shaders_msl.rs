@@ -1,6 +1,7 @@
-//! Every WGSL kernel, in both variants (integer F16 decoding, and the `shader-f16` one), is
-//! validated by naga and translated to Metal Shading Language 2.0, 2.4 and 3.0 the way wgpu's
-//! Metal backend does it, since no Apple machine runs the tests.
+//! Every WGSL kernel, in both variants (integer F16 decoding, and the `shader-f16` one) and for
+//! every weight type it is specialized for (the `WTYPE` override), is validated by naga and
+//! translated to Metal Shading Language 2.0, 2.4 and 3.0 the way wgpu's Metal backend does it
+//! (overrides resolved, then MSL), since no Apple machine runs the tests.
 
 use naga::back::msl;
 use tessera_gpu::kernels::{Kernel, Shader};
@@ -68,42 +69,62 @@ fn every_kernel_translates_to_msl() {
                     shader.file_name(),
                     kernel.entry_point()
                 );
-                for lang_version in [(2, 0), (2, 4), (3, 0)] {
-                    let options = msl::Options {
-                        lang_version,
-                        fake_missing_bindings: false,
-                        per_entry_point_map: msl::EntryPointResourceMap::from([(
-                            kernel.entry_point().to_string(),
-                            resources(kernel),
-                        )]),
-                        bounds_check_policies: naga::proc::BoundsCheckPolicies {
-                            index: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
-                            buffer: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
-                            image_load: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
-                            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
-                        },
-                        ..Default::default()
-                    };
-                    let pipeline = msl::PipelineOptions {
-                        entry_point: Some((
-                            naga::ShaderStage::Compute,
-                            kernel.entry_point().to_string(),
-                        )),
-                        ..Default::default()
-                    };
-                    let (msl_src, _) = msl::write_string(&module, &info, &options, &pipeline)
+                for wtype in kernel.specializations() {
+                    let mut constants = naga::back::PipelineConstants::default();
+                    if kernel.weight_specialized() {
+                        constants.insert("WTYPE".to_string(), f64::from(wtype));
+                    }
+                    let ep = (naga::ShaderStage::Compute, kernel.entry_point());
+                    let (module, info) = naga::back::pipeline_constants::process_overrides(
+                        &module,
+                        &info,
+                        Some(ep),
+                        &constants,
+                    )
+                    .unwrap_or_else(|e| panic!("{kernel:?} WTYPE {wtype}: {e:?}"));
+                    for lang_version in [(2, 0), (2, 4), (3, 0)] {
+                        let options = msl::Options {
+                            lang_version,
+                            fake_missing_bindings: false,
+                            per_entry_point_map: msl::EntryPointResourceMap::from([(
+                                kernel.entry_point().to_string(),
+                                resources(kernel),
+                            )]),
+                            bounds_check_policies: naga::proc::BoundsCheckPolicies {
+                                index: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
+                                buffer: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
+                                image_load: naga::proc::BoundsCheckPolicy::ReadZeroSkipWrite,
+                                binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+                            },
+                            ..Default::default()
+                        };
+                        let pipeline = msl::PipelineOptions {
+                            entry_point: Some((
+                                naga::ShaderStage::Compute,
+                                kernel.entry_point().to_string(),
+                            )),
+                            ..Default::default()
+                        };
+                        let (msl_src, _) = msl::write_string(&module, &info, &options, &pipeline)
                         .unwrap_or_else(|e| {
-                            panic!("{kernel:?} ({variant}) to MSL {lang_version:?}: {e:?}")
+                            panic!("{kernel:?} WTYPE {wtype} ({variant}) to MSL {lang_version:?}: {e:?}")
                         });
-                    assert!(msl_src.contains("kernel void"), "{kernel:?}: no kernel function");
-                    assert!(msl_src.contains(kernel.entry_point()), "{kernel:?}: no entry point");
-                    translated += 1;
+                        assert!(msl_src.contains("kernel void"), "{kernel:?}: no kernel function");
+                        assert!(
+                            msl_src.contains(kernel.entry_point()),
+                            "{kernel:?}: no entry point"
+                        );
+                        translated += 1;
+                    }
                 }
             }
         }
     }
-    eprintln!("translated {translated} kernel / variant / MSL version triples");
-    assert_eq!(translated, Kernel::ALL.len() * 2 * 3);
+    eprintln!("translated {translated} kernel / weight type / variant / MSL version tuples");
+    let pipelines: usize = Kernel::ALL.iter().map(|k| k.specializations().len()).sum();
+    assert_eq!(translated, pipelines * 2 * 3);
+    // MUL_MAT's two kernels for 13 weight types, GET_ROWS for those and I32, 7 other kernels.
+    assert_eq!(pipelines, 2 * 13 + 14 + 7);
 }
 
 #[test]
@@ -133,6 +154,14 @@ fn msl_of_every_kernel_is_written_for_inspection() {
     for shader in Shader::ALL {
         for (variant, src, caps) in variants(shader) {
             let (module, info) = parse_and_validate(shader, &src, caps);
+            // The default weight type (F32) where the shader has the override.
+            let (module, info) = naga::back::pipeline_constants::process_overrides(
+                &module,
+                &info,
+                None,
+                &Default::default(),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e:?}", shader.file_name()));
             let (msl_src, _) =
                 msl::write_string(&module, &info, &msl::Options::default(), &Default::default())
                     .unwrap_or_else(|e| panic!("{}: {e:?}", shader.file_name()));

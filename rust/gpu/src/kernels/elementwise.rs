@@ -22,6 +22,7 @@ pub(super) fn binary(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<
     let mut params = Params::default();
     params.desc(&a).desc(&b).desc(&d).u32(op).u32(n as u32).f32(0.0).f32(0.0);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::Binary,
         operands: vec![a, b, d],
         params,
@@ -61,6 +62,7 @@ pub(super) fn glu(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Dis
     let mut params = Params::default();
     params.desc(&a).desc(&b).desc(&d).u32(code).u32(n as u32).f32(0.0).f32(0.0);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::Binary,
         operands: vec![a, b, d],
         params,
@@ -96,6 +98,7 @@ pub(super) fn unary(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<D
     let mut params = Params::default();
     params.desc(&a).desc(&a2).desc(&d).u32(code).u32(n as u32).f32(p0).f32(p1);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::Unary,
         operands: vec![a, a2, d],
         params,

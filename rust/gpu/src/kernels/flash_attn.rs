@@ -42,6 +42,7 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         .f32(m1)
         .u32(n_head_log2);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::FlashAttn,
         operands: vec![q, k, v, m, d],
         params,

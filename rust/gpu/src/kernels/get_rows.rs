@@ -24,6 +24,7 @@ pub(super) fn plan(
     let d = operand(ctx, graph, id)?;
     let ne = t.ne();
     let n = ne[0].div_ceil(4) * ne[1] * ne[2] * ne[3];
+    let wtype = super::dtype_code(table.dtype()).unwrap_or(0);
     let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment.max(4));
     let mut out = Vec::new();
     for (i, (r0, r1)) in row_chunks(&table.layout, max_binding(ctx), align).into_iter().enumerate()
@@ -42,6 +43,7 @@ pub(super) fn plan(
             .u32(rows as u32)
             .u32((i == 0) as u32);
         out.push(Dispatch {
+            wtype,
             kernel: Kernel::GetRows,
             operands: vec![a, b.clone(), d.clone(), checks.operand()],
             params,

@@ -214,6 +214,27 @@ impl Kernel {
         }
     }
 
+    /// Whether the kernel reads weights and is compiled once per weight type (the WGSL
+    /// override `WTYPE` of `shaders/quant.wgsl`).
+    pub fn weight_specialized(self) -> bool {
+        matches!(self, Kernel::MulMat | Kernel::MulMatVec | Kernel::GetRows)
+    }
+
+    /// The values of `WTYPE` this kernel is compiled with: the type codes of every weight type
+    /// (and I32 for GET_ROWS) for weight-specialized kernels, else just 0.
+    pub fn specializations(self) -> Vec<u32> {
+        if !self.weight_specialized() {
+            return vec![0];
+        }
+        DType::ALL
+            .into_iter()
+            .filter(|&t| {
+                crate::supports::is_weight_type(t) || self == Kernel::GetRows && t == DType::I32
+            })
+            .filter_map(dtype_code)
+            .collect()
+    }
+
     /// Number of storage buffer bindings (0 .. n); the uniform block is binding n.
     pub fn storage_bindings(self) -> u32 {
         match self {
@@ -232,9 +253,10 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// Compiles `kernel` on `device`, from the `shader-f16` source when `f16` (errors are
-    /// captured by the caller's error scope).
-    pub fn new(device: &wgpu::Device, kernel: Kernel, f16: bool) -> Pipeline {
+    /// Compiles `kernel` on `device`, from the `shader-f16` source when `f16`, for weights of
+    /// type code `wtype` where the kernel reads weights ([`Kernel::weight_specialized`]); errors
+    /// are captured by the caller's error scope.
+    pub fn new(device: &wgpu::Device, kernel: Kernel, f16: bool, wtype: u32) -> Pipeline {
         let n = kernel.storage_bindings();
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n)
             .map(|binding| wgpu::BindGroupLayoutEntry {
@@ -272,12 +294,16 @@ impl Pipeline {
             label: Some(kernel.shader().file_name()),
             source: wgpu::ShaderSource::Wgsl(kernel.shader().assemble(f16).into()),
         });
+        let constants = [("WTYPE", f64::from(wtype))];
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
             layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some(label),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: if kernel.weight_specialized() { &constants } else { &[] },
+                ..Default::default()
+            },
             cache: None,
         });
         Pipeline { pipeline, layout }
@@ -487,6 +513,8 @@ impl Params {
 /// workgroup counts.
 pub(crate) struct Dispatch {
     pub kernel: Kernel,
+    /// The weight type code the pipeline is specialized for (0 for other kernels).
+    pub wtype: u32,
     pub operands: Vec<Operand>,
     pub params: Params,
     pub groups: [u32; 3],
@@ -580,7 +608,7 @@ pub(crate) fn encode(ctx: &Context, dispatches: &[Dispatch]) -> Result<wgpu::Com
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tessera compute") });
     for (d, &(start, len)) in dispatches.iter().zip(&ranges) {
-        let pipeline = ctx.pipeline(d.kernel)?;
+        let pipeline = ctx.pipeline(d.kernel, d.wtype)?;
         let mut entries: Vec<wgpu::BindGroupEntry> = d
             .operands
             .iter()

@@ -18,6 +18,7 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
     params.desc(&a).desc(&d).f32(eps).u32(center as u32);
     let rows = t.layout.nrows();
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::RmsNorm,
         operands: vec![a, d],
         params,

@@ -52,6 +52,7 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         .f32(corr[1])
         .f32((1.0 + 0.1 * (1.0 / f64::from(rp.freq_scale)).ln()) as f32);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::Rope,
         operands: vec![a, pos, ff, d],
         params,

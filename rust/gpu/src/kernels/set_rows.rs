@@ -23,6 +23,7 @@ pub(super) fn plan(
     let mut params = Params::default();
     params.desc(&rows).desc(&idx).desc(&d).u32(n as u32).u32(checks.tag);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::SetRows,
         operands: vec![rows, idx, d, checks.operand()],
         params,
