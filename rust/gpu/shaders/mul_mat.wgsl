@@ -3,8 +3,8 @@
 // dims 2 and 3 (src1's ne2, ne3 multiples of src0's, as ggml: grouped-query attention).
 //
 // Two kernels share the bindings: `mul_mat`, tiled, for many activation rows, and
-// `mul_mat_vec` for a few (see below). In `mul_mat` each workgroup of 16 x 16 invocations
-// computes a 32 x 32 tile of dst (2 x 2 values per invocation), walking K in steps of 32 (one
+// `mul_mat_vec` for a few (see below). In `mul_mat` each workgroup of 8 x 8 invocations
+// computes a 32 x 32 tile of dst (4 x 4 values per invocation), walking K in steps of 32 (one
 // legacy block, an eighth of a k-quant super-block): both operand tiles are decoded to F32 in
 // workgroup memory first. Shapes that are not multiples of the tile are padded with zeros.
 // Every operand is read through its byte strides (views of a KV cache, permuted activations);
@@ -83,7 +83,7 @@ fn store(base: u32, m: u32, n: u32, v: f32) {
     }
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(8, 8)
 fn mul_mat(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -96,49 +96,48 @@ fn mul_mat(
     let n0 = wid.y * TILE;
     let bt = batch(wid.z);
 
-    // Each invocation loads 4 consecutive values of one row of each tile.
-    let lr = li / 8u;
-    let lk = (li % 8u) * 4u;
-    let am = m0 + lr;
-    let bn = n0 + lr;
-
-    var c00 = 0.0;
-    var c01 = 0.0;
-    var c10 = 0.0;
-    var c11 = 0.0;
+    // Invocation (x, y) computes rows x, x + 8, x + 16, x + 24 and columns y, y + 8, ... of the
+    // tile.
+    var c: array<vec4<f32>, 4>;
     for (var k0 = 0u; k0 < K; k0 += TILE) {
-        var va = vec4<f32>(0.0);
-        if am < M && k0 + lk < K {
-            va = dequant4(bt.a + am * p.a.nb.y, k0 + lk, WTYPE, p.a.nb.x, K);
-        }
-        var vb = vec4<f32>(0.0);
-        if bn < N {
-            vb = load_b4(bt.b + bn * p.b.nb.y, k0 + lk);
-        }
-        for (var j = 0u; j < 4u; j++) {
-            tile_a[lr * STRIDE + lk + j] = va[j];
-            tile_b[lr * STRIDE + lk + j] = vb[j];
+        // Each invocation loads 4 groups of 4 consecutive values of each operand tile.
+        for (var r = 0u; r < 4u; r++) {
+            let at = li + 64u * r;
+            let lr = at / 8u;
+            let lk = (at % 8u) * 4u;
+            var va = vec4<f32>(0.0);
+            if m0 + lr < M && k0 + lk < K {
+                va = dequant4(bt.a + (m0 + lr) * p.a.nb.y, k0 + lk, WTYPE, p.a.nb.x, K);
+            }
+            var vb = vec4<f32>(0.0);
+            if n0 + lr < N {
+                vb = load_b4(bt.b + (n0 + lr) * p.b.nb.y, k0 + lk);
+            }
+            for (var j = 0u; j < 4u; j++) {
+                tile_a[lr * STRIDE + lk + j] = va[j];
+                tile_b[lr * STRIDE + lk + j] = vb[j];
+            }
         }
         workgroupBarrier();
         for (var kk = 0u; kk < TILE; kk++) {
-            let a0 = tile_a[lid.x * STRIDE + kk];
-            let a1 = tile_a[(lid.x + 16u) * STRIDE + kk];
-            let b0 = tile_b[lid.y * STRIDE + kk];
-            let b1 = tile_b[(lid.y + 16u) * STRIDE + kk];
-            c00 = fma(a0, b0, c00);
-            c01 = fma(a0, b1, c01);
-            c10 = fma(a1, b0, c10);
-            c11 = fma(a1, b1, c11);
+            let a = vec4<f32>(
+                tile_a[lid.x * STRIDE + kk],
+                tile_a[(lid.x + 8u) * STRIDE + kk],
+                tile_a[(lid.x + 16u) * STRIDE + kk],
+                tile_a[(lid.x + 24u) * STRIDE + kk],
+            );
+            for (var j = 0u; j < 4u; j++) {
+                c[j] = fma(a, vec4<f32>(tile_b[(lid.y + 8u * j) * STRIDE + kk]), c[j]);
+            }
         }
         workgroupBarrier();
     }
 
-    let ma = m0 + lid.x;
-    let na = n0 + lid.y;
-    store(bt.d, ma, na, c00);
-    store(bt.d, ma, na + 16u, c01);
-    store(bt.d, ma + 16u, na, c10);
-    store(bt.d, ma + 16u, na + 16u, c11);
+    for (var j = 0u; j < 4u; j++) {
+        for (var i = 0u; i < 4u; i++) {
+            store(bt.d, m0 + lid.x + 8u * i, n0 + lid.y + 8u * j, c[j][i]);
+        }
+    }
 }
 
 // Matrix-vector form for few activation rows (N <= MV_MAX_N, e.g. token generation): each

@@ -7,7 +7,7 @@ mod attention;
 mod common;
 mod weights;
 
-use common::{check, gpu, i32_bytes, Case, Rng};
+use common::{check, gpu, gpu_int, i32_bytes, output_on, Case, Rng};
 use std::collections::HashMap;
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use tessera_core::{DType, GluOp, Graph, RopeParams, TensorId, UnaryOp};
@@ -476,4 +476,75 @@ fn a_transformer_block_chain() {
     c.data.insert(mask, causal);
     let o = check(&dev, &c);
     assert!(o.nmse < 1e-9, "chain nmse {}", o.nmse);
+}
+
+/// The kernels compiled from their `shader-f16` sources (hardware F16 decoding) and from the
+/// integer ones give the very same bits, on a case for every kind of F16 data the kernels
+/// decode: element-wise operands, F16 weights and activations, block scales, F16 K / V and
+/// masks, F16 destinations. (The other tests run on the default device, which uses
+/// `shader-f16` where the adapter has it, as lavapipe does.)
+#[test]
+fn shader_f16_and_integer_kernels_agree_bit_for_bit() {
+    let (Some(dev), Some(int)) = (gpu(), gpu_int()) else {
+        eprintln!("the adapter has no shader-f16: the integer kernels are the only ones");
+        return;
+    };
+    assert!(dev.uses_shader_f16() && !int.uses_shader_f16());
+    let mut cases = Vec::new();
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F16, &[33, 5]).unwrap();
+    let b = g.input("b", DType::F16, &[33, 1]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let d = g.new_tensor(DType::F16, &[33, 5]).unwrap();
+    let e = g.cpy(c, d).unwrap();
+    cases.push(case("add F16 + F16 -> F16", g, e, TOL));
+    for (dtype, act, n) in [
+        (DType::F16, DType::F32, 1),
+        (DType::F16, DType::F32, 16),
+        (DType::F32, DType::F16, 3),
+        (DType::Q4_K, DType::F32, 1),
+        (DType::Q4_K, DType::F32, 16),
+        (DType::Q5_0, DType::F32, 2),
+    ] {
+        let k = dtype.block_size().max(64);
+        let mut g = Graph::new();
+        let w = g.weight("w", dtype, &[k, 40]).unwrap();
+        let x = g.input("x", act, &[k, n]).unwrap();
+        let y = g.mul_mat(w, x).unwrap();
+        cases.push(case(format!("mul_mat {dtype} x {act} N={n}"), g, y, TOL_MATMUL));
+    }
+    for dtype in [DType::F16, DType::Q6_K] {
+        let mut g = Graph::new();
+        let w = g.weight("w", dtype, &[256, 6]).unwrap();
+        let i = g.input("i", DType::I32, &[3]).unwrap();
+        let y = g.get_rows(w, i).unwrap();
+        let mut k = case(format!("get_rows {dtype}"), g, y, 0.0);
+        k.data.insert(i, i32_bytes(&[5, 0, 2]));
+        cases.push(k);
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[20, 3, 2]).unwrap();
+    let m = g.input("m", DType::F16, &[20, 3]).unwrap();
+    let y = g.soft_max_ext(x, Some(m), 0.5, 0.0).unwrap();
+    cases.push(case("soft_max F16 mask", g, y, TOL));
+    let mut g = Graph::new();
+    let q = g.input("q", DType::F32, &[64, 2, 4]).unwrap();
+    let kk = g.input("k", DType::F16, &[64, 30, 2]).unwrap();
+    let v = g.input("v", DType::F16, &[64, 30, 2]).unwrap();
+    let m = g.input("m", DType::F16, &[30, 2]).unwrap();
+    let p = tessera_core::AttnParams { scale: 0.125, ..Default::default() };
+    let y = g.flash_attn_ext(q, kk, v, Some(m), p).unwrap();
+    cases.push(case("flash_attn_ext F16 K, V, mask", g, y, TOL));
+    let mut g = Graph::new();
+    let cache = g.input("cache", DType::F16, &[16, 8]).unwrap();
+    let rows = g.input("rows", DType::F32, &[16, 2]).unwrap();
+    let i = g.input("i", DType::I32, &[2]).unwrap();
+    let y = g.set_rows(cache, rows, i).unwrap();
+    let mut k = case("set_rows into F16", g, y, 0.0);
+    k.data.insert(i, i32_bytes(&[6, 1]));
+    cases.push(k);
+    for k in &cases {
+        check(&dev, k);
+        assert!(output_on(&dev, k) == output_on(&int, k), "{}: the variants differ", k.name);
+    }
 }

@@ -135,9 +135,8 @@ fn get_rows_every_type_matches_the_reference() {
 /// every bit pattern of quants, scales and mins.
 #[test]
 fn get_rows_equals_dequantize_row_bit_for_bit() {
-    for dev in all_gpus() {
-        get_rows_bit_for_bit_on(&dev);
-    }
+    let Some(dev) = gpu() else { return };
+    get_rows_bit_for_bit_on(&dev);
 }
 
 fn get_rows_bit_for_bit_on(dev: &GpuDevice) {
@@ -245,8 +244,8 @@ fn index_out_of_range_on(dev: &GpuDevice) {
 #[test]
 fn weights_larger_than_a_binding_are_read_in_ranges_of_rows() {
     let Some(dev) = gpu_with_binding_limit(16384) else { return };
-    for (dtype, k) in [(DType::Q8_0, 64), (DType::Q6_K, 256), (DType::F16, 40), (DType::F32, 33)] {
-        let rows = 300; // Q8_0: 20 KiB, 2 ranges; Q6_K: 62 KiB, 4 ranges.
+    for (dtype, k) in [(DType::Q6_K, 256), (DType::F32, 33)] {
+        let rows = 300; // Q6_K: 62 KiB, 4 ranges; F32: 39 KiB, 3 ranges.
         for n in [1, 9] {
             let mut g = Graph::new();
             let a = g.weight("a", dtype, &[k, rows]).unwrap();
@@ -274,14 +273,14 @@ fn weights_larger_than_a_binding_are_read_in_ranges_of_rows() {
     }
     // An index out of range is still reported once, by the first range.
     let mut g = Graph::new();
-    let a = g.weight("a", DType::Q8_0, &[64, 300]).unwrap();
+    let a = g.weight("a", DType::F32, &[33, 300]).unwrap();
     let idx = g.input("idx", DType::I32, &[2]).unwrap();
     let c = g.get_rows(a, idx).unwrap();
-    let mut kc = case("get_rows Q8_0 out of range, 16 KiB bindings", g, c, 0.0);
+    let mut kc = case("get_rows F32 out of range, 16 KiB bindings", g, c, 0.0);
     kc.data.insert(idx, i32_bytes(&[5, 300]));
     let inputs: Vec<_> = {
         let mut rng = Rng::new(1);
-        vec![(a, random_bytes(&mut rng, DType::Q8_0, 64 * 300)), (idx, i32_bytes(&[5, 300]))]
+        vec![(a, random_bytes(&mut rng, DType::F32, 33 * 300)), (idx, i32_bytes(&[5, 300]))]
     };
     match run_gpu(&dev, &kc, &inputs) {
         Err(Error::IndexOutOfRange { reason: msg, .. }) => {
