@@ -1,10 +1,11 @@
 // SET_ROWS (the KV-cache write): row i1 of `rows` (F32 [ne0, n, ne2, ne3], any strides) is
 // written, converted to the destination's type (F32 or F16, rounded to nearest even), into row
 // idx[i1, i2 % ne12, i3 % ne13] of the destination (dense rows, any other strides). One
-// invocation per four values of a source row.
+// workgroup of 64 invocations per source row.
 //
 // Rows are written in order as on the CPU: when two source rows pick the same destination row
-// only the later one is written. An index outside the destination's rows is reported in
+// only the later one is written (the workgroup first looks for a later row with its index,
+// which costs n^2 / 2 index reads for n rows in all). An index outside the destination's rows is reported in
 // `status` (see `status.wgsl`) and its row skipped: the backend turns the report into an error.
 // F16 values are stored through atomics, since two invocations may write the halves of a word.
 
@@ -12,7 +13,7 @@ struct Params {
     src: Desc,
     idx: Desc,
     d: Desc,
-    // Number of 4-value groups of the source.
+    // Number of source rows.
     n: u32,
     tag: u32,
 }
@@ -45,36 +46,40 @@ fn store(b: u32, v: f32) {
     }
 }
 
-@compute @workgroup_size(256)
+const WG: u32 = 64u;
+var<workgroup> superseded: atomic<u32>;
+
+@compute @workgroup_size(64)
 fn set_rows(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let gi = flat_group(wid, nwg) * 256u + li;
-    if gi >= p.n {
+    let gr = flat_group(wid, nwg);
+    if gr >= p.n {
         return;
     }
-    let ne0 = p.src.ne.x;
-    let groups = (ne0 + 3u) / 4u;
-    let c = coords(gi / groups, vec4<u32>(p.src.ne.y, p.src.ne.z, p.src.ne.w, 1u));
-    let i0 = (gi % groups) * 4u;
+    let c = coords(gr, vec4<u32>(p.src.ne.y, p.src.ne.z, p.src.ne.w, 1u));
     let r = index_of(c.x, c.y, c.z);
-    if r < 0 || u32(r) >= p.d.ne.y {
-        if i0 == 0u {
-            report(p.tag, bitcast<u32>(r), c.x, c.y % p.idx.ne.y, c.z % p.idx.ne.z);
-        }
-        return;
+    let bad = r < 0 || u32(r) >= p.d.ne.y;
+    if bad && li == 0u {
+        report(p.tag, bitcast<u32>(r), c.x, c.y % p.idx.ne.y, c.z % p.idx.ne.z);
     }
     // A later source row of this plane writes the same destination row: it wins.
-    for (var j = c.x + 1u; j < p.src.ne.y; j++) {
-        if index_of(j, c.y, c.z) == r {
-            return;
+    if !bad {
+        for (var j = c.x + 1u + li; j < p.src.ne.y; j += WG) {
+            if index_of(j, c.y, c.z) == r {
+                atomicStore(&superseded, 1u);
+            }
         }
+    }
+    workgroupBarrier();
+    if bad || atomicLoad(&superseded) != 0u {
+        return;
     }
     let src_at = p.src.offset + c.x * p.src.nb.y + c.y * p.src.nb.z + c.z * p.src.nb.w;
     let to = p.d.offset + u32(r) * p.d.nb.y + c.y * p.d.nb.z + c.z * p.d.nb.w;
-    for (var j = i0; j < min(i0 + 4u, ne0); j++) {
-        store(to + j * p.d.nb.x, bitcast<f32>(rows[(src_at + j * p.src.nb.x) >> 2u]));
+    for (var i0 = li; i0 < p.src.ne.x; i0 += WG) {
+        store(to + i0 * p.d.nb.x, bitcast<f32>(rows[(src_at + i0 * p.src.nb.x) >> 2u]));
     }
 }

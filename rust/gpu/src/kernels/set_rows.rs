@@ -2,7 +2,7 @@
 //! F16 destination picked by I32 indices; an index out of range is reported into the status
 //! buffer (see [`index_error`]).
 
-use super::{grid_256, operand, Checks, Dispatch, Kernel, Params};
+use super::{grid, operand, Checks, Dispatch, Kernel, Params};
 use crate::context::Context;
 use std::sync::Arc;
 use tessera_core::{Error, Graph, Result, TensorId};
@@ -18,8 +18,7 @@ pub(super) fn plan(
     let idx = operand(ctx, graph, t.src[2])?;
     // The result is a view of the destination operand: same memory and layout.
     let d = operand(ctx, graph, id)?;
-    let ne = graph.tensor(t.src[1]).ne();
-    let n = ne[0].div_ceil(4) * ne[1] * ne[2] * ne[3];
+    let n = graph.tensor(t.src[1]).layout.nrows();
     let mut params = Params::default();
     params.desc(&rows).desc(&idx).desc(&d).u32(n as u32).u32(checks.tag);
     Ok(Dispatch {
@@ -27,7 +26,7 @@ pub(super) fn plan(
         kernel: Kernel::SetRows,
         operands: vec![rows, idx, d, checks.operand()],
         params,
-        groups: grid_256(ctx, n)?,
+        groups: grid(ctx, n)?,
         checks: true,
     })
 }

@@ -258,13 +258,20 @@ fn set_rows_writes_cache_rows() {
     let Some(dev) = gpu() else { return };
     for dtype in [DType::F32, DType::F16] {
         // Plain: 5 new rows into a cache of 16, a repeated index (the later row wins).
-        for (ne0, idx) in [(64usize, vec![3, 0, 9, 3, 15]), (7, vec![1]), (256, vec![2, 2, 2])] {
+        // Many rows to one destination row: on a device running workgroups concurrently, only
+        // the kernel's own ordering makes the last one win.
+        let many: Vec<i32> = (0..200).map(|i| if i % 3 == 0 { 7 } else { i % 16 }).collect();
+        for (ne0, idx) in
+            [(64usize, vec![3, 0, 9, 3, 15]), (7, vec![1]), (256, vec![2, 2, 2]), (256, many)]
+        {
             let mut g = Graph::new();
             let cache = g.input("cache", dtype, &[ne0, 16]).unwrap();
             let rows = g.input("rows", DType::F32, &[ne0, idx.len()]).unwrap();
             let ids = g.input("ids", DType::I32, &[idx.len()]).unwrap();
             let c = g.set_rows(cache, rows, ids).unwrap();
-            let mut k = case(format!("set_rows {dtype} [{ne0},16] at {idx:?}"), g, c, 0.0);
+            let at =
+                if idx.len() > 8 { format!("{} indices", idx.len()) } else { format!("{idx:?}") };
+            let mut k = case(format!("set_rows {dtype} [{ne0},16] at {at}"), g, c, 0.0);
             k.data.insert(ids, i32_bytes(&idx));
             check(&dev, &k);
         }
