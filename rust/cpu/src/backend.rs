@@ -1,7 +1,9 @@
 //! The CPU backend: computes graphs on host memory with a thread pool of its own.
 
+mod attention;
 mod fast_ops;
 mod rope;
+mod rows;
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
@@ -134,6 +136,20 @@ impl CpuBackend {
             return self.mul_mat(dst, &srcs, aborted);
         }
         let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
+        // SAFETY (the three fast paths): as for the reference below; `supports` validated the
+        // operands for the op.
+        let fast = match &t.op {
+            Op::FlashAttnExt(p) => unsafe {
+                attention::flash_attn_ext(p, dst, &srcs, &threads, aborted)
+            },
+            Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
+            Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
+            _ => None,
+        };
+        if let Some(done) = fast {
+            self.vectorized.fetch_add(1, Ordering::Relaxed);
+            return done;
+        }
         // SAFETY: as for the reference below; `supports` validated the operands for the op.
         if let Some(done) = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, aborted) } {
             self.vectorized.fetch_add(1, Ordering::Relaxed);

@@ -84,6 +84,9 @@ struct Case {
     n_kv: usize,
     params: AttnParams,
     kv_type: DType,
+    /// Keys before the first query's position (the rest of the cells are empty, masked);
+    /// `None`: the queries are the last `n_q` of the `n_kv` keys.
+    past: Option<usize>,
 }
 
 /// Values of the operands as stored (after rounding to their types).
@@ -115,7 +118,7 @@ fn attention_graph(c: &Case, rng: &mut Rng) -> (Graph, TensorId, Stored) {
     let qv = set_vals(&g, q_lin, &rng.vec(c.d * c.heads * c.n_q, -1.0, 1.0));
     let kv = set_vals(&g, kc, &rng.vec(c.d * c.kv_heads * n_ctx, -1.0, 1.0));
     let vv = set_vals(&g, vc, &rng.vec(c.dv * c.kv_heads * n_ctx, -1.0, 1.0));
-    let past = c.n_kv - c.n_q;
+    let past = c.past.unwrap_or(c.n_kv - c.n_q);
     let mut mv = Vec::new();
     for iq in 0..c.n_q + 2 {
         for j in 0..c.n_kv {
@@ -189,6 +192,7 @@ fn flash_attention_matches_its_definition() {
             n_kv: 37,
             params: base,
             kv_type: DType::F16,
+            past: None,
         },
         Case {
             d: 64,
@@ -199,6 +203,7 @@ fn flash_attention_matches_its_definition() {
             n_kv: 300,
             params: base,
             kv_type: DType::F16,
+            past: None,
         },
         Case {
             d: 32,
@@ -209,6 +214,7 @@ fn flash_attention_matches_its_definition() {
             n_kv: 9,
             params: base,
             kv_type: DType::F32,
+            past: None,
         },
         Case {
             d: 32,
@@ -219,6 +225,19 @@ fn flash_attention_matches_its_definition() {
             n_kv: 20,
             params: AttnParams { scale: 0.3, max_bias: 8.0, softcap: 20.0 },
             kv_type: DType::F16,
+            past: None,
+        },
+        // A prompt at the start of a padded cache: 6 queries, 256 cells, the rest empty.
+        Case {
+            d: 256,
+            dv: 256,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 6,
+            n_kv: 256,
+            params: AttnParams { scale: 1.0, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(0),
         },
     ];
     for (i, c) in cases.iter().enumerate() {

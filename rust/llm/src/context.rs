@@ -80,7 +80,11 @@ pub struct Context {
 
 impl Context {
     /// A context for `model` with backends from `registry`.
-    pub fn new(model: Arc<Model>, registry: &Registry, options: &ContextOptions) -> Result<Context> {
+    pub fn new(
+        model: Arc<Model>,
+        registry: &Registry,
+        options: &ContextOptions,
+    ) -> Result<Context> {
         let hp = model.hparams();
         if options.n_ctx == 0 || options.n_ctx > hp.n_ctx_train.max(1) {
             return Err(LlmError::InvalidArgument(format!(
@@ -201,7 +205,13 @@ impl Context {
     }
 
     /// Computes one batch (the graph of its shape prepared if needed) and reads its result.
-    fn run_batch(&mut self, tokens: &[u32], plan: &BatchPlan, want: &[usize], embeddings: bool) -> Result<Vec<f32>> {
+    fn run_batch(
+        &mut self,
+        tokens: &[u32],
+        plan: &BatchPlan,
+        want: &[usize],
+        embeddings: bool,
+    ) -> Result<Vec<f32>> {
         let mut n_kv = [0usize; 2];
         for (i, k) in plan.kinds.iter().enumerate() {
             n_kv[i] = k.n_kv;
@@ -219,7 +229,8 @@ impl Context {
             self.builds += 1;
             self.current = Some(fg);
         }
-        let fg = self.current.as_ref().ok_or_else(|| LlmError::InvalidArgument("no graph".into()))?;
+        let fg =
+            self.current.as_ref().ok_or_else(|| LlmError::InvalidArgument("no graph".into()))?;
         let g = &fg.graph;
         set_tensor(g, fg.tokens, &i32_bytes(tokens.iter().map(|&t| t as i32)))?;
         set_tensor(g, fg.positions, &i32_bytes(plan.positions.iter().copied()))?;

@@ -87,7 +87,12 @@ impl Builder<'_> {
     }
 
     /// `w x (+ b)`.
-    fn linear(&mut self, w: &ModelTensor, b: &Option<ModelTensor>, x: TensorId) -> Result<TensorId> {
+    fn linear(
+        &mut self,
+        w: &ModelTensor,
+        b: &Option<ModelTensor>,
+        x: TensorId,
+    ) -> Result<TensorId> {
         let wt = self.weight(w)?;
         let y = self.g.mul_mat(wt, x)?;
         match self.opt_weight(b)? {
@@ -96,7 +101,13 @@ impl Builder<'_> {
         }
     }
 
-    fn rope(&mut self, x: TensorId, pos: TensorId, factors: Option<TensorId>, il: usize) -> Result<TensorId> {
+    fn rope(
+        &mut self,
+        x: TensorId,
+        pos: TensorId,
+        factors: Option<TensorId>,
+        il: usize,
+    ) -> Result<TensorId> {
         let hp = self.m.hp;
         let (freq_base, freq_scale) = hp.rope_freqs(il);
         let p = RopeParams {

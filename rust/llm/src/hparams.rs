@@ -217,9 +217,7 @@ impl HParams {
         let rope_scaling = match scaling {
             "linear" | "none" => RopeScaling::Linear,
             "yarn" => RopeScaling::Yarn,
-            other => {
-                return Err(k.bad("rope.scaling.type", format!("{other:?} is not supported")))
-            }
+            other => return Err(k.bad("rope.scaling.type", format!("{other:?} is not supported"))),
         };
         let factor = match k.opt_f32("rope.scaling.factor")? {
             Some(f) => Some(f),
@@ -227,7 +225,7 @@ impl HParams {
         };
         let rope_freq_scale = match factor {
             None => 1.0,
-            Some(f) if f == 0.0 => 1.0,
+            Some(0.0) => 1.0,
             Some(f) if f > 0.0 => 1.0 / f,
             Some(f) => return Err(k.bad("rope.scaling.factor", format!("{f} < 0"))),
         };

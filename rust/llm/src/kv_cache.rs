@@ -83,7 +83,12 @@ pub struct LayerCache {
 impl KvCache {
     /// A cache for `n_ctx` positions, batches of at most `n_batch` tokens, in memory of
     /// `device`, zeroed.
-    pub fn new(hp: &HParams, n_ctx: usize, n_batch: usize, device: &Arc<dyn Device>) -> Result<KvCache> {
+    pub fn new(
+        hp: &HParams,
+        n_ctx: usize,
+        n_batch: usize,
+        device: &Arc<dyn Device>,
+    ) -> Result<KvCache> {
         if n_ctx == 0 || n_batch == 0 {
             return Err(LlmError::InvalidArgument(format!(
                 "context {n_ctx} and batch {n_batch} must be at least 1"
@@ -108,11 +113,12 @@ impl KvCache {
             let size = kinds[kind].size;
             let kl = Layout::contiguous(DType::F16, &[hp.n_embd_k_gqa(), size])?;
             let vl = Layout::contiguous(DType::F16, &[hp.n_embd_v_gqa(), size])?;
-            let (k_off, k_len, v_len) = (total, round(bt.alloc_size(&kl)), round(bt.alloc_size(&vl)));
-            total = total
-                .checked_add(k_len)
-                .and_then(|t| t.checked_add(v_len))
-                .ok_or_else(|| LlmError::InvalidArgument(format!("a context of {n_ctx} overflows")))?;
+            let (k_off, k_len, v_len) =
+                (total, round(bt.alloc_size(&kl)), round(bt.alloc_size(&vl)));
+            total =
+                total.checked_add(k_len).and_then(|t| t.checked_add(v_len)).ok_or_else(|| {
+                    LlmError::InvalidArgument(format!("a context of {n_ctx} overflows"))
+                })?;
             plans.push((kind, kl, k_off, vl, k_off + k_len));
         }
         let buffer = bt.alloc(total.max(1))?;
@@ -245,9 +251,8 @@ mod tests {
         assert_eq!(plan.cells, vec![0, 1]);
         assert_eq!(plan.n_kv, 8);
         // Query 8 sees positions 5, 6, 7, 8 (cells 5, 6, 7, 0); query 9 sees 6..9.
-        let vis = |i: usize| -> Vec<usize> {
-            (0..8).filter(|&c| plan.mask[i * 8 + c] == 0).collect()
-        };
+        let vis =
+            |i: usize| -> Vec<usize> { (0..8).filter(|&c| plan.mask[i * 8 + c] == 0).collect() };
         assert_eq!(vis(0), vec![0, 5, 6, 7]);
         assert_eq!(vis(1), vec![0, 1, 6, 7]);
     }

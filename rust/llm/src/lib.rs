@@ -12,6 +12,7 @@ pub mod model;
 pub mod sampling;
 pub mod stop;
 pub mod tensors;
+pub mod tokenizer;
 pub mod weights;
 
 pub use context::{Context, ContextOptions, Output, Rows};

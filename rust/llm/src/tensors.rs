@@ -85,7 +85,11 @@ impl ModelTensors {
         v.extend(self.rope_freqs.as_ref());
         for l in &self.layers {
             v.extend([&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo]);
-            v.extend([&l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.post_attn_norm].into_iter().flatten());
+            v.extend(
+                [&l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.post_attn_norm]
+                    .into_iter()
+                    .flatten(),
+            );
             v.extend([&l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down]);
             v.extend(l.post_ffn_norm.as_ref());
         }
@@ -182,10 +186,8 @@ impl Lookup<'_> {
     }
 
     fn need(&self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
-        self.opt(name, shape)?.ok_or_else(|| LlmError::MissingTensor {
-            arch: self.arch.into(),
-            name: name.into(),
-        })
+        self.opt(name, shape)?
+            .ok_or_else(|| LlmError::MissingTensor { arch: self.arch.into(), name: name.into() })
     }
 
     /// A norm weight or bias: a vector of `len` floats (element-wise ops read it).
@@ -205,9 +207,7 @@ impl Lookup<'_> {
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<ModelTensor> {
-        self.opt_vector(name, len)?.ok_or_else(|| LlmError::MissingTensor {
-            arch: self.arch.into(),
-            name: name.into(),
-        })
+        self.opt_vector(name, len)?
+            .ok_or_else(|| LlmError::MissingTensor { arch: self.arch.into(), name: name.into() })
     }
 }

@@ -104,9 +104,10 @@ impl WeightStore {
 
     /// Where `t`'s bytes are.
     pub fn storage(&self, t: &ModelTensor) -> Result<Storage> {
-        self.placed.get(&t.name).cloned().ok_or_else(|| {
-            LlmError::InvalidArgument(format!("weight {:?} was not placed", t.name))
-        })
+        self.placed
+            .get(&t.name)
+            .cloned()
+            .ok_or_else(|| LlmError::InvalidArgument(format!("weight {:?} was not placed", t.name)))
     }
 
     /// Bytes of weights copied out of the file (repacked or uploaded to a device).
@@ -146,7 +147,12 @@ fn alloc_for(bt: &dyn BufferType, list: &[&ModelTensor]) -> Result<Arc<dyn Buffe
 
 /// Copies `t` from the mapped file into `buffer` at `offset` (the buffer converts: a repack
 /// buffer interleaves, a GPU buffer uploads).
-fn write_tensor(file: &GgufFile, t: &ModelTensor, buffer: &Arc<dyn Buffer>, offset: usize) -> Result<()> {
+fn write_tensor(
+    file: &GgufFile,
+    t: &ModelTensor,
+    buffer: &Arc<dyn Buffer>,
+    offset: usize,
+) -> Result<()> {
     let layout: Layout = t.info.layout();
     buffer.init_tensor(&layout, offset)?;
     buffer.write(offset, file.tensor_data(&t.info))?;
