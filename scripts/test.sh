@@ -46,7 +46,7 @@ npm run --silent typecheck
 npm test --silent
 npm run --silent test:e2e
 npm run --silent build
-bash -n scripts/build-ios.sh scripts/build-android.sh
+bash -n scripts/build-ios.sh scripts/build-android.sh scripts/arm-counts.sh scripts/build-qemu-plugin.sh
 
 echo
 echo "=== all tests passed"

@@ -3,7 +3,8 @@
 //! ```text
 //! tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096
 //!                      [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R]
-//!                      [--repack on|off|both] [--clock wall|cpu]
+//!                      [--repack on|off|both] [--clock wall|cpu] [--count-markers]
+//!                      [--distinct-rows R]
 //! ```
 //!
 //! `C[n, m] = sum_k A[m, k] B[n, k]` with `A` random weights of type `T` (quantized with the
@@ -17,6 +18,15 @@
 //! `--clock cpu` times with the process's CPU time divided by the thread count instead of the
 //! wall clock: for comparing compute-bound kernels on a busy machine (not for memory-bound
 //! runs, nor for the comparison with the peers).
+//!
+//! `--count-markers` is for instruction counts under an emulator (`scripts/arm-counts.sh`):
+//! each configuration runs one warm-up and then `--runs R` multiplications (default 1, no
+//! minimum) between two count markers, `lseek`s of `/dev/null` to [`MARK_START`] and
+//! [`MARK_STOP`] (no-ops for the program) that `scripts/qemu-plugin/insn_count.c` takes as the
+//! start and the end of a counted region, one region per configuration in the order of the
+//! output lines. `--distinct-rows R` quantizes only `R` random weight rows and repeats them
+//! to the `M` rows: a fast set-up under an emulator, where quantizing 16 M values takes longer
+//! than the multiplications, for counts that do not depend on the values.
 
 use std::io::Write;
 use std::time::Instant;
@@ -27,6 +37,25 @@ use tessera_cpu::kernels;
 use tessera_cpu::matmul::{MatMul, TensorRef};
 
 const WARMUPS: usize = 3;
+
+/// `lseek` offset that starts a counted region under `--count-markers` ("TESS" << 32 | 1).
+pub const MARK_START: u64 = 0x5445_5353_0000_0001;
+/// `lseek` offset that ends a counted region under `--count-markers`.
+pub const MARK_STOP: u64 = 0x5445_5353_0000_0002;
+
+/// The count markers: seeks of `/dev/null` that an instruction-count plugin recognizes.
+struct Markers(std::fs::File);
+
+impl Markers {
+    fn open() -> Result<Markers, String> {
+        std::fs::File::open("/dev/null").map(Markers).map_err(|e| format!("/dev/null: {e}"))
+    }
+
+    fn mark(&mut self, offset: u64) -> Result<(), String> {
+        use std::io::{Seek, SeekFrom};
+        self.0.seek(SeekFrom::Start(offset)).map(|_| ()).map_err(|e| format!("/dev/null: {e}"))
+    }
+}
 
 struct Args {
     types: Vec<DType>,
@@ -40,6 +69,10 @@ struct Args {
     /// Repack modes to time: `false` plain, `true` repacked when the tier can.
     repack: Vec<bool>,
     cpu_clock: bool,
+    /// `--count-markers`: one warm-up, `runs` multiplications between count markers.
+    count_markers: bool,
+    /// `--distinct-rows`: random weight rows quantized, repeated to `m` (0: all `m`).
+    distinct_rows: usize,
 }
 
 fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
@@ -58,9 +91,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
         k: 4096,
         cold_bytes: 0,
         json: None,
-        runs: 10,
+        runs: 0,
         repack: vec![true],
         cpu_clock: false,
+        count_markers: false,
+        distinct_rows: 0,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -76,6 +111,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     val()?.parse::<f64>().map_err(|_| "bad --cold-bytes".to_string())? as usize
             }
             "--json" => a.json = Some(val()?),
+            "--count-markers" => a.count_markers = true,
+            "--distinct-rows" => {
+                a.distinct_rows = val()?.parse().map_err(|_| "bad --distinct-rows".to_string())?
+            }
             "--runs" => a.runs = val()?.parse().map_err(|_| "bad --runs".to_string())?,
             "--clock" => {
                 a.cpu_clock = match val()?.as_str() {
@@ -102,7 +141,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     if a.m == 0 || a.k == 0 || a.ns.contains(&0) || a.threads.contains(&0) {
         return Err("sizes and thread counts must be positive".into());
     }
-    a.runs = a.runs.max(10);
+    a.runs = if a.count_markers { a.runs.max(1) } else { a.runs.max(10) };
     Ok(a)
 }
 
@@ -135,7 +174,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         Some("matmul") => matmul(&parse(&args[1..])?),
         _ => Err("usage: tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 \
                   -K 4096 [--cold-bytes B] [--json FILE] [--tier NAME] [--runs R] \
-                  [--repack on|off|both] [--clock wall|cpu]"
+                  [--repack on|off|both] [--clock wall|cpu] [--count-markers] \
+                  [--distinct-rows R]"
             .into()),
     }
 }
@@ -183,10 +223,18 @@ fn make_weights(
     k: usize,
     cold_bytes: usize,
     repack: bool,
+    distinct_rows: usize,
 ) -> Result<Weights, String> {
     let layout = Layout::contiguous(dtype, &[k, m]).map_err(|e| e.to_string())?;
-    let x = rand_vec(m * k, 42);
-    let bytes = tessera_core::quant::quantize_to_vec(dtype, &x).map_err(|e| e.to_string())?;
+    let rows = if distinct_rows == 0 { m } else { distinct_rows.min(m) };
+    let x = rand_vec(rows * k, 42);
+    let band = tessera_core::quant::quantize_to_vec(dtype, &x).map_err(|e| e.to_string())?;
+    let bytes = if rows == m {
+        band
+    } else {
+        let row = band.len() / rows;
+        (0..m).flat_map(|i| &band[(i % rows) * row..][..row]).copied().collect()
+    };
     let n = if cold_bytes > 0 { cold_bytes.div_ceil(bytes.len()).max(2) } else { 1 };
     let packed = if repack { kernels::repack::repack_for_bench(&layout, &bytes) } else { None };
     let copies: Vec<WeightCopy> = match packed {
@@ -200,6 +248,7 @@ fn make_weights(
 }
 
 fn matmul(a: &Args) -> Result<(), String> {
+    let mut markers = if a.count_markers { Some(Markers::open()?) } else { None };
     println!(
         "{:5} {:>5} {:>3} {:>12} {:>9} {:>8} {:>9}  tier",
         "type", "N", "thr", "median_ms", "GFLOPS", "GB/s", "best_GF"
@@ -208,7 +257,7 @@ fn matmul(a: &Args) -> Result<(), String> {
         let all = a
             .repack
             .iter()
-            .map(|&r| make_weights(dtype, a.m, a.k, a.cold_bytes, r))
+            .map(|&r| make_weights(dtype, a.m, a.k, a.cold_bytes, r, a.distinct_rows))
             .collect::<Result<Vec<_>, _>>()?;
         for &n in &a.ns {
             let x = rand_vec(n * a.k, 7);
@@ -251,12 +300,22 @@ fn matmul(a: &Args) -> Result<(), String> {
                             t0.elapsed().as_secs_f64()
                         })
                     };
-                    for _ in 0..WARMUPS {
+                    for _ in 0..if markers.is_some() { 1 } else { WARMUPS } {
                         once(&mut d)?;
                     }
-                    let runs = a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 });
-                    let mut times =
-                        (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>()?;
+                    let runs = if markers.is_some() {
+                        a.runs
+                    } else {
+                        a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 })
+                    };
+                    if let Some(m) = markers.as_mut() {
+                        m.mark(MARK_START)?;
+                    }
+                    let times = (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>();
+                    if let Some(m) = markers.as_mut() {
+                        m.mark(MARK_STOP)?;
+                    }
+                    let mut times = times?;
                     times.sort_by(|p, q| p.total_cmp(q));
                     let med = times[times.len() / 2];
                     let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;
@@ -278,6 +337,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                             "type": dtype.name(), "N": n, "threads": threads, "M": a.m, "K": a.k,
                             "median_s": med, "gflops": gflops, "weight_gbps": gbps,
                             "cold": a.cold_bytes > 0, "tier": tier, "repacked": w.repacked,
+                            "runs": runs,
                         });
                         let mut f = std::fs::OpenOptions::new()
                             .create(true)
@@ -291,4 +351,50 @@ fn matmul(a: &Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Args {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn count_markers_run_what_is_asked_timing_runs_at_least_ten() {
+        assert_eq!(args("--count-markers").runs, 1);
+        assert_eq!(args("--count-markers --runs 3").runs, 3);
+        assert_eq!(args("--runs 3").runs, 10);
+        assert_eq!(args("").runs, 10);
+        assert!(!args("").count_markers);
+        assert_eq!(args("--distinct-rows 8").distinct_rows, 8);
+        assert!(parse(&["--distinct-rows".into(), "x".into()]).is_err());
+    }
+
+    #[test]
+    fn distinct_rows_repeat_a_band_of_quantized_rows() {
+        let (m, k) = (6, 64);
+        let bytes = |w: &Weights| match &w.copies[0] {
+            WeightCopy::Plain(buf) => {
+                let mut out = vec![0u8; buf.size()];
+                buf.read(0, &mut out).unwrap();
+                out
+            }
+            WeightCopy::Packed(_) => panic!("plain weights were asked for"),
+        };
+        let band = make_weights(DType::Q8_0, m, k, 0, false, 2).unwrap();
+        let full = make_weights(DType::Q8_0, m, k, 0, false, 0).unwrap();
+        let (b, f) = (bytes(&band), bytes(&full));
+        let row = DType::Q8_0.row_size(k).unwrap();
+        assert_eq!(b.len(), m * row);
+        assert_eq!(f.len(), m * row);
+        // The first two rows are the full matrix's (same random values), then they repeat.
+        assert_eq!(b[..2 * row], f[..2 * row]);
+        assert_ne!(b[..row], b[row..2 * row]);
+        for i in 2..m {
+            assert_eq!(b[i * row..][..row], b[(i % 2) * row..][..row], "row {i}");
+        }
+        assert_ne!(f[2 * row..3 * row], f[..row]);
+    }
 }

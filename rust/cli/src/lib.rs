@@ -8,6 +8,7 @@ pub mod bench;
 pub mod bench_ew;
 pub mod gguf;
 pub mod info;
+pub mod llm;
 
 use tessera_core::registry::Registry;
 

@@ -1,7 +1,7 @@
 //! `tessera`: info, backend-ops, bench and gguf.
 
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, bench, bench_ew, gguf, info, registry};
+use tessera_cli::{backend_ops, bench, bench_ew, gguf, info, llm, registry};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
@@ -9,6 +9,8 @@ const USAGE: &str = "usage: tessera info
        tessera backend-ops perf [-o OP] [-t THREADS]
        tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]
        tessera bench ew [--threads t,..] [--runs R] [--rows N]
+       tessera bench model MODEL.gguf [-p 512] [-n 128] [-t 1,2] [-r 3] [--device D] [--json FILE]
+       tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
        tessera gguf FILE [--json] [--full]";
 
 fn main() -> ExitCode {
@@ -71,6 +73,14 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
                 }
                 Some(other) => Err(format!("unknown backend-ops mode {other:?}\n{USAGE}")),
             }
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "model") => {
+            llm::bench_model(&reg, &args[2..])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("run") => {
+            llm::run(&reg, &args[1..])?;
+            Ok(ExitCode::SUCCESS)
         }
         Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
             bench_ew::run(&args[2..])?;

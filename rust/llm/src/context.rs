@@ -76,6 +76,8 @@ pub struct Context {
     n_batch: usize,
     cancel: Arc<AtomicBool>,
     builds: usize,
+    /// The token at every position processed so far.
+    history: Vec<u32>,
 }
 
 impl Context {
@@ -115,7 +117,16 @@ impl Context {
         }
         let n_batch = options.n_batch.min(options.n_ctx);
         let cache = KvCache::new(hp, options.n_ctx, n_batch, &device)?;
-        Ok(Context { model, cache, scheduler, current: None, n_batch, cancel, builds: 0 })
+        Ok(Context {
+            model,
+            cache,
+            scheduler,
+            current: None,
+            n_batch,
+            cancel,
+            builds: 0,
+            history: Vec::new(),
+        })
     }
 
     /// The model.
@@ -153,6 +164,27 @@ impl Context {
     /// Forgets every position (the next decode starts at position 0).
     pub fn clear(&mut self) {
         self.cache.clear();
+        self.history.clear();
+    }
+
+    /// The tokens processed so far, one per position.
+    pub fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    /// Keeps the longest prefix of what was processed that `tokens` starts with (at most all
+    /// but its last token, whose logits the caller needs) and forgets the rest; returns how many
+    /// of `tokens` are already processed.
+    pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
+        let common = self.history.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        let keep = common.min(tokens.len().saturating_sub(1));
+        if self.cache.truncate(keep) {
+            self.history.truncate(keep);
+            keep
+        } else {
+            self.clear();
+            0
+        }
     }
 
     /// Processes `tokens` at the next positions and returns the logits of `rows`.
@@ -196,6 +228,7 @@ impl Context {
             let plan = self.cache.plan(chunk.len())?;
             let values = self.run_batch(chunk, &plan, &want, embeddings)?;
             self.cache.commit(&plan);
+            self.history.extend_from_slice(chunk);
             if matches!(rows, Rows::All) || last_chunk {
                 out.values.extend_from_slice(&values);
                 out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));

@@ -90,6 +90,21 @@ pub enum LlmError {
     /// The work was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// The vocabulary could not be read, or a token id is out of range.
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A sampling parameter is out of range, or the logits cannot be sampled.
+    #[error("sampling: {0}")]
+    Sampling(#[from] crate::sampling::SamplingError),
+    /// A chat template could not be parsed or rendered.
+    #[error("chat template: {0}")]
+    Chat(#[from] crate::chat::ChatError),
+    /// A stop string is invalid.
+    #[error("stop strings: {0}")]
+    Stop(#[from] crate::stop::StopError),
+    /// Chat was asked of a model whose file has no usable chat template.
+    #[error("the model has no chat template ({0}); pass a prompt, or a template of your own")]
+    NoChatTemplate(String),
 }
 
 /// Result with [`LlmError`].

@@ -166,6 +166,33 @@ impl KvCache {
         self.n_past = 0;
     }
 
+    /// Keeps the first `n` positions and forgets the rest, so that a prompt sharing a prefix
+    /// with what was processed only computes the rest. Returns `false` (and keeps everything)
+    /// when a sliding-window ring has overwritten positions the window of position `n` needs;
+    /// the caller then clears the cache instead.
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if n >= self.n_past {
+            return n == self.n_past;
+        }
+        let dropped = self.n_past - n;
+        for k in &self.kinds {
+            if let Some(w) = k.window {
+                if self.n_past > k.size && dropped > k.size.saturating_sub(w) {
+                    return false;
+                }
+            }
+        }
+        for k in &mut self.kinds {
+            for p in &mut k.pos {
+                if *p >= n as i64 {
+                    *p = -1;
+                }
+            }
+        }
+        self.n_past = n;
+        true
+    }
+
     /// Where the next `n_tokens` positions go, with their masks; the cache is not changed
     /// until [`KvCache::commit`]. Errors when they do not fit in the context.
     pub fn plan(&self, n_tokens: usize) -> Result<BatchPlan> {

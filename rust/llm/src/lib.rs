@@ -4,8 +4,10 @@
 
 pub mod chat;
 pub mod context;
+pub mod embed;
 pub mod error;
 pub mod forward;
+pub mod generate;
 pub mod hparams;
 pub mod kv_cache;
 pub mod model;
@@ -16,6 +18,10 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use context::{Context, ContextOptions, Output, Rows};
+pub use embed::Pooling;
 pub use error::{LlmError, Result};
+pub use generate::{
+    generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
+};
 pub use hparams::{Architecture, HParams};
 pub use model::{DeviceChoice, Model};

@@ -1,9 +1,11 @@
 //! A loaded model: the mapped GGUF file, its hyper-parameters, its tensors checked and placed
 //! on a device, ready for contexts ([`crate::Context`]) to run it.
 
+use crate::chat::ChatTemplate;
 use crate::error::{LlmError, Result};
-use crate::hparams::HParams;
+use crate::hparams::{Architecture, HParams};
 use crate::tensors::ModelTensors;
+use crate::tokenizer::Tokenizer;
 use crate::weights::{Progress, WeightStore};
 use std::path::Path;
 use std::sync::Arc;
@@ -74,6 +76,8 @@ pub struct Model {
     tensors: ModelTensors,
     weights: WeightStore,
     device: Arc<dyn Device>,
+    tokenizer: Tokenizer,
+    chat: std::result::Result<ChatTemplate, String>,
 }
 
 impl Model {
@@ -98,6 +102,8 @@ impl Model {
     ) -> Result<Model> {
         let hparams = HParams::from_gguf(&file)?;
         let tensors = ModelTensors::from_gguf(&file, &hparams)?;
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        let chat = chat_template(&file, &hparams, &tokenizer);
         let device = device.resolve(registry)?;
         let weights = WeightStore::place(&file, &tensors, &device, registry, progress)?;
         log::info!(
@@ -107,7 +113,19 @@ impl Model {
             weights.mapped_bytes(),
             weights.copied_bytes()
         );
-        Ok(Model { file, hparams, tensors, weights, device })
+        Ok(Model { file, hparams, tensors, weights, device, tokenizer, chat })
+    }
+
+    /// The tokenizer of the file's vocabulary.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The chat template: the file's `tokenizer.chat_template`, or the built-in Gemma template
+    /// for Gemma files that carry none; [`LlmError::NoChatTemplate`] when there is none or it
+    /// does not parse.
+    pub fn chat_template(&self) -> Result<&ChatTemplate> {
+        self.chat.as_ref().map_err(|why| LlmError::NoChatTemplate(why.clone()))
     }
 
     /// The mapped file.
@@ -143,5 +161,24 @@ impl Model {
     /// Bytes of every weight (the tied output counted once).
     pub fn weight_bytes(&self) -> usize {
         self.tensors.all().iter().map(|t| t.info.size).sum()
+    }
+}
+
+/// The chat template of `file` (see [`Model::chat_template`]), or why there is none.
+fn chat_template(
+    file: &GgufFile,
+    hp: &HParams,
+    tok: &Tokenizer,
+) -> std::result::Result<ChatTemplate, String> {
+    let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_string();
+    let (bos, eos) = (text(tok.bos()), text(tok.eos()));
+    match file.opt_str("tokenizer.chat_template") {
+        Ok(Some(src)) => ChatTemplate::new(src, &bos, &eos).map_err(|e| {
+            log::warn!("the file's chat template does not parse: {e}");
+            format!("tokenizer.chat_template does not parse: {e}")
+        }),
+        Ok(None) if hp.arch == Architecture::Gemma3 => Ok(ChatTemplate::gemma()),
+        Ok(None) => Err("the file has no tokenizer.chat_template".into()),
+        Err(e) => Err(format!("tokenizer.chat_template: {e}")),
     }
 }

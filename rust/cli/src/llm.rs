@@ -1,0 +1,257 @@
+//! `tessera run MODEL -p TEXT [-n N]` streams a continuation; `tessera bench model MODEL -p PP
+//! -n TG -t T,..` measures prompt and generation tokens per second as llama-bench does (random
+//! token ids, the KV cache cleared per run, the median of the runs after a warm-up).
+//!
+//! `bench model --json FILE` appends one JSON object per thread count with the keys `threads`,
+//! `pp_tokens`, `tg_tokens`, `pp_tps`, `tg_tps` (and `pp_runs`, `tg_runs`, `device`, `tier`,
+//! `model`), the interface of `shared/anchor/model_compare.py`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+use tessera_core::registry::Registry;
+use tessera_llm::chat::ChatMessage;
+use tessera_llm::sampling::SamplingParams;
+use tessera_llm::{
+    generate, Context, ContextOptions, DeviceChoice, GenerateOptions, Model, Prompt, Rows,
+};
+
+/// Options shared by `run` and `bench model`.
+struct Common {
+    model: String,
+    device: DeviceChoice,
+    threads: Vec<usize>,
+    n_ctx: Option<usize>,
+    n_batch: usize,
+}
+
+fn value<'a>(args: &'a [String], i: &mut usize, name: &str) -> Result<&'a str, String> {
+    *i += 1;
+    args.get(*i).map(String::as_str).ok_or_else(|| format!("{name} needs a value"))
+}
+
+fn number<T: std::str::FromStr>(s: &str, name: &str) -> Result<T, String> {
+    s.parse().map_err(|_| format!("{name}: {s:?} is not a valid number"))
+}
+
+fn thread_list(s: &str) -> Result<Vec<usize>, String> {
+    let v: Vec<usize> =
+        s.split(',').map(|t| number::<usize>(t.trim(), "-t")).collect::<Result<_, _>>()?;
+    if v.is_empty() || v.contains(&0) {
+        return Err(format!("-t: {s:?} must list thread counts of at least 1"));
+    }
+    Ok(v)
+}
+
+/// Loads the model, showing progress on stderr.
+fn load(reg: &Registry, c: &Common) -> Result<Arc<Model>, String> {
+    let t0 = Instant::now();
+    let mut last = -1i32;
+    let model = Model::load(&c.model, reg, &c.device, &mut |f| {
+        let pct = (f * 100.0) as i32;
+        if pct / 10 != last / 10 {
+            eprint!("\rloading {}: {pct:3}%", c.model);
+            last = pct;
+        }
+        true
+    })
+    .map_err(|e| format!("{}: {e}", c.model))?;
+    let hp = model.hparams();
+    eprintln!(
+        "\rloaded {} in {:.2} s: {} {} layers, {:.1} M parameters, {:.1} MB of weights on {} \
+         ({:.1} MB read in place from the file, {:.1} MB repacked or uploaded)",
+        c.model,
+        t0.elapsed().as_secs_f64(),
+        hp.arch.name(),
+        hp.n_layer,
+        model.n_params() as f64 / 1e6,
+        model.weight_bytes() as f64 / 1e6,
+        model.device().name(),
+        model.weights().mapped_bytes() as f64 / 1e6,
+        model.weights().copied_bytes() as f64 / 1e6,
+    );
+    Ok(Arc::new(model))
+}
+
+/// `tessera run MODEL -p TEXT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S]
+/// [-t THREADS] [--device D] [-c N_CTX]`: greedy by default.
+pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
+    let mut c = Common {
+        model: String::new(),
+        device: DeviceChoice::Auto,
+        threads: vec![],
+        n_ctx: None,
+        n_batch: 512,
+    };
+    let (mut prompt, mut n, mut chat) = (None, 64usize, false);
+    let mut sampling = SamplingParams::greedy();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-p" | "--prompt" => prompt = Some(value(args, &mut i, "-p")?.to_string()),
+            "-n" => n = number(value(args, &mut i, "-n")?, "-n")?,
+            "--chat" => chat = true,
+            "--temp" => sampling.temperature = number(value(args, &mut i, "--temp")?, "--temp")?,
+            "--top-k" => sampling.top_k = number(value(args, &mut i, "--top-k")?, "--top-k")?,
+            "--top-p" => sampling.top_p = number(value(args, &mut i, "--top-p")?, "--top-p")?,
+            "--seed" => sampling.seed = Some(number(value(args, &mut i, "--seed")?, "--seed")?),
+            "-t" | "--threads" => c.threads = thread_list(value(args, &mut i, "-t")?)?,
+            "--device" => c.device = DeviceChoice::parse(value(args, &mut i, "--device")?),
+            "-c" | "--ctx" => c.n_ctx = Some(number(value(args, &mut i, "-c")?, "-c")?),
+            other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
+            other => return Err(format!("run: unknown argument {other:?}")),
+        }
+        i += 1;
+    }
+    if c.model.is_empty() {
+        return Err("run: which model? (tessera run MODEL.gguf -p TEXT)".into());
+    }
+    let prompt = prompt.ok_or("run: -p TEXT is required")?;
+    let model = load(reg, &c)?;
+    let opts = ContextOptions {
+        n_ctx: c.n_ctx.unwrap_or(4096).min(model.hparams().n_ctx_train),
+        n_batch: c.n_batch,
+        threads: c.threads.first().copied(),
+    };
+    let mut ctx = Context::new(model, reg, &opts).map_err(|e| e.to_string())?;
+    let p = if chat {
+        Prompt::Messages(vec![ChatMessage::new("user", prompt.clone())])
+    } else {
+        Prompt::Text(prompt.clone())
+    };
+    let gen_opts = GenerateOptions { sampling, max_tokens: n, ..Default::default() };
+    if !chat {
+        print!("{prompt}");
+    }
+    let mut out = std::io::stdout();
+    let g = generate(&mut ctx, &p, &gen_opts, &mut |e| {
+        let _ = out.write_all(e.text.as_bytes());
+        let _ = out.flush();
+        true
+    })
+    .map_err(|e| e.to_string())?;
+    println!();
+    let t = g.timings;
+    eprintln!(
+        "prompt: {} tokens in {:.0} ms ({:.1} tokens/s); generation: {} tokens in {:.0} ms \
+         ({:.1} tokens/s); stopped: {}",
+        t.prompt_tokens,
+        t.prompt_ms,
+        t.prompt_per_second(),
+        t.predicted_tokens,
+        t.predicted_ms,
+        t.predicted_per_second(),
+        g.stop_reason.name()
+    );
+    Ok(())
+}
+
+/// Deterministic token ids in `[10, n_vocab - 1)`, as llama_bench.py draws (not the same ids).
+fn random_tokens(n: usize, n_vocab: usize) -> Vec<u32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (10 + s % (n_vocab as u64 - 11)) as u32
+        })
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `tessera bench model MODEL [-p PP] [-n TG] [-t T,..] [-r REPS] [--device D] [--json FILE]`.
+pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
+    let mut c = Common {
+        model: String::new(),
+        device: DeviceChoice::Auto,
+        threads: vec![],
+        n_ctx: None,
+        n_batch: 512,
+    };
+    let (mut pp, mut tg, mut reps, mut json) = (512usize, 128usize, 3usize, None);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-p" => pp = number(value(args, &mut i, "-p")?, "-p")?,
+            "-n" => tg = number(value(args, &mut i, "-n")?, "-n")?,
+            "-r" | "--reps" => reps = number(value(args, &mut i, "-r")?, "-r")?,
+            "-t" | "--threads" => c.threads = thread_list(value(args, &mut i, "-t")?)?,
+            "-b" | "--batch" => c.n_batch = number(value(args, &mut i, "-b")?, "-b")?,
+            "--device" => c.device = DeviceChoice::parse(value(args, &mut i, "--device")?),
+            "--json" => json = Some(value(args, &mut i, "--json")?.to_string()),
+            other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
+            other => return Err(format!("bench model: unknown argument {other:?}")),
+        }
+        i += 1;
+    }
+    if c.model.is_empty() {
+        return Err("bench model: which model? (tessera bench model MODEL.gguf)".into());
+    }
+    if pp == 0 || tg == 0 || reps == 0 {
+        return Err("bench model: -p, -n and -r must be at least 1".into());
+    }
+    if c.threads.is_empty() {
+        c.threads = vec![tessera_cpu::device::default_threads()];
+    }
+    let model = load(reg, &c)?;
+    let hp = model.hparams();
+    let tier = tessera_cpu::kernels::active_tier().name();
+    let toks = random_tokens(pp, hp.n_vocab);
+    let n_ctx = (pp + tg + 8).max(2048).min(hp.n_ctx_train);
+    println!("| model | size | params | device | tier | threads | test | t/s |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &threads in &c.threads {
+        let opts = ContextOptions { n_ctx, n_batch: c.n_batch, threads: Some(threads) };
+        let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
+        let err = |e: tessera_llm::LlmError| e.to_string();
+        ctx.decode(&toks[..pp.min(64)], Rows::Last).map_err(err)?; // warm-up
+        let (mut pp_runs, mut tg_runs) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            ctx.clear();
+            let t = Instant::now();
+            ctx.decode(&toks, Rows::Last).map_err(err)?;
+            pp_runs.push(pp as f64 / t.elapsed().as_secs_f64());
+            ctx.clear();
+            ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
+            let t = Instant::now();
+            for k in 0..tg {
+                ctx.decode(&[toks[(k + 1) % toks.len()]], Rows::Last).map_err(err)?;
+            }
+            tg_runs.push(tg as f64 / t.elapsed().as_secs_f64());
+            eprint!(".");
+        }
+        eprintln!();
+        let (pp_tps, tg_tps) = (median(&mut pp_runs.clone()), median(&mut tg_runs.clone()));
+        let size = format!("{:.1} MiB", model.weight_bytes() as f64 / (1 << 20) as f64);
+        let params = format!("{:.1} M", model.n_params() as f64 / 1e6);
+        let dev = model.device().name();
+        println!(
+            "| {} | {size} | {params} | {dev} | {tier} | {threads} | pp{pp} | {pp_tps:.1} |",
+            hp.arch.name()
+        );
+        println!(
+            "| {} | {size} | {params} | {dev} | {tier} | {threads} | tg{tg} | {tg_tps:.1} |",
+            hp.arch.name()
+        );
+        if let Some(path) = &json {
+            let row = serde_json::json!({
+                "engine": "tessera", "model": c.model, "device": dev, "tier": tier,
+                "threads": threads, "pp_tokens": pp, "tg_tokens": tg,
+                "pp_tps": pp_tps, "tg_tps": tg_tps, "pp_runs": pp_runs, "tg_runs": tg_runs,
+                "weight_bytes": model.weight_bytes(),
+            });
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("{path}: {e}"))?;
+            writeln!(f, "{row}").map_err(|e| format!("{path}: {e}"))?;
+        }
+    }
+    Ok(())
+}
