@@ -1,11 +1,13 @@
-// Shared by every Tessera kernel (prepended to each shader file before compilation).
+// Shared by every Tessera kernel (prepended to each shader file before compilation, after
+// `f16_int.wgsl` or `f16_native.wgsl`, which decode F16).
 //
 // Every tensor is bound as `array<u32>` and addressed in bytes through a descriptor: shape
-// `ne`, byte strides `nb`, the byte offset of element 0 in the binding and a type code. F16
-// values are converted to and from f32 with integer arithmetic (exact, round-to-nearest-even),
-// which needs neither the `shader-f16` feature nor `pack2x16float` / `unpack2x16float` (which
-// Mesa's drivers only offer together with `shader-f16`). The 18- and 34-byte Q4_0 / Q8_0
-// blocks, only 2-byte aligned, are read byte by byte from the words that hold them.
+// `ne`, byte strides `nb`, the byte offset of element 0 in the binding and a type code. F32 is
+// converted to F16 with integer arithmetic (exact, round-to-nearest-even, as ggml and the
+// `half` crate), which needs neither the `shader-f16` feature nor `pack2x16float` (which
+// Mesa's drivers only offer together with `shader-f16`, and whose rounding WGSL leaves open).
+// Blocks of the quantized types, only 2-byte aligned, are read byte by byte from the words that
+// hold them (`quant.wgsl`).
 
 struct Desc {
     ne: vec4<u32>,
@@ -21,27 +23,21 @@ const T_F16: u32 = 1u;
 const T_Q4_0: u32 = 2u;
 const T_Q8_0: u32 = 3u;
 const T_I32: u32 = 4u;
+const T_BF16: u32 = 5u;
+const T_Q4_1: u32 = 6u;
+const T_Q5_0: u32 = 7u;
+const T_Q5_1: u32 = 8u;
+const T_Q2_K: u32 = 9u;
+const T_Q3_K: u32 = 10u;
+const T_Q4_K: u32 = 11u;
+const T_Q5_K: u32 = 12u;
+const T_Q6_K: u32 = 13u;
 
 const NEG_INF_BITS: u32 = 0xff800000u;
 
 // Byte `b & 3` of word `w`.
 fn byte_of(w: u32, b: u32) -> u32 {
     return (w >> ((b & 3u) * 8u)) & 0xffu;
-}
-
-// The f32 value of the f16 with bits `h` (exact, including subnormals, infinities, NaN).
-fn f16_to_f32(h: u32) -> f32 {
-    let s = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    if e == 0u {
-        let v = f32(m) * 5.9604644775390625e-8;
-        return select(v, -v, s != 0u);
-    }
-    if e == 31u {
-        return bitcast<f32>(s | 0x7f800000u | (m << 13u));
-    }
-    return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
 }
 
 // The bits of the f16 nearest to `v` (ties to even, overflow to infinity), as ggml and the
@@ -80,11 +76,6 @@ fn f32_to_f16(v: f32) -> u32 {
     return s | h;
 }
 
-// The f16 at byte address `b` (2-byte aligned) of word `w`, as f32.
-fn f16_of(w: u32, b: u32) -> f32 {
-    return f16_to_f32((w >> ((b & 2u) * 8u)) & 0xffffu);
-}
-
 // A byte as a signed 8-bit integer.
 fn as_i8(x: u32) -> i32 {
     return bitcast<i32>(x << 24u) >> 24u;
@@ -107,4 +98,11 @@ fn byte_at(d: Desc, c: vec4<u32>) -> u32 {
 // The flat index of a workgroup in a 2D dispatch (x fastest).
 fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
+}
+
+// tanh through exp, clamped so that it never overflows (and never yields NaN).
+fn tanh_safe(x: f32) -> f32 {
+    let y = clamp(x, -15.0, 15.0);
+    let e = exp(2.0 * y);
+    return (e - 1.0) / (e + 1.0);
 }

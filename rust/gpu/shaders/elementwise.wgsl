@@ -1,8 +1,10 @@
-// Element-wise kernels: binary ops with ggml broadcasting (ADD, SUB, MUL, DIV), unary ops and
-// activations (SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH) and copies with conversion
-// (CPY, CONT, DUP). Operands and result are F32 or F16 with any strides; one invocation per
-// result element. The result is written through atomics so that two invocations can write the
-// two f16 halves of one word.
+// Element-wise kernels: binary ops with ggml broadcasting (ADD, SUB, MUL, DIV) and the gated
+// linear units (SWIGLU, GEGLU: act(src0) * src1, the host pointing both descriptors into the
+// halves of one row for the one-operand form), unary ops and activations (SCALE, SQR, SQRT,
+// CLAMP, SILU, GELU, RELU, TANH) and copies with conversion (CPY, CONT, DUP; I32 copied bit
+// for bit). Operands and result are F32 or F16 with any strides; one invocation per result
+// element. The result is written through atomics so that two invocations can write the two
+// f16 halves of one word.
 
 struct Params {
     a: Desc,
@@ -23,6 +25,8 @@ const OP_ADD: u32 = 0u;
 const OP_SUB: u32 = 1u;
 const OP_MUL: u32 = 2u;
 const OP_DIV: u32 = 3u;
+const OP_SWIGLU: u32 = 4u;
+const OP_GEGLU: u32 = 5u;
 
 const OP_COPY: u32 = 0u;
 const OP_SCALE: u32 = 1u;
@@ -40,6 +44,11 @@ fn load0(b: u32, t: u32) -> f32 {
         return f16_of(w, b);
     }
     return bitcast<f32>(w);
+}
+
+// The raw 32-bit word of an I32 element of src0.
+fn load0_raw(b: u32) -> u32 {
+    return src0[b >> 2u];
 }
 
 fn load1(b: u32, t: u32) -> f32 {
@@ -64,13 +73,6 @@ fn store(b: u32, t: u32, v: f32) {
     } else {
         atomicStore(&dst[w], bitcast<u32>(v));
     }
-}
-
-// tanh through exp, clamped so that it never overflows (and never yields NaN).
-fn tanh_safe(x: f32) -> f32 {
-    let y = clamp(x, -15.0, 15.0);
-    let e = exp(2.0 * y);
-    return (e - 1.0) / (e + 1.0);
 }
 
 fn unary_op(op: u32, x: f32) -> f32 {
@@ -109,7 +111,9 @@ fn binary(
         case 0u: { r = x + y; }
         case 1u: { r = x - y; }
         case 2u: { r = x * y; }
-        default: { r = x / y; }
+        case 3u: { r = x / y; }
+        case 4u: { r = unary_op(OP_SILU, x) * y; }
+        default: { r = unary_op(OP_GELU, x) * y; }
     }
     store(byte_at(p.d, c), p.d.dtype, r);
 }
@@ -127,6 +131,11 @@ fn unary(
     if i >= p.n {
         return;
     }
-    let x = load0(byte_at(p.a, coords(i, p.a.ne)), p.a.dtype);
-    store(byte_at(p.d, coords(i, p.d.ne)), p.d.dtype, unary_op(p.op, x));
+    let src_at = byte_at(p.a, coords(i, p.a.ne));
+    let to = byte_at(p.d, coords(i, p.d.ne));
+    if p.a.dtype == T_I32 {
+        atomicStore(&dst[to >> 2u], load0_raw(src_at));
+        return;
+    }
+    store(to, p.d.dtype, unary_op(p.op, load0(src_at, p.a.dtype)));
 }

@@ -1,25 +1,38 @@
-// GET_ROWS: dst[i0, i10, i11, i12] = src0[i0, idx[i10, i11, i12], i11, i12], with src0 F32,
-// F16, Q8_0, Q4_0 (decoded to F32) or I32 (copied), the indices I32. One invocation per result
-// element. An index outside src0's rows gives 0.
+// GET_ROWS: dst[i0, i10, i11, i12] = src0[i0, idx[i10, i11, i12], i11, i12], with src0 of any
+// type `quant.wgsl` decodes (to F32, bit for bit as the reference dequantizes) or I32 (copied),
+// the indices I32, any strides. One invocation per four consecutive result values of a row.
+//
+// An index outside src0's rows is reported in `status` (see `status.wgsl`) and its row of the
+// result is left unwritten: the backend turns the report into an error naming the index. A
+// table larger than one binding is read in ranges of rows, one dispatch each: the binding of
+// src0 then holds rows `row0 .. row0 + a.ne.y` of `rows`, and only the first dispatch reports.
 
 struct Params {
     a: Desc,
     b: Desc,
     d: Desc,
+    // Number of 4-value groups of the result.
     n: u32,
+    // Which node of the compute this is, for the status report.
+    tag: u32,
+    // Always 0; see `exact`.
+    zero: u32,
+    // The first table row in the binding, the rows of the whole table, whether to report.
+    row0: u32,
+    rows: u32,
+    reports: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<u32>;
 @group(0) @binding(1) var<storage, read_write> idx: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(4) var<uniform> p: Params;
 
-fn a_byte(b: u32) -> u32 {
-    return byte_of(src0[b >> 2u], b);
-}
-
-fn a_f16(b: u32) -> f32 {
-    return f16_of(src0[b >> 2u], b);
+// The product `x` exactly as computed: or-ing a value the compiler cannot know (it is 0) keeps
+// the product from being fused into a multiply-add, so results equal the reference bit for bit.
+fn exact(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) | p.zero);
 }
 
 @compute @workgroup_size(256)
@@ -28,45 +41,35 @@ fn get_rows(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let i = flat_group(wid, nwg) * 256u + li;
-    if i >= p.n {
+    let gi = flat_group(wid, nwg) * 256u + li;
+    if gi >= p.n {
         return;
     }
-    let c = coords(i, p.d.ne);
-    let r = bitcast<i32>(idx[(p.b.offset + c.y * p.b.nb.x + c.z * p.b.nb.y + c.w * p.b.nb.z) >> 2u]);
-    let out = (p.d.offset + c.x * p.d.nb.x + c.y * p.d.nb.y + c.z * p.d.nb.z + c.w * p.d.nb.w) >> 2u;
-    if r < 0 || u32(r) >= p.a.ne.y {
-        dst[out] = 0u;
+    let ne0 = p.d.ne.x;
+    let groups = (ne0 + 3u) / 4u;
+    let c = coords(gi / groups, vec4<u32>(p.d.ne.y, p.d.ne.z, p.d.ne.w, 1u));
+    let i0 = (gi % groups) * 4u;
+    let r = bitcast<i32>(idx[(p.b.offset + c.x * p.b.nb.x + c.y * p.b.nb.y + c.z * p.b.nb.z) >> 2u]);
+    if r < 0 || u32(r) >= p.rows {
+        if i0 == 0u && p.reports != 0u {
+            report(p.tag, bitcast<u32>(r), c.x, c.y, c.z);
+        }
         return;
     }
-    let row = p.a.offset + u32(r) * p.a.nb.y + c.z * p.a.nb.z + c.w * p.a.nb.w;
-    var v: f32;
-    switch p.a.dtype {
-        case 4u: {
-            dst[out] = src0[(row + c.x * p.a.nb.x) >> 2u];
-            return;
-        }
-        case 3u: {
-            let blk = row + (c.x / 32u) * 34u;
-            v = a_f16(blk) * f32(as_i8(a_byte(blk + 2u + c.x % 32u)));
-        }
-        case 2u: {
-            let blk = row + (c.x / 32u) * 18u;
-            let w = c.x % 32u;
-            var q: u32;
-            if w < 16u {
-                q = a_byte(blk + 2u + w) & 0xfu;
-            } else {
-                q = a_byte(blk + 2u + w - 16u) >> 4u;
-            }
-            v = a_f16(blk) * (f32(q) - 8.0);
-        }
-        case 1u: {
-            v = a_f16(row + c.x * p.a.nb.x);
-        }
-        default: {
-            v = bitcast<f32>(src0[(row + c.x * p.a.nb.x) >> 2u]);
-        }
+    if u32(r) < p.row0 || u32(r) - p.row0 >= p.a.ne.y {
+        return;
     }
-    dst[out] = bitcast<u32>(v);
+    let row = p.a.offset + (u32(r) - p.row0) * p.a.nb.y + c.y * p.a.nb.z + c.z * p.a.nb.w;
+    let out = p.d.offset + c.x * p.d.nb.y + c.y * p.d.nb.z + c.z * p.d.nb.w;
+    let n = min(4u, ne0 - i0);
+    if WTYPE == T_I32 {
+        for (var j = 0u; j < n; j++) {
+            dst[(out + (i0 + j) * p.d.nb.x) >> 2u] = src0[(row + (i0 + j) * p.a.nb.x) >> 2u];
+        }
+        return;
+    }
+    let v = dequant4(row, i0, WTYPE, p.a.nb.x, ne0);
+    for (var j = 0u; j < n; j++) {
+        dst[(out + (i0 + j) * p.d.nb.x) >> 2u] = bitcast<u32>(v[j]);
+    }
 }

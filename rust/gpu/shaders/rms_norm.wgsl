@@ -1,10 +1,12 @@
 // RMS_NORM: each row of src0 (F32, any strides) divided by sqrt(mean(x^2) + eps), as
-// ggml_rms_norm. One workgroup per row.
+// ggml_rms_norm; NORM (`center`): (x - mean(x)) / sqrt(var(x) + eps) with the population
+// variance, as ggml_norm. One workgroup per row.
 
 struct Params {
     a: Desc,
     d: Desc,
     eps: f32,
+    center: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<u32>;
@@ -31,12 +33,29 @@ fn rms_norm(
     let a_row = p.a.offset + i1 * p.a.nb.y + i2 * p.a.nb.z + i3 * p.a.nb.w;
     let d_row = p.d.offset + i1 * p.d.nb.y + i2 * p.d.nb.z + i3 * p.d.nb.w;
 
-    var sum = 0.0;
+    var mean = 0.0;
+    if p.center != 0u {
+        var sum = 0.0;
+        for (var i0 = li; i0 < ne.x; i0 += WG) {
+            sum += bitcast<f32>(src0[(a_row + i0 * p.a.nb.x) >> 2u]);
+        }
+        mean = reduce_sum(sum, li) / f32(ne.x);
+    }
+    var sum2 = 0.0;
+    for (var i0 = li; i0 < ne.x; i0 += WG) {
+        let x = bitcast<f32>(src0[(a_row + i0 * p.a.nb.x) >> 2u]) - mean;
+        sum2 = fma(x, x, sum2);
+    }
+    let scale = 1.0 / sqrt(reduce_sum(sum2, li) / f32(ne.x) + p.eps);
     for (var i0 = li; i0 < ne.x; i0 += WG) {
         let x = bitcast<f32>(src0[(a_row + i0 * p.a.nb.x) >> 2u]);
-        sum = fma(x, x, sum);
+        dst[(d_row + i0 * p.d.nb.x) >> 2u] = bitcast<u32>((x - mean) * scale);
     }
-    red[li] = sum;
+}
+
+// The sum of `v` over the workgroup (every invocation gets it).
+fn reduce_sum(v: f32, li: u32) -> f32 {
+    red[li] = v;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if li < s {
@@ -44,9 +63,7 @@ fn rms_norm(
         }
         workgroupBarrier();
     }
-    let scale = 1.0 / sqrt(red[0] / f32(ne.x) + p.eps);
-    for (var i0 = li; i0 < ne.x; i0 += WG) {
-        let x = bitcast<f32>(src0[(a_row + i0 * p.a.nb.x) >> 2u]);
-        dst[(d_row + i0 * p.d.nb.x) >> 2u] = bitcast<u32>(x * scale);
-    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
 }

@@ -1,9 +1,12 @@
 // ROPE: rotary position embedding of src0 (F32 [head_dim, n_head, n_tokens, ne3], any
 // strides) at the I32 positions src1 ([n_tokens]), with optional F32 frequency factors, in
-// normal mode (adjacent pairs) or NeoX mode (pairs n_dims / 2 apart), as ggml_rope_ext without
-// YaRN (ext_factor = 0): theta = pos * freq_scale * freq_base^(-2i / n_dims) / factor[i],
-// rotated values scaled by attn_factor. Dims from n_dims on are copied. One invocation per
-// pair.
+// normal mode (adjacent pairs) or NeoX mode (pairs n_dims / 2 apart), as ggml_rope_ext:
+// theta_extrap = pos * freq_base^(-2i / n_dims) / factor[i], theta_interp = freq_scale *
+// theta_extrap; without YaRN (ext_factor = 0) theta = theta_interp, else it mixes the two by
+// ggml's ramp over the correction dims (computed on the host) and the magnitude is scaled by
+// `mscale_yarn`; rotated values are scaled by attn_factor. Dims from n_dims on are copied. One
+// invocation per pair. Angles are reduced to [-pi, pi] before sin / cos, whose accuracy drivers
+// only promise near zero.
 
 struct Params {
     a: Desc,
@@ -17,6 +20,21 @@ struct Params {
     log2_base: f32,
     freq_scale: f32,
     attn_factor: f32,
+    ext_factor: f32,
+    corr_low: f32,
+    corr_high: f32,
+    mscale_yarn: f32,
+}
+
+const INV_TWO_PI: f32 = 0.15915494309189535;
+// 2 pi = TWO_PI_HI + TWO_PI_LO, the first with few enough bits that k * TWO_PI_HI is exact.
+const TWO_PI_HI: f32 = 6.28125;
+const TWO_PI_LO: f32 = 0.0019353071795864769;
+
+// `t` minus the nearest multiple of 2 pi.
+fn reduce_angle(t: f32) -> f32 {
+    let k = round(t * INV_TWO_PI);
+    return (t - k * TWO_PI_HI) - k * TWO_PI_LO;
 }
 
 @group(0) @binding(0) var<storage, read_write> src0: array<u32>;
@@ -62,13 +80,21 @@ fn rope(
     }
 
     let position = f32(bitcast<i32>(pos[(p.pos.offset + c.y * p.pos.nb.x) >> 2u]));
-    var theta = position * exp2(-f32(2u * ip) / f32(p.n_dims) * p.log2_base);
+    var theta_extrap = position * exp2(-f32(2u * ip) / f32(p.n_dims) * p.log2_base);
     if p.has_ff != 0u {
-        theta = theta / bitcast<f32>(ff[(p.ff.offset + ip * p.ff.nb.x) >> 2u]);
+        theta_extrap = theta_extrap / bitcast<f32>(ff[(p.ff.offset + ip * p.ff.nb.x) >> 2u]);
     }
-    theta = theta * p.freq_scale;
-    let cs = cos(theta) * p.attn_factor;
-    let sn = sin(theta) * p.attn_factor;
+    var theta = theta_extrap * p.freq_scale;
+    var mscale = p.attn_factor;
+    if p.ext_factor != 0.0 {
+        let y = (f32(ip) - p.corr_low) / max(0.001, p.corr_high - p.corr_low);
+        let ramp_mix = (1.0 - clamp(y, 0.0, 1.0)) * p.ext_factor;
+        theta = theta * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+        mscale = mscale * p.mscale_yarn;
+    }
+    theta = reduce_angle(theta);
+    let cs = cos(theta) * mscale;
+    let sn = sin(theta) * mscale;
 
     var j0 = 2u * ip;
     var j1 = 2u * ip + 1u;

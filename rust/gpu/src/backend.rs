@@ -1,12 +1,13 @@
 //! The GPU backend: computes graph nodes with the WGSL kernels, one compute pass per node,
 //! submitting in batches and waiting for the device at the end.
 
+use crate::buffer::GpuBuffer;
 use crate::context::Context;
 use crate::device::GpuDevice;
-use crate::kernels::{self, Dispatch};
+use crate::kernels::{self, Checks, Dispatch, STATUS_WORDS};
 use std::any::Any;
 use std::sync::Arc;
-use tessera_core::backend::{AbortCallback, Backend, Device, GraphPlan};
+use tessera_core::backend::{AbortCallback, Backend, Buffer, Device, GraphPlan};
 use tessera_core::{Error, Graph, Result, TensorId};
 
 /// Nodes encoded into one command buffer before it is submitted (and the abort callback is
@@ -17,6 +18,8 @@ const NODES_PER_SUBMIT: usize = 64;
 pub struct GpuBackend {
     device: GpuDevice,
     abort: Option<AbortCallback>,
+    /// Where kernels that check their input (GET_ROWS indices) report, made on first use.
+    status: Option<GpuBuffer>,
 }
 
 /// A plan of the GPU backend: the nodes to compute, in order.
@@ -36,7 +39,7 @@ impl GraphPlan for GpuPlan {
 impl GpuBackend {
     /// A backend on `device`.
     pub fn new(device: GpuDevice) -> GpuBackend {
-        GpuBackend { device, abort: None }
+        GpuBackend { device, abort: None, status: None }
     }
 
     fn ctx(&self) -> &Arc<Context> {
@@ -45,6 +48,31 @@ impl GpuBackend {
 
     fn aborted(&self) -> bool {
         self.abort.as_ref().is_some_and(|f| f())
+    }
+
+    /// The status buffer, allocated on first use.
+    fn status(&mut self) -> Result<wgpu::Buffer> {
+        if self.status.is_none() {
+            self.status = Some(GpuBuffer::new(self.ctx().clone(), STATUS_WORDS * 4)?);
+        }
+        Ok(self.status.as_ref().map(|b| b.raw().clone()).expect("allocated above"))
+    }
+
+    /// Fails with the first report of a checking kernel of `nodes` since the status was
+    /// cleared.
+    fn check_status(&self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
+        let Some(status) = &self.status else { return Ok(()) };
+        let mut bytes = [0u8; STATUS_WORDS * 4];
+        status.read(0, &mut bytes)?;
+        let w: Vec<u32> =
+            bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if w[0] == 0 {
+            return Ok(());
+        }
+        let id = *nodes.get(w[1] as usize).ok_or_else(|| {
+            self.ctx().error(format!("a kernel reported bad input for unknown node {}", w[1]))
+        })?;
+        Err(kernels::input_error(graph, id, w[2], [w[3], w[4], w[5]]))
     }
 
     fn submit(&self, dispatches: &[Dispatch]) -> Result<()> {
@@ -119,19 +147,34 @@ impl Backend for GpuBackend {
                 });
             }
         }
-        for chunk in nodes.chunks(NODES_PER_SUBMIT) {
+        let status = self.status()?;
+        let mut cleared = false;
+        for (c, chunk) in nodes.chunks(NODES_PER_SUBMIT).enumerate() {
             if self.aborted() {
                 self.ctx().wait()?;
                 return Err(Error::Aborted);
             }
             let mut dispatches = Vec::with_capacity(chunk.len());
-            for &id in chunk {
-                if let Some(d) = kernels::plan(self.ctx(), graph, id)? {
+            for (i, &id) in chunk.iter().enumerate() {
+                let tag = (c * NODES_PER_SUBMIT + i) as u32;
+                let checks = Checks { status: &status, tag };
+                for d in kernels::plan(self.ctx(), graph, id, &checks)? {
+                    if d.checks && !cleared {
+                        // Queued before this chunk's command buffer.
+                        if let Some(s) = &self.status {
+                            s.fill(0, STATUS_WORDS * 4, 0)?;
+                        }
+                        cleared = true;
+                    }
                     dispatches.push(d);
                 }
             }
             self.submit(&dispatches)?;
         }
-        self.ctx().wait()
+        self.ctx().wait()?;
+        if cleared {
+            self.check_status(graph, nodes)?;
+        }
+        Ok(())
     }
 }

@@ -19,6 +19,15 @@ const MAP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest chunk written at once by [`Buffer::fill`].
 const FILL_CHUNK: usize = 4 << 20;
 
+/// Largest piece of a write handed to the queue at once: wgpu copies each into staging memory
+/// of its own, freed once the GPU has taken it.
+const UPLOAD_CHUNK: usize = 8 << 20;
+
+/// Bytes of a large write queued before waiting for the GPU to take them, which bounds the
+/// staging memory of an upload (a model's weights from a mapped file) to this much rather than
+/// a second copy of the whole data.
+const UPLOAD_WINDOW: usize = 32 << 20;
+
 fn align_down(v: u64) -> u64 {
     v / COPY_ALIGN * COPY_ALIGN
 }
@@ -82,7 +91,7 @@ impl std::fmt::Debug for GpuBuffer {
 }
 
 impl GpuBuffer {
-    fn new(ctx: Arc<Context>, size: usize) -> Result<GpuBuffer> {
+    pub(crate) fn new(ctx: Arc<Context>, size: usize) -> Result<GpuBuffer> {
         let oom = || Error::OutOfMemory { device: ctx.name.clone(), size };
         let alloc = align_up(size.max(1) as u64);
         if alloc > ctx.limits.max_buffer_size {
@@ -163,18 +172,38 @@ impl GpuBuffer {
         Ok(out)
     }
 
-    /// Queues a write of `data` at the 4-byte aligned `offset` (`data.len()` a multiple of 4).
+    /// Queues a write of `data` at the 4-byte aligned `offset` (`data.len()` a multiple of 4),
+    /// in pieces of [`UPLOAD_CHUNK`] bytes, waiting for the GPU after every [`UPLOAD_WINDOW`].
     fn write_aligned(&self, offset: u64, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
-            return Ok(());
-        }
         let ctx = &self.ctx;
-        let oom = || Error::OutOfMemory { device: ctx.name.clone(), size: data.len() };
-        ctx.guarded(oom, || {
-            ctx.queue.write_buffer(&self.buffer, offset, data);
-            ctx.queue.submit([]);
-            Ok(())
-        })
+        let mut queued = 0;
+        for (i, piece) in data.chunks(UPLOAD_CHUNK).enumerate() {
+            if queued >= UPLOAD_WINDOW {
+                ctx.wait()?;
+                queued = 0;
+            }
+            let at = offset + (i * UPLOAD_CHUNK) as u64;
+            let oom = || Error::OutOfMemory { device: ctx.name.clone(), size: piece.len() };
+            ctx.guarded(oom, || {
+                ctx.queue.write_buffer(&self.buffer, at, piece);
+                ctx.queue.submit([]);
+                Ok(())
+            })?;
+            queued += piece.len();
+        }
+        Ok(())
+    }
+}
+
+impl GpuBuffer {
+    /// Writes `data` at `at` within the aligned range `[start, stop)` (a few words), keeping
+    /// the other bytes of the range.
+    fn merge(&self, start: u64, stop: u64, at: u64, data: &[u8]) -> Result<()> {
+        let mut words = self.read_aligned(start, stop.min(align_up(self.size as u64)))?;
+        words.resize((stop - start) as usize, 0);
+        let i = (at - start) as usize;
+        words[i..i + data.len()].copy_from_slice(data);
+        self.write_aligned(start, &words)
     }
 }
 
@@ -210,7 +239,8 @@ impl Buffer for GpuBuffer {
     }
 
     /// Queues the write (ordered before any later read or compute on this device). Unaligned
-    /// edges are merged with the bytes around them.
+    /// edges are merged with the bytes around them; the aligned middle is written straight
+    /// from `data`, in pieces (see [`UPLOAD_WINDOW`]).
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         check_range(self.size, offset, data.len())?;
         self.ctx.check()?;
@@ -218,21 +248,18 @@ impl Buffer for GpuBuffer {
             return Ok(());
         }
         let (off, end) = (offset as u64, (offset + data.len()) as u64);
-        let (start, stop) = (align_down(off), align_up(end));
-        if start == off && stop == end {
-            return self.write_aligned(off, data);
+        let (mid0, mid1) = (align_up(off), align_down(end));
+        if mid0 >= mid1 {
+            return self.merge(align_down(off), align_up(end), off, data);
         }
-        let mut words = vec![0u8; (stop - start) as usize];
-        let head = self.read_aligned(start, start + COPY_ALIGN)?;
-        words[..head.len()].copy_from_slice(&head);
-        if stop - COPY_ALIGN > start {
-            let tail = self.read_aligned(stop - COPY_ALIGN, stop)?;
-            let n = words.len();
-            words[n - tail.len()..].copy_from_slice(&tail);
+        if off < mid0 {
+            self.merge(align_down(off), mid0, off, &data[..(mid0 - off) as usize])?;
         }
-        let at = (off - start) as usize;
-        words[at..at + data.len()].copy_from_slice(data);
-        self.write_aligned(start, &words)
+        self.write_aligned(mid0, &data[(mid0 - off) as usize..(mid1 - off) as usize])?;
+        if mid1 < end {
+            self.merge(mid1, align_up(end), mid1, &data[(mid1 - off) as usize..])?;
+        }
+        Ok(())
     }
 
     /// Waits for queued work, then reads through a mapped staging buffer.

@@ -17,11 +17,17 @@ pub(crate) struct Context {
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
     pub adapter_features: wgpu::Features,
+    /// Whether the kernels are compiled with native f16 (`shader-f16` enabled on the device).
+    pub f16: bool,
+    /// The largest storage binding the kernels use, in bytes (the device's limit, within 32
+    /// bits, or less when asked for).
+    pub max_binding: u64,
     /// Set when the device is lost (driver reset, `destroy`), with the reason.
     lost: Arc<Mutex<Option<String>>>,
     /// Bytes currently allocated in buffers of this device.
     pub allocated: AtomicU64,
-    pipelines: Mutex<HashMap<Kernel, Arc<Pipeline>>>,
+    /// Compiled pipelines by kernel and weight type code.
+    pipelines: Mutex<HashMap<(Kernel, u32), Arc<Pipeline>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -50,6 +56,7 @@ impl Context {
         queue: wgpu::Queue,
         info: wgpu::AdapterInfo,
         adapter_features: wgpu::Features,
+        binding_limit: Option<u64>,
     ) -> Context {
         let lost = Arc::new(Mutex::new(None::<String>));
         let lost_cb = lost.clone();
@@ -65,6 +72,11 @@ impl Context {
             log::warn!("{dev_name}: uncaptured wgpu error: {e}");
         }));
         let limits = device.limits();
+        let f16 = device.features().contains(wgpu::Features::SHADER_F16);
+        let mut max_binding = limits.max_storage_buffer_binding_size.min(u64::from(u32::MAX));
+        if let Some(l) = binding_limit {
+            max_binding = max_binding.min(l.max(1024));
+        }
         Context {
             name,
             device,
@@ -72,6 +84,8 @@ impl Context {
             info,
             limits,
             adapter_features,
+            f16,
+            max_binding,
             lost,
             allocated: AtomicU64::new(0),
             pipelines: Mutex::new(HashMap::new()),
@@ -161,21 +175,22 @@ impl Context {
         }
     }
 
-    /// The compute pipeline of `kernel`, compiled on first use.
-    pub fn pipeline(&self, kernel: Kernel) -> Result<Arc<Pipeline>> {
+    /// The compute pipeline of `kernel` for weight type code `wtype`, compiled on first use.
+    pub fn pipeline(&self, kernel: Kernel, wtype: u32) -> Result<Arc<Pipeline>> {
+        let key = (kernel, if kernel.weight_specialized() { wtype } else { 0 });
         if let Some(p) =
-            self.pipelines.lock().map_err(|_| self.error("pipeline cache poisoned"))?.get(&kernel)
+            self.pipelines.lock().map_err(|_| self.error("pipeline cache poisoned"))?.get(&key)
         {
             return Ok(p.clone());
         }
         let p = Arc::new(self.guarded(
             || self.error(format!("out of memory compiling {kernel:?}")),
-            || Ok(Pipeline::new(&self.device, kernel)),
+            || Ok(Pipeline::new(&self.device, kernel, self.f16, key.1)),
         )?);
         self.pipelines
             .lock()
             .map_err(|_| self.error("pipeline cache poisoned"))?
-            .insert(kernel, p.clone());
+            .insert(key, p.clone());
         Ok(p)
     }
 

@@ -12,12 +12,14 @@
 //!   bound minus the bytes this device's buffers hold now.
 
 use crate::backend::GpuBackend;
+use crate::buffer::GpuBuffer;
 use crate::buffer::GpuBufferType;
 use crate::context::Context;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tessera_core::backend::{
-    Backend, BackendParams, BufferType, Device, DeviceCaps, DeviceType, MemoryInfo,
+    Backend, BackendParams, Buffer, BufferType, Device, DeviceCaps, DeviceType, HostMemory,
+    MemoryInfo,
 };
 use tessera_core::{Graph, Result, TensorId};
 
@@ -46,10 +48,17 @@ impl GpuDevice {
         self.ctx.limits.clone()
     }
 
-    /// Whether the adapter offers 16-bit float arithmetic in shaders (`shader-f16`). The
-    /// kernels do not need it: they decode F16 with `unpack2x16float`.
+    /// Whether the adapter offers 16-bit floats in shaders (`shader-f16`). The kernels do not
+    /// need it (they decode F16 with integer arithmetic), but use it where it is enabled (see
+    /// [`GpuDevice::uses_shader_f16`]).
     pub fn has_shader_f16(&self) -> bool {
         self.ctx.adapter_features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// Whether the kernels run from their `shader-f16` sources on this device (the adapter
+    /// offers it and `TESSERA_GPU_F16=0` was not set when the device was opened).
+    pub fn uses_shader_f16(&self) -> bool {
+        self.ctx.f16
     }
 
     /// Whether the adapter is a software rasterizer on the CPU (lavapipe, SwiftShader).
@@ -122,8 +131,30 @@ impl Device for GpuDevice {
         Arc::new(GpuBufferType::new(self.ctx.clone()))
     }
 
+    /// A buffer in device memory holding a copy of `memory` (a model file mapped read-only,
+    /// say): wgpu cannot compute on host memory, so the bytes are uploaded once, in pieces,
+    /// with at most a few tens of MiB of staging memory at a time (never a second full copy),
+    /// and the upload has finished when this returns (`memory` may then be unmapped).
+    /// `max_tensor_size` is not needed: a tensor may span the whole buffer. Nobody may write
+    /// `memory` during the call.
+    fn buffer_from_host_memory(
+        &self,
+        memory: Arc<dyn HostMemory>,
+        max_tensor_size: usize,
+    ) -> Result<Arc<dyn Buffer>> {
+        let _ = max_tensor_size;
+        let buf = GpuBuffer::new(self.ctx.clone(), memory.len())?;
+        // SAFETY: `HostMemory` guarantees `len()` valid bytes at `ptr()` for as long as the
+        // value lives, and `memory` is held until the end of this function; nobody writes it
+        // meanwhile (this function's contract), so a shared slice of it is sound.
+        let bytes = unsafe { std::slice::from_raw_parts(memory.ptr().as_ptr(), memory.len()) };
+        buf.write(0, bytes)?;
+        self.ctx.wait()?;
+        Ok(Arc::new(buf))
+    }
+
     fn supports_op(&self, graph: &Graph, id: TensorId) -> bool {
-        crate::supports::supports_op(graph, id, self.ctx.limits.max_storage_buffer_binding_size)
+        crate::supports::supports_op(graph, id, self.ctx.max_binding)
     }
 
     fn supports_buffer_type(&self, buffer_type: &dyn BufferType) -> bool {

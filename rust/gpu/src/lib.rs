@@ -25,7 +25,7 @@ pub use alloc::allocate_graph;
 pub use backend::GpuBackend;
 pub use buffer::{GpuBuffer, GpuBufferType};
 pub use device::GpuDevice;
-pub use registry::{api_name, default_backends, register, register_with, GpuReg};
+pub use registry::{api_name, default_backends, register, register_with, GpuOptions, GpuReg};
 
 /// The wgpu version this crate is built on, re-exported so that callers of
 /// [`register_with`] name the same `Backends` type.

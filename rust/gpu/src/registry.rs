@@ -87,11 +87,42 @@ fn device_name(api: &str, index: usize, count: usize) -> String {
     }
 }
 
-/// Creates the logical device of `adapter`.
-fn open(adapter: &wgpu::Adapter) -> std::result::Result<(wgpu::Device, wgpu::Queue), String> {
+/// How the devices of a registration are opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Use the adapter's `shader-f16` where it offers it (the kernels are then compiled from
+    /// their f16 sources); `false` keeps the integer F16 decoding everywhere.
+    pub shader_f16: bool,
+    /// Bind at most this many bytes of a tensor at once (at least 1 KiB; `None`: the adapter's
+    /// limit). Tests use it to run the paths for weights larger than one binding on small
+    /// tensors.
+    pub binding_limit: Option<u64>,
+}
+
+impl Default for GpuOptions {
+    /// `shader_f16` unless the environment variable `TESSERA_GPU_F16` is `0`; the adapter's
+    /// binding limit.
+    fn default() -> Self {
+        GpuOptions {
+            shader_f16: std::env::var("TESSERA_GPU_F16").map_or(true, |v| v != "0"),
+            binding_limit: None,
+        }
+    }
+}
+
+/// Creates the logical device of `adapter`, with `shader-f16` when the adapter offers it and
+/// `options` allow it.
+fn open(
+    adapter: &wgpu::Adapter,
+    options: GpuOptions,
+) -> std::result::Result<(wgpu::Device, wgpu::Queue), String> {
+    let mut features = wgpu::Features::empty();
+    if options.shader_f16 {
+        features |= adapter.features() & wgpu::Features::SHADER_F16;
+    }
     let desc = wgpu::DeviceDescriptor {
         label: Some("tessera"),
-        required_features: wgpu::Features::empty(),
+        required_features: features,
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -119,6 +150,11 @@ impl GpuReg {
     /// The registration with only `backends` enabled, as its concrete type (see
     /// [`register_with`], which returns it as a trait object).
     pub fn new(backends: wgpu::Backends) -> Result<Option<GpuReg>> {
+        GpuReg::with_options(backends, GpuOptions::default())
+    }
+
+    /// [`GpuReg::new`] with the devices opened as `options` say.
+    pub fn with_options(backends: wgpu::Backends, options: GpuOptions) -> Result<Option<GpuReg>> {
         let api = api_name();
         let fail = |message: String| {
             log::warn!("{api}: {message}");
@@ -159,7 +195,7 @@ impl GpuReg {
         let mut errors = Vec::new();
         for adapter in adapters {
             let info = adapter.get_info();
-            match open(&adapter) {
+            match open(&adapter, options) {
                 Ok((device, queue)) => {
                     let name = device_name(api, devices.len(), count);
                     log::info!(
@@ -168,7 +204,14 @@ impl GpuReg {
                         info.device_type,
                         info.backend
                     );
-                    let ctx = Context::new(name, device, queue, info, adapter.features());
+                    let ctx = Context::new(
+                        name,
+                        device,
+                        queue,
+                        info,
+                        adapter.features(),
+                        options.binding_limit,
+                    );
                     devices.push(GpuDevice::new(Arc::new(ctx)));
                 }
                 Err(e) => {

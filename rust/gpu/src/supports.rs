@@ -6,17 +6,28 @@
 //! | view ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE), leaves | any | nothing to compute |
 //! | ADD, SUB, MUL, DIV | src0, src1, dst F32 or F16 | src1 broadcast as in ggml; any strides |
 //! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
-//! | CPY, CONT, DUP | F32 or F16 to F32 or F16 | any strides |
-//! | MUL_MAT | src0 F32, F16, Q8_0, Q4_0; src1 F32; dst F32 | any strides (quantized rows dense) |
-//! | GET_ROWS | src0 F32, F16, Q8_0, Q4_0 (to F32) or I32 (to I32); indices I32 | any strides |
+//! | SWIGLU, GEGLU | F32 or F16, one operand (row halves, swapped or not) or two | any strides |
+//! | CPY, CONT, DUP | F32 or F16 to F32 or F16; I32 to I32 | any strides |
+//! | MUL_MAT | src0 a weight type (below); src1 F32, F16 or BF16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
+//! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
+//! | SET_ROWS | rows F32 into F32 or F16; indices I32 (broadcast over dims 2, 3) | any strides (destination rows dense); an index out of range is an error; repeated indices: the last row wins |
+//! | FLASH_ATTN_EXT | q F32, k and v F32 or F16, mask F32 or F16 | head dims up to 512; grouped-query heads; scale, ALiBi, soft cap; any strides (rows dense) |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
-//! | RMS_NORM | F32 | any strides |
-//! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, `ext_factor == 0` (no YaRN) |
+//! | RMS_NORM, NORM | F32 | any strides |
+//! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, YaRN (`ext_factor`, `beta_fast`, `beta_slow`, `n_ctx_orig`) |
+//!
+//! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and
+//! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
+//!
+//! GET_ROWS and SET_ROWS check their indices in the kernel: one outside the rows makes the
+//! compute fail with `Error::IndexOutOfRange` naming it, as on the CPU (never a row of zeros).
 //!
 //! Every operand must also be addressable by the kernels: F32 and I32 tensors 4-byte aligned
 //! (view offsets and strides multiples of 4), F16 and quantized tensors 2-byte aligned, sizes,
-//! shapes and strides within 32 bits and within one storage binding, and the dispatch within
-//! the workgroup-count limits.
+//! shapes and strides within 32 bits and within one storage binding (except the weights of
+//! MUL_MAT and the table of GET_ROWS: a matrix larger than a binding, such as a large
+//! vocabulary's embeddings, is read in ranges of rows, one dispatch each), and the dispatch
+//! within the workgroup-count limits.
 
 use crate::kernels::dtype_code;
 use tessera_core::tensor::Tensor;
@@ -26,8 +37,10 @@ use tessera_core::{DType, Graph, Op, TensorId};
 const MAX_GROUPS: usize = 65535;
 
 /// Whether tensor `id` can be read or written by the kernels: a known type, element-aligned
-/// view offset and strides, and 32-bit shapes and sizes within `max_binding` bytes.
-fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
+/// view offset and strides, and 32-bit shapes and sizes within `max_binding` bytes; or, for
+/// the weights of MUL_MAT and the table of GET_ROWS (`in_row_ranges`), a matrix whose every
+/// row fits, which the kernels then read in ranges of rows.
+fn addressable(graph: &Graph, id: TensorId, max_binding: u64, in_row_ranges: bool) -> bool {
     let t = graph.tensor(id);
     if dtype_code(t.dtype()).is_none() {
         return false;
@@ -38,11 +51,23 @@ fn addressable(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     };
     let (_, offs) = graph.view_root(id);
     let fits = |v: usize| u32::try_from(v).is_ok();
+    let limit = max_binding.min(u64::from(u32::MAX));
+    let size_ok = (t.nbytes() as u64) + 256 <= limit
+        || in_row_ranges && t.ne()[2] * t.ne()[3] == 1 && {
+            let mut row = t.layout;
+            row.ne[1] = 1;
+            (row.nbytes() as u64) + 256 <= limit / 2
+        };
     offs.is_multiple_of(align)
         && t.nb().iter().all(|&nb| nb.is_multiple_of(align) && fits(nb))
         && t.ne().iter().all(|&n| fits(n))
         && fits(t.nelements())
-        && (t.nbytes() as u64) + 256 <= max_binding.min(u64::from(u32::MAX))
+        && size_ok
+}
+
+/// Whether `dtype` is a weight type the kernels decode (`shaders/quant.wgsl`).
+pub fn is_weight_type(dtype: DType) -> bool {
+    dtype != DType::I32 && dtype_code(dtype).is_some()
 }
 
 fn is_f32_or_f16(t: &Tensor) -> bool {
@@ -56,7 +81,14 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     if !t.op.computes() {
         return true;
     }
-    if !t.src.iter().chain([&id]).all(|&s| addressable(graph, s, max_binding)) {
+    let ranged = matches!(t.op, Op::MulMat | Op::GetRows);
+    let operands_ok = t
+        .src
+        .iter()
+        .enumerate()
+        .all(|(i, &s)| addressable(graph, s, max_binding, ranged && i == 0))
+        && addressable(graph, id, max_binding, false);
+    if !operands_ok {
         return false;
     }
     let src = |i: usize| graph.tensor(t.src[i]);
@@ -68,12 +100,22 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
             elements_ok && is_f32_or_f16(t) && src(0).dtype() == t.dtype()
         }
-        Op::Cpy | Op::Cont | Op::Dup => elements_ok && is_f32_or_f16(t) && is_f32_or_f16(src(0)),
+        Op::Cpy | Op::Cont | Op::Dup => {
+            elements_ok
+                && (is_f32_or_f16(t) && is_f32_or_f16(src(0))
+                    || t.dtype() == DType::I32 && src(0).dtype() == DType::I32)
+        }
+        Op::Glu { .. } => {
+            elements_ok
+                && is_f32_or_f16(t)
+                && is_f32_or_f16(src(0))
+                && (t.src.len() < 2 || is_f32_or_f16(src(1)))
+        }
         Op::MulMat => {
             let (a, b) = (src(0), src(1));
             let (na, nb) = (a.ne(), b.ne());
-            matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
-                && b.dtype() == DType::F32
+            is_weight_type(a.dtype())
+                && (is_f32_or_f16(b) || b.dtype() == DType::BF16)
                 && t.dtype() == DType::F32
                 && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
                 && na[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
@@ -82,14 +124,29 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         }
         Op::GetRows => {
             let a = src(0);
-            let supported =
-                matches!(a.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
-                    && t.dtype() == DType::F32
-                    || a.dtype() == DType::I32 && t.dtype() == DType::I32;
+            let supported = is_weight_type(a.dtype()) && t.dtype() == DType::F32
+                || a.dtype() == DType::I32 && t.dtype() == DType::I32;
             elements_ok
                 && supported
                 && src(1).dtype() == DType::I32
                 && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+        }
+        Op::SetRows => {
+            elements_ok
+                && is_f32_or_f16(t)
+                && src(1).dtype() == DType::F32
+                && src(2).dtype() == DType::I32
+        }
+        Op::FlashAttnExt(_) => {
+            let (q, k, v) = (src(0), src(1), src(2));
+            let max_d = crate::kernels::FLASH_ATTN_MAX_HEAD_DIM;
+            q.dtype() == DType::F32
+                && is_f32_or_f16(k)
+                && is_f32_or_f16(v)
+                && (t.src.len() < 4 || is_f32_or_f16(src(3)))
+                && q.ne()[0] <= max_d
+                && v.ne()[0] <= max_d
+                && q.ne()[1] * q.ne()[2] * q.ne()[3] <= MAX_GROUPS * MAX_GROUPS
         }
         Op::SoftMax { .. } => {
             t.dtype() == DType::F32
@@ -97,16 +154,15 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
                 && (t.src.len() < 2 || is_f32_or_f16(src(1)))
                 && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
         }
-        Op::RmsNorm { .. } => {
+        Op::RmsNorm { .. } | Op::Norm { .. } => {
             t.dtype() == DType::F32
                 && src(0).dtype() == DType::F32
                 && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
         }
         Op::Rope(p) => {
             let ne = t.ne();
-            p.ext_factor == 0.0
-                && (p.mode == tessera_core::op::ROPE_MODE_NORMAL
-                    || p.mode == tessera_core::op::ROPE_MODE_NEOX)
+            (p.mode == tessera_core::op::ROPE_MODE_NORMAL
+                || p.mode == tessera_core::op::ROPE_MODE_NEOX)
                 && t.dtype() == DType::F32
                 && src(0).dtype() == DType::F32
                 && src(1).dtype() == DType::I32

@@ -21,6 +21,13 @@ fn mul_mat_timings() {
         (DType::F16, 4096, 1, 4096),
         (DType::Q4_0, 1024, 64, 1024),
         (DType::F32, 512, 512, 512),
+        // Gemma 3 270M's projections (generation, then a 64-token prompt).
+        (DType::Q5_0, 2048, 1, 640),
+        (DType::Q4_K, 640, 1, 2048),
+        (DType::Q6_K, 640, 1, 2048),
+        (DType::Q8_0, 32768, 1, 640),
+        (DType::Q5_0, 2048, 64, 640),
+        (DType::Q4_K, 640, 64, 2048),
     ] {
         let mut g = Graph::new();
         let a = g.weight("a", dtype, &[k, m]).unwrap();

@@ -16,8 +16,8 @@ struct Ids {
     out: TensorId,
 }
 
-/// MUL_MAT (GPU) -> SUM_ROWS (CPU only) -> ADD (GPU) -> MUL_MAT with Q4_K weights (CPU only)
-/// -> SOFT_MAX (GPU) -> MEAN (CPU only).
+/// MUL_MAT (GPU) -> SUM_ROWS (CPU only) -> ADD (GPU) -> CONCAT (CPU only) -> MUL_MAT with Q4_K
+/// weights (GPU) -> SOFT_MAX (GPU) -> MEAN (CPU only).
 fn build(g: &mut Graph) -> Ids {
     let w = g.new_tensor(DType::F32, &[64, 32]).unwrap();
     let wk = g.new_tensor(DType::Q4_K, &[256, 16]).unwrap();
@@ -81,4 +81,39 @@ fn mixed_graph_splits_between_gpu_and_cpu() {
     // The graph holds a quantized matmul (activations quantized to Q8_K by the CPU kernels):
     // the matmul tolerance applies.
     assert!(nmse < 5e-4, "nmse {nmse:e}");
+}
+
+/// Core scheduler issue found by the GPU's KV-cache test (not the GPU's): inputs read only
+/// through views (TRANSPOSE) are placed in CPU memory, and the split's copies of two such
+/// inputs get the same memory (the first copy's last reader runs before the second's first),
+/// although every copy of a split is made before the split runs: the first reader then sees
+/// the second input's values. Ignored until the scheduler is fixed; run with `--ignored`.
+#[test]
+#[ignore]
+fn split_inputs_read_through_views_keep_their_own_memory() {
+    let Some(gpu) = common::gpu() else { return };
+    let backends: Vec<Box<dyn Backend>> = vec![
+        gpu.init_backend(&BackendParams::default()).unwrap(),
+        Box::new(CpuBackend::new(Some(1)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[4, 2]).unwrap();
+    let y = g.input("y", DType::F32, &[4, 2]).unwrap();
+    let xt = g.transpose(x).unwrap();
+    let a = g.cont(xt).unwrap();
+    let yt = g.transpose(y).unwrap();
+    let b = g.cont(yt).unwrap();
+    let c = g.add(a, b).unwrap();
+    g.set_output(a).unwrap();
+    g.set_output(c).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    let xv: Vec<f32> = (0..8).map(|i| i as f32).collect();
+    let yv: Vec<f32> = (0..8).map(|i| 100.0 + i as f32).collect();
+    set_f32(&g, x, &xv).unwrap();
+    set_f32(&g, y, &yv).unwrap();
+    sched.compute().unwrap();
+    eprintln!("splits {:?}", sched.splits());
+    // a = x^T: [0, 4, 1, 5, 2, 6, 3, 7].
+    assert_eq!(get_f32(&g, a).unwrap(), vec![0.0, 4.0, 1.0, 5.0, 2.0, 6.0, 3.0, 7.0]);
 }

@@ -7,23 +7,36 @@
 //! dispatch of its ops.
 
 mod elementwise;
+mod flash_attn;
 mod get_rows;
 mod mul_mat;
 mod norm;
 mod rope;
+mod set_rows;
 mod soft_max;
 
 use crate::buffer::GpuBuffer;
 use crate::context::Context;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use tessera_core::{DType, Error, Graph, Op, Result, TensorId};
+use tessera_core::{DType, Error, Graph, Layout, Op, Result, TensorId};
 
 /// Rows and columns of the MUL_MAT result computed by one workgroup.
 pub const MUL_MAT_TILE: usize = mul_mat::TILE;
 
+/// Largest head dim FLASH_ATTN_EXT takes.
+pub const FLASH_ATTN_MAX_HEAD_DIM: usize = flash_attn::MAX_HEAD_DIM;
+
 /// Source shared by every kernel, prepended to each shader file.
 const COMMON: &str = include_str!("../../shaders/common.wgsl");
+/// F16 decoding with integer arithmetic (adapters without `shader-f16`).
+const F16_INT: &str = include_str!("../../shaders/f16_int.wgsl");
+/// F16 decoding with the hardware's f16 type (adapters with `shader-f16`).
+const F16_NATIVE: &str = include_str!("../../shaders/f16_native.wgsl");
+/// Decoding of every weight type, for the shaders that read weights from `src0`.
+const QUANT: &str = include_str!("../../shaders/quant.wgsl");
+/// Reports of kernels that check their inputs.
+const STATUS: &str = include_str!("../../shaders/status.wgsl");
 
 /// A WGSL shader file (one wgpu shader module, possibly several entry points).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,23 +47,29 @@ pub enum Shader {
     MulMat,
     /// SOFT_MAX (`shaders/soft_max.wgsl`).
     SoftMax,
-    /// RMS_NORM (`shaders/rms_norm.wgsl`).
+    /// RMS_NORM and NORM (`shaders/rms_norm.wgsl`).
     RmsNorm,
     /// ROPE (`shaders/rope.wgsl`).
     Rope,
     /// GET_ROWS (`shaders/get_rows.wgsl`).
     GetRows,
+    /// SET_ROWS (`shaders/set_rows.wgsl`).
+    SetRows,
+    /// FLASH_ATTN_EXT (`shaders/flash_attn.wgsl`).
+    FlashAttn,
 }
 
 impl Shader {
     /// Every shader file.
-    pub const ALL: [Shader; 6] = [
+    pub const ALL: [Shader; 8] = [
         Shader::Elementwise,
         Shader::MulMat,
         Shader::SoftMax,
         Shader::RmsNorm,
         Shader::Rope,
         Shader::GetRows,
+        Shader::SetRows,
+        Shader::FlashAttn,
     ];
 
     /// The file name in `shaders/`.
@@ -62,6 +81,8 @@ impl Shader {
             Shader::RmsNorm => "rms_norm.wgsl",
             Shader::Rope => "rope.wgsl",
             Shader::GetRows => "get_rows.wgsl",
+            Shader::SetRows => "set_rows.wgsl",
+            Shader::FlashAttn => "flash_attn.wgsl",
         }
     }
 
@@ -73,12 +94,48 @@ impl Shader {
             Shader::RmsNorm => include_str!("../../shaders/rms_norm.wgsl"),
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
             Shader::GetRows => include_str!("../../shaders/get_rows.wgsl"),
+            Shader::SetRows => include_str!("../../shaders/set_rows.wgsl"),
+            Shader::FlashAttn => include_str!("../../shaders/flash_attn.wgsl"),
         }
     }
 
-    /// The complete WGSL source compiled for this shader: `common.wgsl` followed by the file.
+    /// The shared files this shader includes besides `common.wgsl` and the F16 decoding.
+    fn includes(self) -> &'static [&'static str] {
+        match self {
+            Shader::MulMat => &[QUANT],
+            Shader::GetRows => &[QUANT, STATUS],
+            Shader::SetRows => &[STATUS],
+            _ => &[],
+        }
+    }
+
+    /// The complete WGSL source compiled for this shader on adapters without `shader-f16`:
+    /// `f16_int.wgsl`, `common.wgsl`, the shared files it includes, then the file.
     pub fn source(self) -> String {
-        format!("{COMMON}\n{}", self.body())
+        self.assemble(false)
+    }
+
+    /// The source compiled on adapters with `shader-f16` (`enable f16;` and
+    /// `f16_native.wgsl` instead of `f16_int.wgsl`); its results are identical.
+    pub fn source_f16(self) -> String {
+        self.assemble(true)
+    }
+
+    fn assemble(self, f16: bool) -> String {
+        let mut s = String::new();
+        if f16 {
+            s.push_str("enable f16;\n\n");
+        }
+        s.push_str(if f16 { F16_NATIVE } else { F16_INT });
+        s.push('\n');
+        s.push_str(COMMON);
+        for inc in self.includes() {
+            s.push('\n');
+            s.push_str(inc);
+        }
+        s.push('\n');
+        s.push_str(self.body());
+        s
     }
 
     /// The entry points (kernels) of this shader.
@@ -106,11 +163,15 @@ pub enum Kernel {
     Rope,
     /// GET_ROWS.
     GetRows,
+    /// SET_ROWS.
+    SetRows,
+    /// FLASH_ATTN_EXT.
+    FlashAttn,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Binary,
         Kernel::Unary,
         Kernel::MulMat,
@@ -119,6 +180,8 @@ impl Kernel {
         Kernel::RmsNorm,
         Kernel::Rope,
         Kernel::GetRows,
+        Kernel::SetRows,
+        Kernel::FlashAttn,
     ];
 
     /// The shader file holding the kernel.
@@ -130,6 +193,8 @@ impl Kernel {
             Kernel::RmsNorm => Shader::RmsNorm,
             Kernel::Rope => Shader::Rope,
             Kernel::GetRows => Shader::GetRows,
+            Kernel::SetRows => Shader::SetRows,
+            Kernel::FlashAttn => Shader::FlashAttn,
         }
     }
 
@@ -144,14 +209,38 @@ impl Kernel {
             Kernel::RmsNorm => "rms_norm",
             Kernel::Rope => "rope",
             Kernel::GetRows => "get_rows",
+            Kernel::SetRows => "set_rows",
+            Kernel::FlashAttn => "flash_attn",
         }
+    }
+
+    /// Whether the kernel reads weights and is compiled once per weight type (the WGSL
+    /// override `WTYPE` of `shaders/quant.wgsl`).
+    pub fn weight_specialized(self) -> bool {
+        matches!(self, Kernel::MulMat | Kernel::MulMatVec | Kernel::GetRows)
+    }
+
+    /// The values of `WTYPE` this kernel is compiled with: the type codes of every weight type
+    /// (and I32 for GET_ROWS) for weight-specialized kernels, else just 0.
+    pub fn specializations(self) -> Vec<u32> {
+        if !self.weight_specialized() {
+            return vec![0];
+        }
+        DType::ALL
+            .into_iter()
+            .filter(|&t| {
+                crate::supports::is_weight_type(t) || self == Kernel::GetRows && t == DType::I32
+            })
+            .filter_map(dtype_code)
+            .collect()
     }
 
     /// Number of storage buffer bindings (0 .. n); the uniform block is binding n.
     pub fn storage_bindings(self) -> u32 {
         match self {
             Kernel::RmsNorm => 2,
-            Kernel::Rope => 4,
+            Kernel::Rope | Kernel::GetRows | Kernel::SetRows => 4,
+            Kernel::FlashAttn => 5,
             _ => 3,
         }
     }
@@ -164,8 +253,10 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    /// Compiles `kernel` on `device` (errors are captured by the caller's error scope).
-    pub fn new(device: &wgpu::Device, kernel: Kernel) -> Pipeline {
+    /// Compiles `kernel` on `device`, from the `shader-f16` source when `f16`, for weights of
+    /// type code `wtype` where the kernel reads weights ([`Kernel::weight_specialized`]); errors
+    /// are captured by the caller's error scope.
+    pub fn new(device: &wgpu::Device, kernel: Kernel, f16: bool, wtype: u32) -> Pipeline {
         let n = kernel.storage_bindings();
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n)
             .map(|binding| wgpu::BindGroupLayoutEntry {
@@ -201,17 +292,35 @@ impl Pipeline {
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.shader().file_name()),
-            source: wgpu::ShaderSource::Wgsl(kernel.shader().source().into()),
+            source: wgpu::ShaderSource::Wgsl(kernel.shader().assemble(f16).into()),
         });
+        let constants = [("WTYPE", f64::from(wtype))];
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
             layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some(label),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: if kernel.weight_specialized() { &constants } else { &[] },
+                ..Default::default()
+            },
             cache: None,
         });
         Pipeline { pipeline, layout }
+    }
+}
+
+/// The error of node `id` whose kernel reported bad input `value` at `coords` into the status
+/// buffer.
+pub(crate) fn input_error(graph: &Graph, id: TensorId, value: u32, coords: [u32; 3]) -> Error {
+    match graph.tensor(id).op {
+        Op::GetRows => get_rows::index_error(graph, id, value, coords),
+        Op::SetRows => set_rows::index_error(graph, id, value, coords),
+        ref op => Error::InvalidArgument(format!(
+            "{} {}: bad input {value} at {coords:?}",
+            op.name(),
+            graph.tensor(id).label(id)
+        )),
     }
 }
 
@@ -223,7 +332,16 @@ pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
         DType::Q4_0 => Some(2),
         DType::Q8_0 => Some(3),
         DType::I32 => Some(4),
-        _ => None,
+        DType::BF16 => Some(5),
+        DType::Q4_1 => Some(6),
+        DType::Q5_0 => Some(7),
+        DType::Q5_1 => Some(8),
+        DType::Q2_K => Some(9),
+        DType::Q3_K => Some(10),
+        DType::Q4_K => Some(11),
+        DType::Q5_K => Some(12),
+        DType::Q6_K => Some(13),
+        DType::Q8_1 | DType::Q8_K => None,
     }
 }
 
@@ -231,11 +349,35 @@ pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
 pub(crate) const DESC_WORDS: usize = 12;
 
 /// A tensor as a kernel sees it: a bound range of a buffer and its descriptor.
+#[derive(Clone)]
 pub(crate) struct Operand {
     buffer: wgpu::Buffer,
     base: u64,
     size: u64,
     desc: [u32; DESC_WORDS],
+}
+
+/// Words of the status buffer that checking kernels report into (`shaders/status.wgsl`).
+pub(crate) const STATUS_WORDS: usize = 8;
+
+/// Where the checking kernels of a compute report bad input, and which node is planned.
+pub(crate) struct Checks<'a> {
+    /// The status buffer (`STATUS_WORDS` words, cleared before the first checking kernel).
+    pub status: &'a wgpu::Buffer,
+    /// The node's position in the compute, reported back with a failure.
+    pub tag: u32,
+}
+
+impl Checks<'_> {
+    /// The status buffer as an operand.
+    fn operand(&self) -> Operand {
+        Operand {
+            buffer: self.status.clone(),
+            base: 0,
+            size: (STATUS_WORDS * 4) as u64,
+            desc: [0; DESC_WORDS],
+        }
+    }
 }
 
 fn to_u32(ctx: &Context, what: &str, v: usize) -> Result<u32> {
@@ -244,6 +386,39 @@ fn to_u32(ctx: &Context, what: &str, v: usize) -> Result<u32> {
 
 /// Binds tensor `id` of `graph`: its memory must be a buffer of this device.
 pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Operand> {
+    operand_rows(ctx, graph, id, None)
+}
+
+/// The largest binding the kernels use: the device's limit, within 32 bits.
+pub(crate) fn max_binding(ctx: &Context) -> u64 {
+    ctx.max_binding
+}
+
+/// Ranges of dim-1 rows of a tensor of `layout` that each fit in one binding, given a binding
+/// limit of `max_binding` bytes and offsets aligned to `align`: the whole tensor when it fits,
+/// else consecutive ranges (the tensor must then be one matrix, `ne2 = ne3 = 1`, whose every
+/// row fits; see [`crate::supports`]).
+pub(crate) fn row_chunks(layout: &Layout, max_binding: u64, align: u64) -> Vec<(usize, usize)> {
+    let rows = layout.ne[1];
+    if layout.nbytes() as u64 + align <= max_binding || rows <= 1 {
+        return vec![(0, rows)];
+    }
+    let mut one = *layout;
+    one.ne[1] = 1;
+    let row_span = one.nbytes() as u64;
+    let per = ((max_binding.saturating_sub(align + row_span)) / layout.nb[1].max(1) as u64 + 1)
+        .max(1) as usize;
+    (0..rows).step_by(per).map(|r0| (r0, (r0 + per).min(rows))).collect()
+}
+
+/// Binds tensor `id` of `graph`, or only its dim-1 rows `r0..r1` (the descriptor then has
+/// `ne1 = r1 - r0` and starts at row `r0`).
+pub(crate) fn operand_rows(
+    ctx: &Arc<Context>,
+    graph: &Graph,
+    id: TensorId,
+    rows: Option<(usize, usize)>,
+) -> Result<Operand> {
     let t = graph.get(id)?;
     let storage = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
     let buf = storage.buffer.as_any().downcast_ref::<GpuBuffer>().ok_or_else(|| {
@@ -268,7 +443,16 @@ pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result
         DType::F32 | DType::I32 => 4,
         _ => 2,
     };
-    let abs = storage.offset as u64;
+    let mut layout = t.layout;
+    let mut start = 0u64;
+    if let Some((r0, r1)) = rows {
+        if r0 >= r1 || r1 > layout.ne[1] {
+            return Err(ctx.error(format!("rows {r0}..{r1} of tensor {}", t.label(id))));
+        }
+        layout.ne[1] = r1 - r0;
+        start = (r0 * layout.nb[1]) as u64;
+    }
+    let abs = storage.offset as u64 + start;
     if !abs.is_multiple_of(elem_align) {
         return Err(ctx.error(format!(
             "tensor {} of {} at byte offset {abs} is not {elem_align}-byte aligned",
@@ -278,19 +462,19 @@ pub(crate) fn operand(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result
     }
     let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment.max(4));
     let base = abs - abs % align;
-    let end = (abs + t.nbytes() as u64).div_ceil(4) * 4;
+    let end = (abs + layout.nbytes() as u64).div_ceil(4) * 4;
     let size = (end - base).min(buf.allocated_size() - base);
-    if size > ctx.limits.max_storage_buffer_binding_size || size > u64::from(u32::MAX) {
+    if size > max_binding(ctx) {
         return Err(ctx.error(format!(
             "tensor {} spans {size} bytes, more than a binding can hold ({})",
             t.label(id),
-            ctx.limits.max_storage_buffer_binding_size
+            ctx.max_binding
         )));
     }
     let mut desc = [0u32; DESC_WORDS];
     for i in 0..4 {
-        desc[i] = to_u32(ctx, "ne", t.ne()[i])?;
-        desc[4 + i] = to_u32(ctx, "nb", t.nb()[i])?;
+        desc[i] = to_u32(ctx, "ne", layout.ne[i])?;
+        desc[4 + i] = to_u32(ctx, "nb", layout.nb[i])?;
     }
     desc[8] = (abs - base) as u32;
     desc[9] = code;
@@ -329,9 +513,13 @@ impl Params {
 /// workgroup counts.
 pub(crate) struct Dispatch {
     pub kernel: Kernel,
+    /// The weight type code the pipeline is specialized for (0 for other kernels).
+    pub wtype: u32,
     pub operands: Vec<Operand>,
     pub params: Params,
     pub groups: [u32; 3],
+    /// Whether the kernel reports bad input into the status buffer.
+    pub checks: bool,
 }
 
 /// Most workgroups per dispatch dimension that every adapter allows.
@@ -354,12 +542,24 @@ pub(crate) fn grid_256(ctx: &Context, n: usize) -> Result<[u32; 3]> {
     grid(ctx, n.div_ceil(256))
 }
 
-/// The dispatch that computes node `id`, or `None` when there is nothing to compute (leaves,
-/// views). Operands must be supported (see [`crate::supports::supports_op`]).
-pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Option<Dispatch>> {
+/// The dispatches that compute node `id`, in order: none for leaves and views, several where
+/// the weights span more than one binding. Operands must be supported (see
+/// [`crate::supports::supports_op`]).
+pub(crate) fn plan(
+    ctx: &Arc<Context>,
+    graph: &Graph,
+    id: TensorId,
+    checks: &Checks,
+) -> Result<Vec<Dispatch>> {
     let t = graph.get(id)?;
     let d = match &t.op {
-        Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => return Ok(None),
+        Op::None | Op::Reshape | Op::View | Op::Permute { .. } | Op::Transpose => {
+            return Ok(Vec::new())
+        }
+        Op::MulMat => return mul_mat::plan(ctx, graph, id),
+        Op::GetRows => return get_rows::plan(ctx, graph, id, checks),
+        Op::SetRows => set_rows::plan(ctx, graph, id, checks)?,
+        Op::FlashAttnExt(_) => flash_attn::plan(ctx, graph, id)?,
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary(ctx, graph, id)?,
         Op::Scale { .. }
         | Op::Sqr
@@ -369,11 +569,10 @@ pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Op
         | Op::Cpy
         | Op::Cont
         | Op::Dup => elementwise::unary(ctx, graph, id)?,
-        Op::MulMat => mul_mat::plan(ctx, graph, id)?,
+        Op::Glu { .. } => elementwise::glu(ctx, graph, id)?,
         Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
-        Op::RmsNorm { .. } => norm::plan(ctx, graph, id)?,
+        Op::RmsNorm { .. } | Op::Norm { .. } => norm::plan(ctx, graph, id)?,
         Op::Rope(_) => rope::plan(ctx, graph, id)?,
-        Op::GetRows => get_rows::plan(ctx, graph, id)?,
         other => {
             return Err(Error::UnsupportedOp {
                 device: ctx.name.clone(),
@@ -381,7 +580,7 @@ pub(crate) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Op
             })
         }
     };
-    Ok(Some(d))
+    Ok(vec![d])
 }
 
 /// Encodes `dispatches` into one command buffer, one compute pass each, with their uniform
@@ -409,7 +608,7 @@ pub(crate) fn encode(ctx: &Context, dispatches: &[Dispatch]) -> Result<wgpu::Com
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tessera compute") });
     for (d, &(start, len)) in dispatches.iter().zip(&ranges) {
-        let pipeline = ctx.pipeline(d.kernel)?;
+        let pipeline = ctx.pipeline(d.kernel, d.wtype)?;
         let mut entries: Vec<wgpu::BindGroupEntry> = d
             .operands
             .iter()

@@ -1,11 +1,25 @@
 //! ROPE (`shaders/rope.wgsl`): normal and NeoX modes, frequency base and scale, frequency
-//! factors, attention factor; no YaRN.
+//! factors, attention factor, YaRN (its correction dims computed here in f32 exactly as ggml's
+//! `ggml_rope_yarn_corr_dims`, since they are floored and ceiled).
 
 use super::{grid_256, operand, Dispatch, Kernel, Params};
 use crate::context::Context;
 use std::sync::Arc;
 use tessera_core::op::ROPE_MODE_NEOX;
-use tessera_core::{Graph, Op, Result, TensorId};
+use tessera_core::{Graph, Op, Result, RopeParams, TensorId};
+
+/// ggml's `ggml_rope_yarn_corr_dim`, in f32.
+fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
+    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+        / (2.0 * base.ln())
+}
+
+/// ggml's `ggml_rope_yarn_corr_dims`: `[max(0, floor(low)), min(n_dims - 1, ceil(high))]`.
+fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
+    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
+    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
+    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
+}
 
 pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Dispatch> {
     let t = graph.tensor(id);
@@ -19,6 +33,7 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
     let d = operand(ctx, graph, id)?;
     let ne = t.ne();
     let n = ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3];
+    let corr = yarn_corr_dims(&rp);
     let mut params = Params::default();
     params
         .desc(&a)
@@ -31,11 +46,17 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         .u32(has_ff as u32)
         .f32((rp.freq_base as f64).log2() as f32)
         .f32(rp.freq_scale)
-        .f32(rp.attn_factor);
+        .f32(rp.attn_factor)
+        .f32(rp.ext_factor)
+        .f32(corr[0])
+        .f32(corr[1])
+        .f32((1.0 + 0.1 * (1.0 / f64::from(rp.freq_scale)).ln()) as f32);
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::Rope,
         operands: vec![a, pos, ff, d],
         params,
         groups: grid_256(ctx, n)?,
+        checks: false,
     })
 }

@@ -32,9 +32,11 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
         .u32(n_head_log2);
     let rows = t.layout.nrows();
     Ok(Dispatch {
+        wtype: 0,
         kernel: Kernel::SoftMax,
         operands: vec![a, m, d],
         params,
         groups: grid(ctx, rows)?,
+        checks: false,
     })
 }

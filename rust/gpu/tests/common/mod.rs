@@ -35,6 +35,40 @@ pub fn gpu() -> Option<GpuDevice> {
     dev
 }
 
+/// The first GPU device opened without `shader-f16`, when the adapter offers it (`None`
+/// otherwise: [`gpu`] then already runs the integer F16 decoding).
+pub fn gpu_int() -> Option<GpuDevice> {
+    static DEVICE: OnceLock<Option<GpuDevice>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| {
+            let dev = gpu()?;
+            if !dev.uses_shader_f16() {
+                return None;
+            }
+            let options = tessera_gpu::GpuOptions { shader_f16: false, binding_limit: None };
+            match GpuReg::with_options(tessera_gpu::default_backends(), options) {
+                Ok(reg) => reg.map(|r| r.gpu_devices()[0].clone()),
+                Err(e) => panic!("GPU registration failed: {e}"),
+            }
+        })
+        .clone()
+}
+
+/// The first GPU device opened with bindings of at most `limit` bytes (a fresh device).
+pub fn gpu_with_binding_limit(limit: u64) -> Option<GpuDevice> {
+    gpu()?;
+    let options = tessera_gpu::GpuOptions { binding_limit: Some(limit), ..Default::default() };
+    match GpuReg::with_options(tessera_gpu::default_backends(), options) {
+        Ok(reg) => reg.map(|r| r.gpu_devices()[0].clone()),
+        Err(e) => panic!("GPU registration failed: {e}"),
+    }
+}
+
+/// [`gpu`] and, where the adapter offers `shader-f16`, [`gpu_int`]: every kernel variant.
+pub fn all_gpus() -> Vec<GpuDevice> {
+    gpu().into_iter().chain(gpu_int()).collect()
+}
+
 /// A fresh registration's first device (with its own wgpu device), or `None` without
 /// adapters; registration errors panic.
 pub fn open_device() -> Option<GpuDevice> {
@@ -72,26 +106,56 @@ impl Rng {
     }
 }
 
-/// Random bytes for a tensor of `dtype` with `n` elements: F32 / F16 uniform in [-1, 1),
-/// quantized blocks with small positive scales and random quants, I32 in [0, 8).
+/// Byte offsets of the f16 scales (d, and dmin or m where the type has one) in a block of
+/// `dtype`.
+pub fn scale_offsets(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+        DType::Q2_K => &[80, 82],
+        DType::Q3_K => &[108],
+        DType::Q6_K => &[208],
+        other => panic!("no scales in {other}"),
+    }
+}
+
+/// The block types of GGUF weights.
+pub const BLOCK_TYPES: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// Random bytes for a tensor of `dtype` with `n` elements: F32 / F16 / BF16 uniform in
+/// [-1, 1), I32 in [0, 8), quantized blocks of random bytes (every bit pattern of the quants,
+/// scales and mins) whose f16 scales are replaced by random values of magnitude 0.002 .. 0.05
+/// and either sign.
 pub fn random_bytes(rng: &mut Rng, dtype: DType, n: usize) -> Vec<u8> {
     match dtype {
         DType::F32 => (0..n).flat_map(|_| rng.uniform(-1.0, 1.0).to_le_bytes()).collect(),
         DType::F16 => {
             (0..n).flat_map(|_| f16::from_f32(rng.uniform(-1.0, 1.0)).to_le_bytes()).collect()
         }
+        DType::BF16 => (0..n)
+            .flat_map(|_| half::bf16::from_f32(rng.uniform(-1.0, 1.0)).to_le_bytes())
+            .collect(),
         DType::I32 => (0..n).flat_map(|_| (rng.below(8) as i32).to_le_bytes()).collect(),
-        DType::Q8_0 | DType::Q4_0 => {
-            let blocks = n / 32;
-            let mut out = Vec::with_capacity(blocks * dtype.type_size());
-            for _ in 0..blocks {
-                out.extend_from_slice(&f16::from_f32(rng.uniform(0.002, 0.05)).to_le_bytes());
-                for _ in 0..dtype.type_size() - 2 {
-                    let mut b = rng.below(256) as u8;
-                    if dtype == DType::Q8_0 && b == 0x80 {
-                        b = 0x81; // -128 is not produced by the quantizer
-                    }
-                    out.push(b);
+        t if BLOCK_TYPES.contains(&t) => {
+            let blocks = n / t.block_size();
+            let size = t.type_size();
+            let mut out: Vec<u8> = (0..blocks * size).map(|_| rng.below(256) as u8).collect();
+            for b in out.chunks_exact_mut(size) {
+                for &o in scale_offsets(t) {
+                    let sign = if rng.below(2) == 0 { 1.0 } else { -1.0 };
+                    let d = f16::from_f32(sign * rng.uniform(0.002, 0.05));
+                    b[o..o + 2].copy_from_slice(&d.to_le_bytes());
                 }
             }
             out
@@ -199,6 +263,12 @@ pub fn run_reference(case: &Case, inputs: &[(TensorId, Vec<u8>)]) -> Result<Vec<
     }
     tessera_cpu::reference::compute_graph(&g, &|| false)?;
     get_tensor(&g, case.output)
+}
+
+/// The bytes of `case`'s output computed on `dev`, with the leaf data [`check`] gives it.
+pub fn output_on(dev: &GpuDevice, case: &Case) -> Vec<u8> {
+    let inputs = leaf_data(case, 0x7e55e7a ^ case.name.len() as u64);
+    run_gpu(dev, case, &inputs).unwrap_or_else(|e| panic!("{}: GPU: {e}", case.name))
 }
 
 /// Computes `case` on the GPU and with the reference and compares the outputs; panics when the

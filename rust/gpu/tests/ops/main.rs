@@ -2,105 +2,28 @@
 //! (normalized mean squared error at most 1e-7, matmul 5e-4), on shapes that are not multiples
 //! of the tile sizes, with broadcasting, F16, quantized weights and strided operands.
 
+mod attention;
+#[path = "../common/mod.rs"]
 mod common;
+mod weights;
 
-use common::{check, gpu, i32_bytes, Case, Rng};
+use common::{check, gpu, gpu_int, i32_bytes, output_on, Case, Rng};
 use std::collections::HashMap;
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
-use tessera_core::{DType, Graph, RopeParams, TensorId, UnaryOp};
+use tessera_core::{DType, GluOp, Graph, RopeParams, TensorId, UnaryOp};
 
-const TOL: f64 = 1e-7;
+pub(crate) const TOL: f64 = 1e-7;
 
 type UnaryBuilder = Box<dyn Fn(&mut Graph, TensorId) -> TensorId>;
-const TOL_MATMUL: f64 = 5e-4;
+pub(crate) const TOL_MATMUL: f64 = 5e-4;
 
-fn case(name: impl Into<String>, graph: Graph, output: TensorId, tolerance: f64) -> Case {
+pub(crate) fn case(
+    name: impl Into<String>,
+    graph: Graph,
+    output: TensorId,
+    tolerance: f64,
+) -> Case {
     Case { name: name.into(), graph, output, data: HashMap::new(), tolerance }
-}
-
-#[test]
-fn mul_mat_all_weight_types_and_odd_shapes() {
-    let Some(dev) = gpu() else { return };
-    // (M, N, K): N <= 8 runs the matrix-vector kernel, larger N the tiled one.
-    let float_shapes = [
-        (1, 1, 1),
-        (3, 1, 3),
-        (17, 3, 17),
-        (70, 8, 130),
-        (33, 9, 33),
-        (33, 17, 33),
-        (130, 33, 130),
-        (5, 64, 260),
-    ];
-    let quant_shapes = [
-        (1, 1, 32),
-        (3, 1, 64),
-        (17, 3, 96),
-        (70, 8, 288),
-        (33, 9, 160),
-        (33, 17, 160),
-        (130, 33, 256),
-        (7, 40, 32),
-    ];
-    let mut n = 0;
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
-        let shapes = if dtype.is_quantized() { quant_shapes } else { float_shapes };
-        for (m, nn, k) in shapes {
-            let mut g = Graph::new();
-            let a = g.weight("a", dtype, &[k, m]).unwrap();
-            let b = g.input("b", DType::F32, &[k, nn]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            check(&dev, &case(format!("mul_mat {dtype} M={m} N={nn} K={k}"), g, c, TOL_MATMUL));
-            n += 1;
-        }
-    }
-    assert_eq!(n, 32);
-}
-
-#[test]
-fn mul_mat_broadcast_batches() {
-    let Some(dev) = gpu() else { return };
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0] {
-        for n in [5, 12] {
-            let mut g = Graph::new();
-            let a = g.weight("a", dtype, &[64, 9, 2, 1]).unwrap();
-            let b = g.input("b", DType::F32, &[64, n, 4, 3]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} broadcast [64,9,2,1] x [64,{n},4,3]");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
-}
-
-#[test]
-fn mul_mat_strided_operands() {
-    let Some(dev) = gpu() else { return };
-    // Activations transposed (K along a strided dim) and weights permuted over batches.
-    for dtype in [DType::F32, DType::F16] {
-        for n in [6, 20] {
-            let mut g = Graph::new();
-            let a0 = g.weight("a", dtype, &[19, 2, 7]).unwrap();
-            let a = g.permute(a0, [0, 2, 1, 3]).unwrap(); // [19, 7, 2]
-            let b0 = g.input("b", DType::F32, &[n, 19, 2]).unwrap();
-            let b = g.transpose(b0).unwrap(); // [19, n, 2], nb0 = 4 n
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} permuted weights, transposed activations, N={n}");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
-    // Quantized weights: a view of every other row.
-    for dtype in [DType::Q8_0, DType::Q4_0] {
-        for n in [3, 40] {
-            let mut g = Graph::new();
-            let a0 = g.weight("a", dtype, &[64, 10]).unwrap();
-            let row = dtype.row_size(64).unwrap();
-            let a = g.view(a0, &[64, 5], &[2 * row], row).unwrap();
-            let b = g.input("b", DType::F32, &[64, n]).unwrap();
-            let c = g.mul_mat(a, b).unwrap();
-            let name = format!("mul_mat {dtype} strided rows view, N={n}");
-            check(&dev, &case(name, g, c, TOL_MATMUL));
-        }
-    }
 }
 
 #[test]
@@ -328,30 +251,135 @@ fn rope_normal_and_neox() {
 }
 
 #[test]
-fn rope_with_yarn_is_not_supported() {
+fn rope_with_yarn() {
     let Some(dev) = gpu() else { return };
-    use tessera_core::backend::Device;
-    let mut g = Graph::new();
-    let a = g.input("a", DType::F32, &[8, 2, 3]).unwrap();
-    let pos = g.input("pos", DType::I32, &[3]).unwrap();
-    let p = RopeParams { n_dims: 8, ext_factor: 1.0, ..Default::default() };
-    let c = g.rope_ext(a, pos, None, p).unwrap();
-    assert!(!dev.supports_op(&g, c));
+    let mut rng = Rng::new(5);
+    for mode in [ROPE_MODE_NORMAL, ROPE_MODE_NEOX] {
+        for (n_dims, ff, freq_scale, ext_factor, n_ctx_orig) in [
+            (64usize, false, 0.25f32, 1.0f32, 4096usize),
+            (60, true, 0.5, 1.0, 2048),
+            (64, false, 0.125, 0.5, 8192),
+        ] {
+            let (ne0, n_tokens) = (64usize, 4usize);
+            let mut g = Graph::new();
+            let a = g.input("a", DType::F32, &[ne0, 3, n_tokens]).unwrap();
+            let pos = g.input("pos", DType::I32, &[n_tokens]).unwrap();
+            let f = if ff { Some(g.input("ff", DType::F32, &[n_dims / 2]).unwrap()) } else { None };
+            let p = RopeParams {
+                n_dims,
+                mode,
+                n_ctx_orig,
+                freq_base: 10000.0,
+                freq_scale,
+                ext_factor,
+                attn_factor: 1.0,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+            };
+            let c = g.rope_ext(a, pos, f, p).unwrap();
+            let name = format!(
+                "rope yarn mode {mode} n_dims={n_dims} ff={ff} scale={freq_scale} ext={ext_factor} ctx={n_ctx_orig}"
+            );
+            let mut k = case(name, g, c, TOL);
+            let positions: Vec<i32> = (0..n_tokens).map(|_| rng.below(3000) as i32).collect();
+            k.data.insert(pos, i32_bytes(&positions));
+            if let Some(f) = f {
+                let factors: Vec<u8> =
+                    (0..n_dims / 2).flat_map(|_| rng.uniform(1.0, 4.0).to_le_bytes()).collect();
+                k.data.insert(f, factors);
+            }
+            check(&dev, &k);
+        }
+    }
 }
 
 #[test]
-fn get_rows_all_types() {
+fn rope_at_long_positions() {
+    // Gemma 3's frequency base and positions far into a long context: angles in the thousands
+    // of radians are reduced before sin / cos.
     let Some(dev) = gpu() else { return };
-    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::I32] {
-        let ne0 = if dtype.is_quantized() { 64 } else { 13 };
+    for mode in [ROPE_MODE_NORMAL, ROPE_MODE_NEOX] {
         let mut g = Graph::new();
-        let a = g.weight("a", dtype, &[ne0, 10, 2]).unwrap();
-        let idx = g.input("idx", DType::I32, &[4, 2]).unwrap();
-        let c = g.get_rows(a, idx).unwrap();
-        let mut k = case(format!("get_rows {dtype} [{ne0}, 10, 2] by [4, 2]"), g, c, TOL);
-        k.data.insert(idx, i32_bytes(&[9, 0, 3, 3, 1, 8, 2, 7]));
-        check(&dev, &k);
+        let a = g.input("a", DType::F32, &[256, 2, 4]).unwrap();
+        let pos = g.input("pos", DType::I32, &[4]).unwrap();
+        let p = RopeParams { n_dims: 256, mode, freq_base: 1e6, ..Default::default() };
+        let c = g.rope_ext(a, pos, None, p).unwrap();
+        // f32 angles: ulp(32767) = 0.004 rad (the reference computes them in f64).
+        let mut k = case(format!("rope mode {mode} base 1e6 at positions to 32767"), g, c, 1e-6);
+        k.data.insert(pos, i32_bytes(&[1000, 4097, 20000, 32767]));
+        let o = check(&dev, &k);
+        assert!(o.max_abs < 1e-2, "max |err| {}", o.max_abs);
     }
+}
+
+#[test]
+fn gated_linear_units() {
+    let Some(dev) = gpu() else { return };
+    type GluBuilder = fn(&mut Graph, TensorId, GluOp, bool) -> tessera_core::Result<TensorId>;
+    let one: GluBuilder = Graph::glu;
+    for op in [GluOp::Swiglu, GluOp::Geglu] {
+        for dtype in [DType::F32, DType::F16] {
+            for swapped in [false, true] {
+                for shape in [&[2usize, 1][..], &[34, 3], &[2048, 2, 2]] {
+                    let mut g = Graph::new();
+                    let a = g.input("a", dtype, shape).unwrap();
+                    let c = one(&mut g, a, op, swapped).unwrap();
+                    let name = format!("{} {dtype}{shape:?} swapped {swapped}", op.name());
+                    check(&dev, &case(name, g, c, TOL));
+                }
+            }
+            // Two operands; the second of another type.
+            let other = if dtype == DType::F32 { DType::F16 } else { DType::F32 };
+            let mut g = Graph::new();
+            let a = g.input("a", dtype, &[33, 5]).unwrap();
+            let b = g.input("b", other, &[33, 5]).unwrap();
+            let c = g.glu_split(a, b, op).unwrap();
+            check(&dev, &case(format!("{} {dtype} x {other} split", op.name()), g, c, TOL));
+        }
+        // Strided: the halves of a transposed tensor, and two permuted operands.
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[5, 12]).unwrap();
+        let a = g.transpose(a0).unwrap(); // [12, 5], nb0 = 20
+        let c = g.glu(a, op, true).unwrap();
+        check(&dev, &case(format!("{} of a transposed tensor", op.name()), g, c, TOL));
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[4, 6, 3]).unwrap();
+        let b0 = g.input("b", DType::F32, &[6, 3, 4]).unwrap();
+        let a = g.permute(a0, [2, 0, 1, 3]).unwrap(); // [6, 3, 4]
+        let c = g.glu_split(a, b0, op).unwrap();
+        check(&dev, &case(format!("{} permuted split", op.name()), g, c, TOL));
+    }
+}
+
+#[test]
+fn layer_norm_rows() {
+    let Some(dev) = gpu() else { return };
+    for ne0 in [1usize, 5, 130, 1000] {
+        let mut g = Graph::new();
+        let a0 = g.input("a", DType::F32, &[ne0, 3, 2]).unwrap();
+        // An offset far from zero: the mean must be removed before squaring.
+        let a = g.scale_bias(a0, 1.0, 30.0).unwrap();
+        let c = g.norm(a, 1e-5).unwrap();
+        check(&dev, &case(format!("norm ne0={ne0}"), g, c, TOL));
+    }
+    let mut g = Graph::new();
+    let a0 = g.input("a", DType::F32, &[4, 33, 2]).unwrap();
+    let a = g.permute(a0, [1, 0, 2, 3]).unwrap();
+    let c = g.norm(a, 1e-6).unwrap();
+    check(&dev, &case("norm permuted input", g, c, TOL));
+}
+
+#[test]
+fn i32_copies() {
+    let Some(dev) = gpu() else { return };
+    let mut g = Graph::new();
+    let a0 = g.input("a", DType::I32, &[5, 3]).unwrap();
+    let a = g.transpose(a0).unwrap();
+    let c = g.cont(a).unwrap();
+    let mut k = case("cont I32 transposed", g, c, 0.0);
+    let vals: Vec<i32> = (0..15).map(|i| i * 100_003 - 700_000).collect();
+    k.data.insert(a0, i32_bytes(&vals));
+    check(&dev, &k);
 }
 
 #[test]
@@ -448,4 +476,75 @@ fn a_transformer_block_chain() {
     c.data.insert(mask, causal);
     let o = check(&dev, &c);
     assert!(o.nmse < 1e-9, "chain nmse {}", o.nmse);
+}
+
+/// The kernels compiled from their `shader-f16` sources (hardware F16 decoding) and from the
+/// integer ones give the very same bits, on a case for every kind of F16 data the kernels
+/// decode: element-wise operands, F16 weights and activations, block scales, F16 K / V and
+/// masks, F16 destinations. (The other tests run on the default device, which uses
+/// `shader-f16` where the adapter has it, as lavapipe does.)
+#[test]
+fn shader_f16_and_integer_kernels_agree_bit_for_bit() {
+    let (Some(dev), Some(int)) = (gpu(), gpu_int()) else {
+        eprintln!("the adapter has no shader-f16: the integer kernels are the only ones");
+        return;
+    };
+    assert!(dev.uses_shader_f16() && !int.uses_shader_f16());
+    let mut cases = Vec::new();
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F16, &[33, 5]).unwrap();
+    let b = g.input("b", DType::F16, &[33, 1]).unwrap();
+    let c = g.add(a, b).unwrap();
+    let d = g.new_tensor(DType::F16, &[33, 5]).unwrap();
+    let e = g.cpy(c, d).unwrap();
+    cases.push(case("add F16 + F16 -> F16", g, e, TOL));
+    for (dtype, act, n) in [
+        (DType::F16, DType::F32, 1),
+        (DType::F16, DType::F32, 16),
+        (DType::F32, DType::F16, 3),
+        (DType::Q4_K, DType::F32, 1),
+        (DType::Q4_K, DType::F32, 16),
+        (DType::Q5_0, DType::F32, 2),
+    ] {
+        let k = dtype.block_size().max(64);
+        let mut g = Graph::new();
+        let w = g.weight("w", dtype, &[k, 40]).unwrap();
+        let x = g.input("x", act, &[k, n]).unwrap();
+        let y = g.mul_mat(w, x).unwrap();
+        cases.push(case(format!("mul_mat {dtype} x {act} N={n}"), g, y, TOL_MATMUL));
+    }
+    for dtype in [DType::F16, DType::Q6_K] {
+        let mut g = Graph::new();
+        let w = g.weight("w", dtype, &[256, 6]).unwrap();
+        let i = g.input("i", DType::I32, &[3]).unwrap();
+        let y = g.get_rows(w, i).unwrap();
+        let mut k = case(format!("get_rows {dtype}"), g, y, 0.0);
+        k.data.insert(i, i32_bytes(&[5, 0, 2]));
+        cases.push(k);
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[20, 3, 2]).unwrap();
+    let m = g.input("m", DType::F16, &[20, 3]).unwrap();
+    let y = g.soft_max_ext(x, Some(m), 0.5, 0.0).unwrap();
+    cases.push(case("soft_max F16 mask", g, y, TOL));
+    let mut g = Graph::new();
+    let q = g.input("q", DType::F32, &[64, 2, 4]).unwrap();
+    let kk = g.input("k", DType::F16, &[64, 30, 2]).unwrap();
+    let v = g.input("v", DType::F16, &[64, 30, 2]).unwrap();
+    let m = g.input("m", DType::F16, &[30, 2]).unwrap();
+    let p = tessera_core::AttnParams { scale: 0.125, ..Default::default() };
+    let y = g.flash_attn_ext(q, kk, v, Some(m), p).unwrap();
+    cases.push(case("flash_attn_ext F16 K, V, mask", g, y, TOL));
+    let mut g = Graph::new();
+    let cache = g.input("cache", DType::F16, &[16, 8]).unwrap();
+    let rows = g.input("rows", DType::F32, &[16, 2]).unwrap();
+    let i = g.input("i", DType::I32, &[2]).unwrap();
+    let y = g.set_rows(cache, rows, i).unwrap();
+    let mut k = case("set_rows into F16", g, y, 0.0);
+    k.data.insert(i, i32_bytes(&[6, 1]));
+    cases.push(k);
+    for k in &cases {
+        check(&dev, k);
+        assert!(output_on(&dev, k) == output_on(&int, k), "{}: the variants differ", k.name);
+    }
 }
