@@ -354,11 +354,14 @@ impl Scheduler {
                 })?);
             }
         }
-        // Inputs without memory go to their first reader's backend; views follow their root.
+        // Inputs without memory go to their first reader's backend (a node reading them
+        // directly or through views); views follow their root.
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() && who[id.index()].is_none() {
-                let reader = nodes.iter().find(|&&n| graph.tensor(n).src.contains(&id));
+                let reader = nodes
+                    .iter()
+                    .find(|&&n| graph.tensor(n).src.iter().any(|&s| graph.view_root(s).0 == id));
                 who[id.index()] =
                     Some(reader.and_then(|&r| who[r.index()]).unwrap_or(self.backends.len() - 1));
             }
@@ -406,6 +409,8 @@ impl Scheduler {
             graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
         let mut assignment = who.clone();
         let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
+        // Where the current split's entries start in `order`.
+        let mut split_start = order.len();
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() {
@@ -419,6 +424,7 @@ impl Scheduler {
             if splits.last().is_none_or(|s| s.backend != b) {
                 splits.push(Split { backend: b, nodes: Vec::new(), inputs: Vec::new() });
                 copies.push(Vec::new());
+                split_start = order.len();
             }
             let si = splits.len() - 1;
             for (i, &s) in t.src.iter().enumerate() {
@@ -437,7 +443,9 @@ impl Scheduler {
                         copy_of.insert(key, c);
                         copies[si].push(Copy { from: root, to: c });
                         splits[si].inputs.push(root);
-                        order.push(c);
+                        // Every copy of a split is made before its first node runs: its memory
+                        // must be live from the split's start, not from its first reader.
+                        order.insert(split_start + copies[si].len() - 1, c);
                         c
                     }
                 };

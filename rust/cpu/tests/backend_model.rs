@@ -515,6 +515,40 @@ fn output_views_keep_their_memory_across_a_split() {
     }
 }
 
+/// Every input a split copies in is made before the split's first node runs, so copies read by
+/// different nodes of one split must not share memory (the second would overwrite the first
+/// before its reader ran).
+#[test]
+fn copies_into_one_split_keep_their_own_memory() {
+    let computed = Arc::new(Mutex::new(Vec::new()));
+    let test_dev = TestDevice { computed, software: false };
+    let backends: Vec<Box<dyn Backend>> = vec![
+        test_dev.init_backend(&BackendParams::default()).unwrap(),
+        Box::new(CpuBackend::new(Some(1)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[16]).unwrap();
+    let y = g.input("y", DType::F32, &[16]).unwrap();
+    let a = g.sqr(x).unwrap(); // CPU
+    let b = g.sqr(y).unwrap(); // CPU
+    let n1 = g.add(a, a).unwrap(); // TEST, reads the copy of a
+    let n2 = g.add(b, b).unwrap(); // TEST, reads the copy of b
+    g.set_output(n1).unwrap();
+    g.set_output(n2).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    let on: Vec<usize> = sched.splits().iter().map(|s| s.backend).collect();
+    assert_eq!(on, vec![1, 0], "CPU, then TEST with two copied inputs");
+    assert_eq!(sched.splits()[1].inputs.len(), 2);
+    let xs: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let ys: Vec<f32> = (0..16).map(|i| 100.0 + i as f32).collect();
+    set_f32(&g, x, &xs).unwrap();
+    set_f32(&g, y, &ys).unwrap();
+    sched.compute().unwrap();
+    assert_eq!(get_f32(&g, n1).unwrap(), xs.iter().map(|v| 2.0 * v * v).collect::<Vec<_>>());
+    assert_eq!(get_f32(&g, n2).unwrap(), ys.iter().map(|v| 2.0 * v * v).collect::<Vec<_>>());
+}
+
 #[test]
 fn scheduler_pins_and_weights_pull_ops() {
     let computed = Arc::new(Mutex::new(Vec::new()));

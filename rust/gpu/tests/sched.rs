@@ -87,9 +87,8 @@ fn mixed_graph_splits_between_gpu_and_cpu() {
 /// through views (TRANSPOSE) are placed in CPU memory, and the split's copies of two such
 /// inputs get the same memory (the first copy's last reader runs before the second's first),
 /// although every copy of a split is made before the split runs: the first reader then sees
-/// the second input's values. Ignored until the scheduler is fixed; run with `--ignored`.
+/// the second input's values.
 #[test]
-#[ignore]
 fn split_inputs_read_through_views_keep_their_own_memory() {
     let Some(gpu) = common::gpu() else { return };
     let backends: Vec<Box<dyn Backend>> = vec![
