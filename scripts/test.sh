@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh all
 export TESSERA_PYTHON="$PWD/target/venv/bin/python"
+export TESSERA_GEMMA_GGUF="$PWD/target/models/gemma3-270m-q4_k_m.gguf"
 
 step() { echo; echo "=== $*"; }
 
