@@ -503,6 +503,38 @@ fileprivate struct FfiConverterUInt64: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterFloat: FfiConverterPrimitive {
+    typealias FfiType = Float
+    typealias SwiftType = Float
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Float {
+        return try lift(readFloat(&buf))
+    }
+
+    public static func write(_ value: Float, into buf: inout [UInt8]) {
+        writeFloat(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterDouble: FfiConverterPrimitive {
+    typealias FfiType = Double
+    typealias SwiftType = Double
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Double {
+        return try lift(readDouble(&buf))
+    }
+
+    public static func write(_ value: Double, into buf: inout [UInt8]) {
+        writeDouble(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterBool : FfiConverter {
     typealias FfiType = Int8
     typealias SwiftType = Bool
@@ -587,6 +619,306 @@ fileprivate struct FfiConverterData: FfiConverterRustBuffer {
         writeBytes(&buf, value)
     }
 }
+
+
+
+
+/**
+ * A loaded language model with its context. Safe to share between threads.
+ */
+public protocol ModelProtocol: AnyObject, Sendable {
+    
+    /**
+     * The prompt `messages` render to with the model's chat template.
+     */
+    func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool) throws  -> String
+    
+    /**
+     * Stops the generation in progress (it returns with stop reason "cancelled").
+     */
+    func cancel() 
+    
+    /**
+     * Closes the model: stops and waits for the work in flight, then frees its memory;
+     * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     */
+    func close() 
+    
+    /**
+     * The text of `tokens` (`special`: special tokens rendered as their text).
+     */
+    func detokenize(tokens: [UInt32], special: Bool) throws  -> String
+    
+    /**
+     * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
+     * for the model's own or mean).
+     */
+    func embed(texts: [String], pooling: String?) throws  -> [[Float]]
+    
+    /**
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
+     */
+    func generate(request: GenerateRequest, listener: TokenListener?) throws  -> GenerateResult
+    
+    /**
+     * What the model is.
+     */
+    func info()  -> ModelInfo
+    
+    /**
+     * Whether [`Model::close`] was called.
+     */
+    func isClosed()  -> Bool
+    
+    /**
+     * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
+     * tokens written in the text are recognized).
+     */
+    func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool) throws  -> [UInt32]
+    
+}
+/**
+ * A loaded language model with its context. Safe to share between threads.
+ */
+open class Model: ModelProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_tessera_ffi_fn_clone_model(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_tessera_ffi_fn_free_model(handle, $0) }
+    }
+
+    
+    /**
+     * Loads the GGUF file at `path` (mapped, weights read in place where the device allows)
+     * with `options`; `progress` sees the fraction of weights placed and may cancel.
+     *
+     * Errors: `InvalidModel` (unreadable or malformed file, unknown architecture, missing or
+     * misshapen tensor), `UnknownDevice`, `InvalidArgument`, `OutOfMemory`, `Cancelled`.
+     */
+public static func load(path: String, options: ModelOptions, progress: LoadProgress?)throws  -> Model  {
+    return try  FfiConverterTypeModel_lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_constructor_model_load(
+        FfiConverterString.lower(path),
+        FfiConverterTypeModelOptions_lower(options),
+        FfiConverterOptionCallbackInterfaceLoadProgress.lower(progress),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+    /**
+     * The prompt `messages` render to with the model's chat template.
+     */
+open func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_apply_chat_template(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceTypeChatTurn.lower(messages),
+        FfiConverterBool.lower(addGenerationPrompt),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Stops the generation in progress (it returns with stop reason "cancelled").
+     */
+open func cancel()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_cancel(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Closes the model: stops and waits for the work in flight, then frees its memory;
+     * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     */
+open func close()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_close(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The text of `tokens` (`special`: special tokens rendered as their text).
+     */
+open func detokenize(tokens: [UInt32], special: Bool)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_detokenize(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceUInt32.lower(tokens),
+        FfiConverterBool.lower(special),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
+     * for the model's own or mean).
+     */
+open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
+    return try  FfiConverterSequenceSequenceFloat.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_embed(
+            self.uniffiCloneHandle(),
+        FfiConverterSequenceString.lower(texts),
+        FfiConverterOptionString.lower(pooling),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
+     */
+open func generate(request: GenerateRequest, listener: TokenListener?)throws  -> GenerateResult  {
+    return try  FfiConverterTypeGenerateResult_lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_generate(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeGenerateRequest_lower(request),
+        FfiConverterOptionCallbackInterfaceTokenListener.lower(listener),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * What the model is.
+     */
+open func info() -> ModelInfo  {
+    return try!  FfiConverterTypeModelInfo_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_info(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether [`Model::close`] was called.
+     */
+open func isClosed() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_is_closed(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
+     * tokens written in the text are recognized).
+     */
+open func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool)throws  -> [UInt32]  {
+    return try  FfiConverterSequenceUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_tokenize(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(text),
+        FfiConverterBool.lower(addSpecial),
+        FfiConverterBool.lower(parseSpecial),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeModel: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Model
+
+    public static func lift(_ handle: UInt64) throws -> Model {
+        return Model(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Model) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Model {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Model, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModel_lift(_ handle: UInt64) throws -> Model {
+    return try FfiConverterTypeModel.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModel_lower(_ value: Model) -> UInt64 {
+    return FfiConverterTypeModel.lower(value)
+}
+
+
 
 
 
@@ -958,6 +1290,75 @@ public func FfiConverterTypeBuildInfo_lower(_ value: BuildInfo) -> RustBuffer {
 
 
 /**
+ * A chat message.
+ */
+public struct ChatTurn: Equatable, Hashable {
+    /**
+     * "system", "user", "assistant" (or what the template knows).
+     */
+    public var role: String
+    /**
+     * The text.
+     */
+    public var content: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * "system", "user", "assistant" (or what the template knows).
+         */role: String, 
+        /**
+         * The text.
+         */content: String) {
+        self.role = role
+        self.content = content
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ChatTurn: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChatTurn: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChatTurn {
+        return
+            try ChatTurn(
+                role: FfiConverterString.read(from: &buf), 
+                content: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ChatTurn, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.role, into: &buf)
+        FfiConverterString.write(value.content, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatTurn_lift(_ buf: RustBuffer) throws -> ChatTurn {
+    return try FfiConverterTypeChatTurn.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatTurn_lower(_ value: ChatTurn) -> RustBuffer {
+    return FfiConverterTypeChatTurn.lower(value)
+}
+
+
+/**
  * The CPU's features and the kernel tier chosen for each weight type.
  */
 public struct CpuFeatureInfo: Equatable, Hashable {
@@ -1300,6 +1701,776 @@ public func FfiConverterTypeFeaturePair_lift(_ buf: RustBuffer) throws -> Featur
 #endif
 public func FfiConverterTypeFeaturePair_lower(_ value: FeaturePair) -> RustBuffer {
     return FfiConverterTypeFeaturePair.lower(value)
+}
+
+
+/**
+ * What to generate and how. Exactly one of `prompt` and `messages`.
+ */
+public struct GenerateRequest: Equatable, Hashable {
+    /**
+     * A text prompt (BOS added as the model asks, special tokens parsed).
+     */
+    public var prompt: String?
+    /**
+     * A conversation, rendered with the model's chat template.
+     */
+    public var messages: [ChatTurn]?
+    /**
+     * Most tokens to generate.
+     */
+    public var maxTokens: UInt32
+    /**
+     * Strings that end the text where they appear (not included).
+     */
+    public var stop: [String]
+    /**
+     * Sampling temperature; 0 is greedy.
+     */
+    public var temperature: Float
+    /**
+     * Keep the `top_k` most likely tokens (0: all).
+     */
+    public var topK: UInt32
+    /**
+     * Nucleus sampling (1: off).
+     */
+    public var topP: Float
+    /**
+     * Drop tokens below `min_p` times the top probability (0: off).
+     */
+    public var minP: Float
+    /**
+     * Locally typical sampling (1: off).
+     */
+    public var typicalP: Float
+    /**
+     * Repetition penalty over the last `penalty_last_n` tokens (1: off).
+     */
+    public var repeatPenalty: Float
+    /**
+     * Frequency penalty (0: off).
+     */
+    public var frequencyPenalty: Float
+    /**
+     * Presence penalty (0: off).
+     */
+    public var presencePenalty: Float
+    /**
+     * Tokens the penalties look back over.
+     */
+    public var penaltyLastN: UInt32
+    /**
+     * Biases per token.
+     */
+    public var logitBias: [LogitBias]
+    /**
+     * Seed of the draw (`None`: random).
+     */
+    public var seed: UInt64?
+    /**
+     * Keep generating past end-of-generation tokens.
+     */
+    public var ignoreEos: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * A text prompt (BOS added as the model asks, special tokens parsed).
+         */prompt: String? = nil, 
+        /**
+         * A conversation, rendered with the model's chat template.
+         */messages: [ChatTurn]? = nil, 
+        /**
+         * Most tokens to generate.
+         */maxTokens: UInt32 = UInt32(256), 
+        /**
+         * Strings that end the text where they appear (not included).
+         */stop: [String] = [], 
+        /**
+         * Sampling temperature; 0 is greedy.
+         */temperature: Float = Float(0.8), 
+        /**
+         * Keep the `top_k` most likely tokens (0: all).
+         */topK: UInt32 = UInt32(40), 
+        /**
+         * Nucleus sampling (1: off).
+         */topP: Float = Float(0.95), 
+        /**
+         * Drop tokens below `min_p` times the top probability (0: off).
+         */minP: Float = Float(0.05), 
+        /**
+         * Locally typical sampling (1: off).
+         */typicalP: Float = Float(1.0), 
+        /**
+         * Repetition penalty over the last `penalty_last_n` tokens (1: off).
+         */repeatPenalty: Float = Float(1.0), 
+        /**
+         * Frequency penalty (0: off).
+         */frequencyPenalty: Float = Float(0.0), 
+        /**
+         * Presence penalty (0: off).
+         */presencePenalty: Float = Float(0.0), 
+        /**
+         * Tokens the penalties look back over.
+         */penaltyLastN: UInt32 = UInt32(64), 
+        /**
+         * Biases per token.
+         */logitBias: [LogitBias] = [], 
+        /**
+         * Seed of the draw (`None`: random).
+         */seed: UInt64? = nil, 
+        /**
+         * Keep generating past end-of-generation tokens.
+         */ignoreEos: Bool = false) {
+        self.prompt = prompt
+        self.messages = messages
+        self.maxTokens = maxTokens
+        self.stop = stop
+        self.temperature = temperature
+        self.topK = topK
+        self.topP = topP
+        self.minP = minP
+        self.typicalP = typicalP
+        self.repeatPenalty = repeatPenalty
+        self.frequencyPenalty = frequencyPenalty
+        self.presencePenalty = presencePenalty
+        self.penaltyLastN = penaltyLastN
+        self.logitBias = logitBias
+        self.seed = seed
+        self.ignoreEos = ignoreEos
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GenerateRequest: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GenerateRequest {
+        return
+            try GenerateRequest(
+                prompt: FfiConverterOptionString.read(from: &buf), 
+                messages: FfiConverterOptionSequenceTypeChatTurn.read(from: &buf), 
+                maxTokens: FfiConverterUInt32.read(from: &buf), 
+                stop: FfiConverterSequenceString.read(from: &buf), 
+                temperature: FfiConverterFloat.read(from: &buf), 
+                topK: FfiConverterUInt32.read(from: &buf), 
+                topP: FfiConverterFloat.read(from: &buf), 
+                minP: FfiConverterFloat.read(from: &buf), 
+                typicalP: FfiConverterFloat.read(from: &buf), 
+                repeatPenalty: FfiConverterFloat.read(from: &buf), 
+                frequencyPenalty: FfiConverterFloat.read(from: &buf), 
+                presencePenalty: FfiConverterFloat.read(from: &buf), 
+                penaltyLastN: FfiConverterUInt32.read(from: &buf), 
+                logitBias: FfiConverterSequenceTypeLogitBias.read(from: &buf), 
+                seed: FfiConverterOptionUInt64.read(from: &buf), 
+                ignoreEos: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GenerateRequest, into buf: inout [UInt8]) {
+        FfiConverterOptionString.write(value.prompt, into: &buf)
+        FfiConverterOptionSequenceTypeChatTurn.write(value.messages, into: &buf)
+        FfiConverterUInt32.write(value.maxTokens, into: &buf)
+        FfiConverterSequenceString.write(value.stop, into: &buf)
+        FfiConverterFloat.write(value.temperature, into: &buf)
+        FfiConverterUInt32.write(value.topK, into: &buf)
+        FfiConverterFloat.write(value.topP, into: &buf)
+        FfiConverterFloat.write(value.minP, into: &buf)
+        FfiConverterFloat.write(value.typicalP, into: &buf)
+        FfiConverterFloat.write(value.repeatPenalty, into: &buf)
+        FfiConverterFloat.write(value.frequencyPenalty, into: &buf)
+        FfiConverterFloat.write(value.presencePenalty, into: &buf)
+        FfiConverterUInt32.write(value.penaltyLastN, into: &buf)
+        FfiConverterSequenceTypeLogitBias.write(value.logitBias, into: &buf)
+        FfiConverterOptionUInt64.write(value.seed, into: &buf)
+        FfiConverterBool.write(value.ignoreEos, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateRequest_lift(_ buf: RustBuffer) throws -> GenerateRequest {
+    return try FfiConverterTypeGenerateRequest.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateRequest_lower(_ value: GenerateRequest) -> RustBuffer {
+    return FfiConverterTypeGenerateRequest.lower(value)
+}
+
+
+/**
+ * The result of a generation.
+ */
+public struct GenerateResult: Equatable, Hashable {
+    /**
+     * The generated text (stop string excluded).
+     */
+    public var text: String
+    /**
+     * The generated tokens.
+     */
+    public var tokens: [UInt32]
+    /**
+     * The prompt's tokens.
+     */
+    public var promptTokens: UInt32
+    /**
+     * "eog" (end of generation), "stop" (a stop string), "length" (max_tokens), "context"
+     * (the context is full), "cancelled".
+     */
+    public var stopReason: String
+    /**
+     * Time spent.
+     */
+    public var timings: GenerateTimings
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The generated text (stop string excluded).
+         */text: String, 
+        /**
+         * The generated tokens.
+         */tokens: [UInt32], 
+        /**
+         * The prompt's tokens.
+         */promptTokens: UInt32, 
+        /**
+         * "eog" (end of generation), "stop" (a stop string), "length" (max_tokens), "context"
+         * (the context is full), "cancelled".
+         */stopReason: String, 
+        /**
+         * Time spent.
+         */timings: GenerateTimings) {
+        self.text = text
+        self.tokens = tokens
+        self.promptTokens = promptTokens
+        self.stopReason = stopReason
+        self.timings = timings
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GenerateResult: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGenerateResult: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GenerateResult {
+        return
+            try GenerateResult(
+                text: FfiConverterString.read(from: &buf), 
+                tokens: FfiConverterSequenceUInt32.read(from: &buf), 
+                promptTokens: FfiConverterUInt32.read(from: &buf), 
+                stopReason: FfiConverterString.read(from: &buf), 
+                timings: FfiConverterTypeGenerateTimings.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GenerateResult, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterSequenceUInt32.write(value.tokens, into: &buf)
+        FfiConverterUInt32.write(value.promptTokens, into: &buf)
+        FfiConverterString.write(value.stopReason, into: &buf)
+        FfiConverterTypeGenerateTimings.write(value.timings, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateResult_lift(_ buf: RustBuffer) throws -> GenerateResult {
+    return try FfiConverterTypeGenerateResult.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateResult_lower(_ value: GenerateResult) -> RustBuffer {
+    return FfiConverterTypeGenerateResult.lower(value)
+}
+
+
+/**
+ * Time spent, as llama.rn's `timings`.
+ */
+public struct GenerateTimings: Equatable, Hashable {
+    /**
+     * Prompt tokens computed (those reused from the cache not counted).
+     */
+    public var promptN: UInt32
+    /**
+     * Milliseconds spent on them.
+     */
+    public var promptMs: Double
+    /**
+     * Prompt tokens per second.
+     */
+    public var promptPerSecond: Double
+    /**
+     * Tokens generated.
+     */
+    public var predictedN: UInt32
+    /**
+     * Milliseconds spent generating.
+     */
+    public var predictedMs: Double
+    /**
+     * Generated tokens per second.
+     */
+    public var predictedPerSecond: Double
+    /**
+     * Prompt tokens reused from the KV cache.
+     */
+    public var cachedN: UInt32
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Prompt tokens computed (those reused from the cache not counted).
+         */promptN: UInt32, 
+        /**
+         * Milliseconds spent on them.
+         */promptMs: Double, 
+        /**
+         * Prompt tokens per second.
+         */promptPerSecond: Double, 
+        /**
+         * Tokens generated.
+         */predictedN: UInt32, 
+        /**
+         * Milliseconds spent generating.
+         */predictedMs: Double, 
+        /**
+         * Generated tokens per second.
+         */predictedPerSecond: Double, 
+        /**
+         * Prompt tokens reused from the KV cache.
+         */cachedN: UInt32) {
+        self.promptN = promptN
+        self.promptMs = promptMs
+        self.promptPerSecond = promptPerSecond
+        self.predictedN = predictedN
+        self.predictedMs = predictedMs
+        self.predictedPerSecond = predictedPerSecond
+        self.cachedN = cachedN
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GenerateTimings: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGenerateTimings: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GenerateTimings {
+        return
+            try GenerateTimings(
+                promptN: FfiConverterUInt32.read(from: &buf), 
+                promptMs: FfiConverterDouble.read(from: &buf), 
+                promptPerSecond: FfiConverterDouble.read(from: &buf), 
+                predictedN: FfiConverterUInt32.read(from: &buf), 
+                predictedMs: FfiConverterDouble.read(from: &buf), 
+                predictedPerSecond: FfiConverterDouble.read(from: &buf), 
+                cachedN: FfiConverterUInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GenerateTimings, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.promptN, into: &buf)
+        FfiConverterDouble.write(value.promptMs, into: &buf)
+        FfiConverterDouble.write(value.promptPerSecond, into: &buf)
+        FfiConverterUInt32.write(value.predictedN, into: &buf)
+        FfiConverterDouble.write(value.predictedMs, into: &buf)
+        FfiConverterDouble.write(value.predictedPerSecond, into: &buf)
+        FfiConverterUInt32.write(value.cachedN, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateTimings_lift(_ buf: RustBuffer) throws -> GenerateTimings {
+    return try FfiConverterTypeGenerateTimings.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGenerateTimings_lower(_ value: GenerateTimings) -> RustBuffer {
+    return FfiConverterTypeGenerateTimings.lower(value)
+}
+
+
+/**
+ * A token bias: added to the token's logit before sampling (`-inf` bans it).
+ */
+public struct LogitBias: Equatable, Hashable {
+    /**
+     * The token id.
+     */
+    public var token: UInt32
+    /**
+     * The bias.
+     */
+    public var bias: Float
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The token id.
+         */token: UInt32, 
+        /**
+         * The bias.
+         */bias: Float) {
+        self.token = token
+        self.bias = bias
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LogitBias: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLogitBias: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LogitBias {
+        return
+            try LogitBias(
+                token: FfiConverterUInt32.read(from: &buf), 
+                bias: FfiConverterFloat.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LogitBias, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.token, into: &buf)
+        FfiConverterFloat.write(value.bias, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLogitBias_lift(_ buf: RustBuffer) throws -> LogitBias {
+    return try FfiConverterTypeLogitBias.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLogitBias_lower(_ value: LogitBias) -> RustBuffer {
+    return FfiConverterTypeLogitBias.lower(value)
+}
+
+
+/**
+ * What a loaded model is.
+ */
+public struct ModelInfo: Equatable, Hashable {
+    /**
+     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     */
+    public var architecture: String
+    /**
+     * `general.name`, when the file has one.
+     */
+    public var name: String?
+    /**
+     * Parameters (elements of every weight).
+     */
+    public var nParams: UInt64
+    /**
+     * Bytes of the weights.
+     */
+    public var sizeBytes: UInt64
+    /**
+     * The quantization by `general.file_type` ("Q4_K_M", ...), or the most common weight type.
+     */
+    public var quantization: String
+    /**
+     * The context the model was trained with.
+     */
+    public var nCtxTrain: UInt32
+    /**
+     * The context of this load.
+     */
+    public var nCtx: UInt32
+    /**
+     * Tokens in the vocabulary.
+     */
+    public var nVocab: UInt32
+    /**
+     * Width of the hidden state (the embedding size).
+     */
+    public var nEmbd: UInt32
+    /**
+     * Transformer blocks.
+     */
+    public var nLayer: UInt32
+    /**
+     * The device running it.
+     */
+    public var device: String
+    /**
+     * Whether the model has a chat template (its own or the built-in Gemma one).
+     */
+    public var hasChatTemplate: Bool
+    /**
+     * Bytes of weights read in place from the mapped file.
+     */
+    public var mappedBytes: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+         */architecture: String, 
+        /**
+         * `general.name`, when the file has one.
+         */name: String?, 
+        /**
+         * Parameters (elements of every weight).
+         */nParams: UInt64, 
+        /**
+         * Bytes of the weights.
+         */sizeBytes: UInt64, 
+        /**
+         * The quantization by `general.file_type` ("Q4_K_M", ...), or the most common weight type.
+         */quantization: String, 
+        /**
+         * The context the model was trained with.
+         */nCtxTrain: UInt32, 
+        /**
+         * The context of this load.
+         */nCtx: UInt32, 
+        /**
+         * Tokens in the vocabulary.
+         */nVocab: UInt32, 
+        /**
+         * Width of the hidden state (the embedding size).
+         */nEmbd: UInt32, 
+        /**
+         * Transformer blocks.
+         */nLayer: UInt32, 
+        /**
+         * The device running it.
+         */device: String, 
+        /**
+         * Whether the model has a chat template (its own or the built-in Gemma one).
+         */hasChatTemplate: Bool, 
+        /**
+         * Bytes of weights read in place from the mapped file.
+         */mappedBytes: UInt64) {
+        self.architecture = architecture
+        self.name = name
+        self.nParams = nParams
+        self.sizeBytes = sizeBytes
+        self.quantization = quantization
+        self.nCtxTrain = nCtxTrain
+        self.nCtx = nCtx
+        self.nVocab = nVocab
+        self.nEmbd = nEmbd
+        self.nLayer = nLayer
+        self.device = device
+        self.hasChatTemplate = hasChatTemplate
+        self.mappedBytes = mappedBytes
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ModelInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ModelInfo {
+        return
+            try ModelInfo(
+                architecture: FfiConverterString.read(from: &buf), 
+                name: FfiConverterOptionString.read(from: &buf), 
+                nParams: FfiConverterUInt64.read(from: &buf), 
+                sizeBytes: FfiConverterUInt64.read(from: &buf), 
+                quantization: FfiConverterString.read(from: &buf), 
+                nCtxTrain: FfiConverterUInt32.read(from: &buf), 
+                nCtx: FfiConverterUInt32.read(from: &buf), 
+                nVocab: FfiConverterUInt32.read(from: &buf), 
+                nEmbd: FfiConverterUInt32.read(from: &buf), 
+                nLayer: FfiConverterUInt32.read(from: &buf), 
+                device: FfiConverterString.read(from: &buf), 
+                hasChatTemplate: FfiConverterBool.read(from: &buf), 
+                mappedBytes: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ModelInfo, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.architecture, into: &buf)
+        FfiConverterOptionString.write(value.name, into: &buf)
+        FfiConverterUInt64.write(value.nParams, into: &buf)
+        FfiConverterUInt64.write(value.sizeBytes, into: &buf)
+        FfiConverterString.write(value.quantization, into: &buf)
+        FfiConverterUInt32.write(value.nCtxTrain, into: &buf)
+        FfiConverterUInt32.write(value.nCtx, into: &buf)
+        FfiConverterUInt32.write(value.nVocab, into: &buf)
+        FfiConverterUInt32.write(value.nEmbd, into: &buf)
+        FfiConverterUInt32.write(value.nLayer, into: &buf)
+        FfiConverterString.write(value.device, into: &buf)
+        FfiConverterBool.write(value.hasChatTemplate, into: &buf)
+        FfiConverterUInt64.write(value.mappedBytes, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModelInfo_lift(_ buf: RustBuffer) throws -> ModelInfo {
+    return try FfiConverterTypeModelInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModelInfo_lower(_ value: ModelInfo) -> RustBuffer {
+    return FfiConverterTypeModelInfo.lower(value)
+}
+
+
+/**
+ * How to load a model.
+ */
+public struct ModelOptions: Equatable, Hashable {
+    /**
+     * A device name from `devices()` (case-insensitive), or "auto": a hardware GPU when there
+     * is one, else the CPU.
+     */
+    public var device: String
+    /**
+     * CPU threads; `None` for the performance cores.
+     */
+    public var threads: UInt32?
+    /**
+     * Positions of the context (KV cache); `None` for 4096 or the model's training context
+     * if smaller.
+     */
+    public var nCtx: UInt32?
+    /**
+     * Prompt tokens per batch.
+     */
+    public var nBatch: UInt32
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * A device name from `devices()` (case-insensitive), or "auto": a hardware GPU when there
+         * is one, else the CPU.
+         */device: String = "auto", 
+        /**
+         * CPU threads; `None` for the performance cores.
+         */threads: UInt32? = nil, 
+        /**
+         * Positions of the context (KV cache); `None` for 4096 or the model's training context
+         * if smaller.
+         */nCtx: UInt32? = nil, 
+        /**
+         * Prompt tokens per batch.
+         */nBatch: UInt32 = UInt32(512)) {
+        self.device = device
+        self.threads = threads
+        self.nCtx = nCtx
+        self.nBatch = nBatch
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ModelOptions: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ModelOptions {
+        return
+            try ModelOptions(
+                device: FfiConverterString.read(from: &buf), 
+                threads: FfiConverterOptionUInt32.read(from: &buf), 
+                nCtx: FfiConverterOptionUInt32.read(from: &buf), 
+                nBatch: FfiConverterUInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ModelOptions, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.device, into: &buf)
+        FfiConverterOptionUInt32.write(value.threads, into: &buf)
+        FfiConverterOptionUInt32.write(value.nCtx, into: &buf)
+        FfiConverterUInt32.write(value.nBatch, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModelOptions_lift(_ buf: RustBuffer) throws -> ModelOptions {
+    return try FfiConverterTypeModelOptions.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeModelOptions_lower(_ value: ModelOptions) -> RustBuffer {
+    return FfiConverterTypeModelOptions.lower(value)
 }
 
 
@@ -1820,6 +2991,17 @@ enum TesseraError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
     case Closed(message: String)
     
     /**
+     * A model file that cannot be used: unreadable or malformed GGUF, an unknown
+     * architecture, a missing or misshapen tensor, an unusable vocabulary.
+     */
+    case InvalidModel(message: String)
+    
+    /**
+     * The tokens do not fit in the model's context.
+     */
+    case ContextFull(message: String)
+    
+    /**
      * Memory could not be allocated.
      */
     case OutOfMemory(message: String)
@@ -1907,15 +3089,23 @@ public struct FfiConverterTypeTesseraError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 12: return .OutOfMemory(
+        case 12: return .InvalidModel(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 13: return .Backend(
+        case 13: return .ContextFull(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 14: return .Internal(
+        case 14: return .OutOfMemory(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 15: return .Backend(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 16: return .Internal(
             message: try FfiConverterString.read(from: &buf)
         )
         
@@ -1952,12 +3142,16 @@ public struct FfiConverterTypeTesseraError: FfiConverterRustBuffer {
             writeInt(&buf, Int32(10))
         case .Closed(_ /* message is ignored*/):
             writeInt(&buf, Int32(11))
-        case .OutOfMemory(_ /* message is ignored*/):
+        case .InvalidModel(_ /* message is ignored*/):
             writeInt(&buf, Int32(12))
-        case .Backend(_ /* message is ignored*/):
+        case .ContextFull(_ /* message is ignored*/):
             writeInt(&buf, Int32(13))
-        case .Internal(_ /* message is ignored*/):
+        case .OutOfMemory(_ /* message is ignored*/):
             writeInt(&buf, Int32(14))
+        case .Backend(_ /* message is ignored*/):
+            writeInt(&buf, Int32(15))
+        case .Internal(_ /* message is ignored*/):
+            writeInt(&buf, Int32(16))
 
         
         }
@@ -1977,6 +3171,288 @@ public func FfiConverterTypeTesseraError_lift(_ buf: RustBuffer) throws -> Tesse
 #endif
 public func FfiConverterTypeTesseraError_lower(_ value: TesseraError) -> RustBuffer {
     return FfiConverterTypeTesseraError.lower(value)
+}
+
+
+
+
+/**
+ * Receives events (JSON objects as text) from long protocol calls.
+ */
+public protocol EventListener: AnyObject, Sendable {
+    
+    /**
+     * One event, e.g. `{"type":"token","requestId":3,"token":818,"text":" the"}`.
+     */
+    func onEvent(eventJson: String) 
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceEventListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceEventListener = UniffiVTableCallbackInterfaceEventListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceEventListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface EventListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceEventListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface EventListener: handle missing in uniffiClone")
+            }
+        },
+        onEvent: { (
+            uniffiHandle: UInt64,
+            eventJson: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceEventListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onEvent(
+                     eventJson: try FfiConverterString.lift(eventJson)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceEventListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceEventListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitEventListener() {
+    uniffi_tessera_ffi_fn_init_callback_vtable_eventlistener(UniffiCallbackInterfaceEventListener.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceEventListener {
+    fileprivate static let handleMap = UniffiHandleMap<EventListener>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceEventListener : FfiConverter {
+    typealias SwiftType = EventListener
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceEventListener_lift(_ handle: UInt64) throws -> EventListener {
+    return try FfiConverterCallbackInterfaceEventListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceEventListener_lower(_ v: EventListener) -> UInt64 {
+    return FfiConverterCallbackInterfaceEventListener.lower(v)
+}
+
+
+
+
+/**
+ * Receives the fraction of the weights placed while a model loads; `false` cancels the load.
+ */
+public protocol LoadProgress: AnyObject, Sendable {
+    
+    /**
+     * A fraction from 0 to 1.
+     */
+    func onProgress(fraction: Float)  -> Bool
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceLoadProgress {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceLoadProgress = UniffiVTableCallbackInterfaceLoadProgress(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceLoadProgress.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface LoadProgress: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceLoadProgress.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface LoadProgress: handle missing in uniffiClone")
+            }
+        },
+        onProgress: { (
+            uniffiHandle: UInt64,
+            fraction: Float,
+            uniffiOutReturn: UnsafeMutablePointer<Int8>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> Bool in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLoadProgress.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onProgress(
+                     fraction: try FfiConverterFloat.lift(fraction)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterBool.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceLoadProgress> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceLoadProgress>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitLoadProgress() {
+    uniffi_tessera_ffi_fn_init_callback_vtable_loadprogress(UniffiCallbackInterfaceLoadProgress.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceLoadProgress {
+    fileprivate static let handleMap = UniffiHandleMap<LoadProgress>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceLoadProgress : FfiConverter {
+    typealias SwiftType = LoadProgress
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLoadProgress_lift(_ handle: UInt64) throws -> LoadProgress {
+    return try FfiConverterCallbackInterfaceLoadProgress.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLoadProgress_lower(_ v: LoadProgress) -> UInt64 {
+    return FfiConverterCallbackInterfaceLoadProgress.lower(v)
 }
 
 
@@ -2128,6 +3604,150 @@ public func FfiConverterCallbackInterfaceLogListener_lower(_ v: LogListener) -> 
     return FfiConverterCallbackInterfaceLogListener.lower(v)
 }
 
+
+
+
+/**
+ * Receives each generated token while `generate` runs; returning `false` stops it.
+ */
+public protocol TokenListener: AnyObject, Sendable {
+    
+    /**
+     * One token and the text it completes (empty while a character or a possible stop string
+     * is held back).
+     */
+    func onToken(token: UInt32, text: String)  -> Bool
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceTokenListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceTokenListener = UniffiVTableCallbackInterfaceTokenListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceTokenListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface TokenListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceTokenListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface TokenListener: handle missing in uniffiClone")
+            }
+        },
+        onToken: { (
+            uniffiHandle: UInt64,
+            token: UInt32,
+            text: RustBuffer,
+            uniffiOutReturn: UnsafeMutablePointer<Int8>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> Bool in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceTokenListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onToken(
+                     token: try FfiConverterUInt32.lift(token),
+                     text: try FfiConverterString.lift(text)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterBool.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceTokenListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceTokenListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitTokenListener() {
+    uniffi_tessera_ffi_fn_init_callback_vtable_tokenlistener(UniffiCallbackInterfaceTokenListener.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceTokenListener {
+    fileprivate static let handleMap = UniffiHandleMap<TokenListener>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceTokenListener : FfiConverter {
+    typealias SwiftType = TokenListener
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceTokenListener_lift(_ handle: UInt64) throws -> TokenListener {
+    return try FfiConverterCallbackInterfaceTokenListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceTokenListener_lower(_ v: TokenListener) -> UInt64 {
+    return FfiConverterCallbackInterfaceTokenListener.lower(v)
+}
+
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -2147,6 +3767,102 @@ fileprivate struct FfiConverterOptionUInt32: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterUInt32.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
+    typealias SwiftType = UInt64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterUInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterUInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
+    typealias SwiftType = String?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterString.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterString.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionCallbackInterfaceEventListener: FfiConverterRustBuffer {
+    typealias SwiftType = EventListener?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterCallbackInterfaceEventListener.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterCallbackInterfaceEventListener.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionCallbackInterfaceLoadProgress: FfiConverterRustBuffer {
+    typealias SwiftType = LoadProgress?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterCallbackInterfaceLoadProgress.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterCallbackInterfaceLoadProgress.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -2179,6 +3895,79 @@ fileprivate struct FfiConverterOptionCallbackInterfaceLogListener: FfiConverterR
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionCallbackInterfaceTokenListener: FfiConverterRustBuffer {
+    typealias SwiftType = TokenListener?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterCallbackInterfaceTokenListener.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterCallbackInterfaceTokenListener.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionSequenceTypeChatTurn: FfiConverterRustBuffer {
+    typealias SwiftType = [ChatTurn]?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterSequenceTypeChatTurn.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterSequenceTypeChatTurn.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceUInt32: FfiConverterRustBuffer {
+    typealias SwiftType = [UInt32]
+
+    public static func write(_ value: [UInt32], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterUInt32.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [UInt32] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [UInt32]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterUInt32.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceUInt64: FfiConverterRustBuffer {
     typealias SwiftType = [UInt64]
 
@@ -2204,6 +3993,31 @@ fileprivate struct FfiConverterSequenceUInt64: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceFloat: FfiConverterRustBuffer {
+    typealias SwiftType = [Float]
+
+    public static func write(_ value: [Float], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterFloat.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [Float] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [Float]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterFloat.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String]
 
@@ -2221,6 +4035,31 @@ fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeChatTurn: FfiConverterRustBuffer {
+    typealias SwiftType = [ChatTurn]
+
+    public static func write(_ value: [ChatTurn], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeChatTurn.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [ChatTurn] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [ChatTurn]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeChatTurn.read(from: &buf))
         }
         return seq
     }
@@ -2279,6 +4118,31 @@ fileprivate struct FfiConverterSequenceTypeFeaturePair: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeLogitBias: FfiConverterRustBuffer {
+    typealias SwiftType = [LogitBias]
+
+    public static func write(_ value: [LogitBias], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeLogitBias.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [LogitBias] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [LogitBias]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeLogitBias.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeTensorData: FfiConverterRustBuffer {
     typealias SwiftType = [TensorData]
 
@@ -2321,6 +4185,31 @@ fileprivate struct FfiConverterSequenceTypeTierInfo: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeTierInfo.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer {
+    typealias SwiftType = [[Float]]
+
+    public static func write(_ value: [[Float]], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterSequenceFloat.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [[Float]] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [[Float]]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterSequenceFloat.read(from: &buf))
         }
         return seq
     }
@@ -2372,6 +4261,16 @@ fileprivate func uniffiFutureContinuationCallback(handle: UInt64, pollResult: In
     } else {
         print("uniffiFutureContinuationCallback invalid handle")
     }
+}
+/**
+ * Sets (or with `None` removes) the process-wide listener of protocol events.
+ */
+public func setEventListener(listener: EventListener?)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_func_set_event_listener(
+        FfiConverterOptionCallbackInterfaceEventListener.lower(listener),uniffiCallStatus
+    )
+}
 }
 /**
  * The version, target triple, enabled features and profile of this build.
@@ -2477,6 +4376,9 @@ private let initializationResult: InitializationResult = {
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
     }
+    if (uniffi_tessera_ffi_checksum_func_set_event_listener() != 2212) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_tessera_ffi_checksum_func_build_info() != 6946) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -2501,6 +4403,33 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_func_set_log_to_stderr() != 36546) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 2222) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_embed() != 26671) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_generate() != 11646) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_info() != 38995) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_is_closed() != 45105) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_tessera_ffi_checksum_method_session_backends() != 4470) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -2522,14 +4451,29 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_session_is_closed() != 8173) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_tessera_ffi_checksum_constructor_model_load() != 44837) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_tessera_ffi_checksum_constructor_session_new() != 37342) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_eventlistener_on_event() != 36458) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_loglistener_on_log() != 29366) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_tessera_ffi_checksum_method_loadprogress_on_progress() != 53899) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() != 51207) {
+        return InitializationResult.apiChecksumMismatch
+    }
 
+    uniffiCallbackInitEventListener()
+    uniffiCallbackInitLoadProgress()
     uniffiCallbackInitLogListener()
+    uniffiCallbackInitTokenListener()
     return InitializationResult.ok
 }()
 

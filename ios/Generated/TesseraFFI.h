@@ -243,11 +243,41 @@ typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureRes
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_EVENT_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_EVENT_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceEventListenerMethod0)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LOG_LISTENER_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LOG_LISTENER_METHOD0
 typedef void (*UniffiCallbackInterfaceLogListenerMethod0)(uint64_t, RustBuffer, RustBuffer, RustBuffer, void* _Nonnull, 
         RustCallStatus *_Nonnull uniffiCallStatus
     );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LOAD_PROGRESS_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LOAD_PROGRESS_METHOD0
+typedef void (*UniffiCallbackInterfaceLoadProgressMethod0)(uint64_t, float, int8_t* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOKEN_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOKEN_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceTokenListenerMethod0)(uint64_t, uint32_t, RustBuffer, int8_t* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_EVENT_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_EVENT_LISTENER
+typedef struct UniffiVTableCallbackInterfaceEventListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceEventListenerMethod0 _Nonnull onEvent;
+} UniffiVTableCallbackInterfaceEventListener;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOG_LISTENER
@@ -258,6 +288,84 @@ typedef struct UniffiVTableCallbackInterfaceLogListener {
     UniffiCallbackInterfaceLogListenerMethod0 _Nonnull onLog;
 } UniffiVTableCallbackInterfaceLogListener;
 
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOAD_PROGRESS
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOAD_PROGRESS
+typedef struct UniffiVTableCallbackInterfaceLoadProgress {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceLoadProgressMethod0 _Nonnull onProgress;
+} UniffiVTableCallbackInterfaceLoadProgress;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TOKEN_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TOKEN_LISTENER
+typedef struct UniffiVTableCallbackInterfaceTokenListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceTokenListenerMethod0 _Nonnull onToken;
+} UniffiVTableCallbackInterfaceTokenListener;
+
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_MODEL
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_MODEL
+uint64_t uniffi_tessera_ffi_fn_clone_model(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FREE_MODEL
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FREE_MODEL
+void uniffi_tessera_ffi_fn_free_model(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CONSTRUCTOR_MODEL_LOAD
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CONSTRUCTOR_MODEL_LOAD
+uint64_t uniffi_tessera_ffi_fn_constructor_model_load(RustBuffer path, RustBuffer options, RustBuffer progress, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_APPLY_CHAT_TEMPLATE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_APPLY_CHAT_TEMPLATE
+RustBuffer uniffi_tessera_ffi_fn_method_model_apply_chat_template(uint64_t ptr, RustBuffer messages, int8_t add_generation_prompt, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CANCEL
+void uniffi_tessera_ffi_fn_method_model_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CLOSE
+void uniffi_tessera_ffi_fn_method_model_close(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_DETOKENIZE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_DETOKENIZE
+RustBuffer uniffi_tessera_ffi_fn_method_model_detokenize(uint64_t ptr, RustBuffer tokens, int8_t special, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_EMBED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_EMBED
+RustBuffer uniffi_tessera_ffi_fn_method_model_embed(uint64_t ptr, RustBuffer texts, RustBuffer pooling, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_GENERATE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_GENERATE
+RustBuffer uniffi_tessera_ffi_fn_method_model_generate(uint64_t ptr, RustBuffer request, RustBuffer listener, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_INFO
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_INFO
+RustBuffer uniffi_tessera_ffi_fn_method_model_info(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_IS_CLOSED
+int8_t uniffi_tessera_ffi_fn_method_model_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_TOKENIZE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_TOKENIZE
+RustBuffer uniffi_tessera_ffi_fn_method_model_tokenize(uint64_t ptr, RustBuffer text, int8_t add_special, int8_t parse_special, RustCallStatus *_Nonnull out_status
+);
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_SESSION
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_SESSION
@@ -309,9 +417,29 @@ RustBuffer uniffi_tessera_ffi_fn_method_session_device(uint64_t ptr, RustCallSta
 int8_t uniffi_tessera_ffi_fn_method_session_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_EVENTLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_EVENTLISTENER
+void uniffi_tessera_ffi_fn_init_callback_vtable_eventlistener(const UniffiVTableCallbackInterfaceEventListener* _Nonnull vtable
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_LOGLISTENER
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_LOGLISTENER
 void uniffi_tessera_ffi_fn_init_callback_vtable_loglistener(const UniffiVTableCallbackInterfaceLogListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_LOADPROGRESS
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_LOADPROGRESS
+void uniffi_tessera_ffi_fn_init_callback_vtable_loadprogress(const UniffiVTableCallbackInterfaceLoadProgress* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_TOKENLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_TOKENLISTENER
+void uniffi_tessera_ffi_fn_init_callback_vtable_tokenlistener(const UniffiVTableCallbackInterfaceTokenListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_SET_EVENT_LISTENER
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_SET_EVENT_LISTENER
+void uniffi_tessera_ffi_fn_func_set_event_listener(RustBuffer listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_BUILD_INFO
@@ -618,6 +746,12 @@ void ffi_tessera_ffi_rust_future_free_void(uint64_t handle
 void ffi_tessera_ffi_rust_future_complete_void(uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_SET_EVENT_LISTENER
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_SET_EVENT_LISTENER
+uint16_t uniffi_tessera_ffi_checksum_func_set_event_listener(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_BUILD_INFO
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_BUILD_INFO
 uint16_t uniffi_tessera_ffi_checksum_func_build_info(void
@@ -666,6 +800,60 @@ uint16_t uniffi_tessera_ffi_checksum_func_set_log_to_stderr(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_APPLY_CHAT_TEMPLATE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_APPLY_CHAT_TEMPLATE
+uint16_t uniffi_tessera_ffi_checksum_method_model_apply_chat_template(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CANCEL
+uint16_t uniffi_tessera_ffi_checksum_method_model_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CLOSE
+uint16_t uniffi_tessera_ffi_checksum_method_model_close(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_DETOKENIZE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_DETOKENIZE
+uint16_t uniffi_tessera_ffi_checksum_method_model_detokenize(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_EMBED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_EMBED
+uint16_t uniffi_tessera_ffi_checksum_method_model_embed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_GENERATE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_GENERATE
+uint16_t uniffi_tessera_ffi_checksum_method_model_generate(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_INFO
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_INFO
+uint16_t uniffi_tessera_ffi_checksum_method_model_info(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_IS_CLOSED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_IS_CLOSED
+uint16_t uniffi_tessera_ffi_checksum_method_model_is_closed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_TOKENIZE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_TOKENIZE
+uint16_t uniffi_tessera_ffi_checksum_method_model_tokenize(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_BACKENDS
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_BACKENDS
 uint16_t uniffi_tessera_ffi_checksum_method_session_backends(void
@@ -708,15 +896,39 @@ uint16_t uniffi_tessera_ffi_checksum_method_session_is_closed(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_CONSTRUCTOR_MODEL_LOAD
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_CONSTRUCTOR_MODEL_LOAD
+uint16_t uniffi_tessera_ffi_checksum_constructor_model_load(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_CONSTRUCTOR_SESSION_NEW
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_CONSTRUCTOR_SESSION_NEW
 uint16_t uniffi_tessera_ffi_checksum_constructor_session_new(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_EVENTLISTENER_ON_EVENT
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_EVENTLISTENER_ON_EVENT
+uint16_t uniffi_tessera_ffi_checksum_method_eventlistener_on_event(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_LOGLISTENER_ON_LOG
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_LOGLISTENER_ON_LOG
 uint16_t uniffi_tessera_ffi_checksum_method_loglistener_on_log(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_LOADPROGRESS_ON_PROGRESS
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_LOADPROGRESS_ON_PROGRESS
+uint16_t uniffi_tessera_ffi_checksum_method_loadprogress_on_progress(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_TOKENLISTENER_ON_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_TOKENLISTENER_ON_TOKEN
+uint16_t uniffi_tessera_ffi_checksum_method_tokenlistener_on_token(void
     
 );
 #endif

@@ -657,8 +657,36 @@ internal open class UniffiForeignFutureResultVoid(
 internal interface UniffiForeignFutureCompleteVoid : com.sun.jna.Callback {
     fun callback(`callbackData`: Long,`result`: UniffiForeignFutureResultVoid.UniffiByValue,)
 }
+internal interface UniffiCallbackInterfaceEventListenerMethod0 : com.sun.jna.Callback {
+    fun callback(`uniffiHandle`: Long,`eventJson`: RustBuffer.ByValue,`uniffiOutReturn`: Pointer,uniffiCallStatus: UniffiRustCallStatus,)
+}
 internal interface UniffiCallbackInterfaceLogListenerMethod0 : com.sun.jna.Callback {
     fun callback(`uniffiHandle`: Long,`level`: RustBuffer.ByValue,`target`: RustBuffer.ByValue,`message`: RustBuffer.ByValue,`uniffiOutReturn`: Pointer,uniffiCallStatus: UniffiRustCallStatus,)
+}
+internal interface UniffiCallbackInterfaceLoadProgressMethod0 : com.sun.jna.Callback {
+    fun callback(`uniffiHandle`: Long,`fraction`: Float,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,)
+}
+internal interface UniffiCallbackInterfaceTokenListenerMethod0 : com.sun.jna.Callback {
+    fun callback(`uniffiHandle`: Long,`token`: Int,`text`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,)
+}
+@Structure.FieldOrder("uniffiFree", "uniffiClone", "onEvent")
+internal open class UniffiVTableCallbackInterfaceEventListener(
+    @JvmField internal var `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+    @JvmField internal var `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+    @JvmField internal var `onEvent`: UniffiCallbackInterfaceEventListenerMethod0? = null,
+) : Structure() {
+    class UniffiByValue(
+        `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+        `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+        `onEvent`: UniffiCallbackInterfaceEventListenerMethod0? = null,
+    ): UniffiVTableCallbackInterfaceEventListener(`uniffiFree`,`uniffiClone`,`onEvent`,), Structure.ByValue
+
+   internal fun uniffiSetValue(other: UniffiVTableCallbackInterfaceEventListener) {
+        `uniffiFree` = other.`uniffiFree`
+        `uniffiClone` = other.`uniffiClone`
+        `onEvent` = other.`onEvent`
+    }
+
 }
 @Structure.FieldOrder("uniffiFree", "uniffiClone", "onLog")
 internal open class UniffiVTableCallbackInterfaceLogListener(
@@ -676,6 +704,44 @@ internal open class UniffiVTableCallbackInterfaceLogListener(
         `uniffiFree` = other.`uniffiFree`
         `uniffiClone` = other.`uniffiClone`
         `onLog` = other.`onLog`
+    }
+
+}
+@Structure.FieldOrder("uniffiFree", "uniffiClone", "onProgress")
+internal open class UniffiVTableCallbackInterfaceLoadProgress(
+    @JvmField internal var `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+    @JvmField internal var `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+    @JvmField internal var `onProgress`: UniffiCallbackInterfaceLoadProgressMethod0? = null,
+) : Structure() {
+    class UniffiByValue(
+        `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+        `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+        `onProgress`: UniffiCallbackInterfaceLoadProgressMethod0? = null,
+    ): UniffiVTableCallbackInterfaceLoadProgress(`uniffiFree`,`uniffiClone`,`onProgress`,), Structure.ByValue
+
+   internal fun uniffiSetValue(other: UniffiVTableCallbackInterfaceLoadProgress) {
+        `uniffiFree` = other.`uniffiFree`
+        `uniffiClone` = other.`uniffiClone`
+        `onProgress` = other.`onProgress`
+    }
+
+}
+@Structure.FieldOrder("uniffiFree", "uniffiClone", "onToken")
+internal open class UniffiVTableCallbackInterfaceTokenListener(
+    @JvmField internal var `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+    @JvmField internal var `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+    @JvmField internal var `onToken`: UniffiCallbackInterfaceTokenListenerMethod0? = null,
+) : Structure() {
+    class UniffiByValue(
+        `uniffiFree`: UniffiCallbackInterfaceFree? = null,
+        `uniffiClone`: UniffiCallbackInterfaceClone? = null,
+        `onToken`: UniffiCallbackInterfaceTokenListenerMethod0? = null,
+    ): UniffiVTableCallbackInterfaceTokenListener(`uniffiFree`,`uniffiClone`,`onToken`,), Structure.ByValue
+
+   internal fun uniffiSetValue(other: UniffiVTableCallbackInterfaceTokenListener) {
+        `uniffiFree` = other.`uniffiFree`
+        `uniffiClone` = other.`uniffiClone`
+        `onToken` = other.`onToken`
     }
 
 }
@@ -704,6 +770,8 @@ internal object IntegrityCheckingUniffiLib {
     }
 
     internal fun ensureInitialized() = Unit
+    external fun uniffi_tessera_ffi_checksum_func_set_event_listener(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_func_build_info(
     ): Int
     external fun uniffi_tessera_ffi_checksum_func_cpu_features(
@@ -720,6 +788,24 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_func_set_log_to_stderr(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_apply_chat_template(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_cancel(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_close(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_detokenize(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_embed(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_generate(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_info(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_is_closed(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_tokenize(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_backends(
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_cancel(
@@ -734,9 +820,17 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_is_closed(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_constructor_model_load(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_constructor_session_new(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_eventlistener_on_event(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_loglistener_on_log(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_loadprogress_on_progress(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_tokenlistener_on_token(
     ): Int
     external fun ffi_tessera_ffi_uniffi_contract_version(
     ): Int
@@ -754,11 +848,38 @@ internal object UniffiLib {
 
     init {
         Native.register(UniffiLib::class.java, findLibraryName(componentName = "tessera_ffi"))
+        uniffiCallbackInterfaceEventListener.register(this)
+        uniffiCallbackInterfaceLoadProgress.register(this)
         uniffiCallbackInterfaceLogListener.register(this)
+        uniffiCallbackInterfaceTokenListener.register(this)
         
     }
 
     internal fun ensureInitialized() = Unit
+    external fun uniffi_tessera_ffi_fn_clone_model(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_tessera_ffi_fn_free_model(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_constructor_model_load(`path`: RustBuffer.ByValue,`options`: RustBuffer.ByValue,`progress`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_tessera_ffi_fn_method_model_apply_chat_template(`ptr`: Long,`messages`: RustBuffer.ByValue,`addGenerationPrompt`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_cancel(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_method_model_close(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_method_model_detokenize(`ptr`: Long,`tokens`: RustBuffer.ByValue,`special`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_embed(`ptr`: Long,`texts`: RustBuffer.ByValue,`pooling`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_generate(`ptr`: Long,`request`: RustBuffer.ByValue,`listener`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_info(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_is_closed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Byte
+    external fun uniffi_tessera_ffi_fn_method_model_tokenize(`ptr`: Long,`text`: RustBuffer.ByValue,`addSpecial`: Byte,`parseSpecial`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_clone_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_tessera_ffi_fn_free_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -779,7 +900,15 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_session_is_closed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
+    external fun uniffi_tessera_ffi_fn_init_callback_vtable_eventlistener(`vtable`: UniffiVTableCallbackInterfaceEventListener,
+    ): Unit
     external fun uniffi_tessera_ffi_fn_init_callback_vtable_loglistener(`vtable`: UniffiVTableCallbackInterfaceLogListener,
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_init_callback_vtable_loadprogress(`vtable`: UniffiVTableCallbackInterfaceLoadProgress,
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_init_callback_vtable_tokenlistener(`vtable`: UniffiVTableCallbackInterfaceTokenListener,
+    ): Unit
+    external fun uniffi_tessera_ffi_fn_func_set_event_listener(`listener`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Unit
     external fun uniffi_tessera_ffi_fn_func_build_info(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
@@ -916,6 +1045,9 @@ private fun uniffiCheckContractApiVersion(lib: IntegrityCheckingUniffiLib) {
 }
 @Suppress("UNUSED_PARAMETER")
 private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
+    if ((lib.uniffi_tessera_ffi_checksum_func_set_event_listener() and 0xFFFF) != 2212) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_func_build_info() and 0xFFFF) != 6946) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -940,6 +1072,33 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_func_set_log_to_stderr() and 0xFFFF) != 36546) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_apply_chat_template() and 0xFFFF) != 5662) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 2222) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 21782) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_detokenize() and 0xFFFF) != 28817) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 26671) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 11646) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_info() and 0xFFFF) != 38995) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_is_closed() and 0xFFFF) != 45105) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_tokenize() and 0xFFFF) != 36411) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_backends() and 0xFFFF) != 4470) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -961,10 +1120,22 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_session_is_closed() and 0xFFFF) != 8173) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_tessera_ffi_checksum_constructor_model_load() and 0xFFFF) != 44837) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_constructor_session_new() and 0xFFFF) != 37342) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_tessera_ffi_checksum_method_eventlistener_on_event() and 0xFFFF) != 36458) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_method_loglistener_on_log() and 0xFFFF) != 29366) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_loadprogress_on_progress() and 0xFFFF) != 53899) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() and 0xFFFF) != 51207) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -1244,6 +1415,52 @@ public object FfiConverterULong: FfiConverter<ULong, Long> {
 /**
  * @suppress
  */
+public object FfiConverterFloat: FfiConverter<Float, Float> {
+    override fun lift(value: Float): Float {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Float {
+        return buf.getFloat()
+    }
+
+    override fun lower(value: Float): Float {
+        return value
+    }
+
+    override fun allocationSize(value: Float) = 4UL
+
+    override fun write(value: Float, buf: ByteBuffer) {
+        buf.putFloat(value)
+    }
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterDouble: FfiConverter<Double, Double> {
+    override fun lift(value: Double): Double {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Double {
+        return buf.getDouble()
+    }
+
+    override fun lower(value: Double): Double {
+        return value
+    }
+
+    override fun allocationSize(value: Double) = 8UL
+
+    override fun write(value: Double, buf: ByteBuffer) {
+        buf.putDouble(value)
+    }
+}
+
+/**
+ * @suppress
+ */
 public object FfiConverterBoolean: FfiConverter<Boolean, Byte> {
     override fun lift(value: Byte): Boolean {
         return value.toInt() != 0
@@ -1337,6 +1554,483 @@ public object FfiConverterByteArray: FfiConverterRustBuffer<ByteArray> {
     override fun write(value: ByteArray, buf: ByteBuffer) {
         buf.putInt(value.size)
         buf.put(value)
+    }
+}
+
+
+// This template implements a class for working with a Rust struct via a handle
+// to the live Rust struct on the other side of the FFI.
+//
+// There's some subtlety here, because we have to be careful not to operate on a Rust
+// struct after it has been dropped, and because we must expose a public API for freeing
+// theq Kotlin wrapper object in lieu of reliable finalizers. The core requirements are:
+//
+//   * Each instance holds an opaque handle to the underlying Rust struct.
+//     Method calls need to read this handle from the object's state and pass it in to
+//     the Rust FFI.
+//
+//   * When an instance is no longer needed, its handle should be passed to a
+//     special destructor function provided by the Rust FFI, which will drop the
+//     underlying Rust struct.
+//
+//   * Given an instance, calling code is expected to call the special
+//     `destroy` method in order to free it after use, either by calling it explicitly
+//     or by using a higher-level helper like the `use` method. Failing to do so risks
+//     leaking the underlying Rust struct.
+//
+//   * We can't assume that calling code will do the right thing, and must be prepared
+//     to handle Kotlin method calls executing concurrently with or even after a call to
+//     `destroy`, and to handle multiple (possibly concurrent!) calls to `destroy`.
+//
+//   * We must never allow Rust code to operate on the underlying Rust struct after
+//     the destructor has been called, and must never call the destructor more than once.
+//     Doing so may trigger memory unsafety.
+//
+//   * To mitigate many of the risks of leaking memory and use-after-free unsafety, a `Cleaner`
+//     is implemented to call the destructor when the Kotlin object becomes unreachable.
+//     This is done in a background thread. This is not a panacea, and client code should be aware that
+//      1. the thread may starve if some there are objects that have poorly performing
+//     `drop` methods or do significant work in their `drop` methods.
+//      2. the thread is shared across the whole library. This can be tuned by using `android_cleaner = true`,
+//         or `android = true` in the [`kotlin` section of the `uniffi.toml` file](https://mozilla.github.io/uniffi-rs/kotlin/configuration.html).
+//
+// If we try to implement this with mutual exclusion on access to the handle, there is the
+// possibility of a race between a method call and a concurrent call to `destroy`:
+//
+//    * Thread A starts a method call, reads the value of the handle, but is interrupted
+//      before it can pass the handle over the FFI to Rust.
+//    * Thread B calls `destroy` and frees the underlying Rust struct.
+//    * Thread A resumes, passing the already-read handle value to Rust and triggering
+//      a use-after-free.
+//
+// One possible solution would be to use a `ReadWriteLock`, with each method call taking
+// a read lock (and thus allowed to run concurrently) and the special `destroy` method
+// taking a write lock (and thus blocking on live method calls). However, we aim not to
+// generate methods with any hidden blocking semantics, and a `destroy` method that might
+// block if called incorrectly seems to meet that bar.
+//
+// So, we achieve our goals by giving each instance an associated `AtomicLong` counter to track
+// the number of in-flight method calls, and an `AtomicBoolean` flag to indicate whether `destroy`
+// has been called. These are updated according to the following rules:
+//
+//    * The initial value of the counter is 1, indicating a live object with no in-flight calls.
+//      The initial value for the flag is false.
+//
+//    * At the start of each method call, we atomically check the counter.
+//      If it is 0 then the underlying Rust struct has already been destroyed and the call is aborted.
+//      If it is nonzero them we atomically increment it by 1 and proceed with the method call.
+//
+//    * At the end of each method call, we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+//    * When `destroy` is called, we atomically flip the flag from false to true.
+//      If the flag was already true we silently fail.
+//      Otherwise we atomically decrement and check the counter.
+//      If it has reached zero then we destroy the underlying Rust struct.
+//
+// Astute readers may observe that this all sounds very similar to the way that Rust's `Arc<T>` works,
+// and indeed it is, with the addition of a flag to guard against multiple calls to `destroy`.
+//
+// The overall effect is that the underlying Rust struct is destroyed only when `destroy` has been
+// called *and* all in-flight method calls have completed, avoiding violating any of the expectations
+// of the underlying Rust code.
+//
+// This makes a cleaner a better alternative to _not_ calling `destroy()` as
+// and when the object is finished with, but the abstraction is not perfect: if the Rust object's `drop`
+// method is slow, and/or there are many objects to cleanup, and it's on a low end Android device, then the cleaner
+// thread may be starved, and the app will leak memory.
+//
+// In this case, `destroy`ing manually may be a better solution.
+//
+// The cleaner can live side by side with the manual calling of `destroy`. In the order of responsiveness, uniffi objects
+// with Rust peers are reclaimed:
+//
+// 1. By calling the `destroy` method of the object, which calls `rustObject.free()`. If that doesn't happen:
+// 2. When the object becomes unreachable, AND the Cleaner thread gets to call `rustObject.free()`. If the thread is starved then:
+// 3. The memory is reclaimed when the process terminates.
+//
+// [1] https://stackoverflow.com/questions/24376768/can-java-finalize-an-object-when-it-is-still-in-scope/24380219
+//
+
+
+/**
+ * A loaded language model with its context. Safe to share between threads.
+ */
+public interface ModelInterface {
+    
+    /**
+     * The prompt `messages` render to with the model's chat template.
+     */
+    fun `applyChatTemplate`(`messages`: List<ChatTurn>, `addGenerationPrompt`: kotlin.Boolean): kotlin.String
+    
+    /**
+     * Stops the generation in progress (it returns with stop reason "cancelled").
+     */
+    fun `cancel`()
+    
+    /**
+     * Closes the model: stops and waits for the work in flight, then frees its memory;
+     * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     */
+    fun `close`()
+    
+    /**
+     * The text of `tokens` (`special`: special tokens rendered as their text).
+     */
+    fun `detokenize`(`tokens`: List<kotlin.UInt>, `special`: kotlin.Boolean): kotlin.String
+    
+    /**
+     * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
+     * for the model's own or mean).
+     */
+    fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>>
+    
+    /**
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
+     */
+    fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult
+    
+    /**
+     * What the model is.
+     */
+    fun `info`(): ModelInfo
+    
+    /**
+     * Whether [`Model::close`] was called.
+     */
+    fun `isClosed`(): kotlin.Boolean
+    
+    /**
+     * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
+     * tokens written in the text are recognized).
+     */
+    fun `tokenize`(`text`: kotlin.String, `addSpecial`: kotlin.Boolean, `parseSpecial`: kotlin.Boolean): List<kotlin.UInt>
+    
+    companion object
+}
+
+/**
+ * A loaded language model with its context. Safe to share between threads.
+ */
+open class Model: Disposable, AutoCloseable, ModelInterface
+{
+
+    @Suppress("UNUSED_PARAMETER")
+    /**
+     * @suppress
+     */
+    constructor(withHandle: UniffiWithHandle, handle: Long) {
+        this.handle = handle
+        this.cleanable = UniffiLib.CLEANER.register(this, UniffiCleanAction(handle))
+    }
+
+    /**
+     * @suppress
+     *
+     * This constructor can be used to instantiate a fake object. Only used for tests. Any
+     * attempt to actually use an object constructed this way will fail as there is no
+     * connected Rust object.
+     */
+    @Suppress("UNUSED_PARAMETER")
+    constructor(noHandle: NoHandle) {
+        this.handle = 0
+        this.cleanable = null
+    }
+
+    protected val handle: Long
+    protected val cleanable: UniffiCleaner.Cleanable?
+
+    private val wasDestroyed = AtomicBoolean(false)
+    private val callCounter = AtomicLong(1)
+
+    /**
+     * Whether the current object has been destroyed and its reference is gone in the Rust side.
+     */
+    val uniffiIsDestroyed: Boolean get() = wasDestroyed.get()
+
+    override fun destroy() {
+        // Only allow a single call to this method.
+        // TODO: maybe we should log a warning if called more than once?
+        if (this.wasDestroyed.compareAndSet(false, true)) {
+            // This decrement always matches the initial count of 1 given at creation time.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    @Synchronized
+    override fun close() {
+        this.destroy()
+    }
+
+    internal inline fun <R> callWithHandle(block: (handle: Long) -> R): R {
+        // Check and increment the call counter, to keep the object alive.
+        // This needs a compare-and-set retry loop in case of concurrent updates.
+        do {
+            val c = this.callCounter.get()
+            if (c == 0L) {
+                throw IllegalStateException("${this.javaClass.simpleName} object has already been destroyed")
+            }
+            if (c == Long.MAX_VALUE) {
+                throw IllegalStateException("${this.javaClass.simpleName} call counter would overflow")
+            }
+        } while (! this.callCounter.compareAndSet(c, c + 1L))
+        // Now we can safely do the method call without the handle being freed concurrently.
+        try {
+            return block(this.uniffiCloneHandle())
+        } finally {
+            // This decrement always matches the increment we performed above.
+            if (this.callCounter.decrementAndGet() == 0L) {
+                cleanable?.clean()
+            }
+        }
+    }
+
+    // Use a static inner class instead of a closure so as not to accidentally
+    // capture `this` as part of the cleanable's action.
+    private class UniffiCleanAction(private val handle: Long) : Runnable {
+        override fun run() {
+            if (handle == 0.toLong()) {
+                // Fake object created with `NoHandle`, don't try to free.
+                return;
+            }
+            uniffiRustCall { status ->
+                UniffiLib.uniffi_tessera_ffi_fn_free_model(handle, status)
+            }
+        }
+    }
+
+    /**
+     * @suppress
+     */
+    fun uniffiCloneHandle(): Long {
+        if (handle == 0.toLong()) {
+            throw InternalException("uniffiCloneHandle() called on NoHandle object");
+        }
+        return uniffiRustCall() { status ->
+            UniffiLib.uniffi_tessera_ffi_fn_clone_model(handle, status)
+        }
+    }
+
+    
+    /**
+     * The prompt `messages` render to with the model's chat template.
+     */
+    @Throws(TesseraException::class)override fun `applyChatTemplate`(`messages`: List<ChatTurn>, `addGenerationPrompt`: kotlin.Boolean): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_apply_chat_template(
+        it,
+        
+        FfiConverterSequenceTypeChatTurn.lower(`messages`),
+        FfiConverterBoolean.lower(`addGenerationPrompt`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Stops the generation in progress (it returns with stop reason "cancelled").
+     */override fun `cancel`()
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_cancel(
+        it,
+        _status)
+}
+    }
+    
+    
+
+    
+    /**
+     * Closes the model: stops and waits for the work in flight, then frees its memory;
+     * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     */override fun `close`()
+        = 
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_close(
+        it,
+        _status)
+}
+    }
+    
+    
+
+    
+    /**
+     * The text of `tokens` (`special`: special tokens rendered as their text).
+     */
+    @Throws(TesseraException::class)override fun `detokenize`(`tokens`: List<kotlin.UInt>, `special`: kotlin.Boolean): kotlin.String {
+            return FfiConverterString.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_detokenize(
+        it,
+        
+        FfiConverterSequenceUInt.lower(`tokens`),
+        FfiConverterBoolean.lower(`special`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
+     * for the model's own or mean).
+     */
+    @Throws(TesseraException::class)override fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>> {
+            return FfiConverterSequenceSequenceFloat.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_embed(
+        it,
+        
+        FfiConverterSequenceString.lower(`texts`),
+        FfiConverterOptionalString.lower(`pooling`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
+     */
+    @Throws(TesseraException::class)override fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult {
+            return FfiConverterTypeGenerateResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_generate(
+        it,
+        
+        FfiConverterTypeGenerateRequest.lower(`request`),
+        FfiConverterOptionalTypeTokenListener.lower(`listener`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * What the model is.
+     */override fun `info`(): ModelInfo {
+            return FfiConverterTypeModelInfo.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_info(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Whether [`Model::close`] was called.
+     */override fun `isClosed`(): kotlin.Boolean {
+            return FfiConverterBoolean.lift(
+    callWithHandle {
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_is_closed(
+        it,
+        _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
+     * tokens written in the text are recognized).
+     */
+    @Throws(TesseraException::class)override fun `tokenize`(`text`: kotlin.String, `addSpecial`: kotlin.Boolean, `parseSpecial`: kotlin.Boolean): List<kotlin.UInt> {
+            return FfiConverterSequenceUInt.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_tokenize(
+        it,
+        
+        FfiConverterString.lower(`text`),
+        FfiConverterBoolean.lower(`addSpecial`),
+        FfiConverterBoolean.lower(`parseSpecial`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+
+    
+
+
+    
+    companion object {
+        
+    /**
+     * Loads the GGUF file at `path` (mapped, weights read in place where the device allows)
+     * with `options`; `progress` sees the fraction of weights placed and may cancel.
+     *
+     * Errors: `InvalidModel` (unreadable or malformed file, unknown architecture, missing or
+     * misshapen tensor), `UnknownDevice`, `InvalidArgument`, `OutOfMemory`, `Cancelled`.
+     */
+    @Throws(TesseraException::class) fun `load`(`path`: kotlin.String, `options`: ModelOptions, `progress`: LoadProgress?): Model {
+            return FfiConverterTypeModel.lift(
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_constructor_model_load(
+    
+        
+        FfiConverterString.lower(`path`),
+        FfiConverterTypeModelOptions.lower(`options`),
+        FfiConverterOptionalTypeLoadProgress.lower(`progress`),_status)
+}
+    )
+    }
+    
+
+        
+    }
+    
+}
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeModel: FfiConverter<Model, Long> {
+    override fun lower(value: Model): Long {
+        return value.uniffiCloneHandle()
+    }
+
+    override fun lift(value: Long): Model {
+        return Model(UniffiWithHandle, value)
+    }
+
+    override fun read(buf: ByteBuffer): Model {
+        return lift(buf.getLong())
+    }
+
+    override fun allocationSize(value: Model) = 8UL
+
+    override fun write(value: Model, buf: ByteBuffer) {
+        buf.putLong(lower(value))
     }
 }
 
@@ -1851,6 +2545,53 @@ public object FfiConverterTypeBuildInfo: FfiConverterRustBuffer<BuildInfo> {
 
 
 /**
+ * A chat message.
+ */
+data class ChatTurn (
+    /**
+     * "system", "user", "assistant" (or what the template knows).
+     */
+    var `role`: kotlin.String
+    , 
+    /**
+     * The text.
+     */
+    var `content`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeChatTurn: FfiConverterRustBuffer<ChatTurn> {
+    override fun read(buf: ByteBuffer): ChatTurn {
+        return ChatTurn(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ChatTurn) = (
+            FfiConverterString.allocationSize(value.`role`) +
+            FfiConverterString.allocationSize(value.`content`)
+    )
+
+    override fun write(value: ChatTurn, buf: ByteBuffer) {
+            FfiConverterString.write(value.`role`, buf)
+            FfiConverterString.write(value.`content`, buf)
+    }
+}
+
+
+
+/**
  * The CPU's features and the kernel tier chosen for each weight type.
  */
 data class CpuFeatureInfo (
@@ -2089,6 +2830,571 @@ public object FfiConverterTypeFeaturePair: FfiConverterRustBuffer<FeaturePair> {
     override fun write(value: FeaturePair, buf: ByteBuffer) {
             FfiConverterString.write(value.`name`, buf)
             FfiConverterString.write(value.`value`, buf)
+    }
+}
+
+
+
+/**
+ * What to generate and how. Exactly one of `prompt` and `messages`.
+ */
+data class GenerateRequest (
+    /**
+     * A text prompt (BOS added as the model asks, special tokens parsed).
+     */
+    var `prompt`: kotlin.String? = null 
+    , 
+    /**
+     * A conversation, rendered with the model's chat template.
+     */
+    var `messages`: List<ChatTurn>? = null 
+    , 
+    /**
+     * Most tokens to generate.
+     */
+    var `maxTokens`: kotlin.UInt = 256u 
+    , 
+    /**
+     * Strings that end the text where they appear (not included).
+     */
+    var `stop`: List<kotlin.String> = listOf() 
+    , 
+    /**
+     * Sampling temperature; 0 is greedy.
+     */
+    var `temperature`: kotlin.Float = 0.8f 
+    , 
+    /**
+     * Keep the `top_k` most likely tokens (0: all).
+     */
+    var `topK`: kotlin.UInt = 40u 
+    , 
+    /**
+     * Nucleus sampling (1: off).
+     */
+    var `topP`: kotlin.Float = 0.95f 
+    , 
+    /**
+     * Drop tokens below `min_p` times the top probability (0: off).
+     */
+    var `minP`: kotlin.Float = 0.05f 
+    , 
+    /**
+     * Locally typical sampling (1: off).
+     */
+    var `typicalP`: kotlin.Float = 1.0f 
+    , 
+    /**
+     * Repetition penalty over the last `penalty_last_n` tokens (1: off).
+     */
+    var `repeatPenalty`: kotlin.Float = 1.0f 
+    , 
+    /**
+     * Frequency penalty (0: off).
+     */
+    var `frequencyPenalty`: kotlin.Float = 0.0f 
+    , 
+    /**
+     * Presence penalty (0: off).
+     */
+    var `presencePenalty`: kotlin.Float = 0.0f 
+    , 
+    /**
+     * Tokens the penalties look back over.
+     */
+    var `penaltyLastN`: kotlin.UInt = 64u 
+    , 
+    /**
+     * Biases per token.
+     */
+    var `logitBias`: List<LogitBias> = listOf() 
+    , 
+    /**
+     * Seed of the draw (`None`: random).
+     */
+    var `seed`: kotlin.ULong? = null 
+    , 
+    /**
+     * Keep generating past end-of-generation tokens.
+     */
+    var `ignoreEos`: kotlin.Boolean = false 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRequest> {
+    override fun read(buf: ByteBuffer): GenerateRequest {
+        return GenerateRequest(
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalSequenceTypeChatTurn.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterSequenceString.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterFloat.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterSequenceTypeLogitBias.read(buf),
+            FfiConverterOptionalULong.read(buf),
+            FfiConverterBoolean.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GenerateRequest) = (
+            FfiConverterOptionalString.allocationSize(value.`prompt`) +
+            FfiConverterOptionalSequenceTypeChatTurn.allocationSize(value.`messages`) +
+            FfiConverterUInt.allocationSize(value.`maxTokens`) +
+            FfiConverterSequenceString.allocationSize(value.`stop`) +
+            FfiConverterFloat.allocationSize(value.`temperature`) +
+            FfiConverterUInt.allocationSize(value.`topK`) +
+            FfiConverterFloat.allocationSize(value.`topP`) +
+            FfiConverterFloat.allocationSize(value.`minP`) +
+            FfiConverterFloat.allocationSize(value.`typicalP`) +
+            FfiConverterFloat.allocationSize(value.`repeatPenalty`) +
+            FfiConverterFloat.allocationSize(value.`frequencyPenalty`) +
+            FfiConverterFloat.allocationSize(value.`presencePenalty`) +
+            FfiConverterUInt.allocationSize(value.`penaltyLastN`) +
+            FfiConverterSequenceTypeLogitBias.allocationSize(value.`logitBias`) +
+            FfiConverterOptionalULong.allocationSize(value.`seed`) +
+            FfiConverterBoolean.allocationSize(value.`ignoreEos`)
+    )
+
+    override fun write(value: GenerateRequest, buf: ByteBuffer) {
+            FfiConverterOptionalString.write(value.`prompt`, buf)
+            FfiConverterOptionalSequenceTypeChatTurn.write(value.`messages`, buf)
+            FfiConverterUInt.write(value.`maxTokens`, buf)
+            FfiConverterSequenceString.write(value.`stop`, buf)
+            FfiConverterFloat.write(value.`temperature`, buf)
+            FfiConverterUInt.write(value.`topK`, buf)
+            FfiConverterFloat.write(value.`topP`, buf)
+            FfiConverterFloat.write(value.`minP`, buf)
+            FfiConverterFloat.write(value.`typicalP`, buf)
+            FfiConverterFloat.write(value.`repeatPenalty`, buf)
+            FfiConverterFloat.write(value.`frequencyPenalty`, buf)
+            FfiConverterFloat.write(value.`presencePenalty`, buf)
+            FfiConverterUInt.write(value.`penaltyLastN`, buf)
+            FfiConverterSequenceTypeLogitBias.write(value.`logitBias`, buf)
+            FfiConverterOptionalULong.write(value.`seed`, buf)
+            FfiConverterBoolean.write(value.`ignoreEos`, buf)
+    }
+}
+
+
+
+/**
+ * The result of a generation.
+ */
+data class GenerateResult (
+    /**
+     * The generated text (stop string excluded).
+     */
+    var `text`: kotlin.String
+    , 
+    /**
+     * The generated tokens.
+     */
+    var `tokens`: List<kotlin.UInt>
+    , 
+    /**
+     * The prompt's tokens.
+     */
+    var `promptTokens`: kotlin.UInt
+    , 
+    /**
+     * "eog" (end of generation), "stop" (a stop string), "length" (max_tokens), "context"
+     * (the context is full), "cancelled".
+     */
+    var `stopReason`: kotlin.String
+    , 
+    /**
+     * Time spent.
+     */
+    var `timings`: GenerateTimings
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGenerateResult: FfiConverterRustBuffer<GenerateResult> {
+    override fun read(buf: ByteBuffer): GenerateResult {
+        return GenerateResult(
+            FfiConverterString.read(buf),
+            FfiConverterSequenceUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterTypeGenerateTimings.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GenerateResult) = (
+            FfiConverterString.allocationSize(value.`text`) +
+            FfiConverterSequenceUInt.allocationSize(value.`tokens`) +
+            FfiConverterUInt.allocationSize(value.`promptTokens`) +
+            FfiConverterString.allocationSize(value.`stopReason`) +
+            FfiConverterTypeGenerateTimings.allocationSize(value.`timings`)
+    )
+
+    override fun write(value: GenerateResult, buf: ByteBuffer) {
+            FfiConverterString.write(value.`text`, buf)
+            FfiConverterSequenceUInt.write(value.`tokens`, buf)
+            FfiConverterUInt.write(value.`promptTokens`, buf)
+            FfiConverterString.write(value.`stopReason`, buf)
+            FfiConverterTypeGenerateTimings.write(value.`timings`, buf)
+    }
+}
+
+
+
+/**
+ * Time spent, as llama.rn's `timings`.
+ */
+data class GenerateTimings (
+    /**
+     * Prompt tokens computed (those reused from the cache not counted).
+     */
+    var `promptN`: kotlin.UInt
+    , 
+    /**
+     * Milliseconds spent on them.
+     */
+    var `promptMs`: kotlin.Double
+    , 
+    /**
+     * Prompt tokens per second.
+     */
+    var `promptPerSecond`: kotlin.Double
+    , 
+    /**
+     * Tokens generated.
+     */
+    var `predictedN`: kotlin.UInt
+    , 
+    /**
+     * Milliseconds spent generating.
+     */
+    var `predictedMs`: kotlin.Double
+    , 
+    /**
+     * Generated tokens per second.
+     */
+    var `predictedPerSecond`: kotlin.Double
+    , 
+    /**
+     * Prompt tokens reused from the KV cache.
+     */
+    var `cachedN`: kotlin.UInt
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGenerateTimings: FfiConverterRustBuffer<GenerateTimings> {
+    override fun read(buf: ByteBuffer): GenerateTimings {
+        return GenerateTimings(
+            FfiConverterUInt.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterDouble.read(buf),
+            FfiConverterUInt.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GenerateTimings) = (
+            FfiConverterUInt.allocationSize(value.`promptN`) +
+            FfiConverterDouble.allocationSize(value.`promptMs`) +
+            FfiConverterDouble.allocationSize(value.`promptPerSecond`) +
+            FfiConverterUInt.allocationSize(value.`predictedN`) +
+            FfiConverterDouble.allocationSize(value.`predictedMs`) +
+            FfiConverterDouble.allocationSize(value.`predictedPerSecond`) +
+            FfiConverterUInt.allocationSize(value.`cachedN`)
+    )
+
+    override fun write(value: GenerateTimings, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`promptN`, buf)
+            FfiConverterDouble.write(value.`promptMs`, buf)
+            FfiConverterDouble.write(value.`promptPerSecond`, buf)
+            FfiConverterUInt.write(value.`predictedN`, buf)
+            FfiConverterDouble.write(value.`predictedMs`, buf)
+            FfiConverterDouble.write(value.`predictedPerSecond`, buf)
+            FfiConverterUInt.write(value.`cachedN`, buf)
+    }
+}
+
+
+
+/**
+ * A token bias: added to the token's logit before sampling (`-inf` bans it).
+ */
+data class LogitBias (
+    /**
+     * The token id.
+     */
+    var `token`: kotlin.UInt
+    , 
+    /**
+     * The bias.
+     */
+    var `bias`: kotlin.Float
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeLogitBias: FfiConverterRustBuffer<LogitBias> {
+    override fun read(buf: ByteBuffer): LogitBias {
+        return LogitBias(
+            FfiConverterUInt.read(buf),
+            FfiConverterFloat.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: LogitBias) = (
+            FfiConverterUInt.allocationSize(value.`token`) +
+            FfiConverterFloat.allocationSize(value.`bias`)
+    )
+
+    override fun write(value: LogitBias, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`token`, buf)
+            FfiConverterFloat.write(value.`bias`, buf)
+    }
+}
+
+
+
+/**
+ * What a loaded model is.
+ */
+data class ModelInfo (
+    /**
+     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     */
+    var `architecture`: kotlin.String
+    , 
+    /**
+     * `general.name`, when the file has one.
+     */
+    var `name`: kotlin.String?
+    , 
+    /**
+     * Parameters (elements of every weight).
+     */
+    var `nParams`: kotlin.ULong
+    , 
+    /**
+     * Bytes of the weights.
+     */
+    var `sizeBytes`: kotlin.ULong
+    , 
+    /**
+     * The quantization by `general.file_type` ("Q4_K_M", ...), or the most common weight type.
+     */
+    var `quantization`: kotlin.String
+    , 
+    /**
+     * The context the model was trained with.
+     */
+    var `nCtxTrain`: kotlin.UInt
+    , 
+    /**
+     * The context of this load.
+     */
+    var `nCtx`: kotlin.UInt
+    , 
+    /**
+     * Tokens in the vocabulary.
+     */
+    var `nVocab`: kotlin.UInt
+    , 
+    /**
+     * Width of the hidden state (the embedding size).
+     */
+    var `nEmbd`: kotlin.UInt
+    , 
+    /**
+     * Transformer blocks.
+     */
+    var `nLayer`: kotlin.UInt
+    , 
+    /**
+     * The device running it.
+     */
+    var `device`: kotlin.String
+    , 
+    /**
+     * Whether the model has a chat template (its own or the built-in Gemma one).
+     */
+    var `hasChatTemplate`: kotlin.Boolean
+    , 
+    /**
+     * Bytes of weights read in place from the mapped file.
+     */
+    var `mappedBytes`: kotlin.ULong
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
+    override fun read(buf: ByteBuffer): ModelInfo {
+        return ModelInfo(
+            FfiConverterString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterULong.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ModelInfo) = (
+            FfiConverterString.allocationSize(value.`architecture`) +
+            FfiConverterOptionalString.allocationSize(value.`name`) +
+            FfiConverterULong.allocationSize(value.`nParams`) +
+            FfiConverterULong.allocationSize(value.`sizeBytes`) +
+            FfiConverterString.allocationSize(value.`quantization`) +
+            FfiConverterUInt.allocationSize(value.`nCtxTrain`) +
+            FfiConverterUInt.allocationSize(value.`nCtx`) +
+            FfiConverterUInt.allocationSize(value.`nVocab`) +
+            FfiConverterUInt.allocationSize(value.`nEmbd`) +
+            FfiConverterUInt.allocationSize(value.`nLayer`) +
+            FfiConverterString.allocationSize(value.`device`) +
+            FfiConverterBoolean.allocationSize(value.`hasChatTemplate`) +
+            FfiConverterULong.allocationSize(value.`mappedBytes`)
+    )
+
+    override fun write(value: ModelInfo, buf: ByteBuffer) {
+            FfiConverterString.write(value.`architecture`, buf)
+            FfiConverterOptionalString.write(value.`name`, buf)
+            FfiConverterULong.write(value.`nParams`, buf)
+            FfiConverterULong.write(value.`sizeBytes`, buf)
+            FfiConverterString.write(value.`quantization`, buf)
+            FfiConverterUInt.write(value.`nCtxTrain`, buf)
+            FfiConverterUInt.write(value.`nCtx`, buf)
+            FfiConverterUInt.write(value.`nVocab`, buf)
+            FfiConverterUInt.write(value.`nEmbd`, buf)
+            FfiConverterUInt.write(value.`nLayer`, buf)
+            FfiConverterString.write(value.`device`, buf)
+            FfiConverterBoolean.write(value.`hasChatTemplate`, buf)
+            FfiConverterULong.write(value.`mappedBytes`, buf)
+    }
+}
+
+
+
+/**
+ * How to load a model.
+ */
+data class ModelOptions (
+    /**
+     * A device name from `devices()` (case-insensitive), or "auto": a hardware GPU when there
+     * is one, else the CPU.
+     */
+    var `device`: kotlin.String = "auto" 
+    , 
+    /**
+     * CPU threads; `None` for the performance cores.
+     */
+    var `threads`: kotlin.UInt? = null 
+    , 
+    /**
+     * Positions of the context (KV cache); `None` for 4096 or the model's training context
+     * if smaller.
+     */
+    var `nCtx`: kotlin.UInt? = null 
+    , 
+    /**
+     * Prompt tokens per batch.
+     */
+    var `nBatch`: kotlin.UInt = 512u 
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions> {
+    override fun read(buf: ByteBuffer): ModelOptions {
+        return ModelOptions(
+            FfiConverterString.read(buf),
+            FfiConverterOptionalUInt.read(buf),
+            FfiConverterOptionalUInt.read(buf),
+            FfiConverterUInt.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ModelOptions) = (
+            FfiConverterString.allocationSize(value.`device`) +
+            FfiConverterOptionalUInt.allocationSize(value.`threads`) +
+            FfiConverterOptionalUInt.allocationSize(value.`nCtx`) +
+            FfiConverterUInt.allocationSize(value.`nBatch`)
+    )
+
+    override fun write(value: ModelOptions, buf: ByteBuffer) {
+            FfiConverterString.write(value.`device`, buf)
+            FfiConverterOptionalUInt.write(value.`threads`, buf)
+            FfiConverterOptionalUInt.write(value.`nCtx`, buf)
+            FfiConverterUInt.write(value.`nBatch`, buf)
     }
 }
 
@@ -2440,6 +3746,17 @@ sealed class TesseraException(message: String): kotlin.Exception(message) {
         class Closed(message: String) : TesseraException(message)
         
     /**
+     * A model file that cannot be used: unreadable or malformed GGUF, an unknown
+     * architecture, a missing or misshapen tensor, an unusable vocabulary.
+     */
+        class InvalidModel(message: String) : TesseraException(message)
+        
+    /**
+     * The tokens do not fit in the model's context.
+     */
+        class ContextFull(message: String) : TesseraException(message)
+        
+    /**
      * Memory could not be allocated.
      */
         class OutOfMemory(message: String) : TesseraException(message)
@@ -2478,9 +3795,11 @@ public object FfiConverterTypeTesseraError : FfiConverterRustBuffer<TesseraExcep
             9 -> TesseraException.Cancelled(FfiConverterString.read(buf))
             10 -> TesseraException.Aborted(FfiConverterString.read(buf))
             11 -> TesseraException.Closed(FfiConverterString.read(buf))
-            12 -> TesseraException.OutOfMemory(FfiConverterString.read(buf))
-            13 -> TesseraException.Backend(FfiConverterString.read(buf))
-            14 -> TesseraException.Internal(FfiConverterString.read(buf))
+            12 -> TesseraException.InvalidModel(FfiConverterString.read(buf))
+            13 -> TesseraException.ContextFull(FfiConverterString.read(buf))
+            14 -> TesseraException.OutOfMemory(FfiConverterString.read(buf))
+            15 -> TesseraException.Backend(FfiConverterString.read(buf))
+            16 -> TesseraException.Internal(FfiConverterString.read(buf))
             else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
         }
         
@@ -2536,22 +3855,162 @@ public object FfiConverterTypeTesseraError : FfiConverterRustBuffer<TesseraExcep
                 buf.putInt(11)
                 Unit
             }
-            is TesseraException.OutOfMemory -> {
+            is TesseraException.InvalidModel -> {
                 buf.putInt(12)
                 Unit
             }
-            is TesseraException.Backend -> {
+            is TesseraException.ContextFull -> {
                 buf.putInt(13)
                 Unit
             }
-            is TesseraException.Internal -> {
+            is TesseraException.OutOfMemory -> {
                 buf.putInt(14)
+                Unit
+            }
+            is TesseraException.Backend -> {
+                buf.putInt(15)
+                Unit
+            }
+            is TesseraException.Internal -> {
+                buf.putInt(16)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
     }
 
 }
+
+
+
+
+
+/**
+ * Receives events (JSON objects as text) from long protocol calls.
+ */
+public interface EventListener {
+    
+    /**
+     * One event, e.g. `{"type":"token","requestId":3,"token":818,"text":" the"}`.
+     */
+    fun `onEvent`(`eventJson`: kotlin.String)
+    
+    companion object
+}
+
+
+
+// Put the implementation in an object so we don't pollute the top-level namespace
+internal object uniffiCallbackInterfaceEventListener {
+    internal object `onEvent`: UniffiCallbackInterfaceEventListenerMethod0 {
+        override fun callback(`uniffiHandle`: Long,`eventJson`: RustBuffer.ByValue,`uniffiOutReturn`: Pointer,uniffiCallStatus: UniffiRustCallStatus,) {
+            val uniffiObj = FfiConverterTypeEventListener.handleMap.get(uniffiHandle)
+            val makeCall = { ->
+                uniffiObj.`onEvent`(
+                    FfiConverterString.lift(`eventJson`),
+                )
+            }
+            val writeReturn = { _: Unit -> Unit }
+            uniffiTraitInterfaceCall(uniffiCallStatus, makeCall, writeReturn)
+        }
+    }
+
+    internal object uniffiFree: UniffiCallbackInterfaceFree {
+        override fun callback(handle: Long) {
+            FfiConverterTypeEventListener.handleMap.remove(handle)
+        }
+    }
+
+    internal object uniffiClone: UniffiCallbackInterfaceClone {
+        override fun callback(handle: Long): Long {
+            return FfiConverterTypeEventListener.handleMap.clone(handle)
+        }
+    }
+
+    internal var vtable = UniffiVTableCallbackInterfaceEventListener.UniffiByValue(
+        uniffiFree,
+        uniffiClone,
+        `onEvent`,
+    )
+
+    // Registers the foreign callback with the Rust side.
+    // This method is generated for each callback interface.
+    internal fun register(lib: UniffiLib) {
+        lib.uniffi_tessera_ffi_fn_init_callback_vtable_eventlistener(vtable)
+    }
+}
+
+/**
+ * The ffiConverter which transforms the Callbacks in to handles to pass to Rust.
+ *
+ * @suppress
+ */
+public object FfiConverterTypeEventListener: FfiConverterCallbackInterface<EventListener>()
+
+
+
+
+
+/**
+ * Receives the fraction of the weights placed while a model loads; `false` cancels the load.
+ */
+public interface LoadProgress {
+    
+    /**
+     * A fraction from 0 to 1.
+     */
+    fun `onProgress`(`fraction`: kotlin.Float): kotlin.Boolean
+    
+    companion object
+}
+
+
+
+// Put the implementation in an object so we don't pollute the top-level namespace
+internal object uniffiCallbackInterfaceLoadProgress {
+    internal object `onProgress`: UniffiCallbackInterfaceLoadProgressMethod0 {
+        override fun callback(`uniffiHandle`: Long,`fraction`: Float,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,) {
+            val uniffiObj = FfiConverterTypeLoadProgress.handleMap.get(uniffiHandle)
+            val makeCall = { ->
+                uniffiObj.`onProgress`(
+                    FfiConverterFloat.lift(`fraction`),
+                )
+            }
+            val writeReturn = { value: kotlin.Boolean -> uniffiOutReturn.setValue(FfiConverterBoolean.lower(value)) }
+            uniffiTraitInterfaceCall(uniffiCallStatus, makeCall, writeReturn)
+        }
+    }
+
+    internal object uniffiFree: UniffiCallbackInterfaceFree {
+        override fun callback(handle: Long) {
+            FfiConverterTypeLoadProgress.handleMap.remove(handle)
+        }
+    }
+
+    internal object uniffiClone: UniffiCallbackInterfaceClone {
+        override fun callback(handle: Long): Long {
+            return FfiConverterTypeLoadProgress.handleMap.clone(handle)
+        }
+    }
+
+    internal var vtable = UniffiVTableCallbackInterfaceLoadProgress.UniffiByValue(
+        uniffiFree,
+        uniffiClone,
+        `onProgress`,
+    )
+
+    // Registers the foreign callback with the Rust side.
+    // This method is generated for each callback interface.
+    internal fun register(lib: UniffiLib) {
+        lib.uniffi_tessera_ffi_fn_init_callback_vtable_loadprogress(vtable)
+    }
+}
+
+/**
+ * The ffiConverter which transforms the Callbacks in to handles to pass to Rust.
+ *
+ * @suppress
+ */
+public object FfiConverterTypeLoadProgress: FfiConverterCallbackInterface<LoadProgress>()
 
 
 
@@ -2628,6 +4087,74 @@ public object FfiConverterTypeLogListener: FfiConverterCallbackInterface<LogList
 
 
 
+
+/**
+ * Receives each generated token while `generate` runs; returning `false` stops it.
+ */
+public interface TokenListener {
+    
+    /**
+     * One token and the text it completes (empty while a character or a possible stop string
+     * is held back).
+     */
+    fun `onToken`(`token`: kotlin.UInt, `text`: kotlin.String): kotlin.Boolean
+    
+    companion object
+}
+
+
+
+// Put the implementation in an object so we don't pollute the top-level namespace
+internal object uniffiCallbackInterfaceTokenListener {
+    internal object `onToken`: UniffiCallbackInterfaceTokenListenerMethod0 {
+        override fun callback(`uniffiHandle`: Long,`token`: Int,`text`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,) {
+            val uniffiObj = FfiConverterTypeTokenListener.handleMap.get(uniffiHandle)
+            val makeCall = { ->
+                uniffiObj.`onToken`(
+                    FfiConverterUInt.lift(`token`),
+                    FfiConverterString.lift(`text`),
+                )
+            }
+            val writeReturn = { value: kotlin.Boolean -> uniffiOutReturn.setValue(FfiConverterBoolean.lower(value)) }
+            uniffiTraitInterfaceCall(uniffiCallStatus, makeCall, writeReturn)
+        }
+    }
+
+    internal object uniffiFree: UniffiCallbackInterfaceFree {
+        override fun callback(handle: Long) {
+            FfiConverterTypeTokenListener.handleMap.remove(handle)
+        }
+    }
+
+    internal object uniffiClone: UniffiCallbackInterfaceClone {
+        override fun callback(handle: Long): Long {
+            return FfiConverterTypeTokenListener.handleMap.clone(handle)
+        }
+    }
+
+    internal var vtable = UniffiVTableCallbackInterfaceTokenListener.UniffiByValue(
+        uniffiFree,
+        uniffiClone,
+        `onToken`,
+    )
+
+    // Registers the foreign callback with the Rust side.
+    // This method is generated for each callback interface.
+    internal fun register(lib: UniffiLib) {
+        lib.uniffi_tessera_ffi_fn_init_callback_vtable_tokenlistener(vtable)
+    }
+}
+
+/**
+ * The ffiConverter which transforms the Callbacks in to handles to pass to Rust.
+ *
+ * @suppress
+ */
+public object FfiConverterTypeTokenListener: FfiConverterCallbackInterface<TokenListener>()
+
+
+
+
 /**
  * @suppress
  */
@@ -2653,6 +4180,134 @@ public object FfiConverterOptionalUInt: FfiConverterRustBuffer<kotlin.UInt?> {
         } else {
             buf.put(1)
             FfiConverterUInt.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
+    override fun read(buf: ByteBuffer): kotlin.ULong? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterULong.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.ULong?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterULong.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.ULong?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterULong.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?> {
+    override fun read(buf: ByteBuffer): kotlin.String? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterString.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.String?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterString.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.String?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterString.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeEventListener: FfiConverterRustBuffer<EventListener?> {
+    override fun read(buf: ByteBuffer): EventListener? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeEventListener.read(buf)
+    }
+
+    override fun allocationSize(value: EventListener?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeEventListener.allocationSize(value)
+        }
+    }
+
+    override fun write(value: EventListener?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeEventListener.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeLoadProgress: FfiConverterRustBuffer<LoadProgress?> {
+    override fun read(buf: ByteBuffer): LoadProgress? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeLoadProgress.read(buf)
+    }
+
+    override fun allocationSize(value: LoadProgress?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeLoadProgress.allocationSize(value)
+        }
+    }
+
+    override fun write(value: LoadProgress?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeLoadProgress.write(value, buf)
         }
     }
 }
@@ -2695,6 +4350,98 @@ public object FfiConverterOptionalTypeLogListener: FfiConverterRustBuffer<LogLis
 /**
  * @suppress
  */
+public object FfiConverterOptionalTypeTokenListener: FfiConverterRustBuffer<TokenListener?> {
+    override fun read(buf: ByteBuffer): TokenListener? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeTokenListener.read(buf)
+    }
+
+    override fun allocationSize(value: TokenListener?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeTokenListener.allocationSize(value)
+        }
+    }
+
+    override fun write(value: TokenListener?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeTokenListener.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalSequenceTypeChatTurn: FfiConverterRustBuffer<List<ChatTurn>?> {
+    override fun read(buf: ByteBuffer): List<ChatTurn>? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterSequenceTypeChatTurn.read(buf)
+    }
+
+    override fun allocationSize(value: List<ChatTurn>?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterSequenceTypeChatTurn.allocationSize(value)
+        }
+    }
+
+    override fun write(value: List<ChatTurn>?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterSequenceTypeChatTurn.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceUInt: FfiConverterRustBuffer<List<kotlin.UInt>> {
+    override fun read(buf: ByteBuffer): List<kotlin.UInt> {
+        val len = buf.getInt()
+        return List<kotlin.UInt>(len) {
+            FfiConverterUInt.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.UInt>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterUInt.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.UInt>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterUInt.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceULong: FfiConverterRustBuffer<List<kotlin.ULong>> {
     override fun read(buf: ByteBuffer): List<kotlin.ULong> {
         val len = buf.getInt()
@@ -2723,6 +4470,34 @@ public object FfiConverterSequenceULong: FfiConverterRustBuffer<List<kotlin.ULon
 /**
  * @suppress
  */
+public object FfiConverterSequenceFloat: FfiConverterRustBuffer<List<kotlin.Float>> {
+    override fun read(buf: ByteBuffer): List<kotlin.Float> {
+        val len = buf.getInt()
+        return List<kotlin.Float>(len) {
+            FfiConverterFloat.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<kotlin.Float>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterFloat.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<kotlin.Float>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterFloat.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.String>> {
     override fun read(buf: ByteBuffer): List<kotlin.String> {
         val len = buf.getInt()
@@ -2741,6 +4516,34 @@ public object FfiConverterSequenceString: FfiConverterRustBuffer<List<kotlin.Str
         buf.putInt(value.size)
         value.iterator().forEach {
             FfiConverterString.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeChatTurn: FfiConverterRustBuffer<List<ChatTurn>> {
+    override fun read(buf: ByteBuffer): List<ChatTurn> {
+        val len = buf.getInt()
+        return List<ChatTurn>(len) {
+            FfiConverterTypeChatTurn.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ChatTurn>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeChatTurn.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ChatTurn>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeChatTurn.write(it, buf)
         }
     }
 }
@@ -2807,6 +4610,34 @@ public object FfiConverterSequenceTypeFeaturePair: FfiConverterRustBuffer<List<F
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeLogitBias: FfiConverterRustBuffer<List<LogitBias>> {
+    override fun read(buf: ByteBuffer): List<LogitBias> {
+        val len = buf.getInt()
+        return List<LogitBias>(len) {
+            FfiConverterTypeLogitBias.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<LogitBias>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeLogitBias.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<LogitBias>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeLogitBias.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeTensorData: FfiConverterRustBuffer<List<TensorData>> {
     override fun read(buf: ByteBuffer): List<TensorData> {
         val len = buf.getInt()
@@ -2860,9 +4691,50 @@ public object FfiConverterSequenceTypeTierInfo: FfiConverterRustBuffer<List<Tier
 
 
 
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer<List<List<kotlin.Float>>> {
+    override fun read(buf: ByteBuffer): List<List<kotlin.Float>> {
+        val len = buf.getInt()
+        return List<List<kotlin.Float>>(len) {
+            FfiConverterSequenceFloat.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<List<kotlin.Float>>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterSequenceFloat.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<List<kotlin.Float>>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterSequenceFloat.write(it, buf)
+        }
+    }
+}
 
 
 
+
+
+
+
+
+        /**
+         * Sets (or with `None` removes) the process-wide listener of protocol events.
+         */ fun `setEventListener`(`listener`: EventListener?)
+        = 
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_func_set_event_listener(
+    
+        
+        FfiConverterOptionalTypeEventListener.lower(`listener`),_status)
+}
+    
+    
 
         /**
          * The version, target triple, enabled features and profile of this build.
