@@ -24,6 +24,13 @@ export interface NativeLogEvent {
 export type NativeLogListener = (event: NativeLogEvent) => void;
 
 /**
+ * A function that receives the events of long requests (`loadModel` progress, `generate`
+ * tokens: docs/native-protocol.md) as the JSON text the core wrote, e.g.
+ * `{"type":"token","requestId":"a1-3","token":818,"text":" the"}`.
+ */
+export type NativeEventListener = (eventJson: string) => void;
+
+/**
  * Answers requests of the native protocol.
  *
  * `call` takes one JSON request and resolves to the JSON response, `{"ok": ...}` or
@@ -37,6 +44,13 @@ export interface NativeCaller {
   toggleNativeLog?(enabled: boolean): void;
   /** Subscribes to native log records; returns the unsubscribe function. */
   addLogListener?(listener: NativeLogListener): () => void;
+  /**
+   * Subscribes to the events of long requests, delivered on the JS thread while the request
+   * runs (the TurboModule's `TesseraEvent` events; on Node, the C ABI's event callback);
+   * returns the unsubscribe function. Without it, requests still work, without progress and
+   * with a completion's tokens all at its end.
+   */
+  addEventListener?(listener: NativeEventListener): () => void;
 }
 
 let injected: NativeCaller | null = null;
@@ -54,6 +68,7 @@ export function setNativeCaller(caller: NativeCaller | null): void {
   }
   injected = caller;
   detachLogSource();
+  detachEventSource();
 }
 
 /**
@@ -79,6 +94,14 @@ export function getNativeCaller(): NativeCaller {
     addLogListener: (listener) => {
       emitter ??= new NativeEventEmitter(mod);
       const sub = emitter.addListener('TesseraLog', listener);
+      return () => sub.remove();
+    },
+    addEventListener: (listener) => {
+      emitter ??= new NativeEventEmitter(mod);
+      // The modules emit { json: <the event's JSON text> }.
+      const sub = emitter.addListener('TesseraEvent', (e: { json?: unknown } | null) => {
+        if (typeof e?.json === 'string') listener(e.json);
+      });
       return () => sub.remove();
     },
   };
@@ -207,4 +230,83 @@ export function addNativeLogListener(listener: NativeLogListener): () => void {
 /** @internal Delivers a log record to the listeners, as the native event would. */
 export function _emitNativeLog(event: NativeLogEvent): void {
   dispatchLog(event);
+}
+
+// ------------------------------------------------------------------------------ events
+
+/** One event of a long request, parsed; `requestId` routes it. */
+export interface NativeEvent {
+  /** "loadProgress", "token", ... */
+  type: string;
+  /** The `requestId` of the request that produced it. */
+  requestId: string;
+  /** The other fields of the event. */
+  [field: string]: unknown;
+}
+
+const eventHandlers = new Map<string, (event: NativeEvent) => void>();
+let eventSource: { caller: NativeCaller; unsubscribe: () => void } | null = null;
+
+function dispatchEvent(json: string): void {
+  let event: unknown;
+  try {
+    event = JSON.parse(json);
+  } catch {
+    return;
+  }
+  if (event === null || typeof event !== 'object') return;
+  const { requestId, type } = event as { requestId?: unknown; type?: unknown };
+  if (typeof requestId !== 'string' || typeof type !== 'string') return;
+  const handler = eventHandlers.get(requestId);
+  if (!handler) return;
+  try {
+    handler(event as NativeEvent);
+  } catch {
+    // A failing handler must not stop the delivery of other requests' events.
+  }
+}
+
+function attachEventSource(): void {
+  if (eventSource) return;
+  const caller = getNativeCaller();
+  if (!caller.addEventListener) return;
+  eventSource = { caller, unsubscribe: caller.addEventListener(dispatchEvent) };
+}
+
+function detachEventSource(): void {
+  if (eventSource) {
+    const { unsubscribe } = eventSource;
+    eventSource = null;
+    unsubscribe();
+  }
+  if (eventHandlers.size > 0) {
+    try {
+      attachEventSource();
+    } catch {
+      // No caller available: attached by the next subscription.
+    }
+  }
+}
+
+let requestCount = 0;
+// A random prefix, so that the events of a previous JS instance (before a reload) never match
+// this one's requests.
+const requestPrefix = Math.floor(Math.random() * 36 ** 6).toString(36);
+
+/** @internal A `requestId` no other request of this JS instance has. */
+export function newRequestId(): string {
+  requestCount += 1;
+  return `${requestPrefix}-${requestCount}`;
+}
+
+/**
+ * @internal Delivers the events tagged `requestId` to `handler` until the returned function is
+ * called. Subscribes to the caller's events on first use (the subscription is kept).
+ */
+export function onRequestEvents(requestId: string, handler: (event: NativeEvent) => void): () => void {
+  attachEventSource();
+  eventHandlers.set(requestId, handler);
+  return () => {
+    if (eventHandlers.get(requestId) === handler) eventHandlers.delete(requestId);
+  };
 }

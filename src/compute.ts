@@ -20,6 +20,7 @@ import {
 } from './dtype';
 import {
   CancelledError,
+  ClosedError,
   DataLengthError,
   InvalidArgumentError,
   InvalidGraphError,
@@ -409,7 +410,7 @@ export class Session {
     signal: AbortSignalLike | undefined
   ): { result: Promise<Record<string, AnyTensorValue>>; settled: Promise<void> } {
     if (this.isClosed) {
-      const result = Promise.reject(new TesseraError('Closed', `session ${this.id} is closed`));
+      const result = Promise.reject(new ClosedError(`session ${this.id} is closed`));
       return { result, settled: Promise.resolve() };
     }
     if (signal?.aborted) {

@@ -18,6 +18,8 @@ export type NativeErrorKind =
   | 'Cancelled'
   | 'Aborted'
   | 'Closed'
+  | 'InvalidModel'
+  | 'ContextFull'
   | 'OutOfMemory'
   | 'Backend'
   | 'Internal';
@@ -41,6 +43,8 @@ export const NATIVE_ERROR_KINDS: readonly NativeErrorKind[] = Object.freeze([
   'Cancelled',
   'Aborted',
   'Closed',
+  'InvalidModel',
+  'ContextFull',
   'OutOfMemory',
   'Backend',
   'Internal',
@@ -97,6 +101,12 @@ export class TesseraError extends Error {
         return new DataLengthError(text);
       case 'Cancelled':
         return new CancelledError(text);
+      case 'Closed':
+        return new ClosedError(text);
+      case 'InvalidModel':
+        return new InvalidModelError(text);
+      case 'ContextFull':
+        return new ContextFullError(text);
       default:
         return new TesseraError(k, text);
     }
@@ -170,6 +180,36 @@ export class CancelledError extends TesseraError {
   constructor(message = 'computation cancelled', options?: { cause?: unknown }) {
     super('Cancelled', message, options);
     this.name = 'AbortError';
+  }
+}
+
+/** A session or model used after it was closed or released (kind `Closed`). */
+export class ClosedError extends TesseraError {
+  /** @param message - names what is closed */
+  constructor(message: string) {
+    super('Closed', message);
+    this.name = 'ClosedError';
+  }
+}
+
+/**
+ * A model file that cannot be used (kind `InvalidModel`): missing or unreadable, not GGUF, an
+ * unknown architecture, a missing or misshapen tensor, an unusable vocabulary.
+ */
+export class InvalidModelError extends TesseraError {
+  /** @param message - names the file and what is wrong */
+  constructor(message: string) {
+    super('InvalidModel', message);
+    this.name = 'InvalidModelError';
+  }
+}
+
+/** The tokens of a prompt and its completion do not fit in the model's context (kind `ContextFull`). */
+export class ContextFullError extends TesseraError {
+  /** @param message - how many positions were needed and how many the context holds */
+  constructor(message: string) {
+    super('ContextFull', message);
+    this.name = 'ContextFullError';
   }
 }
 

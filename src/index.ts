@@ -5,6 +5,8 @@
  * - {@link getDevices}, {@link getCpuFeatures}, {@link getBuildInfo}: what the device offers;
  * - {@link graph} / {@link GraphBuilder}: build a graph of tensor ops, checked as it is built;
  * - {@link compute} and {@link Session}: run it off the JS thread;
+ * - {@link loadModel} / {@link LanguageModel}: language models (GGUF): tokenize, chat
+ *   templates, streaming completions, embeddings;
  * - {@link toggleNativeLog}, {@link addNativeLogListener}: the Rust core's log.
  *
  * @packageDocumentation
@@ -25,10 +27,13 @@ export {
 } from './dtype';
 export {
   CancelledError,
+  ClosedError,
+  ContextFullError,
   DataLengthError,
   DTypeError,
   InvalidArgumentError,
   InvalidGraphError,
+  InvalidModelError,
   NativeModuleMissingError,
   ShapeError,
   TesseraError,
@@ -86,6 +91,7 @@ export {
   addNativeLogListener,
   setNativeCaller,
   type NativeCaller,
+  type NativeEventListener,
   type NativeLogEvent,
   type NativeLogListener,
 } from './caller';
@@ -101,3 +107,21 @@ export {
 } from './half';
 export { base64FromBytes, bytesFromBase64 } from './base64';
 export { toFloat32 } from './convert';
+export {
+  LanguageModel,
+  loadModel,
+  type ChatMessage,
+  type ChatTemplateOptions,
+  type Completion,
+  type CompletionOptions,
+  type CompletionResult,
+  type CompletionTimings,
+  type DetokenizeOptions,
+  type EmbedOptions,
+  type LoadModelOptions,
+  type LoadProgressCallback,
+  type ModelInfo,
+  type StopReason,
+  type TokenEvent,
+  type TokenizeOptions,
+} from './model';

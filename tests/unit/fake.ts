@@ -1,6 +1,6 @@
 /** A scripted NativeCaller for unit tests: records every request and answers from a handler. */
 
-import type { NativeCaller, NativeLogListener } from '../../src/caller';
+import type { NativeCaller, NativeEventListener, NativeLogListener } from '../../src/caller';
 
 export type Request = { method: string; [key: string]: unknown };
 export type Handler = (req: Request) => unknown | Promise<unknown>;
@@ -11,6 +11,9 @@ export interface FakeCaller extends NativeCaller {
   toggles: boolean[];
   emit(event: { level: string; target: string; message: string }): void;
   listenerCount(): number;
+  /** Delivers a protocol event (an object, sent as JSON text) to the event listeners. */
+  emitEvent(event: object): void;
+  eventListenerCount(): number;
 }
 
 /** `ok` wraps a result; throw `nativeError(kind, message)` from the handler for an error. */
@@ -27,6 +30,7 @@ export function nativeError(kind: string, message: string): NativeErrorResponse 
 
 export function fakeCaller(handler: Handler): FakeCaller {
   const listeners = new Set<NativeLogListener>();
+  const eventListeners = new Set<NativeEventListener>();
   const fake: FakeCaller = {
     requests: [],
     raw: [],
@@ -51,6 +55,16 @@ export function fakeCaller(handler: Handler): FakeCaller {
     },
     listenerCount() {
       return listeners.size;
+    },
+    addEventListener(listener) {
+      eventListeners.add(listener);
+      return () => eventListeners.delete(listener);
+    },
+    emitEvent(event) {
+      for (const l of eventListeners) l(JSON.stringify(event));
+    },
+    eventListenerCount() {
+      return eventListeners.size;
     },
   };
   return fake;

@@ -1,0 +1,756 @@
+/**
+ * Language models: {@link loadModel} reads a GGUF file on the device into a
+ * {@link LanguageModel}, which tokenizes, renders chat templates, streams completions and
+ * computes embeddings, all off the JS thread (the native protocol's model methods,
+ * docs/native-protocol.md).
+ *
+ * @packageDocumentation
+ */
+/// <reference lib="esnext.disposable" />
+
+import { newRequestId, onRequestEvents, request, type NativeEvent } from './caller';
+import type { AbortSignalLike } from './compute';
+import { ClosedError, InvalidArgumentError } from './errors';
+
+/** How to load a model (the protocol's `loadModel` options). */
+export interface LoadModelOptions {
+  /**
+   * A device name from {@link getDevices} (case-insensitive), or `"auto"` (the default): a
+   * hardware GPU when there is one, else the CPU.
+   */
+  device?: string;
+  /** CPU threads (1 to 512); `null` or absent for the performance cores. */
+  threads?: number | null;
+  /**
+   * Positions of the context (its KV cache): prompt and completion together. Default 4096, or
+   * the model's training context when that is smaller.
+   */
+  nCtx?: number;
+  /** Prompt tokens computed per batch (default 512). */
+  nBatch?: number;
+}
+
+/** Receives the fraction of the weights placed while a model loads, from 0 to 1. */
+export type LoadProgressCallback = (progress: number) => void;
+
+/** What a loaded model is. */
+export interface ModelInfo {
+  /** `general.architecture`: "gemma3", "llama", "qwen2", "qwen3". */
+  architecture: string;
+  /** `general.name`, or `null` when the file has none. */
+  name: string | null;
+  /** Parameters (elements of every weight). */
+  nParams: number;
+  /** Bytes of the weights. */
+  sizeBytes: number;
+  /** The quantization by `general.file_type` ("Q4_K_M", ...), or the most common weight type. */
+  quantization: string;
+  /** The context the model was trained with. */
+  nCtxTrain: number;
+  /** The context of this load (see {@link LoadModelOptions.nCtx}). */
+  nCtx: number;
+  /** Tokens in the vocabulary. */
+  nVocab: number;
+  /** Width of the hidden state (the length of an embedding). */
+  nEmbd: number;
+  /** Transformer blocks. */
+  nLayer: number;
+  /** The device running it. */
+  device: string;
+  /** Whether the model has a chat template (its own, or the built-in Gemma one). */
+  hasChatTemplate: boolean;
+  /** Bytes of weights read in place from the mapped file. */
+  mappedBytes: number;
+}
+
+/** A chat message. */
+export interface ChatMessage {
+  /** "system", "user", "assistant" (or another role the template knows). */
+  role: string;
+  /** The text. */
+  content: string;
+}
+
+/** One generated token. */
+export interface TokenEvent {
+  /** The token id. */
+  token: number;
+  /**
+   * The text this token completes: empty while part of a character or a possible stop string
+   * is held back, which a later event then carries. The texts of all events add up to the
+   * result's text.
+   */
+  text: string;
+}
+
+/** Sampling, stops and streaming of {@link LanguageModel.complete}. */
+export interface CompletionOptions {
+  /** Most tokens to generate (default 256; llama.rn's `n_predict`). */
+  maxTokens?: number;
+  /** Strings that end the text where they appear; never part of the text or the events. */
+  stop?: string[];
+  /** Sampling temperature, 0 for greedy (default 0.8). */
+  temperature?: number;
+  /** Keep the `topK` most likely tokens, 0 for all (default 40). */
+  topK?: number;
+  /** Nucleus sampling, 1 for off (default 0.95). */
+  topP?: number;
+  /** Drop tokens below `minP` times the top probability, 0 for off (default 0.05). */
+  minP?: number;
+  /** Locally typical sampling, 1 for off (default 1). */
+  typicalP?: number;
+  /** Repetition penalty over the last `penaltyLastN` tokens, 1 for off (default 1; llama.rn's `penalty_repeat`). */
+  repeatPenalty?: number;
+  /** Frequency penalty, 0 for off (llama.rn's `penalty_freq`). */
+  frequencyPenalty?: number;
+  /** Presence penalty, 0 for off (llama.rn's `penalty_present`). */
+  presencePenalty?: number;
+  /** Tokens the penalties look back over (default 64). */
+  penaltyLastN?: number;
+  /** `[token, bias]` pairs added to the logits before sampling; `false` bans the token. */
+  logitBias?: ReadonlyArray<readonly [number, number | false]>;
+  /** Seed of the draw: the same seed gives the same text. Absent: random. */
+  seed?: number;
+  /** Keep generating past end-of-generation tokens. */
+  ignoreEos?: boolean;
+  /**
+   * Stops the generation when aborted: the result resolves with the text so far and
+   * `stopReason` `"cancelled"` (it never rejects because of the signal).
+   */
+  signal?: AbortSignalLike;
+  /**
+   * Called with each token as it arrives (before the async iterator sees it). If it throws, the
+   * generation stops and the result rejects with that error.
+   */
+  onToken?: (event: TokenEvent) => void;
+}
+
+/**
+ * Why a completion ended: `"eog"` (an end-of-generation or end-of-turn token), `"stop"` (a stop
+ * string), `"length"` (`maxTokens`), `"context"` (the context is full), `"cancelled"` (a signal,
+ * {@link Completion.stop}, {@link LanguageModel.stopCompletion} or {@link LanguageModel.release}).
+ */
+export type StopReason = 'eog' | 'stop' | 'length' | 'context' | 'cancelled';
+
+/** Time spent, with llama.rn's names (its `timings` object) plus `cached_n`. */
+export interface CompletionTimings {
+  /** Prompt tokens computed (those reused from the KV cache not counted). */
+  prompt_n: number;
+  /** Milliseconds spent on them. */
+  prompt_ms: number;
+  /** Milliseconds per prompt token (0 when none). */
+  prompt_per_token_ms: number;
+  /** Prompt tokens per second. */
+  prompt_per_second: number;
+  /** Tokens generated. */
+  predicted_n: number;
+  /** Milliseconds spent generating. */
+  predicted_ms: number;
+  /** Milliseconds per generated token (0 when none). */
+  predicted_per_token_ms: number;
+  /** Generated tokens per second. */
+  predicted_per_second: number;
+  /** Prompt tokens reused from the KV cache (llama.rn's `tokens_cached`). */
+  cached_n: number;
+}
+
+/** The result of a completion. */
+export interface CompletionResult {
+  /** The generated text (a stop string excluded). */
+  text: string;
+  /** The generated token ids. */
+  tokens: number[];
+  /** Tokens of the prompt (the rendered chat for messages). */
+  promptTokens: number;
+  /** Why it ended. */
+  stopReason: StopReason;
+  /** Time spent. */
+  timings: CompletionTimings;
+}
+
+/**
+ * A completion in progress: an async iterable of its {@link TokenEvent}s, and the promise of
+ * its {@link CompletionResult}.
+ *
+ * ```ts
+ * const c = model.complete('The capital of France is', { maxTokens: 32, signal });
+ * for await (const { text } of c) process.stdout.write(text);
+ * const { stopReason, timings } = await c.result;
+ * ```
+ *
+ * Every iteration starts from the first token (events are kept until the completion is
+ * garbage). Leaving a `for await` loop early (`break`, `return`, an exception) stops the
+ * generation. The iteration throws what the result rejects with.
+ */
+export interface Completion extends AsyncIterable<TokenEvent> {
+  /** The request's id, which tags its native events. */
+  readonly requestId: string;
+  /** Resolves when the generation ends; rejects with a {@link TesseraError}. */
+  readonly result: Promise<CompletionResult>;
+  /** Stops the generation (the result resolves with `stopReason` `"cancelled"`). */
+  stop(): void;
+}
+
+/** Options of {@link LanguageModel.tokenize}. */
+export interface TokenizeOptions {
+  /** Add BOS (and EOS) as the model asks (default true). */
+  addSpecial?: boolean;
+  /** Recognize special tokens written in the text, such as `<start_of_turn>` (default true). */
+  parseSpecial?: boolean;
+}
+
+/** Options of {@link LanguageModel.detokenize}. */
+export interface DetokenizeOptions {
+  /** Render special tokens as their text (default false: they are left out). */
+  special?: boolean;
+}
+
+/** Options of {@link LanguageModel.applyChatTemplate}. */
+export interface ChatTemplateOptions {
+  /** End with the opening of the assistant's turn (default true). */
+  addGenerationPrompt?: boolean;
+}
+
+/** Options of {@link LanguageModel.embed}. */
+export interface EmbedOptions {
+  /** `"mean"`, `"last"` or `"first"`; absent: the model's own pooling, or mean. */
+  pooling?: 'mean' | 'last' | 'first';
+}
+
+// --------------------------------------------------------------------------- checks
+
+/** llama.rn's names of the options, with the name they have here. */
+const LLAMA_RN_NAMES: Record<string, string> = {
+  model: 'the first argument of loadModel',
+  n_ctx: 'nCtx',
+  n_batch: 'nBatch',
+  n_threads: 'threads',
+  n_gpu_layers: 'device',
+  prompt: 'the first argument of complete',
+  messages: 'the first argument of complete',
+  n_predict: 'maxTokens',
+  top_k: 'topK',
+  top_p: 'topP',
+  min_p: 'minP',
+  typical_p: 'typicalP',
+  penalty_repeat: 'repeatPenalty',
+  repeat_penalty: 'repeatPenalty',
+  penalty_freq: 'frequencyPenalty',
+  frequency_penalty: 'frequencyPenalty',
+  penalty_present: 'presencePenalty',
+  presence_penalty: 'presencePenalty',
+  penalty_last_n: 'penaltyLastN',
+  repeat_last_n: 'penaltyLastN',
+  logit_bias: 'logitBias',
+  ignore_eos: 'ignoreEos',
+};
+
+function checkOptions(what: string, options: unknown, allowed: readonly string[]): Record<string, unknown> {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError(`${what}: options must be an object, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (allowed.includes(key)) continue;
+    const hint = LLAMA_RN_NAMES[key];
+    throw new InvalidArgumentError(
+      `${what}: unknown option "${key}"` + (hint ? ` (llama.rn's name; here: ${hint})` : `; known: ${allowed.join(', ')}`)
+    );
+  }
+  return options as Record<string, unknown>;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : typeof v;
+}
+
+function checkMessages(what: string, messages: unknown): ChatMessage[] {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new InvalidArgumentError(`${what}: messages must be a non-empty array of { role, content }`);
+  }
+  return messages.map((m: unknown, i) => {
+    const r = m as { role?: unknown; content?: unknown } | null;
+    if (r === null || typeof r !== 'object' || typeof r.role !== 'string' || typeof r.content !== 'string') {
+      throw new InvalidArgumentError(`${what}: message ${i} must be { role: string, content: string }, got ${describe(m)}`);
+    }
+    return { role: r.role, content: r.content };
+  });
+}
+
+/** A path from a path or a `file://` URI (what document pickers and file libraries give). */
+function filePath(path: unknown): string {
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new InvalidArgumentError(`loadModel: the path must be a non-empty string, got ${describe(path)}`);
+  }
+  if (path.startsWith('file://')) {
+    const rest = path.slice('file://'.length);
+    try {
+      return decodeURIComponent(rest);
+    } catch {
+      return rest;
+    }
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
+    throw new InvalidArgumentError(
+      `loadModel: ${describe(path)} is not a file path; copy the file into the app's storage first (a document picker's local copy, or a download) and pass that path`
+    );
+  }
+  return path;
+}
+
+// --------------------------------------------------------------------------- native shapes
+
+interface NativeTimings {
+  promptN: number;
+  promptMs: number;
+  promptPerSecond: number;
+  predictedN: number;
+  predictedMs: number;
+  predictedPerSecond: number;
+  cachedN: number;
+}
+
+interface NativeGenerateResult {
+  text: string;
+  tokens: number[];
+  promptTokens: number;
+  stopReason: StopReason;
+  timings: NativeTimings;
+}
+
+function timingsFrom(t: NativeTimings): CompletionTimings {
+  return {
+    prompt_n: t.promptN,
+    prompt_ms: t.promptMs,
+    prompt_per_token_ms: t.promptN > 0 ? t.promptMs / t.promptN : 0,
+    prompt_per_second: t.promptPerSecond,
+    predicted_n: t.predictedN,
+    predicted_ms: t.predictedMs,
+    predicted_per_token_ms: t.predictedN > 0 ? t.predictedMs / t.predictedN : 0,
+    predicted_per_second: t.predictedPerSecond,
+    cached_n: t.cachedN,
+  };
+}
+
+function cancelledBeforeStart(): CompletionResult {
+  return {
+    text: '',
+    tokens: [],
+    promptTokens: 0,
+    stopReason: 'cancelled',
+    timings: timingsFrom({ promptN: 0, promptMs: 0, promptPerSecond: 0, predictedN: 0, predictedMs: 0, predictedPerSecond: 0, cachedN: 0 }),
+  };
+}
+
+const COMPLETION_OPTIONS = [
+  'maxTokens',
+  'stop',
+  'temperature',
+  'topK',
+  'topP',
+  'minP',
+  'typicalP',
+  'repeatPenalty',
+  'frequencyPenalty',
+  'presencePenalty',
+  'penaltyLastN',
+  'logitBias',
+  'seed',
+  'ignoreEos',
+  'signal',
+  'onToken',
+] as const;
+
+/** The protocol's `generate` params for `input` and `options` (JS-only options left out). */
+function generateParams(input: unknown, options: Record<string, unknown>): Record<string, unknown> {
+  const params: Record<string, unknown> = {};
+  if (typeof input === 'string') params.prompt = input;
+  else if (Array.isArray(input)) params.messages = checkMessages('complete', input);
+  else throw new InvalidArgumentError(`complete: expected a prompt string or an array of messages, got ${describe(input)}`);
+  for (const key of COMPLETION_OPTIONS) {
+    if (key === 'signal' || key === 'onToken' || options[key] === undefined) continue;
+    params[key] = options[key];
+  }
+  if (options.onToken !== undefined && typeof options.onToken !== 'function') {
+    throw new InvalidArgumentError(`complete: onToken must be a function, got ${describe(options.onToken)}`);
+  }
+  const signal = options.signal as AbortSignalLike | undefined;
+  if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
+    throw new InvalidArgumentError('complete: signal must be an AbortSignal');
+  }
+  return params;
+}
+
+// --------------------------------------------------------------------------- streams
+
+/** The events of one completion: kept, handed to `onToken`, iterated any number of times. */
+class TokenStream {
+  readonly events: TokenEvent[] = [];
+  private waiters: Array<() => void> = [];
+  private ended: { error: unknown } | { error?: undefined } | null = null;
+  /** The first exception of `onToken`, if any. */
+  callbackError: { error: unknown } | null = null;
+
+  constructor(
+    private readonly onToken: ((e: TokenEvent) => void) | undefined,
+    private readonly stop: () => void
+  ) {}
+
+  push(event: TokenEvent): void {
+    if (this.ended) return;
+    this.events.push(event);
+    if (this.onToken && !this.callbackError) {
+      try {
+        this.onToken(event);
+      } catch (e) {
+        this.callbackError = { error: e };
+        this.stop();
+      }
+    }
+    this.wake();
+  }
+
+  /**
+   * Ends the stream with the result. Token events still on their way when the result arrived
+   * (the platform may deliver events and the promise through different queues) are made up
+   * from it: the missing ids, the missing text on the last one.
+   */
+  finish(r: CompletionResult): void {
+    if (this.events.length < r.tokens.length) {
+      const streamed = this.events.map((e) => e.text).join('');
+      const rest = r.text.startsWith(streamed) ? r.text.slice(streamed.length) : '';
+      for (let i = this.events.length; i < r.tokens.length; i++) {
+        this.push({ token: r.tokens[i]!, text: i === r.tokens.length - 1 ? rest : '' });
+      }
+    }
+    this.ended = {};
+    this.wake();
+  }
+
+  fail(error: unknown): void {
+    this.ended = { error };
+    this.wake();
+  }
+
+  get isEnded(): boolean {
+    return this.ended !== null;
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const resolve of w) resolve();
+  }
+
+  iterator(): AsyncIterator<TokenEvent> {
+    let i = 0;
+    let left = false;
+    return {
+      next: async (): Promise<IteratorResult<TokenEvent>> => {
+        for (;;) {
+          if (left) return { value: undefined, done: true };
+          if (i < this.events.length) return { value: this.events[i++]!, done: false };
+          const ended = this.ended;
+          if (ended) {
+            if ('error' in ended && ended.error !== undefined) throw ended.error;
+            return { value: undefined, done: true };
+          }
+          await new Promise<void>((resolve) => this.waiters.push(resolve));
+        }
+      },
+      return: async (): Promise<IteratorResult<TokenEvent>> => {
+        left = true;
+        if (!this.ended) this.stop();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+const noop = (): void => {};
+
+/**
+ * `Symbol.asyncDispose`, or where the engine lacks it (Hermes), the symbol that TypeScript's and
+ * Babel's `await using` helpers look up instead.
+ */
+const asyncDispose: symbol = (Symbol as { asyncDispose?: symbol }).asyncDispose ?? Symbol.for('Symbol.asyncDispose');
+
+// --------------------------------------------------------------------------- the model
+
+/**
+ * A loaded language model and its context (KV cache). Get one with {@link loadModel}.
+ *
+ * Completions and embeddings of one model run one at a time, in call order; tokenize,
+ * detokenize and applyChatTemplate run at once; several models run side by side. Call
+ * {@link LanguageModel.release} (or `await using`) to free its memory; later calls reject
+ * with a {@link ClosedError}.
+ */
+export class LanguageModel {
+  /** The model's number in the native model table. */
+  readonly id: number;
+  /** What the model is. */
+  readonly info: Readonly<ModelInfo>;
+  /** The file it was loaded from. */
+  readonly path: string;
+  private released = false;
+  private releasing: Promise<void> | null = null;
+  /** The context's work (completions, embeddings), one at a time. */
+  private tail: Promise<void> = Promise.resolve();
+  /** Stops of the completions not ended yet. */
+  private readonly live = new Set<() => void>();
+
+  /** @internal Use {@link loadModel}. */
+  constructor(id: number, info: ModelInfo, path: string) {
+    this.id = id;
+    this.info = Object.freeze({ ...info });
+    this.path = path;
+  }
+
+  /** Whether {@link LanguageModel.release} was called. */
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  private closedError(): ClosedError {
+    return new ClosedError(`model ${this.id} is released`);
+  }
+
+  private async call<T>(method: string, params: Record<string, unknown>): Promise<T> {
+    if (this.released) throw this.closedError();
+    return request<T>({ method, model: this.id, params });
+  }
+
+  /** Runs `work` after the context's earlier work. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(work);
+    this.tail = run.then(noop, noop);
+    return run;
+  }
+
+  /**
+   * The token ids of `text` (llama.rn: `tokenize(text)` resolving to `{ tokens }`).
+   *
+   * @param text - the text
+   * @param options - BOS and special-token handling
+   */
+  async tokenize(text: string, options?: TokenizeOptions): Promise<number[]> {
+    const o = checkOptions('tokenize', options, ['addSpecial', 'parseSpecial']);
+    if (typeof text !== 'string') throw new InvalidArgumentError(`tokenize: text must be a string, got ${describe(text)}`);
+    const r = await this.call<{ tokens: number[] }>('tokenize', { text, ...o });
+    return r.tokens;
+  }
+
+  /**
+   * The text of `tokens`.
+   *
+   * @param tokens - token ids (each below `info.nVocab`)
+   * @param options - whether special tokens are rendered
+   */
+  async detokenize(tokens: readonly number[], options?: DetokenizeOptions): Promise<string> {
+    const o = checkOptions('detokenize', options, ['special']);
+    if (!Array.isArray(tokens)) throw new InvalidArgumentError(`detokenize: tokens must be an array of token ids, got ${describe(tokens)}`);
+    const r = await this.call<{ text: string }>('detokenize', { tokens, ...o });
+    return r.text;
+  }
+
+  /**
+   * The prompt `messages` render to with the model's chat template (llama.rn:
+   * `getFormattedChat`).
+   *
+   * @param messages - the conversation
+   * @param options - whether to open the assistant's turn
+   */
+  async applyChatTemplate(messages: readonly ChatMessage[], options?: ChatTemplateOptions): Promise<string> {
+    const o = checkOptions('applyChatTemplate', options, ['addGenerationPrompt']);
+    const r = await this.call<{ prompt: string }>('applyChatTemplate', { messages: checkMessages('applyChatTemplate', messages), ...o });
+    return r.prompt;
+  }
+
+  /**
+   * Generates a continuation of a prompt, or the assistant's reply to `messages` (rendered with
+   * the model's chat template), streaming its tokens (llama.rn: `completion(params, callback)`).
+   *
+   * Never throws: every error (bad options, a released model, the core's errors) rejects
+   * `result` and ends the iteration with it.
+   *
+   * @param input - a prompt (BOS added as the model asks, special tokens parsed), or messages
+   * @param options - sampling, stops, `signal`, `onToken`
+   */
+  complete(input: string | readonly ChatMessage[], options?: CompletionOptions): Completion {
+    const requestId = newRequestId();
+    let state: 'queued' | 'running' | 'done' = 'queued';
+    let stopped = false;
+    let cancelling: Promise<void> | null = null;
+    const sendCancel = (): void => {
+      if (state !== 'running' || cancelling) return;
+      cancelling = request({ method: 'cancelGeneration', model: this.id }).then(
+        () => {
+          cancelling = null;
+        },
+        () => {
+          cancelling = null;
+        }
+      );
+    };
+    const stop = (): void => {
+      if (stopped || state === 'done') return;
+      stopped = true;
+      sendCancel();
+    };
+    const stream = new TokenStream(options?.onToken, stop);
+
+    const start = (): { params: Record<string, unknown>; signal: AbortSignalLike | undefined } => {
+      if (this.released) throw this.closedError();
+      const o = checkOptions('complete', options, COMPLETION_OPTIONS);
+      return { params: generateParams(input, o), signal: o.signal as AbortSignalLike | undefined };
+    };
+
+    let result: Promise<CompletionResult>;
+    try {
+      const { params, signal } = start();
+      const onAbort = (): void => stop();
+      if (signal?.aborted) stopped = true;
+      else signal?.addEventListener('abort', onAbort, { once: true });
+      this.live.add(stop);
+      const run = async (): Promise<CompletionResult> => {
+        if (stopped) return cancelledBeforeStart();
+        if (this.released) throw this.closedError();
+        state = 'running';
+        const off = onRequestEvents(requestId, (e: NativeEvent) => {
+          if (e.type !== 'token') return;
+          stream.push({ token: Number(e.token), text: typeof e.text === 'string' ? e.text : '' });
+          // A cancel sent before the core began the generation is not seen by it: again.
+          if (stopped) sendCancel();
+        });
+        try {
+          if (stopped) sendCancel();
+          const r = await request<NativeGenerateResult>({ method: 'generate', model: this.id, requestId, params });
+          return { text: r.text, tokens: r.tokens, promptTokens: r.promptTokens, stopReason: r.stopReason, timings: timingsFrom(r.timings) };
+        } finally {
+          off();
+          state = 'done';
+          // A cancel still on its way must not reach the next work on the context.
+          while (cancelling) await cancelling;
+        }
+      };
+      result = this.exclusive(run)
+        .finally(() => {
+          state = 'done';
+          this.live.delete(stop);
+          signal?.removeEventListener('abort', onAbort);
+        })
+        .then((r) => {
+          stream.finish(r);
+          if (stream.callbackError) throw stream.callbackError.error;
+          return r;
+        });
+    } catch (e) {
+      state = 'done';
+      result = Promise.reject(e);
+    }
+    result = result.catch((e: unknown) => {
+      if (!stream.isEnded) stream.fail(e);
+      throw e;
+    });
+    // Errors reach the iteration too; a caller that only iterates is not warned twice.
+    result.catch(noop);
+    return {
+      requestId,
+      result,
+      stop,
+      [Symbol.asyncIterator]: () => stream.iterator(),
+    };
+  }
+
+  /** Stops every completion of this model, running or queued (llama.rn: `stopCompletion`). */
+  stopCompletion(): void {
+    for (const stop of [...this.live]) stop();
+  }
+
+  /**
+   * The L2-normalized embedding of a text, or of each of several texts (llama.rn: `embedding`,
+   * one text, resolving to `{ embedding }`).
+   *
+   * @param input - a text or texts
+   * @param options - the pooling
+   */
+  embed(input: string, options?: EmbedOptions): Promise<number[]>;
+  embed(input: readonly string[], options?: EmbedOptions): Promise<number[][]>;
+  async embed(input: string | readonly string[], options?: EmbedOptions): Promise<number[] | number[][]> {
+    const o = checkOptions('embed', options, ['pooling']);
+    const texts = typeof input === 'string' ? [input] : input;
+    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
+      throw new InvalidArgumentError(`embed: expected a text or an array of texts, got ${describe(input)}`);
+    }
+    if (this.released) throw this.closedError();
+    const r = await this.exclusive(() => this.call<{ embeddings: number[][] }>('embed', { texts, ...o }));
+    return typeof input === 'string' ? r.embeddings[0]! : r.embeddings;
+  }
+
+  /**
+   * Frees the model: the running completion ends with `stopReason` `"cancelled"` (as do those
+   * queued behind it), the native side waits for the work in flight, and later calls reject with
+   * a {@link ClosedError}. Releasing twice is fine (llama.rn: `release`).
+   */
+  release(): Promise<void> {
+    if (this.releasing) return this.releasing;
+    this.released = true;
+    this.stopCompletion();
+    this.releasing = request({ method: 'releaseModel', model: this.id }).then(noop);
+    return this.releasing;
+  }
+}
+
+/** The dispose method, declared here and defined on the prototype under {@link asyncDispose}. */
+export interface LanguageModel {
+  /** `await using model = await loadModel(...)` releases it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+Object.defineProperty(LanguageModel.prototype, asyncDispose, {
+  value(this: LanguageModel): Promise<void> {
+    return this.release();
+  },
+  writable: true,
+  configurable: true,
+});
+
+/**
+ * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).
+ *
+ * @param path - a file path, or a `file://` URI, on the device
+ * @param options - device, threads, context length, batch size
+ * @param onProgress - receives the fraction of the weights placed, from 0 to 1 (llama.rn: a
+ *   percentage)
+ * @returns the model; rejects with an {@link InvalidModelError} for a file that cannot be used
+ */
+export async function loadModel(
+  path: string,
+  options?: LoadModelOptions,
+  onProgress?: LoadProgressCallback
+): Promise<LanguageModel> {
+  const file = filePath(path);
+  const o = checkOptions('loadModel', options, ['device', 'threads', 'nCtx', 'nBatch']);
+  if (onProgress !== undefined && typeof onProgress !== 'function') {
+    throw new InvalidArgumentError(`loadModel: onProgress must be a function, got ${describe(onProgress)}`);
+  }
+  const requestId = newRequestId();
+  const off = onProgress
+    ? onRequestEvents(requestId, (e) => {
+        if (e.type !== 'loadProgress' || typeof e.progress !== 'number') return;
+        try {
+          onProgress(e.progress);
+        } catch {
+          // A failing progress callback does not stop the load.
+        }
+      })
+    : noop;
+  try {
+    const r = await request<{ model: number; info: ModelInfo }>({ method: 'loadModel', path: file, requestId, options: o });
+    return new LanguageModel(r.model, r.info, file);
+  } finally {
+    off();
+  }
+}

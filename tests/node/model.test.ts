@@ -1,0 +1,211 @@
+/**
+ * End to end: the language-model API over the real Rust core (the tessera-ffi cdylib through
+ * its C ABI, events through `tessera_set_event_callback`) on Gemma 3 270M Q4_K_M, against
+ * llama.cpp's token ids (llama-cpp-python 0.3.36 on the same file, greedy).
+ *
+ * The model file: $TESSERA_GEMMA_GGUF (scripts/test.sh sets it), else
+ * target/models/gemma3-270m-q4_k_m.gguf (scripts/setup.sh installs it).
+ */
+
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ClosedError,
+  InvalidArgumentError,
+  InvalidModelError,
+  LanguageModel,
+  loadModel,
+  setNativeCaller,
+  type Completion,
+  type CompletionResult,
+  type TokenEvent,
+} from '../../src/index';
+import { koffiCaller, type KoffiCaller } from './koffi-caller';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const GEMMA = process.env.TESSERA_GEMMA_GGUF ?? resolve(root, 'target/models/gemma3-270m-q4_k_m.gguf');
+if (!existsSync(GEMMA)) {
+  throw new Error(`${GEMMA} not found: set TESSERA_GEMMA_GGUF to the Gemma 3 270M Q4_K_M file (scripts/setup.sh installs it)`);
+}
+
+/** llama.cpp's ids of "The capital of France is" (BOS first). */
+const PROMPT_IDS = [2, 818, 5279, 529, 7001, 563];
+/** llama.cpp's greedy continuation of it: " the capital of the country of France." */
+const GREEDY_IDS = [506, 5279, 529, 506, 2891, 529, 7001, 236761];
+/** llama.cpp's greedy reply to the Gemma chat prompt of "What is the capital of France?" (its first 6). */
+const CHAT_IDS = [3689, 563, 506, 5279, 529, 7001];
+
+const native: KoffiCaller = koffiCaller();
+let model: LanguageModel;
+const progress: number[] = [];
+
+beforeAll(async () => {
+  setNativeCaller(native);
+  model = await loadModel(GEMMA, { device: 'CPU', threads: 2, nCtx: 512 }, (p) => progress.push(p));
+});
+
+afterAll(async () => {
+  await model?.release();
+  setNativeCaller(null);
+  native.close();
+});
+
+/** Drains a completion with `for await`, returning the events and the result. */
+async function drain(c: Completion, onEach?: (e: TokenEvent, i: number) => void): Promise<{ events: TokenEvent[]; result: CompletionResult }> {
+  const events: TokenEvent[] = [];
+  for await (const e of c) {
+    events.push(e);
+    onEach?.(e, events.length - 1);
+  }
+  return { events, result: await c.result };
+}
+
+/** The token events the core emitted for `requestId` (as received by the C callback). */
+function nativeTokenEvents(requestId: string): { token: number; text: string }[] {
+  return native.events
+    .map((e) => JSON.parse(e) as { type: string; requestId: unknown; token: number; text: string })
+    .filter((e) => e.type === 'token' && e.requestId === requestId)
+    .map(({ token, text }) => ({ token, text }));
+}
+
+describe('Gemma 3 270M through loadModel', () => {
+  it('loads with progress events and reports what it is', () => {
+    expect(progress.length).toBeGreaterThan(2);
+    for (let i = 1; i < progress.length; i++) expect(progress[i]!).toBeGreaterThanOrEqual(progress[i - 1]!);
+    expect(progress[0]!).toBeGreaterThanOrEqual(0);
+    expect(progress.at(-1)).toBe(1);
+    expect(model.info).toMatchObject({
+      architecture: 'gemma3',
+      name: 'Gemma 3 270m',
+      quantization: 'Q4_K_M',
+      nCtx: 512,
+      nCtxTrain: 32768,
+      nVocab: 262144,
+      nEmbd: 640,
+      nLayer: 18,
+      device: 'CPU',
+      hasChatTemplate: true,
+    });
+    expect(model.info.nParams).toBe(268098176);
+  });
+
+  it("tokenizes as llama.cpp does, and detokenizes", async () => {
+    expect(await model.tokenize('The capital of France is')).toEqual(PROMPT_IDS);
+    expect(await model.tokenize('The capital of France is', { addSpecial: false })).toEqual(PROMPT_IDS.slice(1));
+    expect(await model.detokenize([818, 5279])).toBe('The capital');
+    expect(await model.detokenize([2, 818], { special: true })).toBe('<bos>The');
+  });
+
+  it("streams a greedy completion whose tokens are llama.cpp's, with for await and onToken", async () => {
+    const viaCallback: TokenEvent[] = [];
+    const c = model.complete('The capital of France is', { temperature: 0, maxTokens: 6, onToken: (e) => viaCallback.push(e) });
+    const { events, result } = await drain(c);
+    expect(result.tokens).toEqual(GREEDY_IDS.slice(0, 6));
+    expect(events.map((e) => e.token)).toEqual(result.tokens);
+    expect(events.map((e) => e.text).join('')).toBe(result.text);
+    expect(result.text).toBe(' the capital of the country of');
+    // Each event came from the core as it was generated (not made up from the result).
+    expect(nativeTokenEvents(c.requestId)).toEqual(events);
+    expect(events.map((e) => e.text)).toEqual([' the', ' capital', ' of', ' the', ' country', ' of']);
+    expect(viaCallback).toEqual(events);
+    expect(result.stopReason).toBe('length');
+    expect(result.promptTokens).toBe(PROMPT_IDS.length);
+    expect(result.timings.prompt_n).toBe(PROMPT_IDS.length);
+    expect(result.timings.predicted_n).toBe(6);
+    expect(result.timings.predicted_per_second).toBeGreaterThan(0);
+    expect(result.timings.predicted_per_token_ms).toBeCloseTo(result.timings.predicted_ms / 6, 9);
+  });
+
+  it('aborts with an AbortSignal mid-stream: the result resolves "cancelled" with the tokens so far', async () => {
+    const controller = new AbortController();
+    const c = model.complete('Once upon a time', { temperature: 0, maxTokens: 200, signal: controller.signal });
+    const { events, result } = await drain(c, (_, i) => {
+      if (i === 2) controller.abort();
+    });
+    expect(result.stopReason).toBe('cancelled');
+    expect(result.tokens.length).toBeGreaterThanOrEqual(3);
+    expect(result.tokens.length).toBeLessThan(200);
+    expect(events.map((e) => e.token)).toEqual(result.tokens);
+    expect(events.map((e) => e.text).join('')).toBe(result.text);
+    expect(native.log.some((l) => l.request.includes('"cancelGeneration"'))).toBe(true);
+  });
+
+  it("chats with the model's template: the reply starts with llama.cpp's tokens", async () => {
+    const messages = [{ role: 'user', content: 'What is the capital of France?' }];
+    const prompt = await model.applyChatTemplate(messages);
+    expect(prompt).toBe('<bos><start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n');
+    const { events, result } = await drain(model.complete(messages, { temperature: 0, maxTokens: 6 }));
+    expect(result.promptTokens).toBe(16);
+    expect(result.tokens).toEqual(CHAT_IDS);
+    expect(events.map((e) => e.token)).toEqual(CHAT_IDS);
+    expect(events.map((e) => e.text).join('')).toBe('What is the capital of France');
+  });
+
+  it('embeds texts as unit vectors of 640 values', async () => {
+    const one = await model.embed('hello world');
+    const both = await model.embed(['hello world', 'bonjour']);
+    expect(one).toHaveLength(640);
+    expect(both).toHaveLength(2);
+    for (const v of [one, ...both]) {
+      expect(v).toHaveLength(640);
+      expect(Math.hypot(...v)).toBeCloseTo(1, 4);
+    }
+    expect(both[0]).toEqual(one);
+    const cosine = one.reduce((s, x, i) => s + x * both[1]![i]!, 0);
+    expect(cosine).toBeLessThan(0.9999);
+  });
+
+  it('rejects bad files and options with typed errors', async () => {
+    const e = await loadModel('/nonexistent/model.gguf').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidModelError);
+    expect((e as Error).message).toContain('/nonexistent/model.gguf');
+    await expect(model.complete('a', { topP: 2 }).result).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(model.complete('a', { maxTokens: 1, temperature: -1 }).result).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+});
+
+describe('a second model at once', () => {
+  let other: LanguageModel;
+  beforeAll(async () => {
+    other = await loadModel(GEMMA, { device: 'CPU', threads: 1, nCtx: 256 });
+  });
+
+  it('two completions in parallel give the tokens each gives alone, each stream its own', async () => {
+    const alone = await drain(other.complete('Once upon a time', { temperature: 0, maxTokens: 5 }));
+    const [a, b] = await Promise.all([
+      drain(model.complete('The capital of France is', { temperature: 0, maxTokens: 5 })),
+      drain(other.complete('Once upon a time', { temperature: 0, maxTokens: 5 })),
+    ]);
+    expect(a.result.tokens).toEqual(GREEDY_IDS.slice(0, 5));
+    expect(a.events.map((e) => e.token)).toEqual(a.result.tokens);
+    expect(b.result.tokens).toEqual(alone.result.tokens);
+    expect(b.events.map((e) => e.token)).toEqual(alone.result.tokens);
+    expect(b.result.text).toBe(alone.result.text);
+  });
+
+  it('release during a completion ends it "cancelled"; later calls reject with ClosedError', async () => {
+    const c = other.complete('Once upon a time', { temperature: 0, maxTokens: 200 });
+    const released = (async () => {
+      for await (const _ of c) {
+        await other.release();
+        return;
+      }
+    })();
+    const result = await c.result;
+    await released;
+    expect(result.stopReason).toBe('cancelled');
+    expect(result.tokens.length).toBeLessThan(200);
+    for (const p of [other.tokenize('a'), other.complete('a').result, other.embed('a')]) {
+      await expect(p).rejects.toBeInstanceOf(ClosedError);
+    }
+    // The core says so too: a LanguageModel with the released number.
+    const stale = new LanguageModel(other.id, other.info, other.path);
+    const e = await stale.tokenize('a').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(ClosedError);
+    expect((e as Error).message).toBe(`model ${other.id} is released`);
+    expect(native.log.at(-1)!.request).toContain('"method":"tokenize"');
+    await other.release();
+  });
+});

@@ -1,0 +1,452 @@
+/**
+ * The language-model API over a scripted native side: the requests it sends, how it routes
+ * events by requestId, streams, stops, queues and releases. (The same API over the real core:
+ * tests/node/model.test.ts.)
+ */
+
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ClosedError,
+  ContextFullError,
+  InvalidArgumentError,
+  InvalidModelError,
+  LanguageModel,
+  loadModel,
+  setNativeCaller,
+  type CompletionResult,
+  type TokenEvent,
+} from '../../src/index';
+import { __emit, __setNativeModule } from './stubs/react-native';
+import { deferred, fakeCaller, nativeError, type FakeCaller, type Request } from './fake';
+
+const INFO = {
+  architecture: 'gemma3',
+  name: 'Gemma 3 270m',
+  nParams: 268098176,
+  sizeBytes: 246587904,
+  quantization: 'Q4_K_M',
+  nCtxTrain: 32768,
+  nCtx: 512,
+  nVocab: 262144,
+  nEmbd: 640,
+  nLayer: 18,
+  device: 'CPU',
+  hasChatTemplate: true,
+  mappedBytes: 231750144,
+};
+
+function nativeResult(tokens: number[], text: string, stopReason = 'length'): object {
+  return {
+    text,
+    tokens,
+    promptTokens: 6,
+    stopReason,
+    timings: { promptN: 6, promptMs: 30, promptPerSecond: 200, predictedN: tokens.length, predictedMs: 40 * tokens.length, predictedPerSecond: 25, cachedN: 0 },
+  };
+}
+
+interface Scripted {
+  fake: FakeCaller;
+  /** The generate requests received, each answered when its `done` resolves. */
+  gens: { req: Request; done: ReturnType<typeof deferred<unknown>> }[];
+  methods(): string[];
+}
+
+function scripted(extra: (req: Request) => unknown = () => undefined): Scripted {
+  const gens: Scripted['gens'] = [];
+  const fake = fakeCaller((req) => {
+    const r = extra(req);
+    if (r !== undefined) return r;
+    switch (req.method) {
+      case 'loadModel':
+        return { model: 3, info: INFO };
+      case 'generate': {
+        const done = deferred<unknown>();
+        gens.push({ req, done });
+        return done.promise;
+      }
+      case 'cancelGeneration':
+        return { cancelled: true };
+      case 'releaseModel':
+        return { released: true };
+      default:
+        return nativeError('InvalidArgument', `unscripted ${req.method}`);
+    }
+  });
+  setNativeCaller(fake);
+  return { fake, gens, methods: () => fake.requests.map((r) => r.method) };
+}
+
+/** Lets queued promise callbacks and timers run until `cond` holds. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+function tokenEvent(requestId: string, token: number, text: string): object {
+  return { type: 'token', requestId, token, text };
+}
+
+afterEach(() => setNativeCaller(null));
+
+describe('loadModel', () => {
+  it('sends the path (file:// URIs decoded), the options and a requestId, and routes only its progress events', async () => {
+    const seen: number[] = [];
+    const { fake } = scripted();
+    const pending = loadModel('file:///data/user/0/app/files/My%20Model.gguf', { device: 'CPU', threads: 2, nCtx: 512 }, (p) => seen.push(p));
+    await until(() => fake.requests.length === 1, 'the loadModel request');
+    const req = fake.requests[0]!;
+    expect(req).toEqual({
+      method: 'loadModel',
+      path: '/data/user/0/app/files/My Model.gguf',
+      requestId: req.requestId,
+      options: { device: 'CPU', threads: 2, nCtx: 512 },
+    });
+    expect(typeof req.requestId).toBe('string');
+    fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 0.25 });
+    fake.emitEvent({ type: 'loadProgress', requestId: 'another-1', progress: 0.5 });
+    fake.emitEvent({ type: 'token', requestId: req.requestId, token: 1, text: 'x' });
+    fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 1 });
+    const model = await pending;
+    expect(seen).toEqual([0.25, 1]);
+    expect(model).toBeInstanceOf(LanguageModel);
+    expect([model.id, model.path]).toEqual([3, '/data/user/0/app/files/My Model.gguf']);
+    expect(model.info).toEqual(INFO);
+    expect(Object.isFrozen(model.info)).toBe(true);
+    // Events of a finished request go nowhere.
+    fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 0.5 });
+    expect(seen).toEqual([0.25, 1]);
+  });
+
+  it('refuses llama.rn option names with the name to use, URIs that are not files, and bad callbacks', async () => {
+    const { fake } = scripted();
+    const e = await loadModel('/m.gguf', { n_ctx: 2048 } as never).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect((e as Error).message).toBe('loadModel: unknown option "n_ctx" (llama.rn\'s name; here: nCtx)');
+    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch');
+    await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(/is not a file path; copy the file into the app's storage first/);
+    await expect(loadModel('', {})).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(loadModel('/m.gguf', {}, 5 as never)).rejects.toThrow('loadModel: onProgress must be a function, got number');
+    expect(fake.requests).toEqual([]);
+  });
+
+  it('rejects with the class of the native kind', async () => {
+    scripted(() => nativeError('InvalidModel', '/nope.gguf: No such file or directory'));
+    const e = await loadModel('/nope.gguf').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidModelError);
+    expect([(e as InvalidModelError).kind, (e as Error).message]).toEqual(['InvalidModel', '/nope.gguf: No such file or directory']);
+  });
+});
+
+describe('LanguageModel', () => {
+  async function loaded(extra?: (req: Request) => unknown): Promise<Scripted & { model: LanguageModel }> {
+    const s = scripted(extra);
+    const model = await loadModel('/m.gguf');
+    s.fake.requests.length = 0;
+    return { ...s, model };
+  }
+
+  it('tokenize, detokenize, applyChatTemplate and embed send their params and unwrap the results', async () => {
+    const { fake, model } = await loaded((req) => {
+      switch (req.method) {
+        case 'tokenize':
+          return { tokens: [2, 818] };
+        case 'detokenize':
+          return { text: 'The' };
+        case 'applyChatTemplate':
+          return { prompt: '<bos>...' };
+        case 'embed':
+          return { embeddings: (req.params as { texts: string[] }).texts.map((_, i) => [i, 1]) };
+        default:
+          return undefined;
+      }
+    });
+    expect(await model.tokenize('The', { addSpecial: false })).toEqual([2, 818]);
+    expect(await model.detokenize([818], { special: true })).toBe('The');
+    expect(await model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe('<bos>...');
+    expect(await model.embed('a')).toEqual([0, 1]);
+    expect(await model.embed(['a', 'b'], { pooling: 'mean' })).toEqual([
+      [0, 1],
+      [1, 1],
+    ]);
+    expect(fake.requests).toEqual([
+      { method: 'tokenize', model: 3, params: { text: 'The', addSpecial: false } },
+      { method: 'detokenize', model: 3, params: { tokens: [818], special: true } },
+      { method: 'applyChatTemplate', model: 3, params: { messages: [{ role: 'user', content: 'Hi' }], addGenerationPrompt: false } },
+      { method: 'embed', model: 3, params: { texts: ['a'] } },
+      { method: 'embed', model: 3, params: { texts: ['a', 'b'], pooling: 'mean' } },
+    ]);
+    await expect(model.applyChatTemplate([{ role: 'user' }] as never)).rejects.toThrow('applyChatTemplate: message 0 must be { role: string, content: string }, got object');
+    await expect(model.tokenize(5 as never)).rejects.toThrow('tokenize: text must be a string, got number');
+  });
+
+  it('complete streams the token events of its request to the iterator and onToken, and maps the result', async () => {
+    const { fake, gens, model } = await loaded();
+    const viaCallback: TokenEvent[] = [];
+    const c = model.complete('The capital of France is', { maxTokens: 3, temperature: 0, stop: ['\n'], onToken: (e) => viaCallback.push(e) });
+    await until(() => gens.length === 1, 'the generate request');
+    const req = gens[0]!.req;
+    expect(req).toEqual({
+      method: 'generate',
+      model: 3,
+      requestId: c.requestId,
+      params: { prompt: 'The capital of France is', maxTokens: 3, temperature: 0, stop: ['\n'] },
+    });
+    const streamed: TokenEvent[] = [];
+    const consumer = (async () => {
+      for await (const e of c) streamed.push(e);
+    })();
+    fake.emitEvent(tokenEvent(c.requestId, 506, ' the'));
+    fake.emitEvent(tokenEvent('someone-else', 1, 'x'));
+    fake.emitEvent(tokenEvent(c.requestId, 5279, ' capital'));
+    fake.emitEvent(tokenEvent(c.requestId, 529, ' of'));
+    gens[0]!.done.resolve(nativeResult([506, 5279, 529], ' the capital of'));
+    const r = await c.result;
+    await consumer;
+    const expected = [
+      { token: 506, text: ' the' },
+      { token: 5279, text: ' capital' },
+      { token: 529, text: ' of' },
+    ];
+    expect(streamed).toEqual(expected);
+    expect(viaCallback).toEqual(expected);
+    expect(r).toEqual({
+      text: ' the capital of',
+      tokens: [506, 5279, 529],
+      promptTokens: 6,
+      stopReason: 'length',
+      timings: {
+        prompt_n: 6,
+        prompt_ms: 30,
+        prompt_per_token_ms: 5,
+        prompt_per_second: 200,
+        predicted_n: 3,
+        predicted_ms: 120,
+        predicted_per_token_ms: 40,
+        predicted_per_second: 25,
+        cached_n: 0,
+      },
+    } satisfies CompletionResult);
+    // A second iteration replays the events.
+    const again: TokenEvent[] = [];
+    for await (const e of c) again.push(e);
+    expect(again).toEqual(expected);
+  });
+
+  it('makes up the token events still on their way when the result arrives first', async () => {
+    const { fake, gens, model } = await loaded();
+    const c = model.complete('x', { maxTokens: 3 });
+    await until(() => gens.length === 1, 'the generate request');
+    fake.emitEvent(tokenEvent(c.requestId, 10, 'Hel'));
+    gens[0]!.done.resolve(nativeResult([10, 11, 12], 'Hello world'));
+    await c.result;
+    fake.emitEvent(tokenEvent(c.requestId, 11, 'lo')); // late: dropped
+    const streamed: TokenEvent[] = [];
+    for await (const e of c) streamed.push(e);
+    expect(streamed).toEqual([
+      { token: 10, text: 'Hel' },
+      { token: 11, text: '' },
+      { token: 12, text: 'lo world' },
+    ]);
+  });
+
+  it('messages are sent as messages; llama.rn names and bad inputs reject the result without a request', async () => {
+    const { gens, fake, model } = await loaded();
+    const chat = model.complete([{ role: 'user', content: 'Hi' }], { seed: 7, logitBias: [[5, false], [6, -1.5]] });
+    await until(() => gens.length === 1, 'the generate request');
+    expect(gens[0]!.req.params).toEqual({ messages: [{ role: 'user', content: 'Hi' }], seed: 7, logitBias: [[5, false], [6, -1.5]] });
+    gens[0]!.done.resolve(nativeResult([1], '!', 'eog'));
+    expect((await chat.result).stopReason).toBe('eog');
+    fake.requests.length = 0;
+    const bad = model.complete('x', { n_predict: 5 } as never);
+    await expect(bad.result).rejects.toThrow('complete: unknown option "n_predict" (llama.rn\'s name; here: maxTokens)');
+    const it = bad[Symbol.asyncIterator]();
+    await expect(it.next()).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(model.complete(42 as never).result).rejects.toThrow('complete: expected a prompt string or an array of messages, got number');
+    await expect(model.complete([]).result).rejects.toThrow('complete: messages must be a non-empty array of { role, content }');
+    expect(fake.requests).toEqual([]);
+  });
+
+  it('native errors reject the result and end the iteration with the typed error', async () => {
+    const { model, methods } = await loaded((req) =>
+      req.method === 'generate' ? nativeError('ContextFull', 'the prompt needs 600 positions, the context holds 512') : undefined
+    );
+    const c = model.complete('long');
+    await expect(c.result).rejects.toBeInstanceOf(ContextFullError);
+    await expect(
+      (async () => {
+        for await (const _ of c) {
+          // no tokens
+        }
+      })()
+    ).rejects.toThrow('the prompt needs 600 positions, the context holds 512');
+    expect(methods()).toEqual(['generate']);
+  });
+
+  it('an AbortSignal sends cancelGeneration at once and again on each later token until the generation ends; the result resolves "cancelled"', async () => {
+    const { fake, gens, model, methods } = await loaded();
+    const controller = new AbortController();
+    const c = model.complete('x', { signal: controller.signal });
+    await until(() => gens.length === 1, 'the generate request');
+    fake.emitEvent(tokenEvent(c.requestId, 1, 'a'));
+    expect(methods()).toEqual(['generate']);
+    controller.abort();
+    await until(() => methods().length === 2, 'cancelGeneration');
+    expect(fake.requests[1]).toEqual({ method: 'cancelGeneration', model: 3 });
+    await new Promise((r) => setTimeout(r, 0));
+    // The core had not seen it (it started late): the next token sends it again.
+    fake.emitEvent(tokenEvent(c.requestId, 2, 'b'));
+    await until(() => methods().length === 3, 'the second cancelGeneration');
+    gens[0]!.done.resolve(nativeResult([1, 2], 'ab', 'cancelled'));
+    const r = await c.result;
+    expect([r.stopReason, r.text]).toEqual(['cancelled', 'ab']);
+    expect(methods()).toEqual(['generate', 'cancelGeneration', 'cancelGeneration']);
+  });
+
+  it('an already-aborted signal sends nothing and resolves "cancelled" with no text', async () => {
+    const { model, methods } = await loaded();
+    const c = model.complete('x', { signal: AbortSignal.abort() });
+    const r = await c.result;
+    expect([r.stopReason, r.text, r.tokens, r.timings.predicted_n]).toEqual(['cancelled', '', [], 0]);
+    expect(methods()).toEqual([]);
+  });
+
+  it('completions of one model run one at a time; stopping a queued one sends nothing', async () => {
+    const { gens, model, methods } = await loaded();
+    const first = model.complete('one');
+    const second = model.complete('two');
+    const third = model.complete('three');
+    await until(() => gens.length === 1, 'the first generate');
+    await new Promise((r) => setTimeout(r, 5));
+    expect(gens.length).toBe(1);
+    second.stop();
+    gens[0]!.done.resolve(nativeResult([1], 'a'));
+    expect((await first.result).stopReason).toBe('length');
+    expect((await second.result).stopReason).toBe('cancelled');
+    await until(() => gens.length === 2, 'the third generate');
+    expect(gens[1]!.req.params).toEqual({ prompt: 'three' });
+    gens[1]!.done.resolve(nativeResult([2], 'b'));
+    expect((await third.result).text).toBe('b');
+    expect(methods()).toEqual(['generate', 'generate']);
+  });
+
+  it('leaving a for-await loop early stops the generation', async () => {
+    const { fake, gens, model, methods } = await loaded();
+    const c = model.complete('x');
+    await until(() => gens.length === 1, 'the generate request');
+    const loop = (async () => {
+      for await (const e of c) if (e.token === 2) break;
+    })();
+    fake.emitEvent(tokenEvent(c.requestId, 1, 'a'));
+    fake.emitEvent(tokenEvent(c.requestId, 2, 'b'));
+    await loop;
+    await until(() => methods().includes('cancelGeneration'), 'cancelGeneration');
+    gens[0]!.done.resolve(nativeResult([1, 2], 'ab', 'cancelled'));
+    expect((await c.result).stopReason).toBe('cancelled');
+  });
+
+  it('an exception of onToken stops the generation and rejects the result with it', async () => {
+    const { fake, gens, model, methods } = await loaded();
+    const boom = new Error('boom');
+    const c = model.complete('x', {
+      onToken: () => {
+        throw boom;
+      },
+    });
+    await until(() => gens.length === 1, 'the generate request');
+    fake.emitEvent(tokenEvent(c.requestId, 1, 'a'));
+    await until(() => methods().includes('cancelGeneration'), 'cancelGeneration');
+    gens[0]!.done.resolve(nativeResult([1], 'a', 'cancelled'));
+    await expect(c.result).rejects.toBe(boom);
+  });
+
+  it('release cancels the running and queued completions, and later calls reject with ClosedError without a request', async () => {
+    const { gens, model, methods } = await loaded();
+    const running = model.complete('one');
+    const queued = model.complete('two');
+    await until(() => gens.length === 1, 'the generate request');
+    const released = model.release();
+    expect(model.isReleased).toBe(true);
+    await until(() => methods().includes('releaseModel'), 'releaseModel');
+    gens[0]!.done.resolve(nativeResult([1], 'a', 'cancelled'));
+    await released;
+    expect((await running.result).stopReason).toBe('cancelled');
+    expect((await queued.result).stopReason).toBe('cancelled');
+    expect(methods()).toEqual(['generate', 'cancelGeneration', 'releaseModel']);
+    for (const p of [model.tokenize('a'), model.detokenize([1]), model.applyChatTemplate([{ role: 'user', content: 'a' }]), model.embed('a'), model.complete('a').result]) {
+      const e = await p.catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(ClosedError);
+      expect([(e as ClosedError).kind, (e as Error).message]).toEqual(['Closed', 'model 3 is released']);
+    }
+    await model.release(); // twice is fine
+    expect(methods()).toEqual(['generate', 'cancelGeneration', 'releaseModel']);
+  });
+
+  it('await using releases the model', async () => {
+    const { methods } = await loaded();
+    {
+      await using m = await loadModel('/m.gguf');
+      expect(m.isReleased).toBe(false);
+    }
+    expect(methods()).toEqual(['loadModel', 'releaseModel']);
+  });
+
+  it('without an event subscription on the caller, the tokens arrive with the result', async () => {
+    const gens: { done: ReturnType<typeof deferred<unknown>> }[] = [];
+    const fake = fakeCaller((req) => {
+      if (req.method === 'loadModel') return { model: 1, info: INFO };
+      const done = deferred<unknown>();
+      gens.push({ done });
+      return done.promise;
+    });
+    setNativeCaller({ call: (json) => fake.call(json) });
+    const model = await loadModel('/m.gguf');
+    const c = model.complete('x');
+    await until(() => gens.length === 1, 'the generate request');
+    gens[0]!.done.resolve(nativeResult([7, 8], 'hi there'));
+    const streamed: TokenEvent[] = [];
+    for await (const e of c) streamed.push(e);
+    expect(streamed).toEqual([
+      { token: 7, text: '' },
+      { token: 8, text: 'hi there' },
+    ]);
+  });
+});
+
+describe('the TurboModule', () => {
+  it('delivers TesseraEvent { json } events to the requests they name', async () => {
+    const pending = deferred<string>();
+    const subscriptions: string[] = [];
+    __setNativeModule('Tessera', {
+      call: async (json: string) => {
+        const req = JSON.parse(json);
+        if (req.method === 'loadModel') {
+          pending.resolve(req.requestId);
+          await new Promise((r) => setTimeout(r, 5));
+          return JSON.stringify({ ok: { model: 9, info: INFO } });
+        }
+        return JSON.stringify({ ok: {} });
+      },
+      toggleNativeLog: () => undefined,
+      addListener: (name: string) => subscriptions.push(name),
+      removeListeners: () => undefined,
+    });
+    try {
+      const seen: number[] = [];
+      const load = loadModel('/m.gguf', {}, (p) => seen.push(p));
+      const requestId = await pending.promise;
+      __emit('TesseraEvent', { json: JSON.stringify({ type: 'loadProgress', requestId, progress: 0.5 }) });
+      __emit('TesseraEvent', { json: '{not json' });
+      __emit('TesseraEvent', { other: 1 });
+      __emit('TesseraEvent', { json: JSON.stringify({ type: 'loadProgress', requestId, progress: 1 }) });
+      expect((await load).id).toBe(9);
+      expect(seen).toEqual([0.5, 1]);
+      expect(subscriptions).toEqual(['TesseraEvent']);
+    } finally {
+      __setNativeModule('Tessera', undefined);
+    }
+  });
+});
