@@ -21,6 +21,7 @@
  *     start from, every module file reached from them through `mod name;`, and every file named
  *     in `include_str!` / `include_bytes!`.
  * Prints what it found and exits 1, naming every missing file, when the package is incomplete.
+ * A module whose file is absent is named as both places it may be (`a.rs or a/mod.rs`).
  */
 'use strict';
 
@@ -125,6 +126,7 @@ function crateFiles(has, read, member) {
     const file = queue.shift();
     if (needed.has(file)) continue;
     needed.add(file);
+    if (file.includes('|')) continue;
     const text = read(file);
     if (text === null) continue;
     const stripped = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
@@ -145,7 +147,8 @@ function crateFiles(has, read, member) {
         } else {
           const flat = `${modDir}/${name}.rs`;
           const nested = `${modDir}/${name}/mod.rs`;
-          queue.push(has(nested) && !has(flat) ? nested : flat);
+          // Neither there: the missing file is either one.
+          queue.push(has(flat) ? flat : has(nested) ? nested : `${flat}|${nested}`);
         }
         pending = null;
       } else if (/^\s*(?:pub|mod|fn|use|struct|enum|impl)\b/.test(line)) {
@@ -173,7 +176,8 @@ function check(files, read) {
     const members = tomlArray(root, 'members');
     const need = ['Cargo.toml', 'Cargo.lock'];
     for (const m of members) need.push(...crateFiles(has, read, m));
-    const absent = need.filter((f) => !has(f));
+    // "a|b": either file will do.
+    const absent = need.filter((f) => !f.split('|').some(has)).map((f) => f.split('|').join(' or '));
     sources = { complete: members.length > 0 && absent.length === 0, missing: absent, crates: members.length, files: need.length };
     if (members.length === 0) sources.missing.push('Cargo.toml: no [workspace] members');
   }
