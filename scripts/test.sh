@@ -39,6 +39,9 @@ bash scripts/kotlin-test.sh
 step "Kotlin on the JVM: the React Native bridge class"
 bash scripts/kotlin-bridge-test.sh
 
+step "R8 keep rules: the bridge, bindings and JNA minified with and without android/consumer-rules.pro"
+bash scripts/minify-test.sh
+
 step "TypeScript: typecheck, unit tests, end-to-end over the Rust core, build"
 cargo build --quiet -p tessera-ffi
 npm run --silent typecheck

@@ -162,6 +162,18 @@ fun main() {
     bridge.shutdown()
   }
 
+  test("a symbol JNA cannot bind (another build, or a minified one) is a NativeLibrary error saying both") {
+    val bridge = TesseraBridge(native = { throw UnsatisfiedLinkError("'java.lang.String a.a.a.M.l()'") }, abi = { "arm64-v8a" })
+    eq(
+      callAndWait(bridge, "{}").first,
+      "{\"error\":{\"kind\":\"NativeLibrary\",\"message\":\"react-native-tessera: could not bind to libtessera_ffi.so for ABI arm64-v8a " +
+        "('java.lang.String a.a.a.M.l()'): the library lacks a function of the generated Kotlin bindings (they must come from " +
+        "one build), or JNA and the bindings were renamed by a minified release build without the keep rules of the package's " +
+        "android/consumer-rules.pro\"}}",
+    )
+    bridge.shutdown()
+  }
+
   test("a class whose init failed earlier is still a NativeLibrary error") {
     val bridge = TesseraBridge(native = { throw NoClassDefFoundError("Could not initialize class com.tessera.UniffiLib") }, abi = { "x86_64" })
     val (r, _) = callAndWait(bridge, "{}")

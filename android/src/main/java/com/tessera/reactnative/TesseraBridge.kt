@@ -99,7 +99,17 @@ class TesseraBridge(
         "Kotlin bindings (${it.message}); rebuild the library and the bindings together"
     }
     chain.firstOrNull { it is UnsatisfiedLinkError }?.let {
-      return "react-native-tessera: could not load $where (${it.message ?: "no message"}); the app " +
+      val message = it.message ?: "no message"
+      val unbound = message.contains("Error looking up function") || message.contains("undefined symbol")
+      if (unbound || !message.contains("tessera_ffi")) {
+        // The library loaded, but JNA found no symbol or class it binds by name: a library of
+        // another build, or names changed by a minifier.
+        return "react-native-tessera: could not bind to $where ($message): the library lacks a " +
+          "function of the generated Kotlin bindings (they must come from one build), or JNA and " +
+          "the bindings were renamed by a minified release build without the keep rules of the " +
+          "package's android/consumer-rules.pro"
+      }
+      return "react-native-tessera: could not load $where ($message); the app " +
         "was built without it or with another ABI: build from source (Rust and the NDK, the " +
         "Gradle task buildTesseraRust) or ship prebuilt android/src/main/jniLibs/${abi()}/$LIBRARY_FILE"
     }
