@@ -11,8 +11,9 @@
 # Usage:
 #   scripts/bindgen.sh                  # build the host library (debug) and regenerate in place
 #   scripts/bindgen.sh --release        # the same from a release build
-#   scripts/bindgen.sh --library FILE   # from a library already built (any target: .so, .a,
-#                                       # .dylib), as scripts/build-android.sh and
+#   scripts/bindgen.sh --library FILE   # from a library already built (any target: .a, or an
+#                                       # unstripped .so / .dylib: uniffi reads the symbol
+#                                       # table), as scripts/build-android.sh and
 #                                       # scripts/build-ios.sh do, so that the bindings and the
 #                                       # shipped library come from one build
 #   scripts/bindgen.sh --check [...]    # regenerate into a temporary folder and fail if the
@@ -50,6 +51,9 @@ else
     MINGW* | MSYS* | CYGWIN*) lib="$target_dir/$profile/tessera_ffi.dll" ;;
     *) lib="$target_dir/$profile/libtessera_ffi.so" ;;
   esac
+  # uniffi reads the metadata from the symbol table, which the release profile strips from
+  # shared libraries: use the staticlib of the same build.
+  [ "$profile" = release ] && lib="$target_dir/release/libtessera_ffi.a"
 fi
 [ "$profile" = release ] && cargo_args+=(--release)
 cargo build "${cargo_args[@]}"

@@ -88,7 +88,9 @@ for abi in $ABIS; do
     fi
   done
   echo "    $OUT/$abi/libtessera_ffi.so ($(du -h "$OUT/$abi/libtessera_ffi.so" | cut -f1), 16 KB aligned)"
-  built+=("target/$triple/$profile_dir/libtessera_ffi.so")
+  # The staticlib of the same build: uniffi reads its metadata from the symbol table, which
+  # the release profile strips from the .so.
+  built+=("target/$triple/$profile_dir/libtessera_ffi.a")
 done
 
 # The bindings from this build (every ABI carries the same uniffi metadata).
