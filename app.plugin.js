@@ -34,7 +34,8 @@ const pkg = require('./package.json');
 
 const ENTITLEMENT_MEMORY = 'com.apple.developer.kernel.increased-memory-limit';
 const ENTITLEMENT_ADDRESSING = 'com.apple.developer.kernel.extended-virtual-addressing';
-const ANDROID_ABIS = ['arm64-v8a', 'armeabi-v7a', 'x86_64', 'x86'];
+// The ABIs the Rust core builds for (64-bit only).
+const ANDROID_ABIS = ['arm64-v8a', 'x86_64'];
 const DEFAULTS = { increasedMemoryLimit: true, extendedVirtualAddressing: false, largeHeap: true, abis: null };
 
 /**

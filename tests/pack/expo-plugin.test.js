@@ -93,7 +93,8 @@ const tests = [
   ['rejects unknown or mistyped options, naming them', async () => {
     assert.throws(() => withPlugins(sample(), [[plugin, { largeheap: true }]]), /unknown plugin option "largeheap"/);
     assert.throws(() => withPlugins(sample(), [[plugin, { largeHeap: 'yes' }]]), /option "largeHeap" must be true or false/);
-    assert.throws(() => withPlugins(sample(), [[plugin, { abis: ['mips'] }]]), /option "abis" must be a non-empty list/);
+    assert.throws(() => withPlugins(sample(), [[plugin, { abis: ['mips'] }]]), /option "abis" must be a non-empty list of arm64-v8a, x86_64/);
+    assert.throws(() => withPlugins(sample(), [[plugin, { abis: ['armeabi-v7a'] }]]), /option "abis" must be a non-empty list/);
   }],
 ];
 
