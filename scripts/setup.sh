@@ -47,6 +47,14 @@ if ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
     "$VENV/bin/pip" install -q gguf numpy
 fi
 
+# cargo-afl (afl.rs, which builds AFL++ when installed: about 40 s) for scripts/fuzz.sh; its
+# runtime is per rustc version, so build it again after a toolchain update (a no-op otherwise).
+if ! cargo afl --version >/dev/null 2>&1; then
+    echo "setup: cargo install cargo-afl" >&2
+    cargo install --locked --quiet cargo-afl
+fi
+cargo afl config --build >/dev/null 2>&1 || true
+
 # npm packages of the React Native package (TypeScript, vitest, koffi, bob).
 if [ -f package-lock.json ] && [ ! -d node_modules ]; then
     echo "setup: npm ci" >&2

@@ -14,6 +14,9 @@ step() { echo; echo "=== $*"; }
 step "cargo test (workspace)"
 cargo test --workspace --quiet
 
+step "fuzz the GGUF parser: its seed corpus, then 60 s of AFL++ (scripts/fuzz.sh)"
+bash scripts/fuzz.sh gguf 60
+
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
 cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
     cat target/backend-ops.txt; exit 1; }

@@ -736,15 +736,17 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
 
   /**
    * `C[n, m] = sum_k A[m, k] B[n, k]`: `a` the weights `[K, M, ne2, ne3]` of any type but
-   * I32, `b` F32 activations `[K, N, ne12, ne13]` with `ne12`, `ne13` multiples of `a`'s;
-   * the result is F32 `[M, N, ne12, ne13]`.
+   * I32, `b` activations (F32, F16 or BF16, as ggml accepts) `[K, N, ne12, ne13]` with
+   * `ne12`, `ne13` multiples of `a`'s; the result is F32 `[M, N, ne12, ne13]`.
    */
-  matmul(a: Tensor, b: Tensor<'F32'>): Tensor<'F32'> {
+  matmul(a: Tensor, b: Tensor): Tensor<'F32'> {
     const ta = this.operand('MUL_MAT', a);
     const tb = this.operand('MUL_MAT', b);
     if (ta.dtype === 'I32') throw new DTypeError('MUL_MAT: type I32 is not supported (src0 (weights) must not be I32)');
-    if (tb.dtype !== 'F32') {
-      throw new DTypeError(`MUL_MAT: type ${tb.dtype} is not supported (src1 (activations) must be F32)`);
+    if (tb.dtype !== 'F32' && tb.dtype !== 'F16' && tb.dtype !== 'BF16') {
+      throw new DTypeError(
+        `MUL_MAT: type ${tb.dtype} is not supported (src1 (activations) must be F32, F16 or BF16)`
+      );
     }
     const na = ta.ne;
     const nb = tb.ne;

@@ -325,7 +325,13 @@ describe('validation errors name the op and the shapes', () => {
     const b3 = g.input('b3', 'F32', [4, 5, 3]);
     expectError(() => g.matmul(a3, b3), ShapeError, 'ShapeMismatch', /MUL_MAT: src0 \[4, 3, 2, 1\] and src1 \[4, 5, 3, 1\]/);
     expect(g.matmul(a3, g.input('b6', 'F32', [4, 5, 6])).shape).toEqual([3, 5, 6]);
-    expectError(() => g.matmul(a, any(h)), DTypeError, 'Unsupported', 'MUL_MAT: type F16 is not supported (src1 (activations) must be F32)');
+    expectError(
+      () => g.matmul(a, any(g.input('ai', 'I32', [4, 2]))),
+      DTypeError,
+      'Unsupported',
+      'MUL_MAT: type I32 is not supported (src1 (activations) must be F32, F16 or BF16)'
+    );
+    expect(g.matmul(g.input('wf16', 'F16', [4, 3]), g.input('xf16', 'F16', [4, 2])).shape).toEqual([3, 2]);
     expectError(() => g.matmul(i, a), DTypeError, 'Unsupported', 'MUL_MAT: type I32 is not supported (src0 (weights) must not be I32)');
     expectError(
       () => g.matmul(g.transpose(g.input('sq', 'F32', [4, 4])), a),

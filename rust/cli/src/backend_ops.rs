@@ -240,6 +240,42 @@ pub fn cases(big: bool) -> Vec<Case> {
             g.glu_split(a, b, gate)
         }));
     }
+    // The KV-cache write: one row per index (a random index may repeat; the reference and
+    // every device write rows in order, so the last write wins on both).
+    for t in [DType::F32, DType::F16] {
+        let rows = if big { 4096 } else { 13 };
+        let mut sr = case(
+            "SET_ROWS",
+            format!("F32 [{r},{c}] into {t} [{r},{rows}]"),
+            Tolerance::Exact,
+            move |g| {
+                let a = g.new_tensor(t, &[r, rows])?;
+                let b = g.new_tensor(DType::F32, &[r, c])?;
+                let i = g.new_tensor(DType::I32, &[c])?;
+                g.set_rows(a, b, i)
+            },
+        );
+        sr.int_range = rows as i32;
+        v.push(sr);
+    }
+    let (d, kv, nq) = if big { (128, 1024, 16) } else { (32, 19, 3) };
+    for (heads, kv_heads, softcap) in [(4, 2, 0.0f32), (2, 2, 10.0)] {
+        let mut fa = case(
+            "FLASH_ATTN_EXT",
+            format!("q F32 [{d},{nq},{heads}] k, v F16 [{d},{kv},{kv_heads}] softcap {softcap}"),
+            nmse,
+            move |g| {
+                let q = g.new_tensor(DType::F32, &[d, nq, heads])?;
+                let k = g.new_tensor(DType::F16, &[d, kv, kv_heads])?;
+                let vv = g.new_tensor(DType::F16, &[d, kv, kv_heads])?;
+                let m = g.new_tensor(DType::F16, &[kv, nq])?;
+                let p = tessera_core::AttnParams { scale: 0.2, max_bias: 0.0, softcap };
+                g.flash_attn_ext(q, k, vv, Some(m), p)
+            },
+        );
+        fa.flops = 4.0 * (d * kv * nq * heads) as f64;
+        v.push(fa);
+    }
     v.push(case("DUP", format!("F32 permuted [{r},{c},2]"), Tolerance::Exact, move |g| {
         let a = g.new_tensor(DType::F32, &[r, c, 2])?;
         let p = g.permute(a, [1, 2, 0, 3])?;

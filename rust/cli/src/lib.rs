@@ -1,10 +1,12 @@
-//! The `tessera` command line: `info` (the demo), `backend-ops` (the conformance harness) and
-//! `bench` (matmul benchmarks), usable as a library by tests.
+//! The `tessera` command line: `info` (the demo), `backend-ops` (the conformance harness),
+//! `bench` (matmul benchmarks) and `gguf` (a GGUF file's metadata and tensors), usable as a
+//! library by tests.
 #![warn(missing_docs)]
 
 pub mod backend_ops;
 pub mod bench;
 pub mod bench_ew;
+pub mod gguf;
 pub mod info;
 
 use tessera_core::registry::Registry;

@@ -1,14 +1,15 @@
-//! `tessera`: info, backend-ops and bench.
+//! `tessera`: info, backend-ops, bench and gguf.
 
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, bench, bench_ew, info, registry};
+use tessera_cli::{backend_ops, bench, bench_ew, gguf, info, registry};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
        tessera backend-ops support
        tessera backend-ops perf [-o OP] [-t THREADS]
        tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]
-       tessera bench ew [--threads t,..] [--runs R] [--rows N]";
+       tessera bench ew [--threads t,..] [--runs R] [--rows N]
+       tessera gguf FILE [--json] [--full]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,6 +27,10 @@ fn flag(args: &[String], names: &[&str]) -> Option<String> {
 }
 
 fn run(args: &[String]) -> Result<ExitCode, String> {
+    if args.first().is_some_and(|a| a == "gguf") {
+        print!("{}", gguf::run(&args[1..])?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let reg = registry();
     match args.first().map(String::as_str) {
         Some("info") | None => {

@@ -53,12 +53,14 @@ impl FreeList {
         if let Some(&(off, s)) = self.blocks.last() {
             if off + s == self.top {
                 self.blocks.pop();
-                self.top = off + size;
+                self.top = off.saturating_add(size);
                 return off;
             }
         }
+        // Saturating: a plan whose top reaches usize::MAX is refused by every buffer type
+        // (sizes come from requests and must never wrap to a small, wrong plan).
         let off = self.top;
-        self.top += size;
+        self.top = self.top.saturating_add(size);
         off
     }
 
@@ -77,10 +79,52 @@ impl FreeList {
     }
 }
 
-/// Whether the allocator must keep `id`'s memory for the whole graph.
-fn keeps_memory(graph: &Graph, id: TensorId) -> bool {
-    let t = graph.tensor(id);
-    t.flags.input || t.flags.output || t.flags.weight || t.is_leaf()
+/// What the allocator knows of each tensor's lifetime, indexed by tensor.
+struct Lifetimes {
+    /// Position in the order of the last node that reads the tensor's memory (through any
+    /// views of it).
+    last_read: Vec<Option<usize>>,
+    /// Whether the memory must live for the whole graph: inputs, outputs, weights and leaves,
+    /// and the memory owner (the view root, through any chain of views) of every output that
+    /// is a view, since the caller reads the output after the last node ran.
+    keep: Vec<bool>,
+    /// Whether some view points directly at the tensor.
+    viewed: Vec<bool>,
+}
+
+impl Lifetimes {
+    fn new(graph: &Graph, order: &[TensorId]) -> Lifetimes {
+        let n = graph.len();
+        let mut last_read = vec![None; n];
+        for (pos, &id) in order.iter().enumerate() {
+            for &s in &graph.tensor(id).src {
+                last_read[graph.view_root(s).0.index()] = Some(pos);
+            }
+        }
+        let mut keep: Vec<bool> = graph
+            .ids()
+            .map(|id| {
+                let t = graph.tensor(id);
+                t.flags.input || t.flags.output || t.flags.weight || t.is_leaf()
+            })
+            .collect();
+        let mut viewed = vec![false; n];
+        for id in graph.ids() {
+            let t = graph.tensor(id);
+            if t.flags.output {
+                keep[graph.view_root(id).0.index()] = true;
+            }
+            if let Some(v) = t.view_src {
+                viewed[v.index()] = true;
+            }
+        }
+        Lifetimes { last_read, keep, viewed }
+    }
+
+    /// Whether the memory of `id` may be freed (or taken over) once the node at `pos` ran.
+    fn dies_at(&self, id: TensorId, pos: usize) -> bool {
+        self.last_read[id.index()] == Some(pos) && !self.keep[id.index()]
+    }
 }
 
 /// Plans the placement of the tensors selected by `select` (non-view tensors without storage
@@ -94,19 +138,12 @@ pub fn plan(
     align: usize,
 ) -> AllocPlan {
     let n = graph.len();
-    let round = |s: usize| s.max(1).div_ceil(align) * align;
+    let round = |s: usize| s.max(1).div_ceil(align).saturating_mul(align);
     let placed = |id: TensorId| {
         let t = graph.tensor(id);
         t.view_src.is_none() && t.storage.is_none() && select(id)
     };
-    // Last reader of each memory owner (following views), by position in `order`.
-    let mut last_read: Vec<Option<usize>> = vec![None; n];
-    for (pos, &id) in order.iter().enumerate() {
-        for &s in &graph.tensor(id).src {
-            let root = graph.view_root(s).0;
-            last_read[root.index()] = Some(pos);
-        }
-    }
+    let life = Lifetimes::new(graph, order);
     let mut plan = AllocPlan { offsets: vec![None; n], ..Default::default() };
     let mut sizes = vec![0usize; n];
     let mut free = FreeList::default();
@@ -114,7 +151,7 @@ pub fn plan(
     for &id in order {
         if placed(id) && graph.tensor(id).is_leaf() {
             sizes[id.index()] = round(alloc_size(id));
-            plan.unshared_size += sizes[id.index()];
+            plan.unshared_size = plan.unshared_size.saturating_add(sizes[id.index()]);
             plan.offsets[id.index()] = Some(free.alloc(sizes[id.index()]));
         }
     }
@@ -126,8 +163,8 @@ pub fn plan(
         if placed(id) {
             let size = round(alloc_size(id));
             sizes[id.index()] = size;
-            plan.unshared_size += size;
-            let donor = in_place_donor(graph, id, pos, &last_read, &plan.offsets, &sizes, size);
+            plan.unshared_size = plan.unshared_size.saturating_add(size);
+            let donor = in_place_donor(graph, id, pos, &life, &plan.offsets, &sizes, size);
             match donor {
                 Some(d) => {
                     plan.offsets[id.index()] = plan.offsets[d.index()];
@@ -143,10 +180,7 @@ pub fn plan(
         roots.sort();
         roots.dedup();
         for root in roots {
-            if last_read[root.index()] == Some(pos)
-                && !keeps_memory(graph, root)
-                && sizes[root.index()] > 0
-            {
+            if life.dies_at(root, pos) && sizes[root.index()] > 0 {
                 if let Some(off) = plan.offsets[root.index()] {
                     free.free(off, sizes[root.index()]);
                     sizes[root.index()] = 0;
@@ -154,7 +188,7 @@ pub fn plan(
             }
         }
         // A node nobody reads (and that is not an output) is dead once computed.
-        if placed(id) && last_read[id.index()].is_none() && !keeps_memory(graph, id) {
+        if placed(id) && life.last_read[id.index()].is_none() && !life.keep[id.index()] {
             if let Some(off) = plan.offsets[id.index()] {
                 free.free(off, sizes[id.index()]);
                 sizes[id.index()] = 0;
@@ -172,7 +206,7 @@ fn in_place_donor(
     graph: &Graph,
     id: TensorId,
     pos: usize,
-    last_read: &[Option<usize>],
+    life: &Lifetimes,
     offsets: &[Option<usize>],
     sizes: &[usize],
     size: usize,
@@ -186,12 +220,11 @@ fn in_place_donor(
     let ok = dt.view_src.is_none()
         && offsets[d.index()].is_some()
         && sizes[d.index()] >= size
-        && !keeps_memory(graph, d)
-        && last_read[d.index()] == Some(pos)
+        && life.dies_at(d, pos)
         && dt.layout == t.layout
         && dt.layout.is_contiguous()
         && t.src[1..].iter().all(|&s| graph.view_root(s).0 != d)
-        && !graph.ids().any(|o| graph.tensor(o).view_src == Some(d));
+        && !life.viewed[d.index()];
     ok.then_some(d)
 }
 

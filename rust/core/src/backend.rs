@@ -86,7 +86,10 @@ pub trait BufferType: Send + Sync + Debug {
 /// # Safety
 ///
 /// `ptr()` must point to `len()` bytes that stay valid, and are not moved, for as long as the
-/// value lives, and that may be read and written through the pointer from any thread.
+/// value lives, and that may be read through the pointer from any thread. Unless
+/// [`HostMemory::read_only`] says otherwise they may also be written from any thread; memory
+/// that is read-only (a file mapped with `PROT_READ`) must say so, and buffers wrapping it
+/// refuse every write with an error instead of faulting.
 pub unsafe trait HostMemory: Send + Sync {
     /// Start of the memory.
     fn ptr(&self) -> NonNull<u8>;
@@ -95,6 +98,10 @@ pub unsafe trait HostMemory: Send + Sync {
     /// Whether the memory is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// Whether the memory must never be written (e.g. a read-only file mapping).
+    fn read_only(&self) -> bool {
+        false
     }
 }
 
@@ -115,6 +122,11 @@ pub trait Buffer: Send + Sync + Debug {
     fn set_usage(&self, usage: BufferUsage);
     /// Start of the memory when the CPU can address it directly.
     fn host_ptr(&self) -> Option<NonNull<u8>>;
+    /// Whether the memory must never be written (a read-only file mapping): writes, fills and
+    /// copies into it fail with [`Error::ReadOnly`], and backends refuse to compute into it.
+    fn is_read_only(&self) -> bool {
+        false
+    }
     /// Prepares a tensor of `layout` placed at `offset` (e.g. padding, extra metadata).
     fn init_tensor(&self, layout: &Layout, offset: usize) -> Result<()> {
         check_range(self.size(), offset, layout.nbytes())

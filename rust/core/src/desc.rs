@@ -7,7 +7,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::op::{GluOp, RopeParams, UnaryOp};
+use crate::op::{AttnParams, GluOp, RopeParams, UnaryOp};
 use crate::tensor::{Layout, TensorId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -483,6 +483,16 @@ fn add_node(g: &mut Graph, n: &NodeDesc, s: &[TensorId]) -> Result<TensorId> {
             } else {
                 g.rms_norm(s[0], p.eps)
             }
+        }
+        "SET_ROWS" => {
+            arity(n, s, &[3])?;
+            no_params(n)?;
+            g.set_rows(s[0], s[1], s[2])
+        }
+        "FLASH_ATTN_EXT" => {
+            arity(n, s, &[3, 4])?;
+            let p: AttnParams = params(n)?;
+            g.flash_attn_ext(s[0], s[1], s[2], s.get(3).copied(), p)
         }
         "ROPE" => {
             arity(n, s, &[2, 3])?;

@@ -96,6 +96,18 @@ pub enum Error {
     /// A read or write outside a buffer or tensor.
     #[error("out of bounds: {0}")]
     OutOfBounds(String),
+    /// An index read from a tensor at compute time (GET_ROWS, SET_ROWS) outside its range: a
+    /// mistake in the caller's data, not a bug.
+    #[error("{op}: {reason}")]
+    IndexOutOfRange {
+        /// The op.
+        op: String,
+        /// The index, where it was read and the allowed range.
+        reason: String,
+    },
+    /// A write into memory that must not be written (a read-only mapped file).
+    #[error("read-only memory: {0}")]
+    ReadOnly(String),
     /// A tensor used in compute without memory.
     #[error("tensor {0:?} has no data: allocate the graph first")]
     NotAllocated(String),

@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::op::{GluOp, Op, RopeParams, UnaryOp, ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
+use crate::op::{AttnParams, GluOp, Op, RopeParams, UnaryOp, ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use crate::storage::Storage;
 use crate::tensor::{normalize_shape, Layout, Tensor, TensorFlags, TensorId, MAX_DIMS};
 use std::collections::HashMap;
@@ -448,16 +448,20 @@ impl Graph {
     }
 
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` weights `[K, M, ne2, ne3]` of any type but I32,
-    /// `b` F32 activations `[K, N, ne12, ne13]` with `ne12`, `ne13` multiples of `a`'s; result
-    /// F32 `[M, N, ne12, ne13]`.
+    /// `b` activations (F32, F16 or BF16, as ggml accepts) `[K, N, ne12, ne13]` with `ne12`,
+    /// `ne13` multiples of `a`'s; result F32 `[M, N, ne12, ne13]`.
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let ta = self.check(a)?;
         let tb = self.check(b)?;
         if ta.dtype() == DType::I32 {
             return Err(Error::dtype("MUL_MAT", DType::I32, "src0 (weights) must not be I32"));
         }
-        if tb.dtype() != DType::F32 {
-            return Err(Error::dtype("MUL_MAT", tb.dtype(), "src1 (activations) must be F32"));
+        if !tb.dtype().is_float() {
+            return Err(Error::dtype(
+                "MUL_MAT",
+                tb.dtype(),
+                "src1 (activations) must be F32, F16 or BF16",
+            ));
         }
         let (na, nb) = (ta.ne(), tb.ne());
         if na[0] != nb[0] || nb[2] % na[2] != 0 || nb[3] % na[3] != 0 {
@@ -505,6 +509,144 @@ impl Graph {
         let out = if ta.dtype() == DType::I32 { DType::I32 } else { DType::F32 };
         let layout = Layout::contiguous(out, &[na[0], nb[0], nb[1], nb[2]])?;
         Ok(self.push_node(Op::GetRows, layout, vec![a, b]))
+    }
+
+    /// Writes row `i` of `b` (F32 `[ne0, n, ne2, ne3]`) into row `c[i]` of `a` (F32, F16 or
+    /// BF16 `[ne0, rows, ne2, ne3]` with dense rows), converting to `a`'s type; `c` holds I32
+    /// indices `[n, ne12, ne13]` with `ne2`, `ne3` multiples of `ne12`, `ne13`. The result is
+    /// a view of `a` (as CPY's), so later readers of it see the written rows. Indices outside
+    /// `0..rows` are an error at compute time.
+    pub fn set_rows(&mut self, a: TensorId, b: TensorId, c: TensorId) -> Result<TensorId> {
+        let ta = self.float_operand("SET_ROWS", a, "destination")?;
+        let tb = self.check(b)?;
+        let tc = self.check(c)?;
+        if tb.dtype() != DType::F32 {
+            return Err(Error::dtype("SET_ROWS", tb.dtype(), "src (rows) must be F32"));
+        }
+        if tc.dtype() != DType::I32 {
+            return Err(Error::dtype("SET_ROWS", tc.dtype(), "indices must be I32"));
+        }
+        if !ta.layout.rows_contiguous() {
+            return Err(Error::shape("SET_ROWS", "the destination must have dense rows"));
+        }
+        let (na, nb, nc) = (ta.ne(), tb.ne(), tc.ne());
+        if na[0] != nb[0]
+            || nb[1] != nc[0]
+            || na[2] != nb[2]
+            || na[3] != nb[3]
+            || nc[3] != 1
+            || !nb[2].is_multiple_of(nc[1])
+            || !nb[3].is_multiple_of(nc[2])
+        {
+            return Err(Error::shape(
+                "SET_ROWS",
+                format!(
+                    "destination {}, rows {} and indices {}: need equal ne0, one index per row \
+                     (indices ne0 == rows ne1), equal ne2 and ne3 for destination and rows, and \
+                     rows' ne2, ne3 multiples of the indices' ne1, ne2",
+                    fmt_shape(&na),
+                    fmt_shape(&nb),
+                    fmt_shape(&nc)
+                ),
+            ));
+        }
+        let layout = ta.layout;
+        Ok(self.push(Tensor {
+            layout,
+            name: String::new(),
+            flags: TensorFlags::default(),
+            op: Op::SetRows,
+            src: vec![a, b, c],
+            view_src: Some(a),
+            view_offs: 0,
+            storage: None,
+        }))
+    }
+
+    /// Fused attention, as ggml's `ggml_flash_attn_ext`: `q` F32 `[D, n_q, n_head, ne3]`, `k`
+    /// `[D, n_kv, n_head_kv, ne3]` and `v` `[Dv, n_kv, n_head_kv, ne3]` (F16 or F32, any
+    /// strides with dense rows), `n_head` a multiple of `n_head_kv`; `mask` (F16 or F32,
+    /// `[n_kv, >= n_q, 1, 1]`, dense rows) is added to the scaled (and soft-capped) scores.
+    /// Result: F32 `[Dv, n_head, n_q, ne3]` (heads of one query side by side, as ggml).
+    pub fn flash_attn_ext(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        mask: Option<TensorId>,
+        params: AttnParams,
+    ) -> Result<TensorId> {
+        const OP: &str = "FLASH_ATTN_EXT";
+        let AttnParams { scale, max_bias, softcap } = params;
+        let tq = self.check(q)?;
+        let tk = self.check(k)?;
+        let tv = self.check(v)?;
+        if tq.dtype() != DType::F32 {
+            return Err(Error::dtype(OP, tq.dtype(), "q must be F32"));
+        }
+        for (t, which) in [(tk, "k"), (tv, "v")] {
+            if !matches!(t.dtype(), DType::F16 | DType::F32) {
+                return Err(Error::dtype(OP, t.dtype(), format!("{which} must be F16 or F32")));
+            }
+            if !t.layout.rows_contiguous() {
+                return Err(Error::shape(OP, format!("{which} must have dense rows")));
+            }
+        }
+        if ![scale, max_bias, softcap].iter().all(|f| f.is_finite()) || max_bias < 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "{OP}: scale {scale}, max_bias {max_bias} and softcap {softcap} must be finite, \
+                 max_bias >= 0"
+            )));
+        }
+        if softcap < 0.0 {
+            return Err(Error::InvalidArgument(format!("{OP}: softcap {softcap} must be >= 0")));
+        }
+        let (nq, nk, nv) = (tq.ne(), tk.ne(), tv.ne());
+        if nk[0] != nq[0]
+            || nv[1] != nk[1]
+            || nv[2] != nk[2]
+            || nk[3] != nq[3]
+            || nv[3] != nq[3]
+            || !nq[2].is_multiple_of(nk[2])
+        {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "q {}, k {} and v {}: need q and k with equal ne0, k and v with equal ne1 \
+                     and ne2, equal ne3, and q's heads (ne2) a multiple of k's",
+                    fmt_shape(&nq),
+                    fmt_shape(&nk),
+                    fmt_shape(&nv)
+                ),
+            ));
+        }
+        let mut src = vec![q, k, v];
+        if let Some(m) = mask {
+            let tm = self.check(m)?;
+            if !matches!(tm.dtype(), DType::F16 | DType::F32) {
+                return Err(Error::dtype(OP, tm.dtype(), "mask must be F16 or F32"));
+            }
+            let nm = tm.ne();
+            if nm[0] != nk[1] || nm[1] < nq[1] || nm[2] != 1 || nm[3] != 1 {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "mask {} does not fit: need ne0 = n_kv = {} and at least n_q = {} rows",
+                        fmt_shape(&nm),
+                        nk[1],
+                        nq[1]
+                    ),
+                ));
+            }
+            if !tm.layout.rows_contiguous() {
+                return Err(Error::shape(OP, "the mask must have dense rows"));
+            }
+            src.push(m);
+        } else if max_bias > 0.0 {
+            return Err(Error::InvalidArgument(format!("{OP}: max_bias > 0 needs a mask")));
+        }
+        let layout = Layout::contiguous(DType::F32, &[nv[0], nq[2], nq[1], nq[3]])?;
+        Ok(self.push_node(Op::FlashAttnExt(params), layout, src))
     }
 
     /// `softmax(a)` along rows.

@@ -23,6 +23,6 @@ pub mod tensor_data;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::Graph;
-pub use op::{GluOp, Op, RopeParams, UnaryOp};
+pub use op::{AttnParams, GluOp, Op, RopeParams, UnaryOp};
 pub use storage::Storage;
 pub use tensor::{Layout, Tensor, TensorFlags, TensorId};

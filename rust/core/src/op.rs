@@ -104,6 +104,24 @@ impl Default for RopeParams {
     }
 }
 
+/// Parameters of FLASH_ATTN_EXT, as ggml's `ggml_flash_attn_ext`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttnParams {
+    /// Applied to `q k^T` before the soft cap and the mask (usually `1 / sqrt(D)`).
+    pub scale: f32,
+    /// ALiBi maximum bias (0 disables ALiBi; needs a mask).
+    pub max_bias: f32,
+    /// Logit soft cap `c`: scores become `c * tanh(s / c)` (0 disables it).
+    pub softcap: f32,
+}
+
+impl Default for AttnParams {
+    fn default() -> Self {
+        AttnParams { scale: 1.0, max_bias: 0.0, softcap: 0.0 }
+    }
+}
+
 /// An op with its parameters. Operands are the tensor's `src`, in ggml's order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -162,6 +180,16 @@ pub enum Op {
     MulMat,
     /// Rows of `a` selected by the I32 indices in `b`, as F32.
     GetRows,
+    /// `set_rows(a, b, c)`: row `i` of `b` (F32) written, converted to `a`'s float type, into
+    /// row `c[i]` of `a` (ggml's SET_ROWS, the KV-cache write); the result is a view of `a`.
+    /// The I32 indices `c` (`[n, ne12 / k, ne13 / l]`) are broadcast over `b`'s dims 2 and 3.
+    SetRows,
+    /// Fused attention (ggml's FLASH_ATTN_EXT): `softmax(softcap(q k^T * scale) + mask) v` per
+    /// head, online over the keys; `q` F32 `[D, n_q, n_head, ne3]`, `k` `[D, n_kv, n_head_kv,
+    /// ne3]` and `v` `[Dv, n_kv, n_head_kv, ne3]` (F16 or F32, `n_head` a multiple of
+    /// `n_head_kv`: grouped-query attention), optional mask (F16 or F32, `[n_kv, >= n_q]`,
+    /// broadcast over heads); result F32 `[Dv, n_head, n_q, ne3]`.
+    FlashAttnExt(AttnParams),
     /// `softmax(a * scale + mask + alibi)` along rows; optional mask as second operand.
     SoftMax {
         /// Scale applied to `a` before the mask.
@@ -234,6 +262,8 @@ impl Op {
             Op::Concat { .. } => "CONCAT",
             Op::MulMat => "MUL_MAT",
             Op::GetRows => "GET_ROWS",
+            Op::SetRows => "SET_ROWS",
+            Op::FlashAttnExt(_) => "FLASH_ATTN_EXT",
             Op::SoftMax { .. } => "SOFT_MAX",
             Op::DiagMaskInf { .. } => "DIAG_MASK_INF",
             Op::RmsNorm { .. } => "RMS_NORM",
@@ -245,6 +275,16 @@ impl Op {
             Op::View => "VIEW",
             Op::Permute { .. } => "PERMUTE",
             Op::Transpose => "TRANSPOSE",
+        }
+    }
+
+    /// The operand whose memory the op writes into, for ops whose result is a view of an
+    /// operand: CPY's destination (operand 1) and SET_ROWS's (operand 0).
+    pub fn destination_operand(&self) -> Option<usize> {
+        match self {
+            Op::Cpy => Some(1),
+            Op::SetRows => Some(0),
+            _ => None,
         }
     }
 

@@ -289,7 +289,7 @@ impl Scheduler {
                 continue;
             }
             let t = graph.tensor(id);
-            if matches!(t.op, Op::Cpy) {
+            if t.op.destination_operand().is_some() {
                 continue;
             }
             let weight_home = t.src.iter().find_map(|&s| {
@@ -312,7 +312,7 @@ impl Scheduler {
         //    CPU, which takes what is left over anyway), preferring the highest priority.
         let last = self.backends.len() - 1;
         for &id in &nodes {
-            if who[id.index()].is_some() || matches!(graph.tensor(id).op, Op::Cpy) {
+            if who[id.index()].is_some() || graph.tensor(id).op.destination_operand().is_some() {
                 continue;
             }
             let best = graph
@@ -331,12 +331,13 @@ impl Scheduler {
                 .min();
             who[id.index()] = best;
         }
-        // 3. The rest: the first backend that supports the op; copies go where their
-        //    destination lives; a pinned or inherited backend that cannot run it falls back.
+        // 3. The rest: the first backend that supports the op; copies (CPY, SET_ROWS) go where
+        //    their destination lives; a pinned or inherited backend that cannot run it falls
+        //    back.
         for &id in &nodes {
             let t = graph.tensor(id);
-            if matches!(t.op, Op::Cpy) {
-                let dst = graph.view_root(t.src[1]).0;
+            if let Some(d) = t.op.destination_operand() {
+                let dst = graph.view_root(t.src[d]).0;
                 let home = who[dst.index()]
                     .or_else(|| (0..self.backends.len()).find(|&b| self.supports(b, graph, id)));
                 who[id.index()] = home;
@@ -421,8 +422,8 @@ impl Scheduler {
             }
             let si = splits.len() - 1;
             for (i, &s) in t.src.iter().enumerate() {
-                let is_cpy_dst = matches!(t.op, Op::Cpy) && i == 1;
-                if is_cpy_dst || self.readable(graph, &who, b, s) {
+                let is_destination = t.op.destination_operand() == Some(i);
+                if is_destination || self.readable(graph, &who, b, s) {
                     continue;
                 }
                 let (root, offs) = graph.view_root(s);

@@ -62,3 +62,42 @@ pub fn get_f32(graph: &Graph, id: TensorId) -> Result<Vec<f32>> {
     let bytes = get_tensor(graph, id)?;
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
+
+/// Reads tensor `id` in logical order (ne0 fastest, then ne1, ne2, ne3), densely packed: for
+/// a contiguous tensor its bytes as stored; for a strided view (a transpose, a permutation, a
+/// view with strides of its own) the elements gathered through its strides. Quantized views
+/// must have whole rows (their blocks are copied row by row).
+pub fn get_tensor_dense(graph: &Graph, id: TensorId) -> Result<Vec<u8>> {
+    let t = graph.get(id)?;
+    let l = t.layout;
+    if l.is_contiguous() {
+        return get_tensor(graph, id);
+    }
+    let raw = get_tensor(graph, id)?;
+    let (unit, count) = if l.rows_contiguous() {
+        (l.row_bytes(), 1)
+    } else if l.dtype.is_quantized() {
+        return Err(Error::InvalidArgument(format!(
+            "tensor {}: a quantized view must have contiguous rows to be read",
+            t.label(id)
+        )));
+    } else {
+        (l.dtype.type_size(), l.ne[0])
+    };
+    let mut out = Vec::with_capacity(l.nrows() * l.row_bytes());
+    for i3 in 0..l.ne[3] {
+        for i2 in 0..l.ne[2] {
+            for i1 in 0..l.ne[1] {
+                let row = i1 * l.nb[1] + i2 * l.nb[2] + i3 * l.nb[3];
+                for i0 in 0..count {
+                    let at = row + i0 * l.nb[0];
+                    let bytes = raw.get(at..at + unit).ok_or_else(|| {
+                        Error::OutOfBounds(format!("element of view {} at {at}", t.label(id)))
+                    })?;
+                    out.extend_from_slice(bytes);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,7 +1,9 @@
 //! The CPU backend: computes graphs on host memory with a thread pool of its own.
 
+mod attention;
 mod fast_ops;
 mod rope;
+mod rows;
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
@@ -119,6 +121,13 @@ impl CpuBackend {
         if !reference::supports(graph, id) {
             return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
         }
+        if graph.storage_of(id).is_some_and(|s| s.buffer.is_read_only()) {
+            return Err(Error::ReadOnly(format!(
+                "{} ({}) would write into read-only memory (a tensor of a mapped model file)",
+                t.op.name(),
+                t.label(id)
+            )));
+        }
         Self::check_repacked_readers(graph, id)?;
         let dst = Self::host_tensor(graph, id)?;
         let srcs =
@@ -127,6 +136,20 @@ impl CpuBackend {
             return self.mul_mat(dst, &srcs, aborted);
         }
         let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
+        // SAFETY (the three fast paths): as for the reference below; `supports` validated the
+        // operands for the op.
+        let fast = match &t.op {
+            Op::FlashAttnExt(p) => unsafe {
+                attention::flash_attn_ext(p, dst, &srcs, &threads, aborted)
+            },
+            Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
+            Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
+            _ => None,
+        };
+        if let Some(done) = fast {
+            self.vectorized.fetch_add(1, Ordering::Relaxed);
+            return done;
+        }
         // SAFETY: as for the reference below; `supports` validated the operands for the op.
         if let Some(done) = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, aborted) } {
             self.vectorized.fetch_add(1, Ordering::Relaxed);

@@ -127,6 +127,17 @@ impl HostBuffer {
         HostBuffer { memory: Memory::Borrowed(memory), size, usage: UsageCell::default() }
     }
 
+    /// Refuses a write into read-only memory.
+    fn writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly(format!(
+                "a CPU buffer of {} bytes wrapping read-only memory (a mapped file)",
+                self.size
+            )));
+        }
+        Ok(())
+    }
+
     fn base(&self) -> NonNull<u8> {
         match &self.memory {
             Memory::Owned { ptr, .. } => *ptr,
@@ -170,7 +181,12 @@ impl Buffer for HostBuffer {
         Some(self.base())
     }
 
+    fn is_read_only(&self) -> bool {
+        matches!(&self.memory, Memory::Borrowed(m) if m.read_only())
+    }
+
     fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.writable()?;
         check_range(self.size, offset, data.len())?;
         // SAFETY: the range was checked to lie within the buffer; `data` is a separate borrow
         // (it may point into this buffer only through a raw pointer, and `copy` allows overlap).
@@ -186,6 +202,7 @@ impl Buffer for HostBuffer {
     }
 
     fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
+        self.writable()?;
         check_range(self.size, offset, len)?;
         // SAFETY: the range was checked to lie within the buffer.
         unsafe { std::ptr::write_bytes(self.base().as_ptr().add(offset), value, len) };
@@ -200,6 +217,7 @@ impl Buffer for HostBuffer {
         len: usize,
     ) -> Result<bool> {
         let Some(sp) = src.host_ptr() else { return Ok(false) };
+        self.writable()?;
         check_range(src.size(), src_offset, len)?;
         check_range(self.size, dst_offset, len)?;
         // SAFETY: both ranges were checked against their buffers' sizes; `copy` allows overlap.

@@ -467,6 +467,54 @@ fn scheduler_splits_copies_and_matches_cpu_alone() {
     assert_eq!(got, get_f32(&g2, o2).unwrap());
 }
 
+/// Output views of intermediates on both sides of a split keep their memory (issue 12): `y`
+/// on TEST is seen only through the output `TRANSPOSE(y)` while later TEST nodes need memory,
+/// and `a` on the CPU only through the output `RESHAPE(a)` while `TANH(a)` could run in place.
+#[test]
+fn output_views_keep_their_memory_across_a_split() {
+    let computed = Arc::new(Mutex::new(Vec::new()));
+    let test_dev = TestDevice { computed: computed.clone(), software: false };
+    let backends: Vec<Box<dyn Backend>> = vec![
+        test_dev.init_backend(&BackendParams::default()).unwrap(),
+        Box::new(CpuBackend::new(Some(2)).unwrap()),
+    ];
+    let mut sched = Scheduler::new(backends).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[8, 4]).unwrap();
+    let y = g.add(x, x).unwrap(); // TEST
+    let vt = g.transpose(y).unwrap();
+    g.set_output(vt).unwrap();
+    let a = g.sqr(x).unwrap(); // CPU
+    let va = g.reshape(a, &[32]).unwrap();
+    g.set_output(va).unwrap();
+    let b = g.tanh(a).unwrap(); // CPU
+    let c = g.mul(b, b).unwrap(); // TEST
+    let d = g.add(c, c).unwrap(); // TEST
+    g.set_output(d).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    let backends_of: Vec<usize> = sched.splits().iter().map(|s| s.backend).collect();
+    assert_eq!(backends_of, vec![0, 1, 0], "TEST, CPU, TEST");
+    let xs: Vec<f32> = (0..32).map(|i| i as f32 * 0.25 - 4.0).collect();
+    set_f32(&g, x, &xs).unwrap();
+    sched.compute().unwrap();
+    let dense = |id| {
+        tessera_core::tensor_data::get_tensor_dense(&g, id)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect::<Vec<f32>>()
+    };
+    // Doubling and squaring are exact in f32.
+    let transposed: Vec<f32> = (0..32).map(|k| 2.0 * xs[(k % 4) * 8 + k / 4]).collect();
+    assert_eq!(dense(vt), transposed, "TRANSPOSE(y) on TEST");
+    assert_eq!(dense(va), xs.iter().map(|v| v * v).collect::<Vec<f32>>(), "RESHAPE(a) on CPU");
+    let want_d: Vec<f32> = xs.iter().map(|v| (v * v).tanh()).collect();
+    let got_d = get_f32(&g, d).unwrap();
+    for (i, (g, w)) in got_d.iter().zip(&want_d).enumerate() {
+        assert!((g - 2.0 * w * w).abs() <= 1e-6, "d[{i}] = {g}, want {}", 2.0 * w * w);
+    }
+}
+
 #[test]
 fn scheduler_pins_and_weights_pull_ops() {
     let computed = Arc::new(Mutex::new(Vec::new()));
@@ -722,4 +770,62 @@ fn pipelined_copy_sets_rotate_with_events() {
     // after the split (2), and the CPU split waits on the first TEST split's event (1).
     assert_eq!(records.load(Ordering::SeqCst), 4 + 4 * 2);
     assert_eq!(waits.load(Ordering::SeqCst), 4 * 3);
+}
+
+/// Bytes that must never be written, as a read-only file mapping is.
+struct ReadOnlyBytes(Box<[u8]>);
+
+// SAFETY: the boxed bytes never move or change while the value lives, and `read_only` tells
+// every buffer wrapping them to refuse writes.
+unsafe impl HostMemory for ReadOnlyBytes {
+    fn ptr(&self) -> std::ptr::NonNull<u8> {
+        std::ptr::NonNull::new(self.0.as_ptr().cast_mut()).unwrap()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read_only(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn read_only_memory_is_computed_from_in_place_and_never_written() {
+    let w: Vec<f32> = vec![1.0, 2.0, 3.0, 4.0, -1.0, 0.5, 0.25, 2.0];
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let memory = Arc::new(ReadOnlyBytes(bytes.clone().into_boxed_slice()));
+    let base = memory.0.as_ptr() as usize;
+    let buffer = CpuDevice.buffer_from_host_memory(memory, bytes.len()).unwrap();
+    assert!(buffer.is_read_only());
+    assert!(matches!(buffer.write(0, &[0; 4]), Err(Error::ReadOnly(_))));
+    assert!(matches!(buffer.fill(0, 4, 0), Err(Error::ReadOnly(_))));
+
+    let mut g = Graph::new();
+    let wt = g.weight("w", DType::F32, &[4, 2]).unwrap();
+    g.set_storage(wt, tessera_core::Storage { buffer: buffer.clone(), offset: 0 }).unwrap();
+    let x = g.input("x", DType::F32, &[4, 1]).unwrap();
+    let y = g.mul_mat(wt, x).unwrap();
+    g.set_output(y).unwrap();
+    let mut sched = Scheduler::new(vec![Box::new(CpuBackend::new(Some(1)).unwrap())]).unwrap();
+    sched.alloc_graph(&mut g).unwrap();
+    // The weight is read where it lies: its data pointer is the caller's memory.
+    assert_eq!(g.storage_of(wt).unwrap().buffer.host_ptr().unwrap().as_ptr() as usize, base);
+    set_f32(&g, x, &[1.0, 1.0, 1.0, 1.0]).unwrap();
+    sched.compute().unwrap();
+    assert_eq!(get_f32(&g, y).unwrap(), vec![10.0, 1.75]);
+
+    // A graph that would write into the weight is refused and leaves it unchanged.
+    let mut g2 = Graph::new();
+    let wt2 = g2.weight("w", DType::F32, &[4, 2]).unwrap();
+    g2.set_storage(wt2, tessera_core::Storage { buffer: buffer.clone(), offset: 0 }).unwrap();
+    let src = g2.input("src", DType::F32, &[4, 2]).unwrap();
+    let c = g2.cpy(src, wt2).unwrap();
+    g2.set_output(c).unwrap();
+    let mut sched2 = Scheduler::new(vec![Box::new(CpuBackend::new(Some(1)).unwrap())]).unwrap();
+    sched2.alloc_graph(&mut g2).unwrap();
+    set_f32(&g2, src, &[9.0; 8]).unwrap();
+    assert!(matches!(sched2.compute(), Err(Error::ReadOnly(_))));
+    let mut now = vec![0u8; bytes.len()];
+    buffer.read(0, &mut now).unwrap();
+    assert_eq!(now, bytes);
 }

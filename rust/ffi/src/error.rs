@@ -172,9 +172,10 @@ fn classify(error: &Error) -> fn(String) -> TesseraError {
         | Error::InvalidShape { .. }
         | Error::ShapeMismatch { .. }
         | Error::ViewOutOfBounds { .. } => |message| TesseraError::ShapeMismatch { message },
-        Error::Overflow { .. } | Error::InvalidArgument(_) => {
-            |message| TesseraError::InvalidArgument { message }
-        }
+        Error::Overflow { .. }
+        | Error::InvalidArgument(_)
+        | Error::IndexOutOfRange { .. }
+        | Error::ReadOnly(_) => |message| TesseraError::InvalidArgument { message },
         Error::UnsupportedType { .. } | Error::UnsupportedOp { .. } | Error::TierUnsupported(_) => {
             |message| TesseraError::Unsupported { message }
         }

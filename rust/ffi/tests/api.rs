@@ -171,6 +171,42 @@ fn strided_outputs_come_back_contiguous() {
     assert_eq!(f32_values(&out[0].data), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
 }
 
+/// Issue 12 through the API: outputs that are views of an intermediate (`y = 2x`, read only
+/// through the view) come back with `y`'s values while later nodes (`c = 5 tanh(x^2)`) need
+/// memory.
+#[test]
+fn output_views_of_intermediates_come_back_with_their_values() {
+    let xs: Vec<f32> = (0..32).map(|i| i as f32 * 0.25 - 3.0).collect();
+    let views = [
+        (json!({"op": "RESHAPE", "src": ["y"], "params": {"shape": [32]}}), (0..32).collect()),
+        (
+            json!({"op": "VIEW", "src": ["y"], "params": {"shape": [8, 2], "offset": 32}}),
+            (8..24).collect::<Vec<usize>>(),
+        ),
+        (json!({"op": "TRANSPOSE", "src": ["y"]}), (0..32).map(|k| (k % 4) * 8 + k / 4).collect()),
+    ];
+    for (view, picks) in views {
+        let mut v = view.clone();
+        v["name"] = json!("v");
+        let doc = json!({
+            "version": 1,
+            "tensors": [{"name": "x", "type": "F32", "shape": [8, 4]}],
+            "nodes": [
+                {"name": "y", "op": "SCALE", "src": ["x"], "params": {"scale": 2}},
+                v,
+                {"name": "a", "op": "SQR", "src": ["x"]},
+                {"name": "b", "op": "TANH", "src": ["a"]},
+                {"name": "c", "op": "SCALE", "src": ["b"], "params": {"scale": 5}}
+            ],
+            "outputs": ["v", "c"]
+        })
+        .to_string();
+        let out = cpu_session().compute(doc, vec![input("x", &[8, 4], &xs)]).unwrap();
+        let want: Vec<f32> = picks.iter().map(|&i| 2.0 * xs[i]).collect();
+        assert_eq!(f32_values(&out[0].data), want, "{view}");
+    }
+}
+
 fn doc_error(doc: Value) -> Result<Vec<TensorData>, TesseraError> {
     cpu_session().compute(doc.to_string(), vec![])
 }

@@ -1,3 +1,27 @@
 //! Tessera's language-model runtime: GGUF models (Gemma 3, Llama, Qwen 2 and 3) as graphs on
 //! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates and embeddings.
 #![warn(missing_docs)]
+
+pub mod chat;
+pub mod context;
+pub mod embed;
+pub mod error;
+pub mod forward;
+pub mod generate;
+pub mod hparams;
+pub mod kv_cache;
+pub mod model;
+pub mod sampling;
+pub mod stop;
+pub mod tensors;
+pub mod tokenizer;
+pub mod weights;
+
+pub use context::{Context, ContextOptions, Output, Rows};
+pub use embed::Pooling;
+pub use error::{LlmError, Result};
+pub use generate::{
+    generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
+};
+pub use hparams::{Architecture, HParams};
+pub use model::{DeviceChoice, Model};

@@ -119,6 +119,7 @@ pub mod tier;
 pub mod ew;
 pub mod repack;
 mod scalar;
+pub mod vec;
 
 #[cfg(target_arch = "aarch64")]
 mod arm;

@@ -90,6 +90,83 @@ pub(crate) fn validate(op: &Op, dst: &Layout, srcs: &[&Layout]) -> Result<()> {
             dense_rows(op, a, "src0")?;
             dense_rows(op, dst, "destination")
         }
+        Op::SetRows => {
+            operands(op, srcs, 3, 3)?;
+            let (a, b, c) = (srcs[0], srcs[1], srcs[2]);
+            if dst.dtype != a.dtype || dst.ne != a.ne {
+                return Err(mismatch(op, "the destination must have src0's type and shape".into()));
+            }
+            float(op, a, "destination")?;
+            if b.dtype != DType::F32 || c.dtype != DType::I32 {
+                return Err(Error::dtype(op.name(), b.dtype, "rows must be F32, indices I32"));
+            }
+            let fits = a.ne[0] == b.ne[0]
+                && b.ne[1] == c.ne[0]
+                && a.ne[2] == b.ne[2]
+                && a.ne[3] == b.ne[3]
+                && c.ne[3] == 1
+                && b.ne[2].is_multiple_of(c.ne[1])
+                && b.ne[3].is_multiple_of(c.ne[2]);
+            if !fits {
+                return Err(mismatch(
+                    op,
+                    format!(
+                        "destination {}, rows {} and indices {} do not fit",
+                        shape(&a.ne),
+                        shape(&b.ne),
+                        shape(&c.ne)
+                    ),
+                ));
+            }
+            if !a.rows_contiguous() || !dst.rows_contiguous() {
+                return Err(mismatch(op, "the destination must have dense rows".into()));
+            }
+            Ok(())
+        }
+        Op::FlashAttnExt(_) => {
+            operands(op, srcs, 3, 4)?;
+            let (q, k, v) = (srcs[0], srcs[1], srcs[2]);
+            if q.dtype != DType::F32 || dst.dtype != DType::F32 {
+                return Err(Error::dtype(op.name(), q.dtype, "q and the result must be F32"));
+            }
+            for (l, which) in
+                [(k, "k"), (v, "v")].into_iter().chain(srcs.get(3).map(|m| (*m, "mask")))
+            {
+                if !matches!(l.dtype, DType::F16 | DType::F32) {
+                    return Err(Error::dtype(
+                        op.name(),
+                        l.dtype,
+                        format!("{which} must be F16 or F32"),
+                    ));
+                }
+                if !l.rows_contiguous() {
+                    return Err(mismatch(op, format!("{which} must have dense rows")));
+                }
+            }
+            let fits = k.ne[0] == q.ne[0]
+                && v.ne[1] == k.ne[1]
+                && v.ne[2] == k.ne[2]
+                && k.ne[3] == q.ne[3]
+                && v.ne[3] == q.ne[3]
+                && q.ne[2].is_multiple_of(k.ne[2]);
+            if !fits {
+                return Err(mismatch(
+                    op,
+                    format!(
+                        "q {}, k {} and v {} do not fit",
+                        shape(&q.ne),
+                        shape(&k.ne),
+                        shape(&v.ne)
+                    ),
+                ));
+            }
+            if let Some(m) = srcs.get(3) {
+                if m.ne[0] != k.ne[1] || m.ne[1] < q.ne[1] || m.ne[2] != 1 || m.ne[3] != 1 {
+                    return Err(mismatch(op, format!("mask {} does not fit", shape(&m.ne))));
+                }
+            }
+            same_shape(op, dst, [v.ne[0], q.ne[2], q.ne[1], q.ne[3]])
+        }
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
             operands(op, srcs, 2, 2)?;
             let (a, b) = (srcs[0], srcs[1]);

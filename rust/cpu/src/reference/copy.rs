@@ -102,7 +102,7 @@ pub(crate) fn concat(dst: &Mem, a: &Mem, b: &Mem, dim: usize, p: &mut Poller) ->
 
 /// GET_ROWS: `dst[:, i10, i11, i12] = a[:, b[i10, i11, i12], i11, i12]`, as f32 (dequantized,
 /// then rounded to `dst`'s float type), or bit for bit for I32. An index outside `0..ne01` is an
-/// [`Error::OutOfBounds`] naming it.
+/// [`Error::IndexOutOfRange`] naming it.
 pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()> {
     let (na, nb) = (a.ne(), b.ne());
     let mut s = Scratch::default();
@@ -116,10 +116,13 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
             let src_row = match usize::try_from(idx) {
                 Ok(i) if i < na[1] => i,
                 _ => {
-                    return Err(Error::OutOfBounds(format!(
-                        "GET_ROWS: row index {idx} (indices[{i10}, {i11}, {i12}]) is outside 0..{}",
-                        na[1]
-                    )))
+                    return Err(Error::IndexOutOfRange {
+                        op: "GET_ROWS".into(),
+                        reason: format!(
+                            "row index {idx} (indices[{i10}, {i11}, {i12}]) is outside 0..{}",
+                            na[1]
+                        ),
+                    })
                 }
             };
             if raw {
@@ -133,6 +136,38 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
             }
             p.tick(na[0])?;
         }
+    }
+    Ok(())
+}
+
+/// SET_ROWS: `dst[:, c[i1, i2 % nc1, i3 % nc2], i2, i3] = b[:, i1, i2, i3]`, converted to
+/// `dst`'s float type. `dst` is the destination tensor's memory (SET_ROWS's result is a view of
+/// it). An index outside `0..ne1` of the destination is an [`Error::IndexOutOfRange`] naming it;
+/// rows before it may already have been written.
+pub(crate) fn set_rows(dst: &Mem, b: &Mem, c: &Mem, p: &mut Poller) -> Result<()> {
+    let (nd, nb, nc) = (dst.ne(), b.ne(), c.ne());
+    let mut s = Scratch::default();
+    let mut row = scratch_f32(nb[0])?;
+    for r in rows(nb) {
+        let (i1, i2, i3) = (r[0], r[1], r[2]);
+        let idx = c.get_i32([i1, i2 % nc[1], i3 % nc[2], 0]);
+        let to = match usize::try_from(idx) {
+            Ok(i) if i < nd[1] => i,
+            _ => {
+                return Err(Error::IndexOutOfRange {
+                    op: "SET_ROWS".into(),
+                    reason: format!(
+                        "row index {idx} (indices[{i1}, {}, {}]) is outside 0..{}",
+                        i2 % nc[1],
+                        i3 % nc[2],
+                        nd[1]
+                    ),
+                })
+            }
+        };
+        b.read_row(r, &mut row, &mut s)?;
+        dst.write_row([to, i2, i3], &row, &mut s)?;
+        p.tick(nb[0])?;
     }
     Ok(())
 }

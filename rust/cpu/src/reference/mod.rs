@@ -13,6 +13,7 @@
 //! family of ops.
 
 mod access;
+mod attention;
 mod check;
 mod copy;
 mod elementwise;
@@ -96,6 +97,10 @@ fn run(op: &Op, dst: &Mem, srcs: &[Mem], p: &mut Poller) -> Result<()> {
         Op::Repeat => copy::repeat(dst, a, p),
         Op::Concat { dim } => copy::concat(dst, a, &srcs[1], *dim, p),
         Op::GetRows => copy::get_rows(dst, a, &srcs[1], p),
+        Op::SetRows => copy::set_rows(dst, &srcs[1], &srcs[2], p),
+        Op::FlashAttnExt(params) => {
+            attention::flash_attn_ext(dst, a, &srcs[1], &srcs[2], srcs.get(3), params, p)
+        }
         Op::MulMat => matmul::mul_mat(dst, a, &srcs[1], p),
         Op::SoftMax { scale, max_bias } => {
             softmax::soft_max(dst, a, srcs.get(1), *scale, *max_bias, p)

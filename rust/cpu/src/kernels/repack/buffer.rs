@@ -120,9 +120,15 @@ impl Buffer for RepackBuffer {
         self.mem.host_ptr()
     }
 
+    /// Places a tensor of `layout` at `offset`. Placing again the tensor that is already there
+    /// with the same layout keeps its bytes as they are (repacked or plain): a weight written
+    /// once is used by many graphs, each of which places it.
     fn init_tensor(&self, layout: &Layout, offset: usize) -> Result<()> {
         check_range(self.size(), offset, layout.nbytes())?;
         let mut t = self.tensors.lock().unwrap_or_else(|e| e.into_inner());
+        if t.get(&offset).is_some_and(|(l, _)| l == layout) {
+            return Ok(());
+        }
         if let Some((_, Some(_))) = t.insert(offset, (*layout, None)) {
             unregister_range(self.base().as_ptr() as usize + offset, 1);
         }

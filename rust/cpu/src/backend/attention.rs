@@ -1,0 +1,345 @@
+//! FLASH_ATTN_EXT on the CPU: online softmax over blocks of keys, without materializing the
+//! attention matrix.
+//!
+//! Work is split into units of (batch `i3`, KV head, block of up to [`Q_BLOCK`] queries, range of
+//! keys): every query head of a KV head's group and every query of the block share each block of
+//! [`K_BLOCK`] keys and values, converted to F32 once. Key blocks that the mask hides from every
+//! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache). When
+//! there are fewer (query, KV head) units than threads (generation: one query), the keys are split
+//! into ranges whose partial results (max, sum, weighted values) are merged at the end.
+//!
+//! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
+
+use super::fast_ops::Threads;
+use crate::kernels::vec;
+use crate::matmul::AbortFn;
+use crate::reference::HostTensor;
+use rayon::prelude::*;
+use tessera_core::{AttnParams, DType, Error, Result};
+
+/// Queries of one unit.
+const Q_BLOCK: usize = 8;
+/// Keys converted and scored together.
+const K_BLOCK: usize = 64;
+/// Fewest keys per range when keys are split between threads.
+const MIN_KEYS_PER_SPLIT: usize = 128;
+
+/// One query's running softmax: max score, sum of weights, weighted sum of values.
+#[derive(Clone)]
+struct Running {
+    max: f32,
+    sum: f32,
+    acc: Vec<f32>,
+}
+
+impl Running {
+    fn new(dv: usize) -> Running {
+        Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; dv] }
+    }
+
+    /// Folds in one block of `scores` (`-inf` for hidden keys) with their value rows.
+    fn update(&mut self, scores: &[f32], values: &[f32], dv: usize) {
+        let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if block_max == f32::NEG_INFINITY {
+            return;
+        }
+        let new_max = self.max.max(block_max);
+        if self.max != new_max {
+            let c = (self.max - new_max).exp();
+            self.sum *= c;
+            vec::scale(&mut self.acc, c);
+            self.max = new_max;
+        }
+        for (j, &s) in scores.iter().enumerate() {
+            if s == f32::NEG_INFINITY {
+                continue;
+            }
+            let p = (s - new_max).exp();
+            self.sum += p;
+            vec::axpy(&mut self.acc, &values[j * dv..(j + 1) * dv], p);
+        }
+    }
+
+    /// Merges another partial result of the same query.
+    fn merge(&mut self, other: &Running) {
+        if other.max == f32::NEG_INFINITY {
+            return;
+        }
+        let new_max = self.max.max(other.max);
+        let (ca, cb) = ((self.max - new_max).exp(), (other.max - new_max).exp());
+        self.sum = self.sum * ca + other.sum * cb;
+        for (a, &b) in self.acc.iter_mut().zip(&other.acc) {
+            *a = *a * ca + b * cb;
+        }
+        self.max = new_max;
+    }
+
+    /// The attention output (zeros when every key was hidden, as ggml).
+    fn finish(&self, out: &mut [f32]) {
+        let inv = if self.sum == 0.0 { 0.0 } else { 1.0 / self.sum };
+        for (o, &a) in out.iter_mut().zip(&self.acc) {
+            *o = a * inv;
+        }
+    }
+}
+
+/// The operands, with their geometry.
+struct Attn {
+    q: HostTensor,
+    k: HostTensor,
+    v: HostTensor,
+    mask: Option<HostTensor>,
+    dst: HostTensor,
+    d: usize,
+    dv: usize,
+    n_q: usize,
+    n_kv: usize,
+    n_head: usize,
+    group: usize,
+    p: AttnParams,
+}
+
+/// One unit of work.
+#[derive(Clone, Copy)]
+struct Unit {
+    i3: usize,
+    hk: usize,
+    q0: usize,
+    q1: usize,
+    k0: usize,
+    k1: usize,
+}
+
+/// Reads `n` elements of an F16 or F32 row at `ptr` into `out` as F32.
+///
+/// # Safety
+///
+/// `ptr` must point to `n` readable elements of `dtype`.
+unsafe fn read_f32(dtype: DType, ptr: *const u8, n: usize, out: &mut [f32]) {
+    if dtype == DType::F16 {
+        // SAFETY: n F16 elements are readable at ptr (caller); u16 reads need 2-byte
+        // alignment, which F16 tensors in host buffers have.
+        let bits = unsafe { std::slice::from_raw_parts(ptr.cast::<u16>(), n) };
+        vec::f16_to_f32(bits, &mut out[..n]);
+    } else {
+        // SAFETY: n F32 elements are readable at ptr (caller).
+        let src = unsafe { std::slice::from_raw_parts(ptr.cast::<f32>(), n) };
+        out[..n].copy_from_slice(src);
+    }
+}
+
+/// ALiBi slope of head `h` (1 without ALiBi), as ggml.
+fn alibi_slope(max_bias: f32, h: usize, n_head: usize) -> f32 {
+    if max_bias <= 0.0 {
+        return 1.0;
+    }
+    let n_head_log2 = 1usize << n_head.max(1).ilog2();
+    let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
+    let m1 = 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
+    if h < n_head_log2 {
+        m0.powi(h as i32 + 1)
+    } else {
+        m1.powi(2 * (h - n_head_log2) as i32 + 1)
+    }
+}
+
+impl Attn {
+    fn row(t: &HostTensor, i1: usize, i2: usize, i3: usize) -> *const u8 {
+        let nb = &t.layout.nb;
+        t.ptr.wrapping_add(i1 * nb[1] + i2 * nb[2] + i3 * nb[3]).cast_const()
+    }
+
+    /// Computes one unit: one running softmax per (query of the block, head of the group).
+    ///
+    /// # Safety
+    ///
+    /// The operands' pointers are valid for reads of their layouts (the backend's contract).
+    unsafe fn unit(&self, u: Unit, aborted: AbortFn<'_>) -> Result<Vec<Running>> {
+        let (d, dv, nq) = (self.d, self.dv, u.q1 - u.q0);
+        let heads: Vec<usize> = (u.hk * self.group..(u.hk + 1) * self.group).collect();
+        let mut qs = vec![0f32; nq * heads.len() * d];
+        for (qi, iq) in (u.q0..u.q1).enumerate() {
+            for (hi, &h) in heads.iter().enumerate() {
+                let dst = &mut qs[(qi * heads.len() + hi) * d..][..d];
+                // SAFETY: row (iq, h, i3) of q has d F32 values (validated layout).
+                unsafe { read_f32(DType::F32, Self::row(&self.q, iq, h, u.i3), d, dst) };
+            }
+        }
+        let slopes: Vec<f32> =
+            heads.iter().map(|&h| alibi_slope(self.p.max_bias, h, self.n_head)).collect();
+        let mut run = vec![Running::new(dv); nq * heads.len()];
+        let mut kb = vec![0f32; K_BLOCK * d];
+        let mut vb = vec![0f32; K_BLOCK * dv];
+        let mut mask = vec![0f32; nq * K_BLOCK];
+        let mut scores = vec![0f32; K_BLOCK];
+        let cap = self.p.softcap;
+        let mut j0 = u.k0;
+        while j0 < u.k1 {
+            let j1 = (j0 + K_BLOCK).min(u.k1);
+            let nk = j1 - j0;
+            if aborted() {
+                return Err(Error::Aborted);
+            }
+            // The mask of this block for every query; skip the block when it hides it all.
+            let mut any = self.mask.is_none();
+            if let Some(m) = &self.mask {
+                for (qi, iq) in (u.q0..u.q1).enumerate() {
+                    let row = Self::row(m, iq, 0, 0).wrapping_add(j0 * m.layout.nb[0]);
+                    let out = &mut mask[qi * K_BLOCK..qi * K_BLOCK + nk];
+                    // SAFETY: mask row iq has n_kv elements from j0 (validated shape).
+                    unsafe { read_f32(m.layout.dtype, row, nk, out) };
+                    any |= out.iter().any(|&x| x != f32::NEG_INFINITY);
+                }
+            }
+            if !any {
+                j0 = j1;
+                continue;
+            }
+            for j in 0..nk {
+                let (kr, vr) = (
+                    Self::row(&self.k, j0 + j, u.hk, u.i3),
+                    Self::row(&self.v, j0 + j, u.hk, u.i3),
+                );
+                // SAFETY: rows j of k and v for head hk have d and dv elements (validated).
+                unsafe {
+                    read_f32(self.k.layout.dtype, kr, d, &mut kb[j * d..(j + 1) * d]);
+                    read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
+                }
+            }
+            for qi in 0..nq {
+                let m = &mask[qi * K_BLOCK..qi * K_BLOCK + nk];
+                for (hi, &slope) in slopes.iter().enumerate() {
+                    let q = &qs[(qi * heads.len() + hi) * d..][..d];
+                    for j in 0..nk {
+                        let hidden = self.mask.is_some() && m[j] == f32::NEG_INFINITY;
+                        scores[j] = if hidden {
+                            f32::NEG_INFINITY
+                        } else {
+                            let mut s = vec::dot(q, &kb[j * d..(j + 1) * d]) * self.p.scale;
+                            if cap > 0.0 {
+                                s = cap * (s / cap).tanh();
+                            }
+                            if self.mask.is_some() {
+                                s += slope * m[j];
+                            }
+                            s
+                        };
+                    }
+                    run[qi * heads.len() + hi].update(&scores[..nk], &vb[..nk * dv], dv);
+                }
+            }
+            j0 = j1;
+        }
+        Ok(run)
+    }
+}
+
+/// Computes FLASH_ATTN_EXT with the vectorized kernel; `None` when the layouts do not suit it
+/// (the reference handles those).
+///
+/// # Safety
+///
+/// As [`crate::reference::compute_op`]: every pointer is valid for its layout's bytes during
+/// the call and nobody else writes that memory (or touches `dst`) meanwhile; the operands were
+/// validated for the op.
+pub(super) unsafe fn flash_attn_ext(
+    p: &AttnParams,
+    dst: HostTensor,
+    srcs: &[HostTensor],
+    threads: &Threads<'_>,
+    aborted: AbortFn<'_>,
+) -> Option<Result<()>> {
+    let (q, k, v) = (srcs[0], srcs[1], srcs[2]);
+    let mask = srcs.get(3).copied();
+    let dense = |t: &HostTensor| {
+        t.layout.rows_contiguous() && (t.ptr as usize).is_multiple_of(t.layout.dtype.type_size())
+    };
+    if q.layout.dtype != DType::F32
+        || !dense(&q)
+        || !dense(&k)
+        || !dense(&v)
+        || !dst.layout.is_contiguous()
+    {
+        return None;
+    }
+    if mask.is_some_and(|m| !dense(&m)) {
+        return None;
+    }
+    let a = Attn {
+        d: q.layout.ne[0],
+        dv: v.layout.ne[0],
+        n_q: q.layout.ne[1],
+        n_kv: k.layout.ne[1],
+        n_head: q.layout.ne[2],
+        group: q.layout.ne[2] / k.layout.ne[2],
+        q,
+        k,
+        v,
+        mask,
+        dst,
+        p: *p,
+    };
+    let n_kv_heads = k.layout.ne[2];
+    let mut units = Vec::new();
+    let q_blocks = a.n_q.div_ceil(Q_BLOCK);
+    let base = q.layout.ne[3] * n_kv_heads * q_blocks;
+    let splits = if base >= threads.n {
+        1
+    } else {
+        threads.n.div_ceil(base).min(a.n_kv.div_ceil(MIN_KEYS_PER_SPLIT)).max(1)
+    };
+    let per_split = a.n_kv.div_ceil(splits).div_ceil(K_BLOCK) * K_BLOCK;
+    for i3 in 0..q.layout.ne[3] {
+        for hk in 0..n_kv_heads {
+            for b in 0..q_blocks {
+                let (q0, q1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(a.n_q));
+                let mut k0 = 0;
+                while k0 < a.n_kv {
+                    let k1 = (k0 + per_split).min(a.n_kv);
+                    units.push(Unit { i3, hk, q0, q1, k0, k1 });
+                    k0 = k1;
+                }
+            }
+        }
+    }
+    let run_unit = |u: &Unit| -> Result<(Unit, Vec<Running>)> {
+        // SAFETY: forwarded caller contract.
+        unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
+    };
+    let results: Result<Vec<(Unit, Vec<Running>)>> = if threads.n > 1 && units.len() > 1 {
+        threads.pool.install(|| units.par_iter().map(run_unit).collect())
+    } else {
+        units.iter().map(run_unit).collect()
+    };
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    // Merge the key ranges of each (query block, KV head) and write the outputs.
+    let mut out = vec![0f32; a.dv];
+    let mut i = 0;
+    while i < results.len() {
+        let (u, mut merged) = results[i].clone();
+        let mut j = i + 1;
+        while j < results.len()
+            && (results[j].0.i3, results[j].0.hk, results[j].0.q0) == (u.i3, u.hk, u.q0)
+        {
+            for (m, r) in merged.iter_mut().zip(&results[j].1) {
+                m.merge(r);
+            }
+            j += 1;
+        }
+        for (qi, iq) in (u.q0..u.q1).enumerate() {
+            for hi in 0..a.group {
+                let h = u.hk * a.group + hi;
+                merged[qi * a.group + hi].finish(&mut out);
+                let row = Attn::row(&a.dst, h, iq, u.i3).cast_mut().cast::<f32>();
+                // SAFETY: dst is contiguous F32 [dv, n_head, n_q, ne3]; row (h, iq, i3) holds dv
+                // values, written only here.
+                unsafe { std::slice::from_raw_parts_mut(row, a.dv).copy_from_slice(&out) };
+            }
+        }
+        i = j;
+    }
+    Some(Ok(()))
+}

@@ -1,0 +1,201 @@
+//! Vector primitives of the attention kernel on F32 slices: dot product, `y += w x`, `y *= s`,
+//! and F16 to F32 conversion.
+//!
+//! Each is one plain-Rust body over 16-lane blocks, compiled three ways: inside an
+//! `avx2,fma,f16c` function on x86_64 (where LLVM turns the blocks into AVX2 FMAs), directly on
+//! aarch64 (where NEON and FMA are baseline), and without fused multiply-adds for the scalar
+//! tier. The active kernel tier picks the version at run time, as for every other kernel, so
+//! the crate is never compiled with target features a CPU may lack.
+
+use super::tier::{active_tier, Tier};
+use half::f16;
+
+/// Lanes of the blocked loops (one AVX-512 register, four NEON ones).
+const LANES: usize = 16;
+
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+#[inline(always)]
+fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (x, y) in ac.zip(bc) {
+        for l in 0..LANES {
+            acc[l] = madd::<FMA>(x[l], y[l], acc[l]);
+        }
+    }
+    let mut tail = 0f32;
+    for (x, y) in ar.iter().zip(br) {
+        tail = madd::<FMA>(*x, *y, tail);
+    }
+    // Pairwise reduction of the lanes.
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            acc[l] += acc[l + w];
+        }
+    }
+    acc[0] + tail
+}
+
+#[inline(always)]
+fn axpy_body<const FMA: bool>(y: &mut [f32], x: &[f32], w: f32) {
+    let n = y.len().min(x.len());
+    let (y, x) = (&mut y[..n], &x[..n]);
+    let mut yc = y.chunks_exact_mut(LANES);
+    let mut xc = x.chunks_exact(LANES);
+    for (yb, xb) in (&mut yc).zip(&mut xc) {
+        for l in 0..LANES {
+            yb[l] = madd::<FMA>(xb[l], w, yb[l]);
+        }
+    }
+    for (yv, xv) in yc.into_remainder().iter_mut().zip(xc.remainder()) {
+        *yv = madd::<FMA>(*xv, w, *yv);
+    }
+}
+
+#[inline(always)]
+fn scale_body(y: &mut [f32], s: f32) {
+    for v in y.iter_mut() {
+        *v *= s;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        super::dot_body::<true>(a, b)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn axpy(y: &mut [f32], x: &[f32], w: f32) {
+        super::axpy_body::<true>(y, x, w)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale(y: &mut [f32], s: f32) {
+        super::scale_body(y, s)
+    }
+}
+
+/// Which body the active tier runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    Scalar,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    X86Fma,
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    ArmFma,
+}
+
+fn flavor() -> Flavor {
+    match active_tier() {
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 | Tier::Avx512Vnni => Flavor::X86Fma,
+        #[cfg(target_arch = "aarch64")]
+        Tier::Neon | Tier::Dotprod | Tier::I8mm => Flavor::ArmFma,
+        _ => Flavor::Scalar,
+    }
+}
+
+/// `sum a[i] b[i]` over the common length.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the active tier is AVX2 or higher, whose features (AVX2, FMA, F16C) the CPU
+        // was checked to have when the tier was chosen.
+        Flavor::X86Fma => unsafe { x86::dot(a, b) },
+        Flavor::ArmFma => dot_body::<true>(a, b),
+        _ => dot_body::<false>(a, b),
+    }
+}
+
+/// `y[i] += w x[i]` over the common length.
+pub fn axpy(y: &mut [f32], x: &[f32], w: f32) {
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `dot`.
+        Flavor::X86Fma => unsafe { x86::axpy(y, x, w) },
+        Flavor::ArmFma => axpy_body::<true>(y, x, w),
+        _ => axpy_body::<false>(y, x, w),
+    }
+}
+
+/// `y[i] *= s`.
+pub fn scale(y: &mut [f32], s: f32) {
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `dot`.
+        Flavor::X86Fma => unsafe { x86::scale(y, s) },
+        _ => scale_body(y, s),
+    }
+}
+
+/// F16 values (their bits) to F32, over the common length (the `half` crate converts with
+/// F16C / NEON when the CPU has them, detected at run time).
+pub fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    let n = src.len().min(dst.len());
+    let halves: &[f16] = bytemuck_f16(&src[..n]);
+    halves.convert_to_f32_slice(&mut dst[..n]);
+}
+
+/// `u16` bits as `f16` values (same size and alignment, every bit pattern valid).
+fn bytemuck_f16(bits: &[u16]) -> &[f16] {
+    // SAFETY: `f16` is `repr(transparent)` over `u16`, so the slices have the same layout and
+    // every `u16` is a valid `f16`.
+    unsafe { std::slice::from_raw_parts(bits.as_ptr().cast::<f16>(), bits.len()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn dot_axpy_scale_match_f64_on_every_length() {
+        for n in [0, 1, 15, 16, 17, 33, 256, 1000] {
+            let (a, b) = (data(n, 1), data(n, 7));
+            let want: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+            let got = f64::from(dot(&a, &b));
+            assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "dot n={n}: {got} vs {want}");
+            let mut y = data(n, 3);
+            let y0 = y.clone();
+            axpy(&mut y, &a, 0.75);
+            for i in 0..n {
+                assert!((y[i] - (y0[i] + 0.75 * a[i])).abs() <= 1e-6, "axpy n={n} i={i}");
+            }
+            scale(&mut y, -2.0);
+            for i in 0..n {
+                assert!((y[i] + 2.0 * (y0[i] + 0.75 * a[i])).abs() <= 1e-5, "scale n={n} i={i}");
+            }
+        }
+    }
+
+    #[test]
+    fn f16_conversion_is_exact() {
+        let bits: Vec<u16> = vec![0x0000, 0x3c00, 0xbc00, 0x7bff, 0x0001, 0xfc00, 0x3555];
+        let mut out = vec![0f32; bits.len()];
+        f16_to_f32(&bits, &mut out);
+        for (b, o) in bits.iter().zip(&out) {
+            assert_eq!(f16::from_bits(*b).to_f32().to_bits(), o.to_bits());
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! A context runs a model: its KV cache, a scheduler over the model's device (and the CPU as
+//! fallback), and the graph of the current batch shape.
+//!
+//! [`Context::decode`] processes tokens at the next positions, in batches of at most `n_batch`
+//! tokens, and returns the logits (or hidden states) of the rows asked for. The graph of a batch
+//! shape is built and allocated once and reused while the shape stays the same: in generation
+//! (one token per step) that is [`crate::kv_cache::KV_PAD`] steps per graph.
+
+use crate::error::{LlmError, Result};
+use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
+use crate::kv_cache::{BatchPlan, KvCache};
+use crate::model::Model;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tessera_core::backend::{AbortCallback, BackendParams, DeviceType};
+use tessera_core::registry::Registry;
+use tessera_core::sched::Scheduler;
+use tessera_core::tensor_data::{get_f32, set_tensor};
+
+/// How to create a [`Context`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// Positions the KV cache holds (at most the model's training context).
+    pub n_ctx: usize,
+    /// Most tokens processed by one graph (prompts are split into batches of this size).
+    pub n_batch: usize,
+    /// CPU threads; `None` for the device's default (the performance cores).
+    pub threads: Option<usize>,
+}
+
+impl Default for ContextOptions {
+    fn default() -> ContextOptions {
+        ContextOptions { n_ctx: 4096, n_batch: 512, threads: None }
+    }
+}
+
+/// Which rows of a decoded batch to return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// The last token's row only (what generation needs).
+    Last,
+    /// Every token's row.
+    All,
+}
+
+/// What a decode returns: one row of `width` values per token asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Output {
+    /// Values per row (the vocabulary for logits, `n_embd` for hidden states).
+    pub width: usize,
+    /// The rows, one after the other.
+    pub values: Vec<f32>,
+    /// The position of each row's token.
+    pub positions: Vec<usize>,
+}
+
+impl Output {
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+
+    /// The last row.
+    pub fn last(&self) -> &[f32] {
+        let n = self.values.len() / self.width.max(1);
+        self.row(n.saturating_sub(1))
+    }
+}
+
+/// A running model: the KV cache and the prepared graph (see the module doc).
+pub struct Context {
+    model: Arc<Model>,
+    cache: KvCache,
+    scheduler: Scheduler,
+    current: Option<ForwardGraph>,
+    n_batch: usize,
+    cancel: Arc<AtomicBool>,
+    builds: usize,
+    /// The token at every position processed so far.
+    history: Vec<u32>,
+}
+
+impl Context {
+    /// A context for `model` with backends from `registry`.
+    pub fn new(
+        model: Arc<Model>,
+        registry: &Registry,
+        options: &ContextOptions,
+    ) -> Result<Context> {
+        let hp = model.hparams();
+        if options.n_ctx == 0 || options.n_ctx > hp.n_ctx_train.max(1) {
+            return Err(LlmError::InvalidArgument(format!(
+                "n_ctx {} must be between 1 and the model's training context {}",
+                options.n_ctx, hp.n_ctx_train
+            )));
+        }
+        if options.n_batch == 0 || options.n_batch > 1 << 16 {
+            return Err(LlmError::InvalidArgument(format!(
+                "n_batch {} must be between 1 and 65536",
+                options.n_batch
+            )));
+        }
+        let params = BackendParams { threads: options.threads };
+        let device = model.device().clone();
+        let mut backends = vec![device.init_backend(&params)?];
+        if device.device_type() != DeviceType::Cpu {
+            backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
+        }
+        let mut scheduler = Scheduler::new(backends)?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
+        for i in 0..scheduler.backends().len() {
+            if let Some(b) = scheduler.backend_mut(i) {
+                b.set_abort_callback(Some(abort.clone()));
+            }
+        }
+        let n_batch = options.n_batch.min(options.n_ctx);
+        let cache = KvCache::new(hp, options.n_ctx, n_batch, &device)?;
+        Ok(Context {
+            model,
+            cache,
+            scheduler,
+            current: None,
+            n_batch,
+            cancel,
+            builds: 0,
+            history: Vec::new(),
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Positions processed so far.
+    pub fn n_past(&self) -> usize {
+        self.cache.n_past()
+    }
+
+    /// The context size.
+    pub fn n_ctx(&self) -> usize {
+        self.cache.n_ctx()
+    }
+
+    /// Graphs built so far (one per batch shape met).
+    pub fn graphs_built(&self) -> usize {
+        self.builds
+    }
+
+    /// The scheduler's splits of the current graph, as backend indices (for reports: one
+    /// split means the whole pass runs on one device).
+    pub fn splits(&self) -> Vec<usize> {
+        self.scheduler.splits().iter().map(|s| s.backend).collect()
+    }
+
+    /// A flag that stops the decode in progress (with [`LlmError::Cancelled`]) when set;
+    /// cleared at the start of every decode.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Forgets every position (the next decode starts at position 0).
+    pub fn clear(&mut self) {
+        self.cache.clear();
+        self.history.clear();
+    }
+
+    /// The tokens processed so far, one per position.
+    pub fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    /// Keeps the longest prefix of what was processed that `tokens` starts with (at most all
+    /// but its last token, whose logits the caller needs) and forgets the rest; returns how many
+    /// of `tokens` are already processed.
+    pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
+        let common = self.history.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        let keep = common.min(tokens.len().saturating_sub(1));
+        if self.cache.truncate(keep) {
+            self.history.truncate(keep);
+            keep
+        } else {
+            self.clear();
+            0
+        }
+    }
+
+    /// Processes `tokens` at the next positions and returns the logits of `rows`.
+    pub fn decode(&mut self, tokens: &[u32], rows: Rows) -> Result<Output> {
+        self.run(tokens, rows, false)
+    }
+
+    /// Processes `tokens` and returns the final hidden state (after the output norm) of `rows`.
+    pub fn hidden_states(&mut self, tokens: &[u32], rows: Rows) -> Result<Output> {
+        self.run(tokens, rows, true)
+    }
+
+    fn run(&mut self, tokens: &[u32], rows: Rows, embeddings: bool) -> Result<Output> {
+        self.cancel.store(false, Ordering::Relaxed);
+        if tokens.is_empty() {
+            return Err(LlmError::EmptyInput("no tokens to decode".into()));
+        }
+        let hp = self.model.hparams();
+        let n_vocab = hp.n_vocab;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(LlmError::TokenOutOfRange { id, n_vocab });
+        }
+        let needed = self.cache.n_past() + tokens.len();
+        if needed > self.cache.n_ctx() {
+            return Err(LlmError::ContextFull {
+                needed,
+                used: self.cache.n_past(),
+                n_ctx: self.cache.n_ctx(),
+            });
+        }
+        let width = if embeddings { hp.n_embd } else { n_vocab };
+        let mut out = Output { width, values: Vec::new(), positions: Vec::new() };
+        let chunks: Vec<&[u32]> = tokens.chunks(self.n_batch).collect();
+        for (ci, chunk) in chunks.iter().enumerate() {
+            let last_chunk = ci + 1 == chunks.len();
+            let want: Vec<usize> = match rows {
+                Rows::All => (0..chunk.len()).collect(),
+                Rows::Last if last_chunk => vec![chunk.len() - 1],
+                Rows::Last => vec![chunk.len() - 1],
+            };
+            let plan = self.cache.plan(chunk.len())?;
+            let values = self.run_batch(chunk, &plan, &want, embeddings)?;
+            self.cache.commit(&plan);
+            self.history.extend_from_slice(chunk);
+            if matches!(rows, Rows::All) || last_chunk {
+                out.values.extend_from_slice(&values);
+                out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Computes one batch (the graph of its shape prepared if needed) and reads its result.
+    fn run_batch(
+        &mut self,
+        tokens: &[u32],
+        plan: &BatchPlan,
+        want: &[usize],
+        embeddings: bool,
+    ) -> Result<Vec<f32>> {
+        let mut n_kv = [0usize; 2];
+        for (i, k) in plan.kinds.iter().enumerate() {
+            n_kv[i] = k.n_kv;
+        }
+        let shape = GraphShape { n_tokens: tokens.len(), n_kv, n_outputs: want.len(), embeddings };
+        if self.current.as_ref().is_none_or(|g| g.shape != shape) {
+            self.current = None;
+            let m = ModelRef {
+                hp: self.model.hparams(),
+                tensors: self.model.tensors(),
+                weights: self.model.weights(),
+            };
+            let mut fg = forward::build(&m, &self.cache, shape)?;
+            self.scheduler.alloc_graph(&mut fg.graph)?;
+            self.builds += 1;
+            self.current = Some(fg);
+        }
+        let fg =
+            self.current.as_ref().ok_or_else(|| LlmError::InvalidArgument("no graph".into()))?;
+        let g = &fg.graph;
+        set_tensor(g, fg.tokens, &i32_bytes(tokens.iter().map(|&t| t as i32)))?;
+        set_tensor(g, fg.positions, &i32_bytes(plan.positions.iter().copied()))?;
+        for (k, kp) in plan.kinds.iter().enumerate() {
+            set_tensor(g, fg.cells[k], &i32_bytes(kp.cells.iter().copied()))?;
+            let mask: Vec<u8> = kp.mask.iter().flat_map(|m| m.to_le_bytes()).collect();
+            set_tensor(g, fg.masks[k], &mask)?;
+        }
+        set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
+        match self.scheduler.compute() {
+            Ok(()) => {}
+            Err(tessera_core::Error::Aborted) if self.cancel.load(Ordering::Relaxed) => {
+                return Err(LlmError::Cancelled)
+            }
+            Err(e) => {
+                // A failed compute may have written some cells: the positions of this batch
+                // are not committed, so they stay masked.
+                return Err(e.into());
+            }
+        }
+        Ok(get_f32(g, fg.result)?)
+    }
+}
+
+fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
+    v.flat_map(|x| x.to_le_bytes()).collect()
+}

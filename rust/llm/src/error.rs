@@ -1,0 +1,111 @@
+//! The runtime's error type: every failure names what and where (the architecture, the tensor
+//! and its shapes, the parameter and its value).
+
+use tessera_core::DType;
+
+/// Everything that can go wrong loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The GGUF file could not be read or is malformed.
+    #[error("model file: {0}")]
+    Gguf(#[from] tessera_gguf::GgufError),
+    /// A graph, device or kernel error from the engine.
+    #[error("{0}")]
+    Core(#[from] tessera_core::Error),
+    /// `general.architecture` names an architecture this runtime does not implement.
+    #[error("unknown architecture {0:?} (supported: gemma3, llama, qwen2, qwen3)")]
+    UnknownArchitecture(String),
+    /// A hyper-parameter is missing, out of range or inconsistent.
+    #[error("model metadata: {key}: {reason}")]
+    BadHyperParameter {
+        /// The metadata key.
+        key: String,
+        /// What is wrong, with the value found.
+        reason: String,
+    },
+    /// A tensor the architecture needs is not in the file.
+    #[error("{arch}: tensor {name:?} is missing from the model file")]
+    MissingTensor {
+        /// The architecture.
+        arch: String,
+        /// The tensor's GGUF name.
+        name: String,
+    },
+    /// A tensor has a shape other than the hyper-parameters imply.
+    #[error("{arch}: tensor {name:?} has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        /// The architecture.
+        arch: String,
+        /// The tensor's GGUF name.
+        name: String,
+        /// The shape the hyper-parameters give.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A tensor has a type the op that reads it cannot use.
+    #[error("{arch}: tensor {name:?} has type {dtype}, which {reason}")]
+    TensorType {
+        /// The architecture.
+        arch: String,
+        /// The tensor's GGUF name.
+        name: String,
+        /// Its type.
+        dtype: DType,
+        /// Why it does not fit.
+        reason: String,
+    },
+    /// The tokens do not fit in the context that is left.
+    #[error("context full: {needed} positions needed, the context holds {n_ctx} ({used} in use)")]
+    ContextFull {
+        /// Positions the call needs in all.
+        needed: usize,
+        /// Positions in use before the call.
+        used: usize,
+        /// The context size.
+        n_ctx: usize,
+    },
+    /// A call with nothing to process.
+    #[error("empty input: {0}")]
+    EmptyInput(String),
+    /// A token id outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {n_vocab} tokens")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary size.
+        n_vocab: usize,
+    },
+    /// An option or argument out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The device asked for does not exist.
+    #[error("unknown device {name:?} (available: {available})")]
+    UnknownDevice {
+        /// The name asked for.
+        name: String,
+        /// The devices of the registry.
+        available: String,
+    },
+    /// The work was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The vocabulary could not be read, or a token id is out of range.
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// A sampling parameter is out of range, or the logits cannot be sampled.
+    #[error("sampling: {0}")]
+    Sampling(#[from] crate::sampling::SamplingError),
+    /// A chat template could not be parsed or rendered.
+    #[error("chat template: {0}")]
+    Chat(#[from] crate::chat::ChatError),
+    /// A stop string is invalid.
+    #[error("stop strings: {0}")]
+    Stop(#[from] crate::stop::StopError),
+    /// Chat was asked of a model whose file has no usable chat template.
+    #[error("the model has no chat template ({0}); pass a prompt, or a template of your own")]
+    NoChatTemplate(String),
+}
+
+/// Result with [`LlmError`].
+pub type Result<T> = std::result::Result<T, LlmError>;

@@ -1,0 +1,330 @@
+//! Hyper-parameters read from a GGUF file's metadata, with llama.cpp's defaults, and the
+//! architectures this runtime builds.
+
+use crate::error::{LlmError, Result};
+use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
+use tessera_gguf::GgufFile;
+
+/// The model architectures the runtime builds graphs for (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Architecture {
+    /// Gemma 3: embeddings scaled by sqrt(n_embd), norms before and after attention and FFN,
+    /// Q/K norms, GELU GEGLU, sliding-window layers with their own RoPE base, tied output.
+    Gemma3,
+    /// Llama 2 / 3.x, Mistral, SmolLM, TinyLlama: GQA, RoPE (normal mode) with scaling and
+    /// frequency factors, SwiGLU, tied or separate output.
+    Llama,
+    /// Qwen 2 / 2.5: Q/K/V biases, NeoX RoPE, SwiGLU.
+    Qwen2,
+    /// Qwen 3: Q/K norms, NeoX RoPE, SwiGLU.
+    Qwen3,
+}
+
+impl Architecture {
+    /// The architecture of `general.architecture = name`.
+    pub fn from_name(name: &str) -> Result<Architecture> {
+        match name {
+            "gemma3" => Ok(Architecture::Gemma3),
+            "llama" => Ok(Architecture::Llama),
+            "qwen2" => Ok(Architecture::Qwen2),
+            "qwen3" => Ok(Architecture::Qwen3),
+            other => Err(LlmError::UnknownArchitecture(other.to_string())),
+        }
+    }
+
+    /// The GGUF name (the metadata key prefix).
+    pub fn name(self) -> &'static str {
+        match self {
+            Architecture::Gemma3 => "gemma3",
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
+
+    /// The RoPE mode llama.cpp uses for the architecture (`llama_model_rope_type`).
+    pub fn rope_mode(self) -> u32 {
+        match self {
+            Architecture::Llama => ROPE_MODE_NORMAL,
+            Architecture::Gemma3 | Architecture::Qwen2 | Architecture::Qwen3 => ROPE_MODE_NEOX,
+        }
+    }
+}
+
+/// How RoPE frequencies are scaled beyond the training context.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// Plain RoPE (or linear scaling with factor 1).
+    Linear,
+    /// YaRN (ggml's `ext_factor` 1).
+    Yarn,
+}
+
+/// Every hyper-parameter the graphs need.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    /// The architecture.
+    pub arch: Architecture,
+    /// Tokens in the vocabulary (rows of the embedding).
+    pub n_vocab: usize,
+    /// The context length the model was trained with.
+    pub n_ctx_train: usize,
+    /// Width of the residual stream.
+    pub n_embd: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key / value heads (grouped-query attention when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Dimension of each key (and query) head.
+    pub head_dim_k: usize,
+    /// Dimension of each value head.
+    pub head_dim_v: usize,
+    /// Hidden width of the feed-forward network.
+    pub n_ff: usize,
+    /// Epsilon of the RMS norms.
+    pub rms_eps: f32,
+    /// Rotated dimensions of each head.
+    pub n_rot: usize,
+    /// RoPE mode (`ROPE_MODE_NORMAL` or `ROPE_MODE_NEOX`).
+    pub rope_mode: u32,
+    /// RoPE base of the global layers.
+    pub rope_freq_base: f32,
+    /// RoPE frequency scale of the global layers (1 / linear factor).
+    pub rope_freq_scale: f32,
+    /// RoPE base of the sliding-window layers.
+    pub rope_freq_base_swa: f32,
+    /// RoPE frequency scale of the sliding-window layers.
+    pub rope_freq_scale_swa: f32,
+    /// RoPE scaling kind.
+    pub rope_scaling: RopeScaling,
+    /// The original context of YaRN scaling.
+    pub n_ctx_orig: usize,
+    /// YaRN's attention factor.
+    pub rope_attn_factor: f32,
+    /// Sliding-window size (`0`: no sliding-window layers).
+    pub n_swa: usize,
+    /// Per layer, whether it attends through the sliding window.
+    pub swa_layers: Vec<bool>,
+    /// Scale of `q k^T`.
+    pub attn_scale: f32,
+    /// Scale of the token embeddings (Gemma: sqrt(n_embd)), 1 otherwise.
+    pub embed_scale: f32,
+    /// Soft cap of the final logits (0: none).
+    pub final_logit_softcap: f32,
+}
+
+/// Reads metadata keys of one architecture (`{arch}.{key}`), naming the key in errors.
+struct Keys<'a> {
+    file: &'a GgufFile,
+    arch: &'static str,
+}
+
+impl Keys<'_> {
+    fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.arch)
+    }
+
+    fn bad(&self, k: &str, reason: impl Into<String>) -> LlmError {
+        LlmError::BadHyperParameter { key: self.key(k), reason: reason.into() }
+    }
+
+    /// A required count, at least 1 and at most `max`.
+    fn count(&self, k: &str, max: usize) -> Result<usize> {
+        let key = self.key(k);
+        let v = self.file.get_u64(&key)?;
+        self.check_count(k, v, max)
+    }
+
+    fn opt_count(&self, k: &str, max: usize) -> Result<Option<usize>> {
+        match self.file.opt_u64(&self.key(k))? {
+            Some(v) => Ok(Some(self.check_count(k, v, max)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn check_count(&self, k: &str, v: u64, max: usize) -> Result<usize> {
+        match usize::try_from(v) {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(self.bad(k, format!("{v} is not between 1 and {max}"))),
+        }
+    }
+
+    fn opt_f32(&self, k: &str) -> Result<Option<f32>> {
+        let v = self.file.opt_f32(&self.key(k))?;
+        if let Some(x) = v {
+            if !x.is_finite() {
+                return Err(self.bad(k, format!("{x} is not finite")));
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// Bounds that keep every size computed from the metadata far from overflow.
+const MAX_WIDTH: usize = 1 << 20;
+const MAX_LAYERS: usize = 4096;
+const MAX_HEADS: usize = 4096;
+const MAX_CTX: usize = 1 << 24;
+
+impl HParams {
+    /// Reads the hyper-parameters of `file` with llama.cpp's defaults for absent keys.
+    pub fn from_gguf(file: &GgufFile) -> Result<HParams> {
+        let arch = Architecture::from_name(file.architecture()?)?;
+        let k = Keys { file, arch: arch.name() };
+        let n_embd = k.count("embedding_length", MAX_WIDTH)?;
+        let n_layer = k.count("block_count", MAX_LAYERS)?;
+        let n_head = k.count("attention.head_count", MAX_HEADS)?;
+        let n_head_kv = k.opt_count("attention.head_count_kv", MAX_HEADS)?.unwrap_or(n_head);
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(k.bad(
+                "attention.head_count_kv",
+                format!("{n_head_kv} does not divide the {n_head} query heads"),
+            ));
+        }
+        let head_dim_k = k.opt_count("attention.key_length", MAX_WIDTH)?.unwrap_or(n_embd / n_head);
+        let head_dim_v =
+            k.opt_count("attention.value_length", MAX_WIDTH)?.unwrap_or(n_embd / n_head);
+        let n_rot = k.opt_count("rope.dimension_count", MAX_WIDTH)?.unwrap_or(head_dim_k);
+        if n_rot > head_dim_k || !n_rot.is_multiple_of(2) {
+            return Err(k.bad(
+                "rope.dimension_count",
+                format!("{n_rot} must be even and at most the head dimension {head_dim_k}"),
+            ));
+        }
+        let n_ff = k.count("feed_forward_length", MAX_WIDTH * 16)?;
+        let n_ctx_train = k.count("context_length", MAX_CTX)?;
+        let n_vocab = match k.opt_count("vocab_size", 1 << 24)? {
+            Some(n) => n,
+            None => file
+                .opt_array("tokenizer.ggml.tokens")?
+                .map(|a| a.len())
+                .filter(|&n| n > 0)
+                .ok_or_else(|| k.bad("vocab_size", "absent, and no tokenizer.ggml.tokens"))?,
+        };
+        let rms_eps = k
+            .opt_f32("attention.layer_norm_rms_epsilon")?
+            .ok_or_else(|| k.bad("attention.layer_norm_rms_epsilon", "missing"))?;
+        if rms_eps < 0.0 {
+            return Err(k.bad("attention.layer_norm_rms_epsilon", format!("{rms_eps} < 0")));
+        }
+        let rope_freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
+        if rope_freq_base <= 0.0 {
+            return Err(k.bad("rope.freq_base", format!("{rope_freq_base} <= 0")));
+        }
+        let scaling = file.opt_str(&k.key("rope.scaling.type"))?.unwrap_or("linear");
+        let rope_scaling = match scaling {
+            "linear" | "none" => RopeScaling::Linear,
+            "yarn" => RopeScaling::Yarn,
+            other => return Err(k.bad("rope.scaling.type", format!("{other:?} is not supported"))),
+        };
+        let factor = match k.opt_f32("rope.scaling.factor")? {
+            Some(f) => Some(f),
+            None => k.opt_f32("rope.scale_linear")?,
+        };
+        let rope_freq_scale = match factor {
+            None => 1.0,
+            Some(0.0) => 1.0,
+            Some(f) if f > 0.0 => 1.0 / f,
+            Some(f) => return Err(k.bad("rope.scaling.factor", format!("{f} < 0"))),
+        };
+        let n_ctx_orig =
+            k.opt_count("rope.scaling.original_context_length", MAX_CTX)?.unwrap_or(n_ctx_train);
+        let rope_attn_factor = k.opt_f32("rope.scaling.attn_factor")?.unwrap_or(1.0);
+
+        let mut n_swa = 0;
+        let mut swa_layers = vec![false; n_layer];
+        let mut rope_freq_base_swa = 10000.0;
+        let mut embed_scale = 1.0;
+        let mut final_logit_softcap = 0.0;
+        let mut attn_scale = 1.0 / (head_dim_k as f32).sqrt();
+        if arch == Architecture::Gemma3 {
+            if let Some(w) = k.opt_count("attention.sliding_window", MAX_CTX)? {
+                n_swa = w;
+                swa_layers = sliding_window_layers(file, &k, n_layer)?;
+                rope_freq_base_swa = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
+            }
+            embed_scale = (n_embd as f32).sqrt();
+            final_logit_softcap = k.opt_f32("final_logit_softcapping")?.unwrap_or(0.0);
+            // Gemma 3 27B scales by the query width per head; the others by the head size.
+            if n_layer == 62 {
+                attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
+            }
+        }
+        Ok(HParams {
+            arch,
+            n_vocab,
+            n_ctx_train,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_ff,
+            rms_eps,
+            n_rot,
+            rope_mode: arch.rope_mode(),
+            rope_freq_base,
+            rope_freq_scale,
+            rope_freq_base_swa,
+            rope_freq_scale_swa: 1.0,
+            rope_scaling,
+            n_ctx_orig,
+            rope_attn_factor,
+            n_swa,
+            swa_layers,
+            attn_scale,
+            embed_scale,
+            final_logit_softcap,
+        })
+    }
+
+    /// Width of one token's keys in a layer (all KV heads).
+    pub fn n_embd_k_gqa(&self) -> usize {
+        self.head_dim_k * self.n_head_kv
+    }
+
+    /// Width of one token's values in a layer (all KV heads).
+    pub fn n_embd_v_gqa(&self) -> usize {
+        self.head_dim_v * self.n_head_kv
+    }
+
+    /// Whether layer `il` attends through the sliding window.
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.n_swa > 0 && self.swa_layers.get(il).copied().unwrap_or(false)
+    }
+
+    /// RoPE base and frequency scale of layer `il`.
+    pub fn rope_freqs(&self, il: usize) -> (f32, f32) {
+        if self.is_swa(il) {
+            (self.rope_freq_base_swa, self.rope_freq_scale_swa)
+        } else {
+            (self.rope_freq_base, self.rope_freq_scale)
+        }
+    }
+}
+
+/// Which layers use the sliding window: `attention.sliding_window_pattern` as an array of
+/// booleans, or a period `n` (every `n`-th layer global, the rest sliding; llama.cpp's
+/// default for Gemma 3 is 6).
+fn sliding_window_layers(file: &GgufFile, k: &Keys<'_>, n_layer: usize) -> Result<Vec<bool>> {
+    let key = k.key("attention.sliding_window_pattern");
+    if let Some(v) = file.get(&key) {
+        if let Some(arr) = v.as_array() {
+            let flags = arr
+                .as_bool_slice()
+                .ok_or_else(|| k.bad("attention.sliding_window_pattern", "not a BOOL array"))?;
+            if flags.len() != n_layer {
+                return Err(k.bad(
+                    "attention.sliding_window_pattern",
+                    format!("{} entries for {n_layer} layers", flags.len()),
+                ));
+            }
+            return Ok(flags.to_vec());
+        }
+    }
+    let period = file.opt_u32(&key)?.unwrap_or(6) as usize;
+    Ok((0..n_layer).map(|il| period == 0 || il % period < period - 1).collect())
+}

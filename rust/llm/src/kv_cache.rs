@@ -1,0 +1,286 @@
+//! The KV cache: per layer, the keys and values (F16) of every position processed so far, in
+//! device memory that lasts across computes.
+//!
+//! Global-attention layers keep position `p` in cell `p` (up to the context size).
+//! Sliding-window layers (Gemma 3) keep a ring of `n_swa + n_batch` cells (rounded up),
+//! position `p` in cell `p mod size`: a query at `q` needs keys `q - n_swa < p <= q`, and a
+//! batch of up to `n_batch` new positions only overwrites positions older than every query's
+//! window, as llama.cpp's SWA cache does. The attention mask (built on the host per batch) sees
+//! each cell's position: a cell is visible to a query at `q` when it holds a position `p <= q`
+//! (and `q - p < n_swa` in a sliding-window layer); empty cells are masked.
+//!
+//! A graph attends over the first `n_kv` cells, `n_kv` rounded up to [`KV_PAD`] so that the
+//! same graph serves many steps; masked cells cost the attention kernel almost nothing.
+
+use crate::error::{LlmError, Result};
+use crate::hparams::HParams;
+use std::sync::Arc;
+use tessera_core::backend::{Buffer, BufferUsage, Device};
+use tessera_core::{DType, Layout, Storage};
+
+/// Cells attended by a graph are a multiple of this (or the whole cache).
+pub const KV_PAD: usize = 256;
+
+/// `-inf` in F16.
+const F16_NEG_INF: u16 = 0xfc00;
+
+/// One kind of cache (global or sliding-window) shared by the layers of that kind.
+#[derive(Clone, Debug)]
+struct CacheKind {
+    /// Cells per layer.
+    size: usize,
+    /// The window of a sliding-window cache.
+    window: Option<usize>,
+    /// The position held by each cell (`-1`: empty).
+    pos: Vec<i64>,
+}
+
+/// Where one batch goes in one kind of cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindPlan {
+    /// Cells the graph attends over (a multiple of [`KV_PAD`] or the whole cache).
+    pub n_kv: usize,
+    /// The cell of each new token.
+    pub cells: Vec<i32>,
+    /// The attention mask, F16 bits, `[n_kv, n_tokens]` (row per token).
+    pub mask: Vec<u16>,
+}
+
+/// Where one batch goes in every kind of cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchPlan {
+    /// The positions of the batch's tokens.
+    pub positions: Vec<i32>,
+    /// Per cache kind (0: global, 1: sliding window).
+    pub kinds: Vec<KindPlan>,
+}
+
+/// The cache of every layer (see the module doc).
+pub struct KvCache {
+    kinds: Vec<CacheKind>,
+    /// Per layer: its kind, and the K and V tensors' layouts and memory.
+    layers: Vec<LayerCache>,
+    n_past: usize,
+    n_ctx: usize,
+    _buffers: Vec<Arc<dyn Buffer>>,
+}
+
+/// One layer's cache tensors: K `[n_embd_k_gqa, size]` and V `[n_embd_v_gqa, size]`, F16.
+#[derive(Clone, Debug)]
+pub struct LayerCache {
+    /// Index of the layer's cache kind.
+    pub kind: usize,
+    /// Layout of K.
+    pub k_layout: Layout,
+    /// Memory of K.
+    pub k: Storage,
+    /// Layout of V.
+    pub v_layout: Layout,
+    /// Memory of V.
+    pub v: Storage,
+}
+
+impl KvCache {
+    /// A cache for `n_ctx` positions, batches of at most `n_batch` tokens, in memory of
+    /// `device`, zeroed.
+    pub fn new(
+        hp: &HParams,
+        n_ctx: usize,
+        n_batch: usize,
+        device: &Arc<dyn Device>,
+    ) -> Result<KvCache> {
+        if n_ctx == 0 || n_batch == 0 {
+            return Err(LlmError::InvalidArgument(format!(
+                "context {n_ctx} and batch {n_batch} must be at least 1"
+            )));
+        }
+        let mut kinds = vec![CacheKind { size: n_ctx, window: None, pos: vec![-1; n_ctx] }];
+        let swa_kind = if (0..hp.n_layer).any(|il| hp.is_swa(il)) {
+            let size = (hp.n_swa + n_batch).div_ceil(KV_PAD) * KV_PAD;
+            let size = size.min(n_ctx);
+            kinds.push(CacheKind { size, window: Some(hp.n_swa), pos: vec![-1; size] });
+            Some(kinds.len() - 1)
+        } else {
+            None
+        };
+        let bt = device.buffer_type();
+        let align = bt.alignment().max(1);
+        let round = |n: usize| n.div_ceil(align) * align;
+        let mut plans = Vec::with_capacity(hp.n_layer);
+        let mut total = 0usize;
+        for il in 0..hp.n_layer {
+            let kind = if hp.is_swa(il) { swa_kind.unwrap_or(0) } else { 0 };
+            let size = kinds[kind].size;
+            let kl = Layout::contiguous(DType::F16, &[hp.n_embd_k_gqa(), size])?;
+            let vl = Layout::contiguous(DType::F16, &[hp.n_embd_v_gqa(), size])?;
+            let (k_off, k_len, v_len) =
+                (total, round(bt.alloc_size(&kl)), round(bt.alloc_size(&vl)));
+            total =
+                total.checked_add(k_len).and_then(|t| t.checked_add(v_len)).ok_or_else(|| {
+                    LlmError::InvalidArgument(format!("a context of {n_ctx} overflows"))
+                })?;
+            plans.push((kind, kl, k_off, vl, k_off + k_len));
+        }
+        let buffer = bt.alloc(total.max(1))?;
+        buffer.set_usage(BufferUsage::Compute);
+        buffer.clear(0)?;
+        let layers = plans
+            .into_iter()
+            .map(|(kind, k_layout, k_off, v_layout, v_off)| LayerCache {
+                kind,
+                k_layout,
+                k: Storage { buffer: buffer.clone(), offset: k_off },
+                v_layout,
+                v: Storage { buffer: buffer.clone(), offset: v_off },
+            })
+            .collect();
+        Ok(KvCache { kinds, layers, n_past: 0, n_ctx, _buffers: vec![buffer] })
+    }
+
+    /// Positions processed so far.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// The context size.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Number of cache kinds (1, or 2 with sliding-window layers).
+    pub fn n_kinds(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Layer `il`'s cache tensors.
+    pub fn layer(&self, il: usize) -> &LayerCache {
+        &self.layers[il]
+    }
+
+    /// Forgets every position (the memory is reused as is: every cell is masked until
+    /// written again).
+    pub fn clear(&mut self) {
+        for k in &mut self.kinds {
+            k.pos.fill(-1);
+        }
+        self.n_past = 0;
+    }
+
+    /// Keeps the first `n` positions and forgets the rest, so that a prompt sharing a prefix
+    /// with what was processed only computes the rest. Returns `false` (and keeps everything)
+    /// when a sliding-window ring has overwritten positions the window of position `n` needs;
+    /// the caller then clears the cache instead.
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if n >= self.n_past {
+            return n == self.n_past;
+        }
+        let dropped = self.n_past - n;
+        for k in &self.kinds {
+            if let Some(w) = k.window {
+                if self.n_past > k.size && dropped > k.size.saturating_sub(w) {
+                    return false;
+                }
+            }
+        }
+        for k in &mut self.kinds {
+            for p in &mut k.pos {
+                if *p >= n as i64 {
+                    *p = -1;
+                }
+            }
+        }
+        self.n_past = n;
+        true
+    }
+
+    /// Where the next `n_tokens` positions go, with their masks; the cache is not changed
+    /// until [`KvCache::commit`]. Errors when they do not fit in the context.
+    pub fn plan(&self, n_tokens: usize) -> Result<BatchPlan> {
+        if n_tokens == 0 {
+            return Err(LlmError::EmptyInput("a batch of no tokens".into()));
+        }
+        let needed = self.n_past + n_tokens;
+        if needed > self.n_ctx {
+            return Err(LlmError::ContextFull { needed, used: self.n_past, n_ctx: self.n_ctx });
+        }
+        let positions: Vec<i32> = (self.n_past..needed).map(|p| p as i32).collect();
+        let kinds = self.kinds.iter().map(|k| k.plan(&positions)).collect();
+        Ok(BatchPlan { positions, kinds })
+    }
+
+    /// Records that `plan`'s tokens were written.
+    pub fn commit(&mut self, plan: &BatchPlan) {
+        for (k, kp) in self.kinds.iter_mut().zip(&plan.kinds) {
+            for (&cell, &p) in kp.cells.iter().zip(&plan.positions) {
+                k.pos[cell as usize] = i64::from(p);
+            }
+        }
+        self.n_past += plan.positions.len();
+    }
+}
+
+impl CacheKind {
+    fn plan(&self, positions: &[i32]) -> KindPlan {
+        let cells: Vec<i32> = positions.iter().map(|&p| (p as usize % self.size) as i32).collect();
+        let last = *positions.last().unwrap_or(&0) as usize;
+        let n_kv = ((last + 1).div_ceil(KV_PAD) * KV_PAD).min(self.size);
+        // The cells' positions once this batch is written.
+        let mut pos = self.pos[..n_kv].to_vec();
+        for (&c, &p) in cells.iter().zip(positions) {
+            if (c as usize) < n_kv {
+                pos[c as usize] = i64::from(p);
+            }
+        }
+        let mut mask = Vec::with_capacity(n_kv * positions.len());
+        for &q in positions {
+            let q = i64::from(q);
+            mask.extend(pos.iter().map(|&p| {
+                let visible = p >= 0 && p <= q && self.window.is_none_or(|w| q - p < w as i64);
+                if visible {
+                    0
+                } else {
+                    F16_NEG_INF
+                }
+            }));
+        }
+        KindPlan { n_kv, cells, mask }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(size: usize, window: Option<usize>) -> CacheKind {
+        CacheKind { size, window, pos: vec![-1; size] }
+    }
+
+    #[test]
+    fn global_cells_follow_positions_and_mask_the_future() {
+        let k = kind(1000, None);
+        let plan = k.plan(&[0, 1, 2]);
+        assert_eq!(plan.cells, vec![0, 1, 2]);
+        assert_eq!(plan.n_kv, 256);
+        let row = |i: usize| &plan.mask[i * 256..(i + 1) * 256];
+        assert_eq!(&row(0)[..3], &[0, F16_NEG_INF, F16_NEG_INF]);
+        assert_eq!(&row(2)[..4], &[0, 0, 0, F16_NEG_INF]);
+        assert!(row(2)[3..].iter().all(|&m| m == F16_NEG_INF));
+    }
+
+    #[test]
+    fn sliding_window_ring_keeps_the_window_visible() {
+        // Window 4, ring of 8 cells: positions 0..8 fill it, 8..10 overwrite cells 0, 1.
+        let mut k = kind(8, Some(4));
+        for p in 0..8 {
+            k.pos[p] = p as i64;
+        }
+        let plan = k.plan(&[8, 9]);
+        assert_eq!(plan.cells, vec![0, 1]);
+        assert_eq!(plan.n_kv, 8);
+        // Query 8 sees positions 5, 6, 7, 8 (cells 5, 6, 7, 0); query 9 sees 6..9.
+        let vis =
+            |i: usize| -> Vec<usize> { (0..8).filter(|&c| plan.mask[i * 8 + c] == 0).collect() };
+        assert_eq!(vis(0), vec![0, 5, 6, 7]);
+        assert_eq!(vis(1), vec![0, 1, 6, 7]);
+    }
+}

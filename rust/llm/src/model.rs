@@ -1,0 +1,184 @@
+//! A loaded model: the mapped GGUF file, its hyper-parameters, its tensors checked and placed
+//! on a device, ready for contexts ([`crate::Context`]) to run it.
+
+use crate::chat::ChatTemplate;
+use crate::error::{LlmError, Result};
+use crate::hparams::{Architecture, HParams};
+use crate::tensors::ModelTensors;
+use crate::tokenizer::Tokenizer;
+use crate::weights::{Progress, WeightStore};
+use std::path::Path;
+use std::sync::Arc;
+use tessera_core::backend::{Device, DeviceType};
+use tessera_core::registry::Registry;
+use tessera_gguf::GgufFile;
+
+/// Which device runs the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The best device: a hardware GPU when there is one, else the CPU (a software GPU such
+    /// as lavapipe is never chosen automatically).
+    #[default]
+    Auto,
+    /// The device of this name (case-insensitive), e.g. "CPU" or "Vulkan0".
+    Named(String),
+}
+
+impl DeviceChoice {
+    /// `"auto"` (or empty) is [`DeviceChoice::Auto`], anything else a device name.
+    pub fn parse(s: &str) -> DeviceChoice {
+        let s = s.trim();
+        if s.is_empty() || s.eq_ignore_ascii_case("auto") {
+            DeviceChoice::Auto
+        } else {
+            DeviceChoice::Named(s.to_string())
+        }
+    }
+
+    /// The device of `registry` this choice names.
+    pub fn resolve(&self, registry: &Registry) -> Result<Arc<dyn Device>> {
+        match self {
+            DeviceChoice::Auto => registry
+                .devices_by_preference()
+                .into_iter()
+                .find(|d| !d.is_software())
+                .or_else(|| registry.device_by_type(DeviceType::Cpu))
+                .ok_or_else(|| LlmError::UnknownDevice {
+                    name: "auto".into(),
+                    available: device_list(registry),
+                }),
+            DeviceChoice::Named(name) => registry
+                .devices()
+                .iter()
+                .find(|d| d.name().eq_ignore_ascii_case(name))
+                .cloned()
+                .ok_or_else(|| LlmError::UnknownDevice {
+                    name: name.clone(),
+                    available: device_list(registry),
+                }),
+        }
+    }
+}
+
+fn device_list(registry: &Registry) -> String {
+    let names: Vec<String> = registry.devices().iter().map(|d| d.name()).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// A model ready to run: weights placed on one device.
+pub struct Model {
+    file: Arc<GgufFile>,
+    hparams: HParams,
+    tensors: ModelTensors,
+    weights: WeightStore,
+    device: Arc<dyn Device>,
+    tokenizer: Tokenizer,
+    chat: std::result::Result<ChatTemplate, String>,
+}
+
+impl Model {
+    /// Maps the GGUF file at `path`, reads its hyper-parameters and tensors, and places the
+    /// weights on `device` (`progress` sees the fraction placed and may cancel).
+    pub fn load(
+        path: impl AsRef<Path>,
+        registry: &Registry,
+        device: &DeviceChoice,
+        progress: Progress<'_>,
+    ) -> Result<Model> {
+        let file = Arc::new(GgufFile::open(path)?);
+        Model::from_file(file, registry, device, progress)
+    }
+
+    /// As [`Model::load`], from a file already opened.
+    pub fn from_file(
+        file: Arc<GgufFile>,
+        registry: &Registry,
+        device: &DeviceChoice,
+        progress: Progress<'_>,
+    ) -> Result<Model> {
+        let hparams = HParams::from_gguf(&file)?;
+        let tensors = ModelTensors::from_gguf(&file, &hparams)?;
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        let chat = chat_template(&file, &hparams, &tokenizer);
+        let device = device.resolve(registry)?;
+        let weights = WeightStore::place(&file, &tensors, &device, registry, progress)?;
+        log::info!(
+            "model {} on {}: {} weights mapped in place, {} copied",
+            hparams.arch.name(),
+            device.name(),
+            weights.mapped_bytes(),
+            weights.copied_bytes()
+        );
+        Ok(Model { file, hparams, tensors, weights, device, tokenizer, chat })
+    }
+
+    /// The tokenizer of the file's vocabulary.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The chat template: the file's `tokenizer.chat_template`, or the built-in Gemma template
+    /// for Gemma files that carry none; [`LlmError::NoChatTemplate`] when there is none or it
+    /// does not parse.
+    pub fn chat_template(&self) -> Result<&ChatTemplate> {
+        self.chat.as_ref().map_err(|why| LlmError::NoChatTemplate(why.clone()))
+    }
+
+    /// The mapped file.
+    pub fn file(&self) -> &Arc<GgufFile> {
+        &self.file
+    }
+
+    /// The hyper-parameters.
+    pub fn hparams(&self) -> &HParams {
+        &self.hparams
+    }
+
+    /// The tensors by role.
+    pub fn tensors(&self) -> &ModelTensors {
+        &self.tensors
+    }
+
+    /// Where the weights are.
+    pub fn weights(&self) -> &WeightStore {
+        &self.weights
+    }
+
+    /// The device that runs the model.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+
+    /// Number of parameters (elements of every weight, the tied output counted once).
+    pub fn n_params(&self) -> usize {
+        self.tensors.all().iter().map(|t| t.info.nelements()).sum()
+    }
+
+    /// Bytes of every weight (the tied output counted once).
+    pub fn weight_bytes(&self) -> usize {
+        self.tensors.all().iter().map(|t| t.info.size).sum()
+    }
+}
+
+/// The chat template of `file` (see [`Model::chat_template`]), or why there is none.
+fn chat_template(
+    file: &GgufFile,
+    hp: &HParams,
+    tok: &Tokenizer,
+) -> std::result::Result<ChatTemplate, String> {
+    let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_string();
+    let (bos, eos) = (text(tok.bos()), text(tok.eos()));
+    match file.opt_str("tokenizer.chat_template") {
+        Ok(Some(src)) => ChatTemplate::new(src, &bos, &eos).map_err(|e| {
+            log::warn!("the file's chat template does not parse: {e}");
+            format!("tokenizer.chat_template does not parse: {e}")
+        }),
+        Ok(None) if hp.arch == Architecture::Gemma3 => Ok(ChatTemplate::gemma()),
+        Ok(None) => Err("the file has no tokenizer.chat_template".into()),
+        Err(e) => Err(format!("tokenizer.chat_template: {e}")),
+    }
+}
