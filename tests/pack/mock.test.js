@@ -43,7 +43,7 @@ test('compute gives zeros of each output type and shape; the JS checks are real'
   expect(out.p.data).toBeInstanceOf(Float32Array);
   expect(Array.from(out.p.data)).toEqual([0, 0, 0, 0, 0, 0]);
   await expect(compute(g, { x: new Float32Array(95) })).rejects.toBeInstanceOf(DataLengthError);
-  expect(() => g.matmul(w, g.input('h', 'F16', [32]))).toThrow(DTypeError);
+  expect(() => g.matmul(w, g.input('i', 'I32', [32]))).toThrow(DTypeError);
   expect(() => g.add(x, g.input('y', 'F32', [5]))).toThrow(ShapeError);
   expect(__mock.requests.map((r) => r.method)).toEqual(['compute']);
 });
