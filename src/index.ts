@@ -29,9 +29,12 @@ export {
   DTypeError,
   InvalidArgumentError,
   InvalidGraphError,
+  NativeLibraryError,
   NativeModuleMissingError,
   ShapeError,
   TesseraError,
+  errorOfKind,
+  type BridgeErrorKind,
   type NativeErrorKind,
   type TesseraErrorKind,
 } from './errors';

@@ -8,6 +8,7 @@
 //!   them as [`TesseraError::Internal`].
 //! - Logging: [`set_log_level`], [`set_log_listener`], [`set_log_to_stderr`]; logcat on Android,
 //!   os_log on Apple (feature `oslog`).
+//! - [`close_all_sessions`]: frees every session held for JavaScript (the modules' `invalidate`).
 //! - [`call_json`]: the JSON protocol of docs/native-protocol.md (what the React Native module
 //!   calls), also reachable from C as [`c_api`]'s `tessera_call_json` / `tessera_free_string`.
 //!
@@ -25,10 +26,15 @@ pub mod info;
 #[cfg(target_os = "android")]
 mod jni_hook;
 pub mod json_api;
+<<<<<<< HEAD
 mod json_model;
+=======
+pub mod lifecycle;
+>>>>>>> h-pkg
 pub mod logging;
 pub mod model;
 mod oneshot;
+mod oneshot_sessions;
 mod prepared;
 pub mod registry;
 pub mod session;
@@ -40,7 +46,11 @@ pub use info::{
     DeviceType, FeaturePair, TierInfo,
 };
 pub use json_api::call_json;
+<<<<<<< HEAD
 pub use json_model::release_all_models;
+=======
+pub use lifecycle::close_all_sessions;
+>>>>>>> h-pkg
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
 };
