@@ -4,10 +4,11 @@
 
 use crate::error::guard_or;
 
-/// Closes every session opened through the JSON protocol (`openSession`) and the sessions kept
-/// for one-shot computes: computes in flight are cancelled first, so this returns soon after
-/// their next check. Returns how many sessions were closed. Their numbers answer `Closed` from
-/// then on; new sessions can be opened.
+/// Closes every session opened through the JSON protocol (`openSession`), the sessions kept
+/// for one-shot computes and every model loaded through the protocol (`loadModel`): computes
+/// and generations in flight are cancelled first, so this returns soon after their next check.
+/// Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
+/// new ones can be opened.
 #[uniffi::export]
 pub fn close_all_sessions() -> u64 {
     guard_or("closeAllSessions", || 0, close_all)
@@ -22,5 +23,6 @@ pub(crate) fn close_all() -> u64 {
     for s in &sessions {
         s.close();
     }
-    (sessions.len() + crate::oneshot_sessions::close_all()) as u64
+    (sessions.len() + crate::oneshot_sessions::close_all() + crate::json_model::release_all_models())
+        as u64
 }
