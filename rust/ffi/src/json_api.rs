@@ -244,20 +244,14 @@ fn dispatch(request: &str) -> Reply {
             set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
             Ok(json!({}))
         }
-<<<<<<< HEAD
         other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
             Err(bad_request(format!(
                 "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-                 compute, cancel, closeSession, setLogLevel, loadModel, modelInfo, tokenize, \
-                 detokenize, applyChatTemplate, generate, cancelGeneration, embed, releaseModel)"
+                 compute, cancel, closeSession, closeAllSessions, setLogLevel, loadModel, \
+                 modelInfo, tokenize, detokenize, applyChatTemplate, generate, cancelGeneration, \
+                 embed, releaseModel)"
             )))
         }),
-=======
-        other => Err(bad_request(format!(
-            "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-             compute, cancel, closeSession, closeAllSessions, setLogLevel)"
-        ))),
->>>>>>> h-pkg
     }
 }
 

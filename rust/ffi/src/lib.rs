@@ -26,11 +26,8 @@ pub mod info;
 #[cfg(target_os = "android")]
 mod jni_hook;
 pub mod json_api;
-<<<<<<< HEAD
 mod json_model;
-=======
 pub mod lifecycle;
->>>>>>> h-pkg
 pub mod logging;
 pub mod model;
 mod oneshot;
@@ -46,11 +43,8 @@ pub use info::{
     DeviceType, FeaturePair, TierInfo,
 };
 pub use json_api::call_json;
-<<<<<<< HEAD
 pub use json_model::release_all_models;
-=======
 pub use lifecycle::close_all_sessions;
->>>>>>> h-pkg
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
 };
