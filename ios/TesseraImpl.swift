@@ -7,6 +7,11 @@ import Foundation
 /// `Tessera.mm` registers the TurboModule and only converts between React Native's types and
 /// these methods. Calls run concurrently so that a `cancel` request gets through while a
 /// `compute` of the same session is running.
+///
+/// Before the first use of the generated bindings, `tesseraBindingsMismatch()` (generated with
+/// them by scripts/bindgen.sh) compares the linked library with the bindings as uniffi's own
+/// check would; on a mismatch, every call answers a `NativeLibrary` error and the generated
+/// code, whose check ends in `fatalError`, is never reached.
 @objc(TesseraImpl)
 public final class TesseraImpl: NSObject {
   private let queue = DispatchQueue(
@@ -14,6 +19,42 @@ public final class TesseraImpl: NSObject {
   private let lock = NSLock()
   private var forwarding = false
   private var invalidated = false
+  private var used = false
+
+  /// nil when the library matches the bindings, else the `NativeLibrary` error's message.
+  private static let libraryProblem: String? = {
+    guard let mismatch = tesseraBindingsMismatch() else { return nil }
+    return "react-native-tessera: libtessera_ffi.a (\(architecture)) does not match the "
+      + "generated Swift bindings (\(mismatch)); the bindings and the library must come from "
+      + "one build: rerun pod install and rebuild the app (the pod's Rust build phase), or "
+      + "rebuild ios/TesseraFFI.xcframework with scripts/build-ios.sh"
+  }()
+
+  private static var architecture: String {
+    #if arch(arm64)
+      let arch = "arm64"
+    #elseif arch(x86_64)
+      let arch = "x86_64"
+    #else
+      let arch = "unknown architecture"
+    #endif
+    #if targetEnvironment(simulator)
+      return "\(arch) simulator"
+    #else
+      return arch
+    #endif
+  }
+
+  /// The protocol's error response.
+  static func errorJson(kind: String, message: String) -> String {
+    let body: [String: Any] = ["error": ["kind": kind, "message": message]]
+    guard let data = try? JSONSerialization.data(withJSONObject: body),
+      let text = String(data: data, encoding: .utf8)
+    else {
+      return "{\"error\":{\"kind\":\"Internal\",\"message\":\"could not encode an error\"}}"
+    }
+    return text
+  }
 
   /// Runs `request` off the calling thread and hands the JSON response to `resolve`; after
   /// `invalidate()`, calls `reject` with the code "Closed" instead.
@@ -24,12 +65,17 @@ public final class TesseraImpl: NSObject {
   ) {
     lock.lock()
     let closed = invalidated
+    if !closed { used = true }
     lock.unlock()
     if closed {
       reject("Closed", "the Tessera module was invalidated")
       return
     }
     queue.async {
+      if let problem = TesseraImpl.libraryProblem {
+        resolve(TesseraImpl.errorJson(kind: "NativeLibrary", message: problem))
+        return
+      }
       // The Rust side answers every request, errors included, with a JSON response and
       // catches its own panics.
       resolve(callJson(request: request))
@@ -43,18 +89,31 @@ public final class TesseraImpl: NSObject {
     lock.lock()
     defer { lock.unlock() }
     guard enabled != forwarding, !invalidated || !enabled else { return }
+    if let problem = TesseraImpl.libraryProblem {
+      emit("error", "tessera.bridge", problem)
+      return
+    }
     setLogListener(listener: enabled ? LogForwarder(emit: emit) : nil)
     forwarding = enabled
   }
 
-  /// Stops accepting calls and removes the log listener; running calls finish.
+  /// Stops accepting calls, removes the log listener and closes every native session (a JS
+  /// reload must not keep the previous instance's memory): computes in flight are cancelled,
+  /// and the sessions are closed on the call queue once the calls already queued have run.
   @objc public func invalidate() {
     lock.lock()
-    defer { lock.unlock() }
     invalidated = true
+    let wasUsed = used
     if forwarding {
       setLogListener(listener: nil)
       forwarding = false
+    }
+    lock.unlock()
+    guard wasUsed, TesseraImpl.libraryProblem == nil else { return }
+    _ = closeAllSessions()
+    // Once more after every call queued before invalidate, in case one opened a session.
+    queue.async(flags: .barrier) {
+      _ = closeAllSessions()
     }
   }
 }

@@ -10,13 +10,15 @@
  * - getCpuFeatures(): an ARMv8.2 phone (NEON, ARM_FMA, FP16_VA, DOTPROD; no i8mm, SVE, SME);
  * - getBuildInfo(): version of this package, target "mock", profile "mock";
  * - compute() / Session: every output is zeros of its type and shape;
- * - cancel, close, setLogLevel, toggleNativeLog: accepted, no effect.
+ * - cancel, close / release, closeAllSessions, setLogLevel, toggleNativeLog: accepted, no
+ *   effect.
  *
  * The mock's `__mock` export gives the requests received (`__mock.requests`) and lets a test
  * emit a native log record (`__mock.emitLog({ level, target, message })`).
  *
- * The package must be transformed by Jest (the react-native preset's transformIgnorePatterns
- * already include `react-native-*` packages).
+ * It works with React Native's Jest preset as it is (`preset: 'react-native'`): the preset does
+ * not transform node_modules/react-native-tessera, and Jest loads the package's CommonJS build
+ * (lib/commonjs, the `require` condition of its exports).
  */
 'use strict';
 
@@ -88,6 +90,8 @@ function answer(req) {
       return { cancelled: false };
     case 'closeSession':
       return { closed: true };
+    case 'closeAllSessions':
+      return { closed: 0 };
     case 'setLogLevel':
       return {};
     case 'compute': {

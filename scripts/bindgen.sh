@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Generates the uniffi bindings of rust/ffi (tessera-ffi) from the built library (uniffi's
+# Generates the uniffi bindings of rust/ffi (tessera-ffi) from a built library (uniffi's
 # library mode) with the configuration in uniffi.toml:
 #   Kotlin -> android/src/main/java/com/tessera/tessera_ffi.kt
-#   Swift  -> ios/Generated/ (TesseraBindings.swift, TesseraFFI.h, TesseraFFI.modulemap)
-# The generated files are committed.
+#   Swift  -> ios/Generated/ (TesseraBindings.swift, TesseraFFI.h, TesseraFFI.modulemap, and
+#             TesseraBindingsCheck.swift: uniffi's contract-version and checksum checks as a
+#             function that returns what differs, so that the iOS module reports a mismatch to
+#             JavaScript instead of reaching the generated code's fatalError)
+# The generated files are committed and shipped in the npm package.
 #
 # Usage:
-#   scripts/bindgen.sh             # build (debug) and regenerate in place
-#   scripts/bindgen.sh --release   # the same from a release build
-#   scripts/bindgen.sh --check     # regenerate into a temporary folder and fail if the
-#                                  # committed files differ (CI)
+#   scripts/bindgen.sh                  # build the host library (debug) and regenerate in place
+#   scripts/bindgen.sh --release        # the same from a release build
+#   scripts/bindgen.sh --library FILE   # from a library already built (any target: .a, or an
+#                                       # unstripped .so / .dylib: uniffi reads the symbol
+#                                       # table), as scripts/build-android.sh and
+#                                       # scripts/build-ios.sh do, so that the bindings and the
+#                                       # shipped library come from one build
+#   scripts/bindgen.sh --check [...]    # regenerate into a temporary folder and fail if the
+#                                       # committed files differ (CI)
 #
 # Needs only cargo. Builds into $CARGO_TARGET_DIR (default target/).
 set -euo pipefail
@@ -17,39 +25,95 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 check=0
 profile=debug
-for arg in "$@"; do
-  case "$arg" in
+library=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --check) check=1 ;;
     --release) profile=release ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "bindgen.sh: unknown argument $arg" >&2; exit 2 ;;
+    --library) library="${2:?--library needs a file}"; shift ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "bindgen.sh: unknown argument $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 cd "$ROOT"
 target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"
 case "$target_dir" in /*) ;; *) target_dir="$ROOT/$target_dir" ;; esac
-cargo_args=(-p tessera-ffi --features bindgen --lib --bin uniffi-bindgen --quiet)
+if [ -n "$library" ]; then
+  # Only the generator (for the host); the library is the one given.
+  case "$library" in /*) lib="$library" ;; *) lib="$ROOT/$library" ;; esac
+  cargo_args=(-p tessera-ffi --features bindgen --bin uniffi-bindgen --quiet)
+else
+  cargo_args=(-p tessera-ffi --features bindgen --lib --bin uniffi-bindgen --quiet)
+  case "$(uname -s)" in
+    Darwin) lib="$target_dir/$profile/libtessera_ffi.dylib" ;;
+    MINGW* | MSYS* | CYGWIN*) lib="$target_dir/$profile/tessera_ffi.dll" ;;
+    *) lib="$target_dir/$profile/libtessera_ffi.so" ;;
+  esac
+  # uniffi reads the metadata from the symbol table, which the release profile strips from
+  # shared libraries: use the staticlib of the same build.
+  [ "$profile" = release ] && lib="$target_dir/release/libtessera_ffi.a"
+fi
 [ "$profile" = release ] && cargo_args+=(--release)
 cargo build "${cargo_args[@]}"
-
-case "$(uname -s)" in
-  Darwin) lib="$target_dir/$profile/libtessera_ffi.dylib" ;;
-  MINGW* | MSYS* | CYGWIN*) lib="$target_dir/$profile/tessera_ffi.dll" ;;
-  *) lib="$target_dir/$profile/libtessera_ffi.so" ;;
-esac
 bindgen="$target_dir/$profile/uniffi-bindgen"
-[ -f "$lib" ] || { echo "bindgen.sh: $lib not found after the build" >&2; exit 1; }
+[ -f "$lib" ] || { echo "bindgen.sh: $lib not found" >&2; exit 1; }
 
 KOTLIN_DIR="android/src/main/java"
 KOTLIN_FILE="com/tessera/tessera_ffi.kt"
 SWIFT_DIR="ios/Generated"
+
+# TesseraBindingsCheck.swift from the generated TesseraBindings.swift: the same comparisons as
+# its `initializationResult` (contract version, then every API checksum), returning a
+# description of what differs instead of recording a result that ends in fatalError.
+swift_check() { # swift_check SWIFT_DIR
+  local bindings="$1/TesseraBindings.swift" out="$1/TesseraBindingsCheck.swift"
+  local contract
+  contract="$(sed -n 's/^ *let bindings_contract_version = \([0-9][0-9]*\)$/\1/p' "$bindings")"
+  [ -n "$contract" ] || { echo "bindgen.sh: no contract version in $bindings" >&2; exit 1; }
+  grep -q 'if (uniffi_tessera_ffi_checksum_[a-z0-9_]*() != [0-9]*) {' "$bindings" \
+    || { echo "bindgen.sh: no checksum checks in $bindings" >&2; exit 1; }
+  {
+    cat <<SWIFT
+// Generated by scripts/bindgen.sh from TesseraBindings.swift: do not edit.
+//
+// uniffi's Swift bindings check, on their first call, that the native library is the one they
+// were generated from (the contract version and one checksum per exported function) and call
+// fatalError when it is not. TesseraImpl runs this function first and answers every call
+// with a NativeLibrary error instead when it returns a mismatch, so a drift between the
+// bindings and the library is an error in JavaScript, never a crash.
+#if canImport(TesseraFFI)
+import TesseraFFI
+#endif
+
+/// What differs between the linked native library and these bindings, or nil when they match
+/// (then uniffi's own check passes too: it makes the same comparisons).
+func tesseraBindingsMismatch() -> String? {
+    let contract = ffi_tessera_ffi_uniffi_contract_version()
+    if contract != $contract {
+        return "uniffi contract version \(contract) in the library, $contract in the bindings"
+    }
+    var differing: [String] = []
+SWIFT
+    sed -n 's/^ *if (\(uniffi_tessera_ffi_checksum_[a-z0-9_]*\)() != \([0-9]*\)) {$/    if \1() != \2 { differing.append("\1") }/p' "$bindings"
+    cat <<'SWIFT'
+    return differing.isEmpty ? nil : "API checksum mismatch: " + differing.joined(separator: ", ")
+}
+SWIFT
+  } > "$out"
+  local want got
+  want="$(grep -c 'return InitializationResult.apiChecksumMismatch' "$bindings")"
+  got="$(grep -c 'differing.append' "$out")"
+  [ "$want" = "$got" ] || { echo "bindgen.sh: $out has $got checksum checks, $bindings $want" >&2; exit 1; }
+}
 
 generate() { # generate KOTLIN_OUT SWIFT_OUT
   mkdir -p "$1" "$2"
   # --no-format: the output must not depend on whether ktlint / swiftformat are installed.
   "$bindgen" generate --no-format --config "$ROOT/uniffi.toml" --language kotlin --out-dir "$1" "$lib"
   "$bindgen" generate --no-format --config "$ROOT/uniffi.toml" --language swift --out-dir "$2" "$lib"
+  swift_check "$2"
 }
 
 if [ "$check" = 1 ]; then

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds libtessera_ffi.so for Android with cargo and the NDK, into
 # android/src/main/jniLibs/<abi>/ (the prebuilt libraries the npm package ships; the Gradle
-# build of a repository checkout builds its own, see android/build.gradle), and checks that
-# every LOAD segment is aligned for 16 KB pages.
+# build of a repository checkout builds its own, see android/build.gradle), checks that every
+# LOAD segment is aligned for 16 KB pages, and regenerates the Kotlin and Swift bindings from
+# the library just built (scripts/bindgen.sh --library), so the shipped library and bindings
+# come from one build. BINDGEN=0 skips the bindings.
 #
 # Needs rustup (or the Rust targets installed) and the NDK (r27 or newer recommended):
 #   ANDROID_NDK_HOME=/path/to/ndk scripts/build-android.sh
@@ -63,6 +65,7 @@ fi
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-Wl,-z,max-page-size=16384"
 
 cd "$ROOT"
+built=()
 for abi in $ABIS; do
   triple="$(triple_of "$abi")"
   clang_triple="$triple"
@@ -85,4 +88,13 @@ for abi in $ABIS; do
     fi
   done
   echo "    $OUT/$abi/libtessera_ffi.so ($(du -h "$OUT/$abi/libtessera_ffi.so" | cut -f1), 16 KB aligned)"
+  # The staticlib of the same build: uniffi reads its metadata from the symbol table, which
+  # the release profile strips from the .so.
+  built+=("target/$triple/$profile_dir/libtessera_ffi.a")
 done
+
+# The bindings from this build (every ABI carries the same uniffi metadata).
+if [ "${BINDGEN:-1}" = 1 ]; then
+  echo "==> bindings from ${built[0]}"
+  bash "$ROOT/scripts/bindgen.sh" --library "${built[0]}"
+fi

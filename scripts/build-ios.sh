@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds ios/TesseraFFI.xcframework: the Rust library tessera-ffi (staticlib, with the os_log
 # sink) for iOS devices, the iOS simulator and macOS, with the C header and module map of the
-# uniffi bindings (ios/Generated, from scripts/bindgen.sh).
+# uniffi bindings, which it regenerates (with the Kotlin ones) from the library just built
+# (scripts/bindgen.sh --library), so the shipped library and bindings come from one build.
+# BINDGEN=0 skips the bindings. (Apps can also build from source: ios/build-rust.sh, run by the
+# podspec's script phase when there is no XCFramework.)
 #
 # Needs macOS with Xcode (xcodebuild, lipo) and rustup. Usage:
 #   scripts/build-ios.sh            # release
@@ -26,13 +29,6 @@ fi
 for tool in cargo xcodebuild lipo; do
   command -v "$tool" >/dev/null || { echo "$tool not found" >&2; exit 1; }
 done
-shopt -s nullglob
-headers=("$GENERATED"/*.h)
-modulemaps=("$GENERATED"/*.modulemap)
-if [ ${#headers[@]} -eq 0 ] || [ ${#modulemaps[@]} -ne 1 ]; then
-  echo "ios/Generated must hold the uniffi C header(s) and one .modulemap: run scripts/bindgen.sh first" >&2
-  exit 1
-fi
 
 # The same minimum versions as React Native's.
 export IPHONEOS_DEPLOYMENT_TARGET="${IPHONEOS_DEPLOYMENT_TARGET:-15.1}"
@@ -60,6 +56,19 @@ for target in "${ALL_TARGETS[@]}"; do
 done
 
 lib_of() { echo "$ROOT/target/$1/$profile_dir/$LIB"; }
+
+# The bindings from this build.
+if [ "${BINDGEN:-1}" = 1 ]; then
+  echo "==> bindings from $(lib_of "${DEVICE_TARGETS[0]}")"
+  bash "$ROOT/scripts/bindgen.sh" --library "$(lib_of "${DEVICE_TARGETS[0]}")"
+fi
+shopt -s nullglob
+headers=("$GENERATED"/*.h)
+modulemaps=("$GENERATED"/*.modulemap)
+if [ ${#headers[@]} -eq 0 ] || [ ${#modulemaps[@]} -ne 1 ]; then
+  echo "ios/Generated must hold the uniffi C header(s) and one .modulemap (scripts/bindgen.sh)" >&2
+  exit 1
+fi
 
 rm -rf "$WORK"
 mkdir -p "$WORK/ios" "$WORK/ios-simulator" "$WORK/macos" "$WORK/include"

@@ -5,7 +5,10 @@
 #     (android/src/main/java/com/tessera/tessera_ffi.kt) when they and JNA are there;
 #  2. TesseraBridge's tests with a fake native function (tests/kotlin-bridge/TesseraBridgeTest.kt);
 #  3. when target/debug/libtessera_ffi.so (or $TESSERA_FFI_LIB) exists, the bridge over the real
-#     Rust core through the generated callJson (tests/kotlin-bridge/TesseraBridgeNativeTest.kt).
+#     Rust core through the generated callJson (tests/kotlin-bridge/TesseraBridgeNativeTest.kt:
+#     compute, cancel, logs, and closing the module closes its sessions);
+#  4. the bridge over the real bindings with no library to load (JNA pointed at an empty folder):
+#     the clear NativeLibrary error (tests/kotlin-bridge/MissingLibraryTest.kt).
 # Prints "N passed, M failed" (all parts together) and exits non-zero on a failure.
 #
 # Needs a JDK (17+: `apt-get install default-jdk-headless`; part 3 also libjna-java) and npm:
@@ -48,7 +51,7 @@ kotlinc() { "$KOTLINC" -nowarn "$@" 2>&1 | grep -v '^OpenJDK 64-Bit Server VM wa
 lib="${TESSERA_FFI_LIB:-$ROOT/target/debug/libtessera_ffi.so}"
 native=0
 if [ -f "$BINDINGS" ] && [ -f "$JNA_JAR" ]; then
-  uniffi=("$BINDINGS" "$ROOT/tests/kotlin-bridge/TesseraBridgeNativeTest.kt")
+  uniffi=("$BINDINGS" "$ROOT/tests/kotlin-bridge/TesseraBridgeNativeTest.kt" "$ROOT/tests/kotlin-bridge/MissingLibraryTest.kt")
   what="the real uniffi bindings"
   native=1
 else
@@ -81,6 +84,12 @@ if [ "$native" = 1 ] && [ -f "$lib" ]; then
     TesseraBridgeNativeTestKt
 else
   echo "skipped the native bridge tests: need $lib (cargo build -p tessera-ffi), $BINDINGS (scripts/bindgen.sh) and $JNA_JAR (apt-get install libjna-java)"
+fi
+
+# 4. The real bindings with no library to load.
+if [ "$native" = 1 ]; then
+  mkdir -p "$OUT/empty"
+  run missing -Djna.library.path="$OUT/empty" -cp "$OUT/module:$JNA_JAR:$COROUTINES_JAR:$STDLIB_JAR" MissingLibraryTestKt
 fi
 
 # One closing line for all parts.

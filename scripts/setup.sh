@@ -49,9 +49,10 @@ if [ "$what" = demo ]; then
 fi
 
 # Software Vulkan (lavapipe) for the GPU tests; the aarch64 cross toolchain and qemu-user for the
-# ARM kernel tiers; a JDK and JNA for the Kotlin tests on the JVM.
+# ARM kernel tiers; a JDK and JNA for the Kotlin tests on the JVM; ProGuard for the keep rules;
+# Ruby to evaluate the podspec.
 apt_install mesa-vulkan-drivers libvulkan1 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
-    default-jdk-headless libjna-java
+    default-jdk-headless libjna-java proguard-cli ruby
 
 for t in aarch64-unknown-linux-gnu; do
     rustup target list --installed | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1

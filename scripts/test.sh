@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test: Rust on x86_64 (with the GPU on lavapipe), the conformance harness, the ARM kernel
 # tiers under qemu with three CPU models, the Kotlin bindings and bridge on the JVM, freshness
-# of the generated bindings, the Apple and Android targets type-checked, and the TypeScript
-# package (unit and end-to-end over the real core). Installs what it needs (scripts/setup.sh).
+# of the generated bindings, the Apple and Android targets type-checked, the TypeScript
+# package (unit and end-to-end over the real core), the podspec, and the packed npm package in a
+# fresh app (scripts/pack-test.sh). Installs what it needs (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh all
@@ -32,8 +33,9 @@ for t in aarch64-linux-android aarch64-apple-ios aarch64-apple-darwin; do
     echo "$t: ok"
 done
 
-step "generated Kotlin and Swift bindings are fresh"
+step "generated Kotlin and Swift bindings are fresh (from the cdylib, and from the staticlib as iOS builds them)"
 bash scripts/bindgen.sh --check
+bash scripts/bindgen.sh --check --library target/debug/libtessera_ffi.a
 
 step "Kotlin on the JVM: bindings over the real library"
 bash scripts/kotlin-test.sh
@@ -41,13 +43,24 @@ bash scripts/kotlin-test.sh
 step "Kotlin on the JVM: the React Native bridge class"
 bash scripts/kotlin-bridge-test.sh
 
+step "R8 keep rules: the bridge, bindings and JNA minified with and without android/consumer-rules.pro"
+bash scripts/minify-test.sh
+
 step "TypeScript: typecheck, unit tests, end-to-end over the Rust core, build"
 cargo build --quiet -p tessera-ffi
 npm run --silent typecheck
 npm test --silent
 npm run --silent test:e2e
 npm run --silent build
-bash -n scripts/build-ios.sh scripts/build-android.sh scripts/arm-counts.sh scripts/build-qemu-plugin.sh
+bash -n scripts/build-ios.sh scripts/build-android.sh ios/build-rust.sh scripts/arm-counts.sh \
+    scripts/build-qemu-plugin.sh
+
+step "the iOS pod: the podspec evaluated (prebuilt, from source, neither) and its Rust build phase"
+ruby tests/podspec/podspec_test.rb
+bash tests/podspec/build-rust-test.sh
+
+step "the npm package in a fresh app: pack, install, native build inputs, prepack refusals, Jest (react-native preset), Expo plugin"
+bash scripts/pack-test.sh
 
 echo
 echo "=== all tests passed"

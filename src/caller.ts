@@ -8,7 +8,7 @@
 
 import { NativeEventEmitter } from 'react-native';
 import { getNativeTessera } from './NativeTessera';
-import { NativeModuleMissingError, TesseraError, NATIVE_ERROR_KINDS } from './errors';
+import { NativeModuleMissingError, TesseraError, RESPONSE_ERROR_KINDS } from './errors';
 
 /** One log record of the Rust core, as forwarded in `TesseraLog` events. */
 export interface NativeLogEvent {
@@ -153,7 +153,7 @@ function rejectionToError(e: unknown): TesseraError {
   if (e instanceof TesseraError) return e;
   const code = (e as { code?: unknown } | null)?.code;
   const message = e instanceof Error ? e.message : String(e);
-  if (typeof code === 'string' && (NATIVE_ERROR_KINDS as readonly string[]).includes(code)) {
+  if (typeof code === 'string' && (RESPONSE_ERROR_KINDS as readonly string[]).includes(code)) {
     return TesseraError.fromNative(code, message);
   }
   const err = new TesseraError('Internal', `native call failed: ${message}`, { cause: e });

@@ -22,6 +22,7 @@ import {
   CancelledError,
   ClosedError,
   DataLengthError,
+  DTypeError,
   InvalidArgumentError,
   InvalidGraphError,
   ShapeError,
@@ -168,7 +169,7 @@ export function prepareCompute(g: GraphLike<any>, inputs: ComputeInputs): Prepar
   }
   const encoded = declared.map((d) => {
     const what = `input ${JSON.stringify(d.name)}`;
-    if (!isDType(d.dtype)) throw new InvalidGraphError(`${what}: unknown tensor type ${JSON.stringify(d.dtype)}`);
+    if (!isDType(d.dtype)) throw new DTypeError(`${what}: unknown tensor type ${JSON.stringify(d.dtype)}`, 'UnknownType');
     const value = inputs[d.name];
     if (value === undefined) throw new InvalidArgumentError(`compute: missing ${what} (${d.dtype} ${fmtShape(d.shape)})`);
     const isTyped = ArrayBuffer.isView(value);
@@ -387,6 +388,16 @@ export class Session {
   }
 
   /**
+   * Releases the session's native memory: the same as {@link Session.close}, under the name
+   * every object of this package that holds native resources has. Also reached through
+   * `Symbol.asyncDispose`, so `await using session = await Session.open()` closes it at the
+   * end of the block.
+   */
+  release(): Promise<void> {
+    return this.close();
+  }
+
+  /**
    * Sends `cancel` until the core reports a computation cancelled or `stopped()` is true: a
    * cancel that arrives before the core has registered the computation (an abort right after
    * the call) finds nothing to cancel and is repeated.
@@ -460,6 +471,38 @@ export class Session {
     return { result, settled };
   }
 }
+
+/** `Session` is `AsyncDisposable`: `[Symbol.asyncDispose]()` is {@link Session.release}. */
+export interface Session {
+  /** {@link Session.release}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Defines `[Symbol.asyncDispose]` as `release()` on the prototype of a class that holds native
+ * resources. Defined at run time, not in the class body, because engines without explicit
+ * resource management (Hermes today) have no `Symbol.asyncDispose`: there the method goes under
+ * `Symbol.for('Symbol.asyncDispose')`, the key Babel's `await using` helpers fall back to.
+ *
+ * @param proto - the prototype, whose `release()` returns a promise
+ */
+export function defineAsyncDispose(proto: { release(): Promise<void> }): void {
+  const keys = new Set<symbol>([Symbol.for('Symbol.asyncDispose')]);
+  const standard = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+  if (typeof standard === 'symbol') keys.add(standard);
+  for (const key of keys) {
+    Object.defineProperty(proto, key, {
+      value: function asyncDispose(this: { release(): Promise<void> }) {
+        return this.release();
+      },
+      writable: true,
+      configurable: true,
+      enumerable: false,
+    });
+  }
+}
+
+defineAsyncDispose(Session.prototype);
 
 // ------------------------------------------------------------------------------ logs
 

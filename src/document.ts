@@ -7,7 +7,7 @@
 
 import { arrayFromBase64, type TypedArrayCtor } from './base64';
 import { arrayKindFor, isDType, type DType, type TensorArray } from './dtype';
-import { InvalidArgumentError, InvalidGraphError, TesseraError } from './errors';
+import { DTypeError, InvalidArgumentError, InvalidGraphError, TesseraError } from './errors';
 import { GRAPH_FORMAT_VERSION, GraphBuilder, type GraphDocument, type NodeDocument, type Tensor } from './graph';
 
 const CTORS = { Float32Array, Int32Array, Uint16Array, Uint8Array } as const;
@@ -78,7 +78,7 @@ export function graphFromDocument(doc: GraphDocument | string): GraphBuilder<Rec
     const what = `tensor ${JSON.stringify(t?.name)}`;
     if (!t || typeof t.name !== 'string' || t.name === '') throw new InvalidGraphError('a tensor has an empty name');
     if (!isDType(t.type)) {
-      throw new TesseraError('UnknownType', `${what}: unknown tensor type ${JSON.stringify(t.type)}`);
+      throw new DTypeError(`${what}: unknown tensor type ${JSON.stringify(t.type)}`, 'UnknownType');
     }
     let tensor: Tensor;
     if (t.data !== undefined && t.values !== undefined) {

@@ -25,10 +25,17 @@ export type NativeErrorKind =
   | 'Internal';
 
 /**
- * Every error kind: the native kinds, plus `NativeModuleMissing` when the TurboModule is not
- * linked into the app.
+ * The kinds the platform modules (Kotlin, Swift) answer with when the Rust core cannot be
+ * reached: `NativeLibrary` when the native library is missing, cannot be loaded (wrong ABI,
+ * missing symbol) or does not match the generated bindings (uniffi checksum mismatch).
  */
-export type TesseraErrorKind = NativeErrorKind | 'NativeModuleMissing';
+export type BridgeErrorKind = 'NativeLibrary';
+
+/**
+ * Every error kind: the native kinds, the bridge kinds, and `NativeModuleMissing` when the
+ * TurboModule is not linked into the app.
+ */
+export type TesseraErrorKind = NativeErrorKind | BridgeErrorKind | 'NativeModuleMissing';
 
 /** The native kinds, for checking responses. */
 export const NATIVE_ERROR_KINDS: readonly NativeErrorKind[] = Object.freeze([
@@ -48,6 +55,12 @@ export const NATIVE_ERROR_KINDS: readonly NativeErrorKind[] = Object.freeze([
   'OutOfMemory',
   'Backend',
   'Internal',
+]);
+
+/** The kinds a response may carry: the native kinds and the bridge kinds. */
+export const RESPONSE_ERROR_KINDS: readonly (NativeErrorKind | BridgeErrorKind)[] = Object.freeze([
+  ...NATIVE_ERROR_KINDS,
+  'NativeLibrary',
 ]);
 
 /**
@@ -78,38 +91,16 @@ export class TesseraError extends Error {
   }
 
   /**
-   * The error for a native `{"error": {"kind", "message"}}` response: the subclass that
-   * matches the kind (so `instanceof ShapeError` works for errors found in JS and in Rust
-   * alike), or a plain `TesseraError`.
+   * The error for a native `{"error": {"kind", "message"}}` response: the class that
+   * {@link errorOfKind} gives for the kind, so that `instanceof ShapeError` or
+   * `instanceof DTypeError` works alike for errors found in JS and in Rust.
    *
    * @param kind - the native kind; an unknown kind becomes `Internal`
    * @param message - the native message
    */
   static fromNative(kind: string, message: string): TesseraError {
-    const k: NativeErrorKind = (NATIVE_ERROR_KINDS as readonly string[]).includes(kind)
-      ? (kind as NativeErrorKind)
-      : 'Internal';
-    const text = k === kind ? message : `${kind}: ${message}`;
-    switch (k) {
-      case 'ShapeMismatch':
-        return new ShapeError(text);
-      case 'InvalidArgument':
-        return new InvalidArgumentError(text);
-      case 'InvalidGraph':
-        return new InvalidGraphError(text);
-      case 'DataLength':
-        return new DataLengthError(text);
-      case 'Cancelled':
-        return new CancelledError(text);
-      case 'Closed':
-        return new ClosedError(text);
-      case 'InvalidModel':
-        return new InvalidModelError(text);
-      case 'ContextFull':
-        return new ContextFullError(text);
-      default:
-        return new TesseraError(k, text);
-    }
+    const known = (RESPONSE_ERROR_KINDS as readonly string[]).includes(kind);
+    return known ? errorOfKind(kind as TesseraErrorKind, message) : new TesseraError('Internal', `${kind}: ${message}`);
   }
 }
 
@@ -126,8 +117,9 @@ export class ShapeError extends TesseraError {
 }
 
 /**
- * An operand whose element type the op does not accept, or an unknown type name (kind
- * `UnknownType` for names, `Unsupported` for types an op does not take).
+ * An operand whose element type the op does not accept, an op or type that no device runs, or
+ * an unknown type name (kind `UnknownType` for names, `Unsupported` for the others; the Rust
+ * core's `Unsupported` and `UnknownType` errors arrive as this class too).
  */
 export class DTypeError extends TesseraError {
   /**
@@ -224,4 +216,48 @@ export class NativeModuleMissingError extends TesseraError {
     );
     this.name = 'NativeModuleMissingError';
   }
+}
+
+/**
+ * The native library is missing, cannot be loaded, or does not match the generated bindings
+ * (kind `NativeLibrary`). Answered by the platform module, whose message names the library, the
+ * ABI or architecture and what to rebuild.
+ */
+export class NativeLibraryError extends TesseraError {
+  /** @param message - names the library, the ABI and the cause */
+  constructor(message: string) {
+    super('NativeLibrary', message);
+    this.name = 'NativeLibraryError';
+  }
+}
+
+/**
+ * The one table from error kinds to classes: used for native responses
+ * ({@link TesseraError.fromNative}) and by the checks in JavaScript, so that a kind always
+ * arrives as the same class wherever it was found. Kinds without a class of their own are a
+ * plain {@link TesseraError}.
+ */
+const ERROR_CLASSES: { readonly [K in TesseraErrorKind]?: (message: string) => TesseraError } = {
+  ShapeMismatch: (m) => new ShapeError(m),
+  InvalidArgument: (m) => new InvalidArgumentError(m),
+  InvalidGraph: (m) => new InvalidGraphError(m),
+  DataLength: (m) => new DataLengthError(m),
+  Cancelled: (m) => new CancelledError(m),
+  Closed: (m) => new ClosedError(m),
+  InvalidModel: (m) => new InvalidModelError(m),
+  ContextFull: (m) => new ContextFullError(m),
+  Unsupported: (m) => new DTypeError(m, 'Unsupported'),
+  UnknownType: (m) => new DTypeError(m, 'UnknownType'),
+  NativeLibrary: (m) => new NativeLibraryError(m),
+};
+
+/**
+ * The error of `kind` with `message`, of the class the kind maps to (see the table above).
+ *
+ * @param kind - the error kind
+ * @param message - the message, used as it is
+ */
+export function errorOfKind(kind: TesseraErrorKind, message: string): TesseraError {
+  const make = ERROR_CLASSES[kind];
+  return make ? make(message) : new TesseraError(kind, message);
 }

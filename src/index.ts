@@ -34,9 +34,12 @@ export {
   InvalidArgumentError,
   InvalidGraphError,
   InvalidModelError,
+  NativeLibraryError,
   NativeModuleMissingError,
   ShapeError,
   TesseraError,
+  errorOfKind,
+  type BridgeErrorKind,
   type NativeErrorKind,
   type TesseraErrorKind,
 } from './errors';

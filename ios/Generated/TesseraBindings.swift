@@ -4318,6 +4318,20 @@ public func callJson(request: String) -> String  {
 })
 }
 /**
+ * Closes every session opened through the JSON protocol (`openSession`), the sessions kept
+ * for one-shot computes and every model loaded through the protocol (`loadModel`): computes
+ * and generations in flight are cancelled first, so this returns soon after their next check.
+ * Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
+ * new ones can be opened.
+ */
+public func closeAllSessions() -> UInt64  {
+    return try!  FfiConverterUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_func_close_all_sessions(uniffiCallStatus
+    )
+})
+}
+/**
  * The current level.
  */
 public func logLevel() -> LogLevel  {
@@ -4389,6 +4403,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_func_call_json() != 65131) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_func_close_all_sessions() != 52487) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_func_log_level() != 15396) {

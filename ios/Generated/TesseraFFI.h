@@ -465,6 +465,12 @@ RustBuffer uniffi_tessera_ffi_fn_func_devices(RustCallStatus *_Nonnull out_statu
 RustBuffer uniffi_tessera_ffi_fn_func_call_json(RustBuffer request, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_CLOSE_ALL_SESSIONS
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_CLOSE_ALL_SESSIONS
+uint64_t uniffi_tessera_ffi_fn_func_close_all_sessions(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_LOG_LEVEL
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_FUNC_LOG_LEVEL
 RustBuffer uniffi_tessera_ffi_fn_func_log_level(RustCallStatus *_Nonnull out_status
@@ -773,6 +779,12 @@ uint16_t uniffi_tessera_ffi_checksum_func_devices(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_CALL_JSON
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_CALL_JSON
 uint16_t uniffi_tessera_ffi_checksum_func_call_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_CLOSE_ALL_SESSIONS
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_FUNC_CLOSE_ALL_SESSIONS
+uint16_t uniffi_tessera_ffi_checksum_func_close_all_sessions(void
     
 );
 #endif

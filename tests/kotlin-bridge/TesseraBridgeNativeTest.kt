@@ -5,6 +5,7 @@
 import com.tessera.LogLevel
 import com.tessera.LogListener
 import com.tessera.callJson
+import com.tessera.closeAllSessions
 import com.tessera.setLogListener
 import com.tessera.reactnative.TesseraBridge
 import java.nio.ByteBuffer
@@ -47,6 +48,7 @@ private fun moduleBridge() =
         }
       )
     },
+    closeAll = { closeAllSessions() },
   )
 
 private fun callAndWait(bridge: TesseraBridge, request: String, seconds: Long = 60): String {
@@ -133,6 +135,39 @@ fun main() {
   }
 
   bridge.shutdown()
+
+  test("closing the module closes its sessions (a compute in flight is cancelled)") {
+    val module = moduleBridge()
+    val open = { callAndWait(module, "{\"method\":\"openSession\",\"options\":{\"device\":\"CPU\",\"threads\":1}}") }
+    val idOf = { r: String -> Regex("\"session\":(\\d+)").find(r)?.groupValues?.get(1) ?: throw AssertionError(r) }
+    val idle = idOf(open())
+    val busy = idOf(open())
+    // 2000 chained 128 x 128 matmuls (8 GFLOP): still running when the module closes.
+    val nodes = (0 until 2000).joinToString(",") { k ->
+      "{\"name\":\"m$k\",\"op\":\"MUL_MAT\",\"src\":[\"w\",\"${if (k == 0) "x" else "m${k - 1}"}\"]}"
+    }
+    val graph = "{\"version\":1,\"tensors\":[{\"name\":\"w\",\"type\":\"F32\",\"shape\":[128,128]},{\"name\":\"x\",\"type\":\"F32\",\"shape\":[128,128]}]," +
+      "\"nodes\":[$nodes],\"outputs\":[\"m1999\"]}"
+    val zeros = Base64.getEncoder().encodeToString(ByteArray(128 * 128 * 4))
+    val inputs = "[{\"name\":\"w\",\"dtype\":\"F32\",\"shape\":[128,128],\"data\":\"$zeros\"},{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[128,128],\"data\":\"$zeros\"}]"
+    val done = CountDownLatch(1)
+    val computed = AtomicReference<String>()
+    module.call("{\"method\":\"compute\",\"session\":$busy,\"graph\":$graph,\"inputs\":$inputs}", { computed.set(it); done.countDown() }, { _, _ -> done.countDown() })
+    module.shutdown()
+    check(module.awaitShutdown(60, TimeUnit.SECONDS)) { "shutdown did not finish" }
+    check(done.await(60, TimeUnit.SECONDS)) { "the compute never answered" }
+    // Cancelled when it had started, Closed when the session was gone before it started.
+    val kind = Regex("\"kind\":\"(\\w+)\"").find(computed.get())?.groupValues?.get(1)
+    check(kind == "Cancelled" || kind == "Closed") { "the compute was not stopped: ${computed.get().take(200)}" }
+    // The next instance (after a JS reload) finds both sessions closed.
+    val next = moduleBridge()
+    for (id in listOf(idle, busy)) {
+      val r = callAndWait(next, "{\"method\":\"compute\",\"session\":$id,\"graph\":$graph,\"inputs\":$inputs}")
+      check(r == "{\"error\":{\"kind\":\"Closed\",\"message\":\"session $id is closed\"}}") { "session $id: $r" }
+    }
+    next.shutdown()
+  }
+
   println("$passed passed, $failed failed")
   if (failed > 0) kotlin.system.exitProcess(1)
 }

@@ -77,12 +77,12 @@ fun main() {
   }
 
   test("a native exception resolves with an Internal error response") {
-    val bridge = TesseraBridge(native = { throw UnsatisfiedLinkError("libtessera_ffi.so: \"not found\"\n") })
+    val bridge = TesseraBridge(native = { throw IllegalArgumentException("bad \"input\"\n") })
     val (resolved, rejected) = callAndWait(bridge, "{}")
     eq(rejected, null)
     eq(
       resolved,
-      "{\"error\":{\"kind\":\"Internal\",\"message\":\"native call failed: UnsatisfiedLinkError: libtessera_ffi.so: \\\"not found\\\"\\n\"}}",
+      "{\"error\":{\"kind\":\"Internal\",\"message\":\"native call failed: IllegalArgumentException: bad \\\"input\\\"\\n\"}}",
     )
   }
 
@@ -136,6 +136,95 @@ fun main() {
     eq(events, listOf("error: could not install the log listener: IllegalStateException: no logger"))
     check(!bridge.isLogForwarding) { "claims to forward" }
     bridge.shutdown()
+  }
+
+  test("a missing native library resolves with NativeLibrary naming the library and the ABI, for every call") {
+    var calls = 0
+    val bridge =
+      TesseraBridge(
+        native = {
+          calls++
+          if (calls == 1) throw UnsatisfiedLinkError("Unable to load library 'tessera_ffi': libtessera_ffi.so: cannot open shared object file")
+          // What the JVM throws for a class whose initializer failed once.
+          throw NoClassDefFoundError("Could not initialize class com.tessera.UniffiLib")
+        },
+        abi = { "arm64-v8a" },
+      )
+    val (first, _) = callAndWait(bridge, "{\"method\":\"devices\"}")
+    val expected =
+      "{\"error\":{\"kind\":\"NativeLibrary\",\"message\":\"react-native-tessera: could not load libtessera_ffi.so for ABI arm64-v8a " +
+        "(Unable to load library 'tessera_ffi': libtessera_ffi.so: cannot open shared object file); the app was built without it " +
+        "or with another ABI: build from source (Rust and the NDK, the Gradle task buildTesseraRust) or ship prebuilt " +
+        "android/src/main/jniLibs/arm64-v8a/libtessera_ffi.so\"}}"
+    eq(first, expected)
+    eq(callAndWait(bridge, "{\"method\":\"devices\"}").first, expected)
+    eq(calls, 1)
+    bridge.shutdown()
+  }
+
+  test("a symbol JNA cannot bind (another build, or a minified one) is a NativeLibrary error saying both") {
+    val bridge = TesseraBridge(native = { throw UnsatisfiedLinkError("'java.lang.String a.a.a.M.l()'") }, abi = { "arm64-v8a" })
+    eq(
+      callAndWait(bridge, "{}").first,
+      "{\"error\":{\"kind\":\"NativeLibrary\",\"message\":\"react-native-tessera: could not bind to libtessera_ffi.so for ABI arm64-v8a " +
+        "('java.lang.String a.a.a.M.l()'): the library lacks a function of the generated Kotlin bindings (they must come from " +
+        "one build), or JNA and the bindings were renamed by a minified release build without the keep rules of the package's " +
+        "android/consumer-rules.pro\"}}",
+    )
+    bridge.shutdown()
+  }
+
+  test("a class whose init failed earlier is still a NativeLibrary error") {
+    val bridge = TesseraBridge(native = { throw NoClassDefFoundError("Could not initialize class com.tessera.UniffiLib") }, abi = { "x86_64" })
+    val (r, _) = callAndWait(bridge, "{}")
+    check(r!!.startsWith("{\"error\":{\"kind\":\"NativeLibrary\",\"message\":\"react-native-tessera: libtessera_ffi.so for ABI x86_64 could not be initialized")) { r }
+    bridge.shutdown()
+  }
+
+  test("a uniffi checksum mismatch is a NativeLibrary error naming the bindings, not a crash") {
+    val bridge =
+      TesseraBridge(
+        native = { throw ExceptionInInitializerError(RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")) },
+        abi = { "x86_64" },
+      )
+    val (r, _) = callAndWait(bridge, "{}")
+    check(r!!.startsWith("{\"error\":{\"kind\":\"NativeLibrary\",\"message\":\"react-native-tessera: libtessera_ffi.so for ABI x86_64 does not match the generated Kotlin bindings (UniFFI API checksum mismatch")) { r }
+    bridge.shutdown()
+  }
+
+  test("other exceptions stay Internal and are not remembered") {
+    var n = 0
+    val bridge = TesseraBridge(native = { if (++n == 1) throw IllegalStateException("once") else "{\"ok\":1}" })
+    eq(callAndWait(bridge, "{}").first, "{\"error\":{\"kind\":\"Internal\",\"message\":\"native call failed: IllegalStateException: once\"}}")
+    eq(callAndWait(bridge, "{}").first, "{\"ok\":1}")
+    bridge.shutdown()
+  }
+
+  test("shutdown closes every native session: at once, and after the running calls finished") {
+    val closes = java.util.concurrent.atomic.AtomicInteger()
+    val release = CountDownLatch(1)
+    val bridge =
+      TesseraBridge(
+        native = { req -> if (req == "slow") release.await(5, TimeUnit.SECONDS); "{\"ok\":{}}" },
+        closeAll = { closes.incrementAndGet(); Unit },
+      )
+    callAndWait(bridge, "{}")
+    val done = CountDownLatch(1)
+    bridge.call("slow", { done.countDown() }, { _, _ -> done.countDown() })
+    bridge.shutdown()
+    eq(closes.get(), 1)
+    release.countDown()
+    check(bridge.awaitShutdown(5, TimeUnit.SECONDS)) { "the final close did not run" }
+    eq(closes.get(), 2)
+    check(done.await(5, TimeUnit.SECONDS)) { "the running call was dropped" }
+  }
+
+  test("shutdown does not touch the native library when no call used it") {
+    var closes = 0
+    val bridge = TesseraBridge(native = { throw UnsatisfiedLinkError("absent") }, closeAll = { closes++ })
+    callAndWait(bridge, "{}")
+    bridge.shutdown()
+    eq(closes, 0)
   }
 
   println("$passed passed, $failed failed")

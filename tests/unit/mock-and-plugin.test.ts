@@ -73,14 +73,23 @@ describe('app.plugin.js', () => {
     expect(plugin(config)).toBe(config);
   });
 
-  it('with config plugins: runs once, leaves gradle.properties alone, warns about legacy packaging', () => {
+  it('with config plugins: runs once, sets the entitlement and the large heap, warns about legacy packaging', () => {
+    // A stand-in of @expo/config-plugins that applies each mod at once (the real one runs in
+    // scripts/pack-test.sh, tests/pack/expo-plugin.test.js).
     const warnings: string[] = [];
     const calls: string[] = [];
+    const application = { $: { 'android:name': '.MainApplication' } as Record<string, string> };
     const fakePlugins = {
       withGradleProperties(config: any, action: (c: any) => any) {
         calls.push('withGradleProperties');
         return action(config);
       },
+      withAndroidManifest(config: any, action: (c: any) => any) {
+        calls.push('withAndroidManifest');
+        action({ modResults: { manifest: { application: [application] } } });
+        return config;
+      },
+      AndroidConfig: { Manifest: { getMainApplicationOrThrow: (m: any) => m.manifest.application[0] } },
       createRunOncePlugin(p: (c: unknown) => unknown, name: string, version: string) {
         calls.push(`runOnce ${name}@${version}`);
         return p;
@@ -94,7 +103,13 @@ describe('app.plugin.js', () => {
     const before = JSON.stringify(modResults);
     const out = p({ modResults });
     expect(JSON.stringify(out.modResults)).toBe(before);
-    expect(calls).toEqual([`runOnce react-native-tessera@${require('../../package.json').version}`, 'withGradleProperties']);
+    expect(out.ios.entitlements).toEqual({ 'com.apple.developer.kernel.increased-memory-limit': true });
+    expect(application.$['android:largeHeap']).toBe('true');
+    expect(calls).toEqual([
+      `runOnce react-native-tessera@${require('../../package.json').version}`,
+      'withAndroidManifest',
+      'withGradleProperties',
+    ]);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/useLegacyPackaging=true/);
     p({ modResults: [{ type: 'property', key: 'expo.useLegacyPackaging', value: 'false' }] });

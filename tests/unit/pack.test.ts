@@ -1,7 +1,9 @@
 /**
  * What `npm pack` ships: the sources, the build output, the native projects without their
- * build folders, the podspec, the Jest mock and the Expo plugin; no tests, no example, no
- * build junk. Junk files are planted in the build folders for the check and removed after.
+ * build folders, the podspec, the Jest mock, the Expo plugin, and the Rust workspace that the
+ * Gradle and podspec builds compile (manifests, lock file, sources, shaders; no tests); no
+ * tests, no example, no build junk. Junk files are planted in the build folders for the check
+ * and removed after. (scripts/pack-test.sh installs the real tarball in a fresh app.)
  */
 
 import { execFileSync } from 'node:child_process';
@@ -20,6 +22,8 @@ const junk = [
   'ios/build/junk.txt',
   'src/__tests__/junk.test.ts',
   'android/src/main/.DS_Store',
+  'rust/ffi/tests/junk.rs',
+  'rust/ffi/benches/junk.rs',
 ];
 const planted: string[] = [];
 
@@ -50,7 +54,7 @@ describe('npm pack', () => {
   afterAll(() => {
     for (const p of planted) rmSync(p, { force: true });
     // Remove the folders planted above when they are empty now.
-    for (const d of ['android/build', 'android/.cxx', 'android/.gradle', 'ios/build', 'src/__tests__']) {
+    for (const d of ['android/build', 'android/.cxx', 'android/.gradle', 'ios/build', 'src/__tests__', 'rust/ffi/benches']) {
       try {
         rmdirSync(join(root, d));
       } catch {
@@ -68,12 +72,17 @@ describe('npm pack', () => {
       /^react-native-tessera\.podspec$/,
       /^jest\/mock\.js$/,
       /^src\/[^_].*\.tsx?$/,
-      /^lib\/(module|typescript)\//,
-      /^android\/(build\.gradle|gradle\.properties)$/,
+      /^lib\/(commonjs|module|typescript)\//,
+      /^android\/(build\.gradle|gradle\.properties|consumer-rules\.pro)$/,
       /^android\/src\/main\//,
       /^ios\/[^/]+\.(swift|mm|m|h)$/,
+      /^ios\/build-rust\.sh$/,
       /^ios\/Generated\//,
       /^ios\/TesseraFFI\.xcframework\//,
+      /^(Cargo\.toml|Cargo\.lock|uniffi\.toml)$/,
+      /^rust\/[a-z]+\/(Cargo\.toml|build\.rs)$/,
+      /^rust\/[a-z]+\/src\//,
+      /^rust\/gpu\/shaders\/[a-z0-9_]+\.wgsl$/,
     ];
     const unexpected = files.filter((f) => !allowed.some((re) => re.test(f)));
     expect(unexpected).toEqual([]);
@@ -88,7 +97,8 @@ describe('npm pack', () => {
       /local\.properties$/,
       /^ios\/build\//,
       /(^|\/)\.[^/]+$/,
-      /^(rust|scripts|types|docs|target)\//,
+      /^(scripts|types|docs|target)\//,
+      /^rust\/[^/]+\/(tests|benches|examples)\//,
       /node_modules/,
       /\.tgz$/,
       /^(tsconfig.*|vitest.*|\.npmrc)$/,
@@ -105,18 +115,31 @@ describe('npm pack', () => {
       'app.plugin.js',
       'react-native-tessera.podspec',
       'android/build.gradle',
+      'android/consumer-rules.pro',
       'android/src/main/AndroidManifest.xml',
+      'android/src/main/java/com/tessera/tessera_ffi.kt',
       'android/src/main/java/com/tessera/reactnative/TesseraModule.kt',
       'android/src/main/java/com/tessera/reactnative/TesseraPackage.kt',
       'android/src/main/java/com/tessera/reactnative/TesseraBridge.kt',
       'ios/Tessera.mm',
       'ios/TesseraImpl.swift',
+      'ios/build-rust.sh',
+      'ios/Generated/TesseraBindingsCheck.swift',
+      'LICENSE',
+      'Cargo.toml',
+      'Cargo.lock',
+      'rust/ffi/Cargo.toml',
+      'rust/ffi/build.rs',
+      'rust/ffi/src/lib.rs',
+      'rust/gpu/shaders/mul_mat.wgsl',
     ]) {
       expect(files).toContain(f);
     }
     if (existsSync(join(root, 'lib/module/index.js'))) {
       expect(files).toContain('lib/module/index.js');
-      expect(files).toContain('lib/typescript/src/index.d.ts');
+      expect(files).toContain('lib/commonjs/index.js');
+      expect(files).toContain('lib/typescript/module/src/index.d.ts');
+      expect(files).toContain('lib/typescript/commonjs/src/index.d.ts');
     }
   });
 });

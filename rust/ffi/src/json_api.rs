@@ -35,6 +35,12 @@ fn sessions() -> MutexGuard<'static, Sessions> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
+/// Removes every open session from the table (their numbers answer `Closed` from then on) and
+/// returns them, for [`crate::lifecycle`] to close.
+pub(crate) fn take_open_sessions() -> Vec<Arc<Session>> {
+    sessions().open.drain().map(|(_, s)| s).collect()
+}
+
 fn session_id(request: &Map<String, Value>) -> Result<u64, TesseraError> {
     let v = request.get("session").ok_or_else(|| bad_request("missing \"session\""))?;
     v.as_u64().ok_or_else(|| bad_request(format!("\"session\" must be a session number, got {v}")))
@@ -173,13 +179,12 @@ fn compute(request: &Map<String, Value>) -> Reply {
             let session = lookup(session_id(request)?)?;
             session.run(Arc::new(CancelToken::default()), &graph, inputs)?
         }
-        None => {
-            // A one-shot session.
-            let session = Session::open(parse_options(request.get("options"))?)?;
-            let outputs = session.run(Arc::new(CancelToken::default()), &graph, inputs);
-            session.close();
-            outputs?
-        }
+        // A session kept for one-shot computes with these options.
+        None => crate::oneshot_sessions::compute(
+            parse_options(request.get("options"))?,
+            &graph,
+            inputs,
+        )?,
     };
     Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
 }
@@ -234,6 +239,7 @@ fn dispatch(request: &str) -> Reply {
         "compute" => compute(obj),
         "cancel" => cancel(obj),
         "closeSession" => close_session(obj),
+        "closeAllSessions" => Ok(json!({ "closed": crate::lifecycle::close_all() })),
         "setLogLevel" => {
             set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
             Ok(json!({}))
@@ -241,8 +247,9 @@ fn dispatch(request: &str) -> Reply {
         other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
             Err(bad_request(format!(
                 "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-                 compute, cancel, closeSession, setLogLevel, loadModel, modelInfo, tokenize, \
-                 detokenize, applyChatTemplate, generate, cancelGeneration, embed, releaseModel)"
+                 compute, cancel, closeSession, closeAllSessions, setLogLevel, loadModel, \
+                 modelInfo, tokenize, detokenize, applyChatTemplate, generate, cancelGeneration, \
+                 embed, releaseModel)"
             )))
         }),
     }

@@ -8,6 +8,7 @@
 //!   them as [`TesseraError::Internal`].
 //! - Logging: [`set_log_level`], [`set_log_listener`], [`set_log_to_stderr`]; logcat on Android,
 //!   os_log on Apple (feature `oslog`).
+//! - [`close_all_sessions`]: frees every session held for JavaScript (the modules' `invalidate`).
 //! - [`call_json`]: the JSON protocol of docs/native-protocol.md (what the React Native module
 //!   calls), also reachable from C as [`c_api`]'s `tessera_call_json` / `tessera_free_string`.
 //!
@@ -26,9 +27,11 @@ pub mod info;
 mod jni_hook;
 pub mod json_api;
 mod json_model;
+pub mod lifecycle;
 pub mod logging;
 pub mod model;
 mod oneshot;
+mod oneshot_sessions;
 mod prepared;
 pub mod registry;
 pub mod session;
@@ -41,6 +44,7 @@ pub use info::{
 };
 pub use json_api::call_json;
 pub use json_model::release_all_models;
+pub use lifecycle::close_all_sessions;
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
 };

@@ -61,9 +61,12 @@ pub struct ModelTensors {
     pub token_embd: ModelTensor,
     /// Final RMS norm, `[n_embd]`.
     pub output_norm: ModelTensor,
-    /// Output projection, `[n_embd, n_vocab]`: `output.weight`, or the token embeddings when
-    /// the file has none (tied embeddings).
+    /// Output projection, `[n_embd, n_vocab]`: `output.weight`, or, when the file has none
+    /// (tied embeddings), the token embeddings' bytes under that name, so that the output can be
+    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are.
     pub output: ModelTensor,
+    /// Whether `output` is the token embeddings (tied).
+    pub tied: bool,
     /// RoPE frequency factors (Llama 3.1+), `[n_rot / 2]`.
     pub rope_freqs: Option<ModelTensor>,
     /// The blocks.
@@ -71,15 +74,10 @@ pub struct ModelTensors {
 }
 
 impl ModelTensors {
-    /// Whether the output projection is the token embedding table.
-    pub fn tied_output(&self) -> bool {
-        self.output.name == self.token_embd.name
-    }
-
-    /// Every distinct tensor, each once.
+    /// Every tensor of the file the model reads, each once (a tied output is the embeddings).
     pub fn all(&self) -> Vec<&ModelTensor> {
         let mut v = vec![&self.token_embd, &self.output_norm];
-        if !self.tied_output() {
+        if !self.tied {
             v.push(&self.output);
         }
         v.extend(self.rope_freqs.as_ref());
@@ -96,13 +94,10 @@ impl ModelTensors {
         v
     }
 
-    /// The tensors that only MUL_MAT reads (as its weights): the projections, and the output
-    /// when it is not tied to the embeddings (which GET_ROWS reads too).
+    /// The weights only MUL_MAT reads: the projections and the output (a tied output is a
+    /// graph tensor of its own, read by MUL_MAT only).
     pub fn matmul_only(&self) -> Vec<&ModelTensor> {
-        let mut v = Vec::new();
-        if !self.tied_output() {
-            v.push(&self.output);
-        }
+        let mut v = vec![&self.output];
         for l in &self.layers {
             v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down]);
         }
@@ -115,9 +110,9 @@ impl ModelTensors {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = t.need("token_embd.weight", &[e, v])?;
         let output_norm = t.vector("output_norm.weight", e)?;
-        let output = match t.opt("output.weight", &[e, v])? {
-            Some(o) => o,
-            None => token_embd.clone(),
+        let (output, tied) = match t.opt("output.weight", &[e, v])? {
+            Some(o) => (o, false),
+            None => (ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() }, true),
         };
         let rope_freqs = t.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;
         let gemma = hp.arch == Architecture::Gemma3;
@@ -153,7 +148,7 @@ impl ModelTensors {
                 post_ffn_norm: required_if(gemma, "post_ffw_norm.weight", e)?,
             });
         }
-        Ok(ModelTensors { token_embd, output_norm, output, rope_freqs, layers })
+        Ok(ModelTensors { token_embd, output_norm, output, tied, rope_freqs, layers })
     }
 }
 

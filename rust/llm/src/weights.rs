@@ -43,7 +43,9 @@ impl WeightStore {
         progress: Progress<'_>,
     ) -> Result<WeightStore> {
         let all = tensors.all();
-        let total: usize = all.iter().map(|t| t.info.size).sum::<usize>().max(1);
+        // A tied output placed on its own (repacked) is written once more.
+        let tied_extra = if tensors.tied { tensors.output.info.size } else { 0 };
+        let total: usize = all.iter().map(|t| t.info.size).sum::<usize>().max(1) + tied_extra;
         let mut done = 0usize;
         let mut step = |n: usize| -> Result<()> {
             done += n;
@@ -78,25 +80,37 @@ impl WeightStore {
                     step(t.info.size)?;
                 }
             }
-            for t in &all {
+            for t in all.iter().copied().chain(tensors.tied.then_some(&tensors.output)) {
                 if placed.contains_key(&t.name) {
                     continue;
                 }
                 let offset = file.data_offset() + t.info.offset;
                 placed.insert(t.name.clone(), Storage { buffer: mapping.clone(), offset });
-                mapped_bytes += t.info.size;
+                if !(tensors.tied && t.name == tensors.output.name) {
+                    mapped_bytes += t.info.size;
+                }
                 step(t.info.size)?;
             }
         } else {
             let bt = device.buffer_type();
             let buffer = alloc_for(bt.as_ref(), &all)?;
             let mut offset = 0;
+            if tensors.tied {
+                step(tied_extra)?;
+            }
             for t in &all {
                 write_tensor(file, t, &buffer, offset)?;
                 placed.insert(t.name.clone(), Storage { buffer: buffer.clone(), offset });
                 offset += aligned(bt.alloc_size(&t.info.layout()), bt.alignment());
                 copied_bytes += t.info.size;
                 step(t.info.size)?;
+            }
+            // A tied output reads the uploaded embeddings.
+            if tensors.tied {
+                let embd = placed.get(&tensors.token_embd.name).cloned();
+                if let Some(s) = embd {
+                    placed.insert(tensors.output.name.clone(), s);
+                }
             }
         }
         Ok(WeightStore { placed, copied_bytes, mapped_bytes })

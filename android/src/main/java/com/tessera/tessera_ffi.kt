@@ -780,6 +780,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_func_call_json(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_func_close_all_sessions(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_func_log_level(
     ): Int
     external fun uniffi_tessera_ffi_checksum_func_set_log_level(
@@ -918,6 +920,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_func_call_json(`request`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_func_close_all_sessions(uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
     external fun uniffi_tessera_ffi_fn_func_log_level(uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_func_set_log_level(`level`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1058,6 +1062,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_func_call_json() and 0xFFFF) != 65131) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_func_close_all_sessions() and 0xFFFF) != 52487) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_func_log_level() and 0xFFFF) != 15396) {
@@ -4791,6 +4798,23 @@ public object FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer<List<Lis
     
         
         FfiConverterString.lower(`request`),_status)
+}
+    )
+    }
+    
+
+        /**
+         * Closes every session opened through the JSON protocol (`openSession`), the sessions kept
+         * for one-shot computes and every model loaded through the protocol (`loadModel`): computes
+         * and generations in flight are cancelled first, so this returns soon after their next check.
+         * Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
+         * new ones can be opened.
+         */ fun `closeAllSessions`(): kotlin.ULong {
+            return FfiConverterULong.lift(
+    uniffiRustCall() { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_func_close_all_sessions(
+    
+        _status)
 }
     )
     }

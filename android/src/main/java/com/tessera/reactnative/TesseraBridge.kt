@@ -1,5 +1,6 @@
 package com.tessera.reactnative
 
+import java.util.concurrent.CountDownLatch
 import java.util.concurrent.ExecutorService
 import java.util.concurrent.RejectedExecutionException
 import java.util.concurrent.SynchronousQueue
@@ -15,25 +16,38 @@ import java.util.concurrent.atomic.AtomicInteger
  * - [call] runs one JSON request of the native protocol (docs/native-protocol.md) on a
  *   background thread and hands the JSON response to `resolve`. Calls run concurrently: a
  *   `cancel` request must get through while a `compute` of the same session is running.
- *   A native failure (a missing library, an unexpected exception) still resolves, with the
- *   protocol's error response `{"error": {"kind": "Internal", ...}}`, so that JavaScript has
- *   one path for errors. `reject` is used only once the bridge is shut down.
+ *   A native failure still resolves, with the protocol's error response, so that JavaScript
+ *   has one path for errors: a native library that is missing, cannot be loaded or does not
+ *   match the generated bindings (uniffi's checksum check) is `{"error": {"kind":
+ *   "NativeLibrary", ...}}` naming the library and the ABI, remembered and answered to every
+ *   later call; any other exception is `Internal`. `reject` is used only once the bridge is
+ *   shut down.
  * - [setLogForwarding] installs or removes the log sink through which the Rust core's records
  *   reach `emit` (the module sends them to JavaScript as `TesseraLog` events).
+ * - [shutdown] (the module's `invalidate`: a JS reload) stops accepting calls and releases every
+ *   native session through `closeAll`, so native memory does not outlive the JS instance.
  *
  * @param native the generated binding's `callJson(request): String`
  * @param installLogSink installs a sink `(level, target, message)` with the core, or removes it
  *   when given `null`
  * @param executor where calls run; a cached pool of daemon threads by default
+ * @param closeAll closes every native session (the generated `closeAllSessions()`); called by
+ *   [shutdown] when the native library was used
+ * @param abi the ABI the process runs (Android: `Build.SUPPORTED_ABIS[0]`), for error messages
  */
 class TesseraBridge(
   private val native: (String) -> String,
   private val installLogSink: ((((String, String, String) -> Unit)?) -> Unit) = {},
   private val executor: ExecutorService = defaultExecutor(),
+  private val closeAll: () -> Unit = {},
+  private val abi: () -> String = { System.getProperty("os.arch") ?: "unknown" },
 ) {
   @Volatile private var logging = false
   @Volatile private var shutDown = false
+  @Volatile private var nativeUsed = false
+  @Volatile private var libraryFailure: String? = null
   private val lock = Any()
+  private val finished = CountDownLatch(1)
 
   /**
    * Runs `request` off the calling thread.
@@ -54,13 +68,56 @@ class TesseraBridge(
   }
 
   /** Runs `request` on the calling thread; never throws. */
-  fun callNow(request: String): String =
-    try {
-      native(request)
+  fun callNow(request: String): String {
+    libraryFailure?.let { return errorJson(NATIVE_LIBRARY, it) }
+    return try {
+      native(request).also { nativeUsed = true }
     } catch (e: Throwable) {
       if (e is InterruptedException) Thread.currentThread().interrupt()
-      errorJson("Internal", "native call failed: ${describe(e)}")
+      val library = libraryProblem(e)
+      if (library != null) {
+        // The first failure says why; later ones only say the class could not be initialized.
+        synchronized(lock) { if (libraryFailure == null) libraryFailure = library }
+        errorJson(NATIVE_LIBRARY, libraryFailure ?: library)
+      } else {
+        errorJson("Internal", "native call failed: ${describe(e)}")
+      }
     }
+  }
+
+  /** The message of a native-library failure, or null when `e` is something else. */
+  private fun libraryProblem(e: Throwable): String? {
+    val chain = generateSequence(e) { it.cause }.take(8).toList()
+    val where = "$LIBRARY_FILE for ABI ${abi()}"
+    chain.firstOrNull { (it.message ?: "").contains("checksum mismatch", ignoreCase = true) }?.let {
+      return "react-native-tessera: $where does not match the generated Kotlin bindings " +
+        "(${it.message}); the bindings and the library must come from one build: rebuild the " +
+        "app (the Gradle task buildTesseraRust) or rerun scripts/build-android.sh"
+    }
+    chain.firstOrNull { (it.message ?: "").contains("contract version mismatch", ignoreCase = true) }?.let {
+      return "react-native-tessera: $where was built with another uniffi version than the " +
+        "Kotlin bindings (${it.message}); rebuild the library and the bindings together"
+    }
+    chain.firstOrNull { it is UnsatisfiedLinkError }?.let {
+      val message = it.message ?: "no message"
+      val unbound = message.contains("Error looking up function") || message.contains("undefined symbol")
+      if (unbound || !message.contains("tessera_ffi")) {
+        // The library loaded, but JNA found no symbol or class it binds by name: a library of
+        // another build, or names changed by a minifier.
+        return "react-native-tessera: could not bind to $where ($message): the library lacks a " +
+          "function of the generated Kotlin bindings (they must come from one build), or JNA and " +
+          "the bindings were renamed by a minified release build without the keep rules of the " +
+          "package's android/consumer-rules.pro"
+      }
+      return "react-native-tessera: could not load $where ($message); the app " +
+        "was built without it or with another ABI: build from source (Rust and the NDK, the " +
+        "Gradle task buildTesseraRust) or ship prebuilt android/src/main/jniLibs/${abi()}/$LIBRARY_FILE"
+    }
+    if (chain.any { it is NoClassDefFoundError && (it.message ?: "").contains("com.tessera.") }) {
+      return "react-native-tessera: $where could not be initialized (${describe(e)})"
+    }
+    return null
+  }
 
   /**
    * Starts or stops forwarding the core's log records to `emit(level, target, message)`.
@@ -83,7 +140,12 @@ class TesseraBridge(
   val isLogForwarding: Boolean
     get() = logging
 
-  /** Stops accepting calls, removes the log sink and lets running calls finish. */
+  /**
+   * Stops accepting calls, removes the log sink, and closes every native session: at once
+   * (computes in flight are cancelled, so this returns soon), and once more when the calls still
+   * running have finished, in case one of them opened a session meanwhile. Does not load the
+   * native library if no call used it.
+   */
   fun shutdown() {
     shutDown = true
     synchronized(lock) {
@@ -96,11 +158,40 @@ class TesseraBridge(
       }
     }
     executor.shutdown()
+    if (!nativeUsed) return
+    closeAllQuietly()
+    val finisher =
+      Thread({
+        try {
+          executor.awaitTermination(60, TimeUnit.SECONDS)
+        } catch (_: InterruptedException) {
+        }
+        closeAllQuietly()
+        finished.countDown()
+      }, "tessera-shutdown")
+    finisher.isDaemon = true
+    finisher.start()
+  }
+
+  /** Waits until [shutdown] has closed the sessions of the calls that were still running. */
+  fun awaitShutdown(timeout: Long, unit: TimeUnit): Boolean = !nativeUsed || finished.await(timeout, unit)
+
+  private fun closeAllQuietly() {
+    try {
+      closeAll()
+    } catch (_: Throwable) {
+    }
   }
 
   companion object {
     /** The code of rejections after [shutdown]. */
     const val CLOSED = "Closed"
+
+    /** The error kind of a missing, unloadable or mismatched native library. */
+    const val NATIVE_LIBRARY = "NativeLibrary"
+
+    /** The file of the Rust core on Android. */
+    const val LIBRARY_FILE = "libtessera_ffi.so"
 
     /** A cached pool of daemon threads named `tessera-call-N`. */
     fun defaultExecutor(): ExecutorService {

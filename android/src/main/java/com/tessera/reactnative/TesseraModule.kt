@@ -1,5 +1,6 @@
 package com.tessera.reactnative
 
+import android.os.Build
 import com.facebook.react.bridge.Arguments
 import com.facebook.react.bridge.Promise
 import com.facebook.react.bridge.ReactApplicationContext
@@ -8,6 +9,7 @@ import com.facebook.react.modules.core.DeviceEventManagerModule
 import com.tessera.LogLevel
 import com.tessera.LogListener
 import com.tessera.callJson
+import com.tessera.closeAllSessions
 import com.tessera.setLogListener
 
 /**
@@ -31,6 +33,8 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
           }
         )
       },
+      closeAll = { closeAllSessions() },
+      abi = { Build.SUPPORTED_ABIS.firstOrNull() ?: "unknown" },
     )
 
   override fun getName(): String = NAME
@@ -48,6 +52,7 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
 
   override fun removeListeners(count: Double) {}
 
+  // A JS reload or the React instance torn down: stop, and free every native session.
   override fun invalidate() {
     bridge.shutdown()
     super.invalidate()

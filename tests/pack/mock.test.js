@@ -1,0 +1,78 @@
+/**
+ * An app's Jest test with React Native's own preset (`preset: 'react-native'`), run by
+ * scripts/pack-test.sh in a fresh app that installed the packed tarball: the mock replaces the
+ * native side, and everything in JavaScript is the package's real code.
+ */
+jest.mock('react-native-tessera', () => require('react-native-tessera/jest/mock'));
+
+import { Platform } from 'react-native';
+import {
+  DTypeError,
+  DataLengthError,
+  NativeLibraryError,
+  Session,
+  ShapeError,
+  __mock,
+  compute,
+  getCpuFeatures,
+  getDevices,
+  graph,
+  setNativeCaller,
+} from 'react-native-tessera';
+
+afterEach(() => __mock.reset());
+
+test('runs under the react-native preset (the real react-native, platform ios)', () => {
+  expect(Platform.OS).toBe('ios');
+});
+
+test('the mock reports one CPU and an ARMv8.2 phone', async () => {
+  const devices = await getDevices();
+  expect(devices.map((d) => [d.name, d.type, d.description, d.memoryFree])).toEqual([['CPU', 'cpu', 'Mock CPU', 4 * 2 ** 30]]);
+  const f = await getCpuFeatures();
+  expect([f.neon, f.dotprod, f.i8mm]).toEqual([true, true, false]);
+});
+
+test('compute gives zeros of each output type and shape; the JS checks are real', async () => {
+  const g = graph();
+  const x = g.input('x', 'F32', [32, 3]);
+  const w = g.constant('w', new Float32Array(64), { dtype: 'Q8_0', shape: [32, 2] });
+  g.output(g.softmax(g.matmul(w, x)), 'p');
+  const out = await compute(g, { x: new Float32Array(96) });
+  expect(out.p.shape).toEqual([2, 3]);
+  expect(out.p.data).toBeInstanceOf(Float32Array);
+  expect(Array.from(out.p.data)).toEqual([0, 0, 0, 0, 0, 0]);
+  await expect(compute(g, { x: new Float32Array(95) })).rejects.toBeInstanceOf(DataLengthError);
+  expect(() => g.matmul(w, g.input('i', 'I32', [32]))).toThrow(DTypeError);
+  expect(() => g.add(x, g.input('y', 'F32', [5]))).toThrow(ShapeError);
+  expect(__mock.requests.map((r) => r.method)).toEqual(['compute']);
+});
+
+test('a session is released by release() and by Symbol.asyncDispose', async () => {
+  const a = await Session.open();
+  await a.release();
+  expect(a.closed).toBe(true);
+  const b = await Session.open();
+  const key = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispose : Symbol.for('Symbol.asyncDispose');
+  await b[key]();
+  expect(b.closed).toBe(true);
+  expect(__mock.requests.map((r) => [r.method, r.session])).toEqual([
+    ['openSession', undefined],
+    ['closeSession', 1],
+    ['openSession', undefined],
+    ['closeSession', 2],
+  ]);
+});
+
+test('native errors arrive as the classes the JS checks throw', async () => {
+  const answer = (kind) => ({ call: async () => JSON.stringify({ error: { kind, message: `native ${kind}` } }) });
+  setNativeCaller(answer('Unsupported'));
+  const e1 = await getDevices().catch((e) => e);
+  expect([e1 instanceof DTypeError, e1.kind, e1.message]).toEqual([true, 'Unsupported', 'native Unsupported']);
+  setNativeCaller(answer('UnknownType'));
+  const e2 = await getDevices().catch((e) => e);
+  expect([e2 instanceof DTypeError, e2.kind]).toEqual([true, 'UnknownType']);
+  setNativeCaller(answer('NativeLibrary'));
+  const e3 = await getDevices().catch((e) => e);
+  expect([e3 instanceof NativeLibraryError, e3.kind]).toEqual([true, 'NativeLibrary']);
+});
