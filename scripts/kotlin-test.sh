@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the generated Kotlin bindings (android/src/main/java/com/tessera/tessera_ffi.kt) against
-# the real libtessera_ffi on a plain JVM: tests/kotlin/TesseraTest.kt. Prints
+# the real libtessera_ffi on a plain JVM: tests/kotlin/TesseraTest.kt and ModelTest.kt (Gemma 3
+# 270M from $TESSERA_GEMMA_GGUF, default target/models/gemma3-270m-q4_k_m.gguf). Prints
 # "N passed, M failed" and exits non-zero on any failure. Idempotent; installs what it needs:
 #   - a JDK and JNA from apt (default-jdk-headless, libjna-java: /usr/share/java/jna.jar);
 #   - the Kotlin compiler from the npm package kotlin-compiler (JetBrains' distribution, which
@@ -58,7 +59,7 @@ LIB_DIR="$target_dir/debug"
 # 4. Compile the bindings and the test (skipped when nothing changed).
 OUT="$ROOT/target/kotlin-test"
 JAR="$OUT/tessera-test.jar"
-SOURCES=("$ROOT/android/src/main/java/com/tessera/tessera_ffi.kt" "$ROOT/tests/kotlin/TesseraTest.kt")
+SOURCES=("$ROOT/android/src/main/java/com/tessera/tessera_ffi.kt" "$ROOT/tests/kotlin/TesseraTest.kt" "$ROOT/tests/kotlin/ModelTest.kt")
 stamp="$(cat "${SOURCES[@]}" | sha256sum | cut -d' ' -f1)-$KOTLIN_VERSION"
 mkdir -p "$OUT"
 if [ ! -f "$JAR" ] || [ "$(cat "$OUT/stamp" 2>/dev/null)" != "$stamp" ]; then
@@ -73,6 +74,7 @@ fi
 # 5. Run.
 echo "kotlin-test: running on $(java -version 2>&1 | head -n 1), library $LIB_DIR/libtessera_ffi.so" >&2
 status=0
+export TESSERA_GEMMA_GGUF="${TESSERA_GEMMA_GGUF:-$ROOT/target/models/gemma3-270m-q4_k_m.gguf}"
 java -Djna.library.path="$LIB_DIR" -cp "$JAR:$JNA_JAR:$COROUTINES_JAR:$STDLIB_JAR" TesseraTestKt || status=$?
 echo "kotlin-test: $(( $(date +%s) - start )) s" >&2
 exit "$status"

@@ -1,6 +1,7 @@
 // The generated Kotlin bindings (package com.tessera) over the real libtessera_ffi, on a plain
 // JVM through JNA: devices and features, a compute checked against hand-computed numbers, every
-// error arriving as a TesseraException with its message, suspend compute, cancel and close.
+// error arriving as a TesseraException with its message, suspend compute, cancel and close; the
+// language model on Gemma 3 270M (ModelTest.kt).
 // Run by scripts/kotlin-test.sh; prints "N passed, M failed" and exits non-zero on a failure.
 
 import com.tessera.BuildInfo
@@ -31,7 +32,7 @@ import kotlinx.coroutines.withTimeoutOrNull
 private var passed = 0
 private var failed = 0
 
-private fun test(name: String, body: () -> Unit) {
+internal fun test(name: String, body: () -> Unit) {
   val start = System.nanoTime()
   try {
     body()
@@ -44,7 +45,7 @@ private fun test(name: String, body: () -> Unit) {
   }
 }
 
-private fun require(condition: Boolean, message: () -> String) {
+internal fun require(condition: Boolean, message: () -> String) {
   if (!condition) throw AssertionError(message())
 }
 
@@ -69,7 +70,7 @@ private fun assertClose(actual: FloatArray, expected: FloatArray, tol: Float = 1
 }
 
 /** Runs [body], expecting a TesseraException of type [E] whose message mentions [words]. */
-private inline fun <reified E : TesseraException> expectError(vararg words: String, body: () -> Unit): E {
+internal inline fun <reified E : TesseraException> expectError(vararg words: String, body: () -> Unit): E {
   try {
     body()
   } catch (e: TesseraException) {
@@ -287,6 +288,8 @@ fun main() {
     setLogListener(null)
     setLogLevel(LogLevel.INFO)
   }
+
+  modelTests()
 
   println("$passed passed, $failed failed")
   exitProcess(if (failed == 0) 0 else 1)

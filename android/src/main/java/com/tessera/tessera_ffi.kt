@@ -1679,7 +1679,7 @@ public interface ModelInterface {
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
      */
-    fun `close`()
+    fun `closeModel`()
     
     /**
      * The text of `tokens` (`special`: special tokens rendered as their text).
@@ -1859,7 +1859,7 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     /**
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
-     */override fun `close`()
+     */override fun `closeModel`()
         = 
     callWithHandle {
     uniffiRustCall() { _status ->
