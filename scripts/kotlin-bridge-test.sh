@@ -80,6 +80,7 @@ run bridge -cp "$OUT/bridge-test.jar" TesseraBridgeTestKt
 
 # 3. The bridge over the real library.
 if [ "$native" = 1 ] && [ -f "$lib" ]; then
+  export TESSERA_GEMMA_GGUF="${TESSERA_GEMMA_GGUF:-$ROOT/target/models/gemma3-270m-q4_k_m.gguf}"
   run native -Djna.library.path="$(dirname "$lib")" -cp "$OUT/module:$JNA_JAR:$COROUTINES_JAR:$STDLIB_JAR" \
     TesseraBridgeNativeTestKt
 else

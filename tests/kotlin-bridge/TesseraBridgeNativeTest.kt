@@ -2,10 +2,12 @@
 // com.tessera) loading libtessera_ffi through JNA, as TesseraModule wires them on Android.
 // Run by scripts/kotlin-bridge-test.sh when the library is built.
 
+import com.tessera.EventListener
 import com.tessera.LogLevel
 import com.tessera.LogListener
 import com.tessera.callJson
 import com.tessera.closeAllSessions
+import com.tessera.setEventListener
 import com.tessera.setLogListener
 import com.tessera.reactnative.TesseraBridge
 import java.nio.ByteBuffer
@@ -33,8 +35,8 @@ private fun check(condition: Boolean, message: () -> String) {
   if (!condition) throw AssertionError(message())
 }
 
-/** The bridge as TesseraModule builds it. */
-private fun moduleBridge() =
+/** The bridge as TesseraModule builds it, its protocol events to `events`. */
+private fun moduleBridge(events: MutableList<String> = java.util.Collections.synchronizedList(mutableListOf())) =
   TesseraBridge(
     native = { request -> callJson(request) },
     installLogSink = { sink ->
@@ -49,6 +51,16 @@ private fun moduleBridge() =
       )
     },
     closeAll = { closeAllSessions() },
+    installEventSink = { sink ->
+      setEventListener(
+        sink?.let {
+          object : EventListener {
+            override fun onEvent(eventJson: String) = it(eventJson)
+          }
+        }
+      )
+    },
+    emitEvent = { events.add(it) },
   )
 
 private fun callAndWait(bridge: TesseraBridge, request: String, seconds: Long = 60): String {
@@ -165,6 +177,31 @@ fun main() {
       val r = callAndWait(next, "{\"method\":\"compute\",\"session\":$id,\"graph\":$graph,\"inputs\":$inputs}")
       check(r == "{\"error\":{\"kind\":\"Closed\",\"message\":\"session $id is closed\"}}") { "session $id: $r" }
     }
+    next.shutdown()
+  }
+
+  test("a model through the bridge: progress and token events with their requestId; shutdown releases it") {
+    val gemma = System.getenv("TESSERA_GEMMA_GGUF") ?: throw AssertionError("set TESSERA_GEMMA_GGUF (scripts/kotlin-bridge-test.sh defaults it)")
+    check(java.io.File(gemma).isFile) { "$gemma not found (scripts/setup.sh installs it)" }
+    val events = java.util.Collections.synchronizedList(mutableListOf<String>())
+    val module = moduleBridge(events)
+    val path = gemma.replace("\\", "\\\\").replace("\"", "\\\"")
+    val loaded = callAndWait(module, "{\"method\":\"loadModel\",\"path\":\"$path\",\"requestId\":\"b-1\",\"options\":{\"device\":\"CPU\",\"threads\":2,\"nCtx\":256}}")
+    val id = Regex("\"model\":(\\d+)").find(loaded)?.groupValues?.get(1) ?: throw AssertionError(loaded)
+    val progress = events.filter { it.contains("\"type\":\"loadProgress\"") }
+    check(progress.size > 2 && progress.all { it.contains("\"requestId\":\"b-1\"") } && progress.last().contains("\"progress\":1.0")) { "$progress" }
+    events.clear()
+    // llama.cpp's greedy ids of " the capital of".
+    val generated = callAndWait(module, "{\"method\":\"generate\",\"model\":$id,\"requestId\":\"b-2\",\"params\":{\"prompt\":\"The capital of France is\",\"temperature\":0,\"maxTokens\":3}}")
+    check(generated.contains("\"tokens\":[506,5279,529]")) { generated }
+    val tokens = events.map { Regex("\"token\":(\\d+)").find(it)?.groupValues?.get(1) }
+    check(tokens == listOf("506", "5279", "529") && events.all { it.contains("\"requestId\":\"b-2\"") }) { "$events" }
+    module.shutdown()
+    check(module.awaitShutdown(60, TimeUnit.SECONDS)) { "shutdown did not finish" }
+    // After a JS reload the model is gone.
+    val next = moduleBridge()
+    val r = callAndWait(next, "{\"method\":\"tokenize\",\"model\":$id,\"params\":{\"text\":\"a\"}}")
+    check(r == "{\"error\":{\"kind\":\"Closed\",\"message\":\"model $id is released\"}}") { r }
     next.shutdown()
   }
 

@@ -227,6 +227,56 @@ fun main() {
     eq(closes, 0)
   }
 
+  test("events: the sink is installed on the first call, forwards what the core emits during it, and is removed at shutdown") {
+    val installs = CopyOnWriteArrayList<Boolean>()
+    var sink: ((String) -> Unit)? = null
+    val emitted = CopyOnWriteArrayList<String>()
+    val bridge =
+      TesseraBridge(
+        native = { req ->
+          // The core emits on the calling thread while the request runs.
+          sink?.invoke("{\"type\":\"token\",\"requestId\":\"r-1\",\"token\":5,\"text\":\"a\"}")
+          "{\"ok\":$req}"
+        },
+        installEventSink = { s -> installs.add(s != null); sink = s },
+        emitEvent = { emitted.add(it) },
+      )
+    eq(installs.toList(), emptyList<Boolean>())
+    check(!bridge.isForwardingEvents) { "forwarding before any call" }
+    callAndWait(bridge, "{\"method\":\"generate\"}")
+    callAndWait(bridge, "{\"method\":\"generate\"}")
+    eq(installs.toList(), listOf(true))
+    check(bridge.isForwardingEvents) { "not forwarding" }
+    eq(emitted.toList(), List(2) { "{\"type\":\"token\",\"requestId\":\"r-1\",\"token\":5,\"text\":\"a\"}" })
+    bridge.shutdown()
+    eq(installs.toList(), listOf(true, false))
+    check(!bridge.isForwardingEvents) { "still forwarding" }
+  }
+
+  test("events: the shutdown of an older bridge (a JS reload) leaves the newer one's sink in place") {
+    val installs = CopyOnWriteArrayList<String>()
+    val old = TesseraBridge(native = { "{\"ok\":{}}" }, installEventSink = { installs.add(if (it == null) "old: remove" else "old: install") })
+    callAndWait(old, "{}")
+    val new = TesseraBridge(native = { "{\"ok\":{}}" }, installEventSink = { installs.add(if (it == null) "new: remove" else "new: install") })
+    callAndWait(new, "{}")
+    old.shutdown()
+    check(new.isForwardingEvents) { "the newer bridge lost its sink" }
+    callAndWait(new, "{}")
+    new.shutdown()
+    eq(installs.toList(), listOf("old: install", "new: install", "new: remove"))
+  }
+
+  test("events: a sink that cannot be installed (no library) is the call's NativeLibrary error") {
+    val bridge =
+      TesseraBridge(
+        native = { "{\"ok\":{}}" },
+        installEventSink = { throw UnsatisfiedLinkError("dlopen failed: library \"libtessera_ffi.so\" not found") },
+      )
+    val (resolved, _) = callAndWait(bridge, "{}")
+    check(resolved!!.startsWith("{\"error\":{\"kind\":\"NativeLibrary\"")) { resolved }
+    bridge.shutdown()
+  }
+
   println("$passed passed, $failed failed")
   if (failed > 0) kotlin.system.exitProcess(1)
 }

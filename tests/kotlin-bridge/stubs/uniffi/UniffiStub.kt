@@ -14,4 +14,10 @@ fun callJson(request: String): String = throw UnsupportedOperationException()
 
 fun setLogListener(listener: LogListener?) {}
 
+interface EventListener {
+  fun onEvent(eventJson: String)
+}
+
+fun setEventListener(listener: EventListener?) {}
+
 fun closeAllSessions(): ULong = 0u

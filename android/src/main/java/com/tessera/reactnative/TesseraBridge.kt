@@ -24,6 +24,10 @@ import java.util.concurrent.atomic.AtomicInteger
  *   shut down.
  * - [setLogForwarding] installs or removes the log sink through which the Rust core's records
  *   reach `emit` (the module sends them to JavaScript as `TesseraLog` events).
+ * - Protocol events (model loading progress, generated tokens, tagged with their request's
+ *   `requestId`) reach `emitEvent` (the module sends them as `TesseraEvent` events): the event
+ *   sink is installed with the core on the first call, and removed by [shutdown] unless a newer
+ *   bridge (the next JS instance) has installed its own since.
  * - [shutdown] (the module's `invalidate`: a JS reload) stops accepting calls and releases every
  *   native session through `closeAll`, so native memory does not outlive the JS instance.
  *
@@ -34,6 +38,9 @@ import java.util.concurrent.atomic.AtomicInteger
  * @param closeAll closes every native session (the generated `closeAllSessions()`); called by
  *   [shutdown] when the native library was used
  * @param abi the ABI the process runs (Android: `Build.SUPPORTED_ABIS[0]`), for error messages
+ * @param installEventSink installs a sink of protocol events (their JSON text) with the core (the
+ *   generated `setEventListener`), or removes it when given `null`
+ * @param emitEvent receives each protocol event, on the thread of the call that produced it
  */
 class TesseraBridge(
   private val native: (String) -> String,
@@ -41,6 +48,8 @@ class TesseraBridge(
   private val executor: ExecutorService = defaultExecutor(),
   private val closeAll: () -> Unit = {},
   private val abi: () -> String = { System.getProperty("os.arch") ?: "unknown" },
+  private val installEventSink: (((String) -> Unit)?) -> Unit = {},
+  private val emitEvent: (String) -> Unit = {},
 ) {
   @Volatile private var logging = false
   @Volatile private var shutDown = false
@@ -71,6 +80,7 @@ class TesseraBridge(
   fun callNow(request: String): String {
     libraryFailure?.let { return errorJson(NATIVE_LIBRARY, it) }
     return try {
+      ensureEventSink()
       native(request).also { nativeUsed = true }
     } catch (e: Throwable) {
       if (e is InterruptedException) Thread.currentThread().interrupt()
@@ -84,6 +94,20 @@ class TesseraBridge(
       }
     }
   }
+
+  /** Installs the event sink once (the core keeps one process-wide listener). */
+  private fun ensureEventSink() {
+    if (eventOwner === this) return
+    synchronized(EVENT_LOCK) {
+      if (shutDown || eventOwner === this) return
+      installEventSink(emitEvent)
+      eventOwner = this
+    }
+  }
+
+  /** Whether this bridge's event sink is the one installed. */
+  val isForwardingEvents: Boolean
+    get() = eventOwner === this
 
   /** The message of a native-library failure, or null when `e` is something else. */
   private fun libraryProblem(e: Throwable): String? {
@@ -157,6 +181,15 @@ class TesseraBridge(
         logging = false
       }
     }
+    synchronized(EVENT_LOCK) {
+      if (eventOwner === this) {
+        try {
+          installEventSink(null)
+        } catch (_: Throwable) {
+        }
+        eventOwner = null
+      }
+    }
     executor.shutdown()
     if (!nativeUsed) return
     closeAllQuietly()
@@ -184,6 +217,11 @@ class TesseraBridge(
   }
 
   companion object {
+    private val EVENT_LOCK = Any()
+
+    /** The bridge whose event sink is installed (one per process, as the core's listener). */
+    @Volatile private var eventOwner: TesseraBridge? = null
+
     /** The code of rejections after [shutdown]. */
     const val CLOSED = "Closed"
 

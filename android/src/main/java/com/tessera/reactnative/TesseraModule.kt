@@ -6,10 +6,12 @@ import com.facebook.react.bridge.Promise
 import com.facebook.react.bridge.ReactApplicationContext
 import com.facebook.react.module.annotations.ReactModule
 import com.facebook.react.modules.core.DeviceEventManagerModule
+import com.tessera.EventListener
 import com.tessera.LogLevel
 import com.tessera.LogListener
 import com.tessera.callJson
 import com.tessera.closeAllSessions
+import com.tessera.setEventListener
 import com.tessera.setLogListener
 
 /**
@@ -35,6 +37,16 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
       },
       closeAll = { closeAllSessions() },
       abi = { Build.SUPPORTED_ABIS.firstOrNull() ?: "unknown" },
+      installEventSink = { sink ->
+        setEventListener(
+          sink?.let {
+            object : EventListener {
+              override fun onEvent(eventJson: String) = it(eventJson)
+            }
+          }
+        )
+      },
+      emitEvent = ::emitEvent,
     )
 
   override fun getName(): String = NAME
@@ -70,11 +82,22 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
     context.getJSModule(DeviceEventManagerModule.RCTDeviceEventEmitter::class.java).emit(EVENT, event)
   }
 
+  // Protocol events (loading progress, tokens) as { json: <the event's JSON text> }.
+  private fun emitEvent(json: String) {
+    val context = reactApplicationContext
+    if (!context.hasActiveReactInstance()) return
+    val event = Arguments.createMap().apply { putString("json", json) }
+    context.getJSModule(DeviceEventManagerModule.RCTDeviceEventEmitter::class.java).emit(PROTOCOL_EVENT, event)
+  }
+
   companion object {
     /** The module's name in JavaScript (`TurboModuleRegistry.get('Tessera')`). */
     const val NAME = "Tessera"
 
     /** The event that carries log records. */
     const val EVENT = "TesseraLog"
+
+    /** The event that carries protocol events (docs/native-protocol.md). */
+    const val PROTOCOL_EVENT = "TesseraEvent"
   }
 }
