@@ -16,6 +16,8 @@
 #endif
 
 static NSString *const TesseraLogEvent = @"TesseraLog";
+// Protocol events (loading progress, tokens) as { json: <the event's JSON text> }.
+static NSString *const TesseraProtocolEvent = @"TesseraEvent";
 
 @interface Tessera : RCTEventEmitter
 #ifdef RCT_NEW_ARCH_ENABLED
@@ -41,13 +43,21 @@ RCT_EXPORT_MODULE(Tessera)
 {
   if (self = [super init]) {
     _impl = [TesseraImpl new];
+    __weak Tessera *weakSelf = self;
+    [_impl setEventEmitter:^(NSString *json) {
+      Tessera *strongSelf = weakSelf;
+      if (strongSelf == nil || !strongSelf->_hasListeners) {
+        return;
+      }
+      [strongSelf sendEventWithName:TesseraProtocolEvent body:@{@"json" : json}];
+    }];
   }
   return self;
 }
 
 - (NSArray<NSString *> *)supportedEvents
 {
-  return @[ TesseraLogEvent ];
+  return @[ TesseraLogEvent, TesseraProtocolEvent ];
 }
 
 - (void)startObserving

@@ -2,7 +2,10 @@ import Foundation
 
 /// The work of the Tessera native module, in Swift: runs JSON requests of the native protocol
 /// (docs/native-protocol.md) through the generated uniffi binding `callJson(request:)` on a
-/// concurrent background queue, and forwards the Rust core's log records.
+/// concurrent background queue, and forwards the Rust core's log records and protocol events
+/// (loading progress, generated tokens: `setEventEmitter`; the core's event listener is
+/// installed on the first call and removed by `invalidate()` unless a newer instance, after a JS
+/// reload, installed its own; the same as the Android module's TesseraBridge).
 ///
 /// `Tessera.mm` registers the TurboModule and only converts between React Native's types and
 /// these methods. Calls run concurrently so that a `cancel` request gets through while a
@@ -18,6 +21,9 @@ public final class TesseraImpl: NSObject {
     label: "com.tessera.call", qos: .userInitiated, attributes: .concurrent)
   private let lock = NSLock()
   private var forwarding = false
+  private var eventEmitter: ((String) -> Void)?
+  /// The instance whose event listener is installed with the core (one per process).
+  private static let events = EventListenerOwner()
   private var invalidated = false
   private var used = false
 
@@ -76,10 +82,28 @@ public final class TesseraImpl: NSObject {
         resolve(TesseraImpl.errorJson(kind: "NativeLibrary", message: problem))
         return
       }
+      self.ensureEventListener()
       // The Rust side answers every request, errors included, with a JSON response and
       // catches its own panics.
       resolve(callJson(request: request))
     }
+  }
+
+  /// Where protocol events go (their JSON text, on the thread of the call producing them);
+  /// `Tessera.mm` sends them to JavaScript as `TesseraEvent` events.
+  @objc public func setEventEmitter(_ emit: @escaping (String) -> Void) {
+    lock.lock()
+    eventEmitter = emit
+    lock.unlock()
+  }
+
+  private func ensureEventListener() {
+    lock.lock()
+    let emit = eventEmitter
+    let closed = invalidated
+    lock.unlock()
+    guard let emit = emit, !closed else { return }
+    TesseraImpl.events.install(for: self) { EventForwarder(emit: emit) }
   }
 
   /// Starts or stops forwarding log records to `emit(level, target, message)`.
@@ -110,6 +134,7 @@ public final class TesseraImpl: NSObject {
     }
     lock.unlock()
     guard wasUsed, TesseraImpl.libraryProblem == nil else { return }
+    TesseraImpl.events.remove(for: self)
     _ = closeAllSessions()
     // Once more after every call queued before invalidate, in case one opened a session.
     queue.async(flags: .barrier) {
@@ -130,5 +155,41 @@ private final class LogForwarder: LogListener, @unchecked Sendable {
 
   func onLog(level: LogLevel, target: String, message: String) {
     emit(String(describing: level).lowercased(), target, message)
+  }
+}
+
+/// Receives the core's protocol events and passes their JSON text on.
+private final class EventForwarder: EventListener, @unchecked Sendable {
+  private let emit: (String) -> Void
+
+  init(emit: @escaping (String) -> Void) {
+    self.emit = emit
+  }
+
+  func onEvent(eventJson: String) {
+    emit(eventJson)
+  }
+}
+
+/// Which module instance's event listener the core holds: installed by an instance's first
+/// call, removed only by that instance.
+private final class EventListenerOwner: @unchecked Sendable {
+  private let lock = NSLock()
+  private weak var owner: TesseraImpl?
+
+  func install(for impl: TesseraImpl, _ make: () -> EventListener) {
+    lock.lock()
+    defer { lock.unlock() }
+    if owner === impl { return }
+    setEventListener(listener: make())
+    owner = impl
+  }
+
+  func remove(for impl: TesseraImpl) {
+    lock.lock()
+    defer { lock.unlock() }
+    guard owner === impl else { return }
+    setEventListener(listener: nil)
+    owner = nil
   }
 }
