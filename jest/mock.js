@@ -11,7 +11,16 @@
  * - getBuildInfo(): version of this package, target "mock", profile "mock";
  * - compute() / Session: every output is zeros of its type and shape;
  * - cancel, close / release, closeAllSessions, setLogLevel, toggleNativeLog: accepted, no
- *   effect.
+ *   effect;
+ * - loadModel(path): any path loads "Mock model" (info in `__mock.modelInfo`), with progress
+ *   0, 0.5, 1; tokenize gives one token per UTF-16 unit (its code) after BOS (id 1, when
+ *   addSpecial), detokenize inverts it; applyChatTemplate renders
+ *   `<start_of_turn>role\ncontent<end_of_turn>\n` per message (+ `<start_of_turn>model\n`);
+ *   complete() streams the fixed reply "This is a mock reply." (`__mock.completionTokens`, ids
+ *   100, 101, ...), cut at maxTokens (stopReason "length", else "eog"; stop strings are not
+ *   applied), one token per microtask, so stop / AbortSignal / release work as on a phone;
+ *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
+ *   values computed from the text; after release, calls reject with ClosedError.
  *
  * The mock's `__mock` export gives the requests received (`__mock.requests`) and lets a test
  * emit a native log record (`__mock.emitLog({ level, target, message })`).
@@ -74,7 +83,148 @@ function zeros(dtype, shape) {
 
 const requests = [];
 const logListeners = new Set();
+const eventListeners = new Set();
 let nextSession = 1;
+
+// ------------------------------------------------------------------ the mock language model
+
+const modelInfo = {
+  architecture: 'mock',
+  name: 'Mock model',
+  nParams: 1000000,
+  sizeBytes: 500000,
+  quantization: 'Q4_K_M',
+  nCtxTrain: 2048,
+  nCtx: 2048,
+  nVocab: 65536,
+  nEmbd: 8,
+  nLayer: 2,
+  device: 'CPU',
+  hasChatTemplate: true,
+  mappedBytes: 500000,
+};
+
+const DEFAULT_COMPLETION = ['This', ' is', ' a', ' mock', ' reply', '.'];
+const completionTokens = DEFAULT_COMPLETION.slice();
+/** Loaded models by number: { cancel: boolean, released: boolean }. */
+const models = new Map();
+let nextModel = 1;
+
+function emitEvent(event) {
+  const json = JSON.stringify(event);
+  for (const l of [...eventListeners]) l(json);
+}
+
+function modelOf(req) {
+  const m = models.get(req.model);
+  if (!m) throw new actual.InvalidArgumentError('unknown model ' + JSON.stringify(req.model));
+  if (m.released) throw new actual.ClosedError('model ' + req.model + ' is released');
+  return m;
+}
+
+function mockTokenize(text, addSpecial) {
+  const tokens = addSpecial === false ? [] : [1];
+  for (let i = 0; i < text.length; i++) tokens.push(text.charCodeAt(i));
+  return tokens;
+}
+
+function mockTemplate(messages, addGenerationPrompt) {
+  let out = '<bos>';
+  for (const m of messages) out += '<start_of_turn>' + m.role + '\n' + m.content + '<end_of_turn>\n';
+  return addGenerationPrompt === false ? out : out + '<start_of_turn>model\n';
+}
+
+function mockEmbedding(text) {
+  let h = 0;
+  for (let i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) % 1000003;
+  const v = [];
+  for (let i = 0; i < modelInfo.nEmbd; i++) v.push(1 + ((h + 7 * i) % 13));
+  const norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  return v.map((x) => x / norm);
+}
+
+async function mockGenerate(req) {
+  const m = modelOf(req);
+  const p = req.params || {};
+  const prompt = p.messages ? mockTemplate(p.messages, true) : p.prompt;
+  if (typeof prompt !== 'string') throw new actual.InvalidArgumentError('generate: give exactly one of prompt and messages');
+  const promptN = mockTokenize(prompt, p.messages ? false : true).length;
+  const max = p.maxTokens === undefined ? 256 : p.maxTokens;
+  m.cancel = false;
+  const tokens = [];
+  let text = '';
+  let stopReason = 'eog';
+  for (let i = 0; i < completionTokens.length; i++) {
+    // One token per microtask (not a timer: apps' fake timers do not stall it).
+    await Promise.resolve();
+    if (m.cancel || m.released) {
+      stopReason = 'cancelled';
+      break;
+    }
+    if (tokens.length >= max) {
+      stopReason = 'length';
+      break;
+    }
+    tokens.push(100 + i);
+    text += completionTokens[i];
+    emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i] });
+  }
+  const n = tokens.length;
+  return {
+    text,
+    tokens,
+    promptTokens: promptN,
+    stopReason,
+    timings: {
+      promptN,
+      promptMs: promptN,
+      promptPerSecond: promptN > 0 ? 1000 : 0,
+      predictedN: n,
+      predictedMs: 10 * n,
+      predictedPerSecond: n > 0 ? 100 : 0,
+      cachedN: 0,
+    },
+  };
+}
+
+function modelAnswer(req) {
+  const p = req.params || {};
+  switch (req.method) {
+    case 'loadModel': {
+      for (const progress of [0, 0.5, 1]) emitEvent({ type: 'loadProgress', requestId: req.requestId, progress });
+      const id = nextModel++;
+      models.set(id, { cancel: false, released: false });
+      return { model: id, info: modelInfo };
+    }
+    case 'modelInfo':
+      modelOf(req);
+      return modelInfo;
+    case 'tokenize':
+      modelOf(req);
+      return { tokens: mockTokenize(p.text, p.addSpecial) };
+    case 'detokenize':
+      modelOf(req);
+      return { text: p.tokens.map((t) => (t === 1 ? (p.special ? '<bos>' : '') : String.fromCharCode(t))).join('') };
+    case 'applyChatTemplate':
+      modelOf(req);
+      return { prompt: mockTemplate(p.messages, p.addGenerationPrompt) };
+    case 'generate':
+      return mockGenerate(req);
+    case 'cancelGeneration':
+      modelOf(req).cancel = true;
+      return { cancelled: true };
+    case 'embed':
+      modelOf(req);
+      return { embeddings: p.texts.map(mockEmbedding) };
+    case 'releaseModel': {
+      const m = models.get(req.model);
+      if (m) m.released = true;
+      return { released: true };
+    }
+    default:
+      return undefined;
+  }
+}
 
 function answer(req) {
   switch (req.method) {
@@ -106,27 +256,34 @@ function answer(req) {
         })),
       };
     }
-    default:
-      throw new actual.InvalidArgumentError('unknown method ' + JSON.stringify(req.method));
+    default: {
+      const r = modelAnswer(req);
+      if (r === undefined) throw new actual.InvalidArgumentError('unknown method ' + JSON.stringify(req.method));
+      return r;
+    }
   }
 }
 
 const mockCaller = {
-  call(requestJson) {
+  async call(requestJson) {
     let response;
     try {
       const req = JSON.parse(requestJson);
       requests.push(req);
-      response = { ok: answer(req) };
+      response = { ok: await answer(req) };
     } catch (e) {
       response = { error: { kind: (e && e.kind) || 'Internal', message: String((e && e.message) || e) } };
     }
-    return Promise.resolve(JSON.stringify(response));
+    return JSON.stringify(response);
   },
   toggleNativeLog() {},
   addLogListener(listener) {
     logListeners.add(listener);
     return () => logListeners.delete(listener);
+  },
+  addEventListener(listener) {
+    eventListeners.add(listener);
+    return () => eventListeners.delete(listener);
   },
 };
 
@@ -143,12 +300,18 @@ module.exports = {
     devices,
     cpuFeatures,
     buildInfo,
+    modelInfo,
+    /** The texts of the tokens complete() streams (ids 100, 101, ...); replace them freely. */
+    completionTokens,
     emitLog(event) {
       for (const l of [...logListeners]) l(event);
     },
     reset() {
       requests.length = 0;
       nextSession = 1;
+      nextModel = 1;
+      models.clear();
+      completionTokens.splice(0, completionTokens.length, ...DEFAULT_COMPLETION);
       actual.setNativeCaller(mockCaller);
     },
   },

@@ -6,10 +6,9 @@
  *
  * @packageDocumentation
  */
-/// <reference lib="esnext.disposable" />
 
 import { newRequestId, onRequestEvents, request, type NativeEvent } from './caller';
-import type { AbortSignalLike } from './compute';
+import { defineAsyncDispose, type AbortSignalLike } from './compute';
 import { ClosedError, InvalidArgumentError } from './errors';
 
 /** How to load a model (the protocol's `loadModel` options). */
@@ -471,11 +470,6 @@ class TokenStream {
 
 const noop = (): void => {};
 
-/**
- * `Symbol.asyncDispose`, or where the engine lacks it (Hermes), the symbol that TypeScript's and
- * Babel's `await using` helpers look up instead.
- */
-const asyncDispose: symbol = (Symbol as { asyncDispose?: symbol }).asyncDispose ?? Symbol.for('Symbol.asyncDispose');
 
 // --------------------------------------------------------------------------- the model
 
@@ -703,19 +697,13 @@ export class LanguageModel {
   }
 }
 
-/** The dispose method, declared here and defined on the prototype under {@link asyncDispose}. */
+/** `LanguageModel` is `AsyncDisposable`: `[Symbol.asyncDispose]()` is {@link LanguageModel.release}. */
 export interface LanguageModel {
   /** `await using model = await loadModel(...)` releases it at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-Object.defineProperty(LanguageModel.prototype, asyncDispose, {
-  value(this: LanguageModel): Promise<void> {
-    return this.release();
-  },
-  writable: true,
-  configurable: true,
-});
+defineAsyncDispose(LanguageModel.prototype);
 
 /**
  * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).

@@ -9,6 +9,7 @@ import { Platform } from 'react-native';
 import {
   DTypeError,
   DataLengthError,
+  ClosedError,
   NativeLibraryError,
   Session,
   ShapeError,
@@ -17,6 +18,7 @@ import {
   getCpuFeatures,
   getDevices,
   graph,
+  loadModel,
   setNativeCaller,
 } from 'react-native-tessera';
 
@@ -75,4 +77,17 @@ test('native errors arrive as the classes the JS checks throw', async () => {
   setNativeCaller(answer('NativeLibrary'));
   const e3 = await getDevices().catch((e) => e);
   expect([e3 instanceof NativeLibraryError, e3.kind]).toEqual([true, 'NativeLibrary']);
+});
+
+test('a mock model streams its fixed reply with for await, and is released', async () => {
+  const progress = [];
+  const model = await loadModel('/models/any.gguf', {}, (p) => progress.push(p));
+  expect(progress).toEqual([0, 0.5, 1]);
+  const c = model.complete([{ role: 'user', content: 'Hi' }], { maxTokens: 4 });
+  const texts = [];
+  for await (const e of c) texts.push(e.text);
+  expect(texts).toEqual(['This', ' is', ' a', ' mock']);
+  expect((await c.result).stopReason).toBe('length');
+  await model.release();
+  await expect(model.embed('x')).rejects.toBeInstanceOf(ClosedError);
 });

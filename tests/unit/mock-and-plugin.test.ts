@@ -62,6 +62,50 @@ describe('jest/mock.js', () => {
     off();
     expect(seen).toEqual([{ level: 'info', target: 'mock', message: 'hi' }]);
   });
+  it('mocks the language model deterministically: progress, tokenizer, template, a fixed streamed reply, stop, embeddings, release', async () => {
+    mock.__mock.reset();
+    const progress: number[] = [];
+    const model = await mock.loadModel('file:///models/any.gguf', { nCtx: 512 }, (p: number) => progress.push(p));
+    expect(progress).toEqual([0, 0.5, 1]);
+    expect(model.info).toEqual(mock.__mock.modelInfo);
+    expect([model.info.name, model.info.nEmbd, model.path]).toEqual(['Mock model', 8, '/models/any.gguf']);
+    expect(await model.tokenize('Hi')).toEqual([1, 72, 105]);
+    expect(await model.detokenize([1, 72, 105])).toBe('Hi');
+    expect(await model.applyChatTemplate([{ role: 'user', content: 'Hi' }])).toBe('<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n');
+
+    const c = model.complete([{ role: 'user', content: 'Hi' }], { temperature: 0 });
+    const texts: string[] = [];
+    for await (const e of c) texts.push(e.text);
+    const r = await c.result;
+    expect(texts).toEqual(['This', ' is', ' a', ' mock', ' reply', '.']);
+    expect([r.text, r.tokens, r.stopReason]).toEqual(['This is a mock reply.', [100, 101, 102, 103, 104, 105], 'eog']);
+    expect([r.timings.predicted_n, r.timings.predicted_ms, r.timings.predicted_per_second]).toEqual([6, 60, 100]);
+    expect((await model.complete('x', { maxTokens: 2 }).result).text).toBe('This is');
+
+    // An AbortSignal mid-stream stops it, as on a phone.
+    const controller = new AbortController();
+    const stopped = model.complete('x', { signal: controller.signal, onToken: (e: { token: number }) => e.token === 101 && controller.abort() });
+    const s = await stopped.result;
+    expect(s.stopReason).toBe('cancelled');
+    expect(s.tokens.length).toBeLessThan(6);
+    expect(s.tokens.slice(0, 2)).toEqual([100, 101]);
+
+    mock.__mock.completionTokens.splice(0, 6, 'Bonjour', '!');
+    expect((await model.complete('x').result).text).toBe('Bonjour!');
+
+    const [a, b] = await model.embed(['a', 'b']);
+    expect(a).toHaveLength(8);
+    expect(Math.hypot(...a)).toBeCloseTo(1, 12);
+    expect(a).not.toEqual(b);
+    expect(await model.embed('a')).toEqual(a);
+
+    await model.release();
+    await expect(model.tokenize('x')).rejects.toBeInstanceOf(tessera.ClosedError);
+    // The mock's own check too: a second handle on the released number.
+    await expect(new tessera.LanguageModel(model.id, model.info, model.path).tokenize('x')).rejects.toBeInstanceOf(tessera.ClosedError);
+    mock.__mock.reset();
+    expect(mock.__mock.completionTokens).toEqual(['This', ' is', ' a', ' mock', ' reply', '.']);
+  });
 });
 
 describe('app.plugin.js', () => {
