@@ -1,10 +1,12 @@
 /**
  * Tessera example: lists the devices and CPU features, then builds and computes a small graph
- * (a matmul of Q8_0 weights with an input, then softmax) and shows the result and timing.
+ * (a matmul of Q8_0 weights with an input, then softmax) and shows the result and timing; the
+ * Model tab (ModelScreen.tsx) loads a GGUF language model and chats with it.
  */
 
 import React, { useCallback, useEffect, useRef, useState } from 'react';
 import { Button, ScrollView, StatusBar, StyleSheet, Switch, Text, View } from 'react-native';
+import ModelScreen from './ModelScreen';
 import {
   TesseraError,
   addNativeLogListener,
@@ -18,6 +20,9 @@ import {
   type CpuFeatures,
   type DeviceInfo,
 } from 'react-native-tessera';
+
+// Hermes has it; React Native 0.81's types do not declare it.
+declare const performance: { now(): number };
 
 const K = 256; // input features
 const M = 16; // classes
@@ -55,6 +60,20 @@ interface RunResult {
 }
 
 export default function App(): React.JSX.Element {
+  const [tab, setTab] = useState<'graph' | 'model'>('graph');
+  return (
+    <View style={styles.root}>
+      <StatusBar barStyle="dark-content" />
+      <View style={styles.tabs}>
+        <Button title="Devices & graph" onPress={() => setTab('graph')} disabled={tab === 'graph'} />
+        <Button title="Model" onPress={() => setTab('model')} disabled={tab === 'model'} />
+      </View>
+      {tab === 'graph' ? <GraphScreen /> : <ModelScreen />}
+    </View>
+  );
+}
+
+function GraphScreen(): React.JSX.Element {
   const [build, setBuild] = useState<BuildInfo | null>(null);
   const [devices, setDevices] = useState<DeviceInfo[]>([]);
   const [features, setFeatures] = useState<CpuFeatures | null>(null);
@@ -125,7 +144,6 @@ export default function App(): React.JSX.Element {
 
   return (
     <View style={styles.root}>
-      <StatusBar barStyle="dark-content" />
       <ScrollView contentContainerStyle={styles.content}>
         <Text style={styles.title}>Tessera</Text>
         {build && (
@@ -184,7 +202,8 @@ export default function App(): React.JSX.Element {
 
 const styles = StyleSheet.create({
   root: { flex: 1, backgroundColor: '#fff' },
-  content: { padding: 16, paddingTop: 48 },
+  content: { padding: 16 },
+  tabs: { flexDirection: 'row', justifyContent: 'space-around', paddingTop: 48, paddingBottom: 8 },
   title: { fontSize: 28, fontWeight: '700' },
   heading: { fontSize: 17, fontWeight: '600', marginTop: 20, marginBottom: 6 },
   row: { fontSize: 14, marginVertical: 2 },
