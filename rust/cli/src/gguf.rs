@@ -4,20 +4,10 @@
 //! 250 MB model prints at once. Text output summarizes arrays longer than
 //! [`TEXT_ARRAY_ITEMS`] items (type, length, first items).
 //!
-//! `--json` prints one JSON object:
-//!
-//! | key | value |
-//! |---|---|
-//! | `file` | the path as given |
-//! | `version` | GGUF version (2 or 3) |
-//! | `file_size` | bytes |
-//! | `alignment` | alignment of tensor data |
-//! | `data_offset` | byte where the data section starts |
-//! | `metadata` | array, in file order, of `{"key", "type", "value"}`; `type` is gguf-py's name (`UINT32`, `FLOAT32`, `STRING`, `ARRAY`, ...); arrays add `element_type` and `len`, and `value` holds their first [`JSON_ARRAY_ITEMS`] items (all with `--full`) with `truncated` true when some were left out; nested arrays nest; non-finite floats are `null` |
-//! | `tensors` | array, in file order, of `{"name", "type", "shape", "bytes", "offset"}`: ggml type name, dimensions innermost first, size in bytes, offset relative to the data section |
+//! `--json` prints the object of [`tessera_gguf::summary`].
 
-use serde_json::{json, Value as Json};
 use std::fmt::Write as _;
+use tessera_gguf::summary::{scalar_json, to_json};
 use tessera_gguf::{Array, GgufFile, Value};
 
 /// Items of an array shown in text output.
@@ -50,74 +40,6 @@ pub fn run(args: &[String]) -> Result<String, String> {
     } else {
         to_text(&path, &file, if full { usize::MAX } else { TEXT_ARRAY_ITEMS })
     })
-}
-
-/// The JSON object described in the module documentation.
-pub fn to_json(path: &str, f: &GgufFile, array_items: usize) -> Json {
-    let metadata: Vec<Json> = f
-        .metadata()
-        .iter()
-        .map(|(k, v)| {
-            let mut o = json!({ "key": k, "type": v.value_type().name() });
-            match v {
-                Value::Array(a) => {
-                    o["element_type"] = json!(a.element_type().name());
-                    o["len"] = json!(a.len());
-                    o["value"] = array_json(a, array_items);
-                    o["truncated"] = json!(a.len() > array_items);
-                }
-                v => o["value"] = scalar_json(v),
-            }
-            o
-        })
-        .collect();
-    let tensors: Vec<Json> = f
-        .tensors()
-        .iter()
-        .map(|t| {
-            json!({
-                "name": t.name, "type": t.dtype.name(), "shape": t.shape(),
-                "bytes": t.size, "offset": t.offset,
-            })
-        })
-        .collect();
-    json!({
-        "file": path,
-        "version": f.version(),
-        "file_size": f.file_size(),
-        "alignment": f.alignment(),
-        "data_offset": f.data_offset(),
-        "metadata": metadata,
-        "tensors": tensors,
-    })
-}
-
-fn scalar_json(v: &Value) -> Json {
-    match v {
-        Value::U8(x) => json!(x),
-        Value::I8(x) => json!(x),
-        Value::U16(x) => json!(x),
-        Value::I16(x) => json!(x),
-        Value::U32(x) => json!(x),
-        Value::I32(x) => json!(x),
-        Value::U64(x) => json!(x),
-        Value::I64(x) => json!(x),
-        Value::F32(x) => json!(x),
-        Value::F64(x) => json!(x),
-        Value::Bool(x) => json!(x),
-        Value::String(x) => json!(x),
-        Value::Array(a) => array_json(a, usize::MAX),
-    }
-}
-
-/// The first `n` items of `a` (inner arrays of arrays are cut to `n` items too).
-fn array_json(a: &Array, n: usize) -> Json {
-    match a {
-        Array::Array(v) => Json::Array(v.iter().take(n).map(|x| array_json(x, n)).collect()),
-        a => Json::Array(
-            (0..a.len().min(n)).filter_map(|i| a.get(i)).map(|v| scalar_json(&v)).collect(),
-        ),
-    }
 }
 
 /// A value as one line of text, arrays cut to `n` items.

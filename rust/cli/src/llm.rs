@@ -43,6 +43,13 @@ fn thread_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(v)
 }
 
+/// The process's resident memory in MB (Linux and Android; `None` elsewhere).
+fn resident_mb() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096.0 / 1e6)
+}
+
 /// Loads the model, showing progress on stderr.
 fn load(reg: &Registry, c: &Common) -> Result<Arc<Model>, String> {
     let t0 = Instant::now();
@@ -70,6 +77,9 @@ fn load(reg: &Registry, c: &Common) -> Result<Arc<Model>, String> {
         model.weights().mapped_bytes() as f64 / 1e6,
         model.weights().copied_bytes() as f64 / 1e6,
     );
+    if let Some(mb) = resident_mb() {
+        eprintln!("resident memory after loading: {mb:.0} MB");
+    }
     Ok(Arc::new(model))
 }
 
@@ -131,6 +141,9 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     println!();
+    if let Some(mb) = resident_mb() {
+        eprintln!("resident memory after generating: {mb:.0} MB");
+    }
     let t = g.timings;
     eprintln!(
         "prompt: {} tokens in {:.0} ms ({:.1} tokens/s); generation: {} tokens in {:.0} ms \

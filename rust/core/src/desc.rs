@@ -13,20 +13,38 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
-/// The only document version this build reads.
-pub const GRAPH_FORMAT_VERSION: u32 = 1;
+/// The newest document version this build reads (version 1 is read too: it has no `files`).
+pub const GRAPH_FORMAT_VERSION: u32 = 2;
 
-/// A leaf tensor: an input when it has no data, a constant (weight) when it has.
+/// A model file a version-2 document reads tensors from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDesc {
+    /// The name tensors refer to it by.
+    pub name: String,
+    /// Its path on the device (a GGUF file).
+    pub path: String,
+}
+
+/// A leaf tensor: an input when it has no data, a constant (weight) when it has `data`,
+/// `values`, or (version 2) names a tensor of a model file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TensorDesc {
     /// Unique name.
     pub name: String,
-    /// Type name ("F32", "Q4_0", ...).
-    #[serde(rename = "type")]
-    pub dtype: String,
-    /// Shape, innermost dim first (ggml's `ne`), 1 to 4 dims.
-    pub shape: Vec<usize>,
+    /// Type name ("F32", "Q4_0", ...); optional for a file tensor (the file's type).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    /// Shape, innermost dim first (ggml's `ne`), 1 to 4 dims; optional for a file tensor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<usize>>,
+    /// The file (a name of the document's `files`) holding this constant's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The tensor's name in that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<String>,
     /// Constant data: the tensor's bytes in base64 (little-endian, GGUF block layout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
@@ -55,8 +73,11 @@ pub struct NodeDesc {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphDesc {
-    /// Format version; must be [`GRAPH_FORMAT_VERSION`].
+    /// Format version: 1, or 2 ([`GRAPH_FORMAT_VERSION`]) with model files.
     pub version: u32,
+    /// Model files whose tensors the document uses (version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileDesc>,
     /// Leaf tensors.
     #[serde(default)]
     pub tensors: Vec<TensorDesc>,
@@ -65,6 +86,35 @@ pub struct GraphDesc {
     pub nodes: Vec<NodeDesc>,
     /// Names of the tensors to return.
     pub outputs: Vec<String>,
+}
+
+/// A constant whose bytes are a tensor of a model file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileTensor {
+    /// The graph tensor.
+    pub id: TensorId,
+    /// The file's path.
+    pub path: String,
+    /// The tensor's name in the file.
+    pub tensor: String,
+}
+
+/// Finds the tensors of model files for [`GraphDesc::build_with`] (the FFI reads GGUF files;
+/// tessera-core knows no file format).
+pub trait FileTensors {
+    /// The layout (type and shape) of tensor `tensor` of the file at `path`.
+    fn layout(&self, path: &str, tensor: &str) -> Result<Layout>;
+}
+
+/// A [`FileTensors`] for documents that use no files: every lookup is an error.
+pub struct NoFiles;
+
+impl FileTensors for NoFiles {
+    fn layout(&self, path: &str, _tensor: &str) -> Result<Layout> {
+        Err(Error::InvalidGraph(format!(
+            "file {path:?}: this caller cannot read model files (use a session)"
+        )))
+    }
 }
 
 /// A graph built from a document, with its named inputs, constants and outputs.
@@ -76,6 +126,8 @@ pub struct BuiltGraph {
     pub inputs: Vec<(String, TensorId)>,
     /// Constant tensors and their bytes, to be written once the graph has memory.
     pub constants: Vec<(TensorId, Vec<u8>)>,
+    /// Constants whose bytes are tensors of model files (version 2), for the caller to place.
+    pub file_tensors: Vec<FileTensor>,
     /// Output tensors by name, in document order.
     pub outputs: Vec<(String, TensorId)>,
 }
@@ -86,9 +138,9 @@ impl GraphDesc {
         let value: Value = serde_json::from_str(json)
             .map_err(|e| Error::InvalidGraph(format!("not valid JSON: {e}")))?;
         if let Some(v) = value.get("version") {
-            if v.as_u64() != Some(GRAPH_FORMAT_VERSION as u64) {
+            if !matches!(v.as_u64(), Some(1) | Some(2)) {
                 return Err(Error::InvalidGraph(format!(
-                    "unsupported version {v}: this build reads version {GRAPH_FORMAT_VERSION}"
+                    "unsupported version {v}: this build reads versions 1 and 2"
                 )));
             }
         }
@@ -100,18 +152,37 @@ impl GraphDesc {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Checks the document and builds the graph.
+    /// Checks the document and builds the graph; a document with file tensors needs
+    /// [`GraphDesc::build_with`].
     pub fn build(&self) -> Result<BuiltGraph> {
-        if self.version != GRAPH_FORMAT_VERSION {
+        self.build_with(&NoFiles)
+    }
+
+    /// Checks the document and builds the graph, looking file tensors up in `files`.
+    pub fn build_with(&self, files: &dyn FileTensors) -> Result<BuiltGraph> {
+        if !matches!(self.version, 1 | 2) {
             return Err(Error::InvalidGraph(format!(
-                "unsupported version {}: this build reads version {GRAPH_FORMAT_VERSION}",
+                "unsupported version {}: this build reads versions 1 and 2",
                 self.version
             )));
+        }
+        if self.version == 1 && !self.files.is_empty() {
+            return Err(Error::InvalidGraph("\"files\" needs version 2".into()));
+        }
+        let mut paths: HashMap<&str, &str> = HashMap::new();
+        for f in &self.files {
+            if f.name.is_empty() || paths.insert(&f.name, &f.path).is_some() {
+                return Err(Error::InvalidGraph(format!(
+                    "files: {:?} is empty or given twice",
+                    f.name
+                )));
+            }
         }
         let mut graph = Graph::new();
         let mut ids: HashMap<&str, TensorId> = HashMap::new();
         let mut inputs = Vec::new();
         let mut constants = Vec::new();
+        let mut file_tensors = Vec::new();
         for t in &self.tensors {
             let wrap = |error: Error| in_graph("tensor", &t.name, error);
             if t.name.is_empty() {
@@ -120,13 +191,32 @@ impl GraphDesc {
             if ids.contains_key(t.name.as_str()) {
                 return Err(Error::DuplicateName(t.name.clone()));
             }
-            let dtype: DType = t.dtype.parse().map_err(wrap)?;
-            let layout = Layout::contiguous(dtype, &t.shape).map_err(wrap)?;
+            if let Some(file) = &t.file {
+                let source = file_source(t, file, &paths, files).map_err(wrap)?;
+                let ne = &source.layout.ne[..];
+                let id = graph.weight(&t.name, source.layout.dtype, ne).map_err(wrap)?;
+                file_tensors.push(FileTensor { id, path: source.path, tensor: source.tensor });
+                ids.insert(&t.name, id);
+                continue;
+            }
+            if t.tensor.is_some() {
+                return Err(wrap(Error::InvalidGraph("\"tensor\" needs \"file\"".into())));
+            }
+            let (dtype_name, shape) = match (&t.dtype, &t.shape) {
+                (Some(d), Some(s)) => (d, s),
+                _ => {
+                    return Err(wrap(Error::InvalidGraph(
+                        "\"type\" and \"shape\" are required (except for file tensors)".into(),
+                    )))
+                }
+            };
+            let dtype: DType = dtype_name.parse().map_err(wrap)?;
+            let layout = Layout::contiguous(dtype, shape).map_err(wrap)?;
             let data = leaf_data(t, &layout).map_err(wrap)?;
             let id = if data.is_some() {
-                graph.weight(&t.name, dtype, &t.shape)
+                graph.weight(&t.name, dtype, shape)
             } else {
-                graph.input(&t.name, dtype, &t.shape)
+                graph.input(&t.name, dtype, shape)
             }
             .map_err(wrap)?;
             match data {
@@ -177,8 +267,59 @@ impl GraphDesc {
             graph.set_output(id)?;
             outputs.push((o.clone(), id));
         }
-        Ok(BuiltGraph { graph, inputs, constants, outputs })
+        Ok(BuiltGraph { graph, inputs, constants, file_tensors, outputs })
     }
+}
+
+/// Where a file tensor's bytes are, and its layout.
+struct FileSource {
+    path: String,
+    tensor: String,
+    layout: Layout,
+}
+
+/// Looks a file tensor up, checking the type and shape the document states (if any) against
+/// the file's.
+fn file_source(
+    t: &TensorDesc,
+    file: &str,
+    paths: &HashMap<&str, &str>,
+    files: &dyn FileTensors,
+) -> Result<FileSource> {
+    let path = paths
+        .get(file)
+        .ok_or_else(|| Error::UnknownTensor { context: "files".into(), name: file.into() })?;
+    let tensor = t
+        .tensor
+        .clone()
+        .ok_or_else(|| Error::InvalidGraph("a file tensor needs \"tensor\" (its name)".into()))?;
+    if t.data.is_some() || t.values.is_some() {
+        return Err(Error::InvalidGraph("a file tensor has no \"data\" or \"values\"".into()));
+    }
+    let layout = files.layout(path, &tensor)?;
+    let stated_type = match &t.dtype {
+        Some(d) => Some(d.parse::<DType>()?),
+        None => None,
+    };
+    let stated_shape = match &t.shape {
+        Some(s) => Some(crate::tensor::normalize_shape(s)?),
+        None => None,
+    };
+    if stated_type.is_some_and(|d| d != layout.dtype)
+        || stated_shape.is_some_and(|s| s != layout.ne)
+    {
+        return Err(Error::ShapeMismatch {
+            op: "file tensor".into(),
+            reason: format!(
+                "the document states {} {:?}, but {tensor:?} in {path} is {} {:?}",
+                t.dtype.as_deref().unwrap_or("(any type)"),
+                t.shape.as_deref().unwrap_or(&[]),
+                layout.dtype,
+                layout.ne
+            ),
+        });
+    }
+    Ok(FileSource { path: path.to_string(), tensor, layout })
 }
 
 fn in_graph(kind: &str, name: &str, error: Error) -> Error {

@@ -148,8 +148,13 @@ fn duplicate_names_are_rejected() {
 
 #[test]
 fn unsupported_version_is_rejected() {
-    let e = expect_err(&good().replacen("\"version\": 1", "\"version\": 2", 1));
-    assert!(matches!(&e, Error::InvalidGraph(m) if m.contains("unsupported version 2")), "{e}");
+    for v in ["3", "0"] {
+        let e = expect_err(&good().replacen("\"version\": 1", &format!("\"version\": {v}"), 1));
+        let want = format!("unsupported version {v}");
+        assert!(matches!(&e, Error::InvalidGraph(m) if m.contains(&want)), "{e}");
+    }
+    // Version 2 reads every version-1 document.
+    build(&good().replacen("\"version\": 1", "\"version\": 2", 1)).unwrap();
 }
 
 #[test]

@@ -189,6 +189,61 @@ fn compute(request: &Map<String, Value>) -> Reply {
     Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
 }
 
+fn load_graph(request: &Map<String, Value>) -> Reply {
+    let session = lookup(session_id(request)?)?;
+    let graph = match field(request, "graph", "loadGraph")? {
+        Value::String(s) => s.clone(),
+        v @ Value::Object(_) => v.to_string(),
+        _ => return Err(bad_request("loadGraph: \"graph\" must be a graph document (an object)")),
+    };
+    Ok(json!({ "graph": session.load_graph(graph)? }))
+}
+
+fn graph_handle(request: &Map<String, Value>, what: &str) -> Result<u64, TesseraError> {
+    let v = field(request, "graph", what)?;
+    v.as_u64().ok_or_else(|| {
+        bad_request(format!("{what}: \"graph\" must be a handle from loadGraph, got {v}"))
+    })
+}
+
+fn compute_loaded(request: &Map<String, Value>) -> Reply {
+    let session = lookup(session_id(request)?)?;
+    let handle = graph_handle(request, "computeLoaded")?;
+    let inputs = match request.get("inputs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse_input(i, v))
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => return Err(bad_request("computeLoaded: \"inputs\" must be an array")),
+    };
+    let outputs = session.run_loaded(Arc::new(CancelToken::default()), handle, inputs)?;
+    Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
+}
+
+fn release_graph(request: &Map<String, Value>) -> Reply {
+    let session = lookup(session_id(request)?)?;
+    session.release_graph(graph_handle(request, "releaseGraph")?)?;
+    Ok(json!({ "released": true }))
+}
+
+/// `ggufInfo`: a GGUF file's header, metadata (arrays cut to `arrayItems`, default 16) and
+/// tensor table, read from the mapped file (no tensor data is read).
+fn gguf_info(request: &Map<String, Value>) -> Reply {
+    let path = string_field(request, "path", "ggufInfo")?;
+    let items = match request.get("arrayItems") {
+        None | Some(Value::Null) => 16,
+        Some(v) => {
+            v.as_u64().ok_or_else(|| bad_request("ggufInfo: \"arrayItems\" must be an integer"))?
+                as usize
+        }
+    };
+    let file = tessera_gguf::GgufFile::open(&path)
+        .map_err(|e| TesseraError::InvalidModel { message: e.to_string() })?;
+    Ok(tessera_gguf::summary::to_json(&path, &file, items))
+}
+
 fn cancel(request: &Map<String, Value>) -> Reply {
     let session = lookup(session_id(request)?)?;
     Ok(json!({ "cancelled": session.cancel_all() > 0 }))
@@ -238,6 +293,10 @@ fn dispatch(request: &str) -> Reply {
         "openSession" => open_session(obj),
         "compute" => compute(obj),
         "cancel" => cancel(obj),
+        "loadGraph" => load_graph(obj),
+        "computeLoaded" => compute_loaded(obj),
+        "releaseGraph" => release_graph(obj),
+        "ggufInfo" => gguf_info(obj),
         "closeSession" => close_session(obj),
         "closeAllSessions" => Ok(json!({ "closed": crate::lifecycle::close_all() })),
         "setLogLevel" => {
@@ -247,7 +306,8 @@ fn dispatch(request: &str) -> Reply {
         other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
             Err(bad_request(format!(
                 "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-                 compute, cancel, closeSession, closeAllSessions, setLogLevel, loadModel, \
+                 compute, cancel, closeSession, closeAllSessions, setLogLevel, loadGraph, \
+                 computeLoaded, releaseGraph, ggufInfo, loadModel, \
                  modelInfo, tokenize, detokenize, applyChatTemplate, generate, cancelGeneration, \
                  embed, releaseModel)"
             )))

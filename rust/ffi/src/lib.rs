@@ -22,6 +22,7 @@ uniffi::setup_scaffolding!();
 pub mod c_api;
 pub mod error;
 pub mod events;
+mod files;
 pub mod info;
 #[cfg(target_os = "android")]
 mod jni_hook;

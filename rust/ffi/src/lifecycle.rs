@@ -23,6 +23,7 @@ pub(crate) fn close_all() -> u64 {
     for s in &sessions {
         s.close();
     }
-    (sessions.len() + crate::oneshot_sessions::close_all() + crate::json_model::release_all_models())
-        as u64
+    (sessions.len()
+        + crate::oneshot_sessions::close_all()
+        + crate::json_model::release_all_models()) as u64
 }

@@ -12,10 +12,14 @@
 //! uploaded: they live in the backends' buffers.
 
 use crate::error::{FfiResult, TesseraError};
+use crate::files::{ConstantBytes, DocumentFiles};
 use crate::session::TensorData;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::Arc;
+use tessera_core::backend::Device;
 use tessera_core::desc::GraphDesc;
+use tessera_core::registry::Registry;
 use tessera_core::{DType, Error, Graph, TensorId};
 
 /// What identifies a document: its length and a seeded hash of its text.
@@ -65,10 +69,18 @@ pub(crate) struct PreparedGraph {
     pub(crate) outputs: Vec<(String, TensorId)>,
     inputs: Vec<InputSpec>,
     constant_names: HashSet<String>,
+    /// The model files the document reads (kept mapped while the graph lives).
+    _files: DocumentFiles,
+}
+
+impl std::fmt::Debug for DocumentFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DocumentFiles")
+    }
 }
 
 /// Constant tensors and their bytes, to write once the graph has memory.
-pub(crate) type Constants = Vec<(TensorId, Vec<u8>)>;
+pub(crate) type Constants = Vec<(TensorId, ConstantBytes)>;
 
 impl PreparedGraph {
     /// Parses and builds `json`. Outputs that are strided views are read through a CONT node
@@ -76,9 +88,21 @@ impl PreparedGraph {
     pub(crate) fn build(
         json: &str,
         fingerprint: Fingerprint,
+        device: &Arc<dyn Device>,
+        registry: &Registry,
     ) -> FfiResult<(PreparedGraph, Constants)> {
         let desc = GraphDesc::from_json(json)?;
-        let mut built = desc.build()?;
+        let files = DocumentFiles::default();
+        let mut built = desc.build_with(&files)?;
+        let mut constants: Constants =
+            built.constants.drain(..).map(|(id, b)| (id, ConstantBytes::Owned(b))).collect();
+        constants.extend(crate::files::place(
+            &mut built.graph,
+            &built.file_tensors,
+            &files,
+            device,
+            registry,
+        )?);
         let mut outputs = Vec::with_capacity(built.outputs.len());
         for (name, id) in &built.outputs {
             let mut id = *id;
@@ -93,8 +117,11 @@ impl PreparedGraph {
             }
             outputs.push((name.clone(), id));
         }
-        let shapes: HashMap<&str, &[usize]> =
-            desc.tensors.iter().map(|t| (t.name.as_str(), t.shape.as_slice())).collect();
+        let shapes: HashMap<&str, &[usize]> = desc
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.shape.as_deref().unwrap_or(&[])))
+            .collect();
         let inputs = built
             .inputs
             .iter()
@@ -114,9 +141,15 @@ impl PreparedGraph {
             .filter(|t| !input_names.contains(t.name.as_str()))
             .map(|t| t.name.clone())
             .collect();
-        let prepared =
-            PreparedGraph { fingerprint, graph: built.graph, outputs, inputs, constant_names };
-        Ok((prepared, built.constants))
+        let prepared = PreparedGraph {
+            fingerprint,
+            graph: built.graph,
+            outputs,
+            inputs,
+            constant_names,
+            _files: files,
+        };
+        Ok((prepared, constants))
     }
 
     /// Checks the given inputs against the document's and returns the bytes to write per tensor.

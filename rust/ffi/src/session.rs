@@ -8,7 +8,8 @@
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::oneshot;
-use crate::prepared::{quoted, DocHasher, PreparedGraph};
+use crate::prepared::{quoted, Constants, DocHasher, PreparedGraph};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tessera_core::backend::{AbortCallback, Backend, BackendParams, DeviceType};
@@ -78,6 +79,7 @@ struct State {
 pub struct Session {
     device: String,
     backends: Vec<String>,
+    options: SessionOptions,
     state: Mutex<State>,
     idle: Condvar,
     engine: Mutex<Option<Engine>>,
@@ -90,6 +92,10 @@ pub struct Session {
 struct Engine {
     scheduler: Scheduler,
     last: Option<PreparedGraph>,
+    /// Documents loaded with [`Session::load_graph`], each with a scheduler of its own.
+    loaded: HashMap<u64, (PreparedGraph, Scheduler)>,
+    /// The next handle.
+    next: u64,
 }
 
 impl std::fmt::Debug for Session {
@@ -154,41 +160,114 @@ fn trimmed_shape(ne: [usize; 4]) -> Vec<u64> {
     ne[..n].iter().map(|&d| d as u64).collect()
 }
 
+/// A scheduler over the backends of `options`: the chosen device, then the CPU as fallback.
+fn new_scheduler(options: &SessionOptions) -> FfiResult<Scheduler> {
+    let threads = check_threads(options.threads)?;
+    let registry = crate::registry::registry();
+    let params = BackendParams { threads };
+    let wanted = options.device.trim();
+    let first: Box<dyn Backend> = if wanted.is_empty() || wanted.eq_ignore_ascii_case("auto") {
+        registry.init_best(&params)?
+    } else {
+        if registry.device_by_name(wanted).is_none() {
+            return Err(unknown_device(wanted));
+        }
+        registry.init_by_name(wanted, &params)?
+    };
+    let device = first.device();
+    let mut backends = vec![first];
+    if device.device_type() != DeviceType::Cpu {
+        match registry.init_by_type(DeviceType::Cpu, &params) {
+            Ok(cpu) => backends.push(cpu),
+            Err(e) => log::warn!("no CPU fallback for {}: {e}", device.name()),
+        }
+    }
+    let mut scheduler = Scheduler::new(backends)?;
+    // Graph constants are weights: those only MUL_MAT reads go to an extra buffer type
+    // (e.g. CPU_REPACK) when the device offers one that accepts them.
+    scheduler.use_registry_extra_buffer_types(registry);
+    Ok(scheduler)
+}
+
+/// Builds `json` for `scheduler`'s device; the constants are written by [`allocate`].
+fn build(
+    json: &str,
+    fingerprint: crate::prepared::Fingerprint,
+    scheduler: &Scheduler,
+) -> FfiResult<(PreparedGraph, Constants)> {
+    let device = scheduler.backends()[0].device();
+    PreparedGraph::build(json, fingerprint, &device, crate::registry::registry())
+}
+
+/// Allocates a built graph on `scheduler` and writes its constants.
+fn allocate(
+    prepared: &mut PreparedGraph,
+    constants: Constants,
+    scheduler: &mut Scheduler,
+) -> FfiResult<()> {
+    scheduler.alloc_graph(&mut prepared.graph)?;
+    for (id, bytes) in constants {
+        set_tensor(&prepared.graph, id, bytes.bytes())?;
+    }
+    Ok(())
+}
+
+/// Writes `inputs`, computes and reads the outputs of an allocated graph.
+fn compute_prepared(
+    scheduler: &mut Scheduler,
+    prepared: &PreparedGraph,
+    inputs: &[(tessera_core::TensorId, Vec<u8>)],
+    token: &Arc<CancelToken>,
+) -> FfiResult<Vec<TensorData>> {
+    let flag = token.clone();
+    let abort: AbortCallback = Arc::new(move || flag.is_cancelled());
+    set_abort_callback(scheduler, Some(abort));
+    let result = (|| -> FfiResult<Vec<TensorData>> {
+        for (id, bytes) in inputs {
+            set_tensor(&prepared.graph, *id, bytes)?;
+        }
+        scheduler.compute().map_err(|e| match e {
+            Error::Aborted if token.is_cancelled() => TesseraError::cancelled(),
+            e => e.into(),
+        })?;
+        let graph = &prepared.graph;
+        prepared
+            .outputs
+            .iter()
+            .map(|(name, id)| {
+                let t = graph.get(*id)?;
+                Ok(TensorData {
+                    name: name.clone(),
+                    dtype: t.dtype().name().to_string(),
+                    shape: trimmed_shape(t.ne()),
+                    data: get_tensor(graph, *id)?,
+                })
+            })
+            .collect()
+    })();
+    set_abort_callback(scheduler, None);
+    result
+}
+
 impl Session {
     /// Opens the backends for `options` (the blocking constructor behind [`Session::new`]).
     pub fn open(options: SessionOptions) -> FfiResult<Session> {
-        let threads = check_threads(options.threads)?;
-        let registry = crate::registry::registry();
-        let params = BackendParams { threads };
-        let wanted = options.device.trim();
-        let first: Box<dyn Backend> = if wanted.is_empty() || wanted.eq_ignore_ascii_case("auto") {
-            registry.init_best(&params)?
-        } else {
-            if registry.device_by_name(wanted).is_none() {
-                return Err(unknown_device(wanted));
-            }
-            registry.init_by_name(wanted, &params)?
-        };
-        let device = first.device();
-        let mut backends = vec![first];
-        if device.device_type() != DeviceType::Cpu {
-            match registry.init_by_type(DeviceType::Cpu, &params) {
-                Ok(cpu) => backends.push(cpu),
-                Err(e) => log::warn!("no CPU fallback for {}: {e}", device.name()),
-            }
-        }
-        let names = backends.iter().map(|b| b.name()).collect();
-        let mut scheduler = Scheduler::new(backends)?;
-        // Graph constants are weights: those only MUL_MAT reads go to an extra buffer type
-        // (e.g. CPU_REPACK) when the device offers one that accepts them.
-        scheduler.use_registry_extra_buffer_types(registry);
+        let scheduler = new_scheduler(&options)?;
+        let device = scheduler.backends()[0].device();
+        let names = scheduler.backends().iter().map(|b| b.name()).collect();
         log::info!("session on {} ({})", device.name(), device.description());
         Ok(Session {
             device: device.name(),
             backends: names,
+            options,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
-            engine: Mutex::new(Some(Engine { scheduler, last: None })),
+            engine: Mutex::new(Some(Engine {
+                scheduler,
+                last: None,
+                loaded: HashMap::new(),
+                next: 1,
+            })),
             hasher: DocHasher::default(),
             builds: AtomicUsize::new(0),
         })
@@ -223,6 +302,33 @@ impl Session {
         })
     }
 
+    /// The body of [`Session::compute_loaded`] under `token`.
+    pub(crate) fn run_loaded(
+        &self,
+        token: Arc<CancelToken>,
+        handle: u64,
+        inputs: Vec<TensorData>,
+    ) -> FfiResult<Vec<TensorData>> {
+        guard("Session.computeLoaded", || {
+            let ticket = self.enter(token)?;
+            let mut slot = lock(&self.engine);
+            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
+            let next = engine.next;
+            let (prepared, scheduler) = engine.loaded.get_mut(&handle).ok_or_else(|| {
+                if handle >= 1 && handle < next {
+                    TesseraError::Closed { message: format!("graph {handle} was released") }
+                } else {
+                    TesseraError::invalid_argument(format!("unknown graph handle {handle}"))
+                }
+            })?;
+            let inputs = prepared.match_inputs(inputs)?;
+            match compute_prepared(scheduler, prepared, &inputs, &ticket.token) {
+                Err(_) if ticket.token.is_cancelled() => Err(TesseraError::cancelled()),
+                other => other,
+            }
+        })
+    }
+
     fn compute_graph(
         &self,
         token: &Arc<CancelToken>,
@@ -241,7 +347,7 @@ impl Session {
         let (mut prepared, constants) = match kept {
             Some(prepared) => (prepared, None),
             None => {
-                let (prepared, constants) = PreparedGraph::build(graph_json, fingerprint)?;
+                let (prepared, constants) = build(graph_json, fingerprint, &engine.scheduler)?;
                 self.builds.fetch_add(1, Ordering::Relaxed);
                 (prepared, Some(constants))
             }
@@ -256,40 +362,10 @@ impl Session {
                 return Err(e);
             }
         };
-        let scheduler = &mut engine.scheduler;
-        let flag = token.clone();
-        let abort: AbortCallback = Arc::new(move || flag.is_cancelled());
-        set_abort_callback(scheduler, Some(abort));
-        let result = (|| -> FfiResult<Vec<TensorData>> {
-            if let Some(constants) = constants {
-                scheduler.alloc_graph(&mut prepared.graph)?;
-                for (id, bytes) in constants {
-                    set_tensor(&prepared.graph, id, &bytes)?;
-                }
-            }
-            for (id, bytes) in &inputs {
-                set_tensor(&prepared.graph, *id, bytes)?;
-            }
-            scheduler.compute().map_err(|e| match e {
-                Error::Aborted if token.is_cancelled() => TesseraError::cancelled(),
-                e => e.into(),
-            })?;
-            let graph = &prepared.graph;
-            prepared
-                .outputs
-                .iter()
-                .map(|(name, id)| {
-                    let t = graph.get(*id)?;
-                    Ok(TensorData {
-                        name: name.clone(),
-                        dtype: t.dtype().name().to_string(),
-                        shape: trimmed_shape(t.ne()),
-                        data: get_tensor(graph, *id)?,
-                    })
-                })
-                .collect()
-        })();
-        set_abort_callback(scheduler, None);
+        if let Some(constants) = constants {
+            allocate(&mut prepared, constants, &mut engine.scheduler)?;
+        }
+        let result = compute_prepared(&mut engine.scheduler, &prepared, &inputs, token);
         if result.is_ok() {
             engine.last = Some(prepared);
         }
@@ -394,6 +470,51 @@ impl Session {
         })
     }
 
+    /// Loads a graph document once (checked, built, allocated on a scheduler of its own,
+    /// constants and file tensors placed) and returns its handle for
+    /// [`Session::compute_loaded`]: computes then send only the inputs. Its memory stays until
+    /// [`Session::release_graph`] or `close()`.
+    pub fn load_graph(&self, graph_json: String) -> FfiResult<u64> {
+        guard("Session.loadGraph", || {
+            let _ticket = self.enter(Arc::new(CancelToken::default()))?;
+            let mut scheduler = new_scheduler(&self.options)?;
+            let fingerprint = self.hasher.fingerprint(&graph_json);
+            let (mut prepared, constants) = build(&graph_json, fingerprint, &scheduler)?;
+            allocate(&mut prepared, constants, &mut scheduler)?;
+            let mut slot = lock(&self.engine);
+            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
+            let handle = engine.next;
+            engine.next += 1;
+            engine.loaded.insert(handle, (prepared, scheduler));
+            Ok(handle)
+        })
+    }
+
+    /// Computes the document loaded as `handle` with `inputs` (as [`Session::compute`]).
+    pub fn compute_loaded(
+        &self,
+        handle: u64,
+        inputs: Vec<TensorData>,
+    ) -> FfiResult<Vec<TensorData>> {
+        self.run_loaded(Arc::new(CancelToken::default()), handle, inputs)
+    }
+
+    /// Frees the document loaded as `handle`; releasing it twice is fine, an unknown handle is
+    /// an error.
+    pub fn release_graph(&self, handle: u64) -> FfiResult<()> {
+        guard("Session.releaseGraph", || {
+            let mut slot = lock(&self.engine);
+            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
+            if handle == 0 || handle >= engine.next {
+                return Err(TesseraError::invalid_argument(format!(
+                    "unknown graph handle {handle}"
+                )));
+            }
+            engine.loaded.remove(&handle);
+            Ok(())
+        })
+    }
+
     /// Cancels every compute of this session that is running or waiting: each returns the
     /// `Cancelled` error soon after. Computes started later are not affected. Does nothing
     /// when none is running.
@@ -449,6 +570,56 @@ impl Drop for CancelOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file tensor that the CPU computes in place has its data inside the file's mapping (no
+    /// copy); one the CPU repacks (only MUL_MAT reads it, and the tier interleaves its type)
+    /// lives in a repack buffer instead.
+    #[test]
+    fn file_tensors_on_the_cpu_are_read_in_place_from_the_mapping() {
+        let Ok(path) = std::env::var("TESSERA_GEMMA_GGUF") else {
+            panic!("set TESSERA_GEMMA_GGUF to the Gemma 3 270M Q4_K_M file (see scripts/setup.sh)")
+        };
+        let doc = serde_json::json!({
+            "version": 2,
+            "files": [{"name": "m", "path": path}],
+            "tensors": [
+                {"name": "up", "file": "m", "tensor": "blk.0.ffn_up.weight"},
+                {"name": "embd", "file": "m", "tensor": "token_embd.weight"},
+                {"name": "x", "type": "F32", "shape": [640, 1]},
+                {"name": "ids", "type": "I32", "shape": [1]}
+            ],
+            "nodes": [
+                {"name": "y", "op": "MUL_MAT", "src": ["up", "x"]},
+                {"name": "r", "op": "GET_ROWS", "src": ["embd", "ids"]}
+            ],
+            "outputs": ["y", "r"]
+        });
+        let session =
+            Session::open(SessionOptions { device: "CPU".into(), threads: Some(1) }).unwrap();
+        let handle = session.load_graph(doc.to_string()).unwrap();
+        let file = crate::files::open(&path).unwrap();
+        let map = file.bytes().as_ptr_range();
+        let slot = lock(&session.engine);
+        let (prepared, _) = &slot.as_ref().unwrap().loaded[&handle];
+        let g = &prepared.graph;
+        let addr = |name: &str| {
+            let id = g.by_name(name).unwrap();
+            let s = g.storage_of(id).unwrap();
+            (s.buffer.host_ptr().unwrap().as_ptr() as usize + s.offset, s.buffer.name())
+        };
+        // GET_ROWS reads the embeddings: in place, inside the mapping, at the tensor's bytes.
+        let (embd, _) = addr("embd");
+        let info = file.tensor("token_embd.weight").unwrap();
+        assert_eq!(embd, file.tensor_data(info).as_ptr() as usize);
+        assert!((map.start as usize..map.end as usize).contains(&embd));
+        // Q5_0 has no repacked layout on any tier: MUL_MAT reads it in place too.
+        let (up, _) = addr("up");
+        assert!((map.start as usize..map.end as usize).contains(&up));
+        assert_eq!(
+            up,
+            file.tensor_data(file.tensor("blk.0.ffn_up.weight").unwrap()).as_ptr() as usize
+        );
+    }
     use tessera_core::DType;
 
     /// Q4_0 and F16 graph constants read only by MUL_MAT (placed in CPU_REPACK where the

@@ -202,6 +202,13 @@ impl GgufFile {
         self.memory.bytes()
     }
 
+    /// Drops the pages of tensor `t`'s bytes from the process's resident memory (a mapped file
+    /// only): for tensors copied elsewhere (repacked, uploaded) whose mapped bytes will not be
+    /// read again soon. A later read maps them again from the file.
+    pub fn release_pages(&self, t: &TensorInfo) {
+        self.memory.release_pages(self.data_offset() + t.offset, t.size);
+    }
+
     /// The file's bytes as [`HostMemory`] (`read_only()` is true), for a device to wrap as a
     /// buffer and compute from in place; it keeps the mapping alive. Tensor `t` starts at
     /// byte `data_offset() + t.offset` of it.

@@ -41,6 +41,7 @@ mod getters;
 mod kv;
 mod mapping;
 mod reader;
+pub mod summary;
 mod tensor;
 mod value;
 

@@ -68,6 +68,26 @@ impl FileMemory {
         }
     }
 
+    /// Tells the kernel that `offset..offset + len` of a mapped file will not be read soon:
+    /// its pages leave the process's resident memory (they stay in the page cache, and a later
+    /// read maps them again from the file). Does nothing for owned bytes or where the platform
+    /// has no such advice.
+    pub(crate) fn release_pages(&self, offset: usize, len: usize) {
+        if let Storage::Mapped(m) = &self.storage {
+            let end = offset.saturating_add(len).min(m.len());
+            if offset >= end {
+                return;
+            }
+            #[cfg(unix)]
+            // SAFETY: the mapping is private and read-only (never written), so discarding its
+            // pages loses nothing: the next access reads them from the file again. The range
+            // was clamped to the mapping.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, end - offset)
+            };
+        }
+    }
+
     /// Whether the bytes are a memory map of a file.
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self.storage, Storage::Mapped(_))

@@ -112,7 +112,9 @@ impl ModelTensors {
         let output_norm = t.vector("output_norm.weight", e)?;
         let (output, tied) = match t.opt("output.weight", &[e, v])? {
             Some(o) => (o, false),
-            None => (ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() }, true),
+            None => {
+                (ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() }, true)
+            }
         };
         let rope_freqs = t.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;
         let gemma = hp.arch == Architecture::Gemma3;

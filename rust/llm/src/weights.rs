@@ -74,6 +74,9 @@ impl WeightStore {
                 let mut offset = 0;
                 for t in &repack {
                     write_tensor(file, t, &buffer, offset)?;
+                    // Its mapped bytes are not read again (a tied output's are, by GET_ROWS,
+                    // a few rows at a time): they leave resident memory.
+                    file.release_pages(&t.info);
                     placed.insert(t.name.clone(), Storage { buffer: buffer.clone(), offset });
                     offset += aligned(bt.alloc_size(&t.info.layout()), bt.alignment());
                     copied_bytes += t.info.size;
@@ -100,6 +103,7 @@ impl WeightStore {
             }
             for t in &all {
                 write_tensor(file, t, &buffer, offset)?;
+                file.release_pages(&t.info);
                 placed.insert(t.name.clone(), Storage { buffer: buffer.clone(), offset });
                 offset += aligned(bt.alloc_size(&t.info.layout()), bt.alignment());
                 copied_bytes += t.info.size;

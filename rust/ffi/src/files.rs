@@ -1,0 +1,135 @@
+//! Model files named by version-2 graph documents: GGUF files opened once per process (mapped,
+//! shared by every document that names them while one holds them), their tensors looked up for
+//! the document builder, and each file tensor placed for the session's device.
+//!
+//! On a host device a file tensor is used in place: its storage is the mapping (read-only, never
+//! copied). A tensor only MUL_MAT reads as its weights, of a type the device's extra buffer type
+//! (the CPU's `CPU_REPACK`) accepts, is instead left to the scheduler, which places it there; its
+//! bytes are then copied once from the mapping, tensor by tensor. On other devices (GPUs) file
+//! tensors are uploaded once from the mapping.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use tessera_core::backend::{Buffer, Device, DeviceType};
+use tessera_core::desc::{FileTensor, FileTensors};
+use tessera_core::registry::Registry;
+use tessera_core::{Error, Graph, Layout, Op, Result, Storage, TensorId};
+use tessera_gguf::{GgufFile, TensorInfo};
+
+/// Opens `path`, or returns the mapping some other document holds.
+pub(crate) fn open(path: &str) -> Result<Arc<GgufFile>> {
+    static OPEN: Mutex<Option<HashMap<String, Weak<GgufFile>>>> = Mutex::new(None);
+    let mut table = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let table = table.get_or_insert_with(HashMap::new);
+    if let Some(f) = table.get(path).and_then(Weak::upgrade) {
+        return Ok(f);
+    }
+    let file = Arc::new(
+        GgufFile::open(path).map_err(|e| Error::InvalidGraph(format!("model file {path}: {e}")))?,
+    );
+    table.retain(|_, w| w.strong_count() > 0);
+    table.insert(path.to_string(), Arc::downgrade(&file));
+    Ok(file)
+}
+
+/// The files a document uses, kept open for as long as its graph lives.
+#[derive(Default)]
+pub(crate) struct DocumentFiles {
+    files: Mutex<HashMap<String, Arc<GgufFile>>>,
+}
+
+impl DocumentFiles {
+    fn file(&self, path: &str) -> Result<Arc<GgufFile>> {
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = files.get(path) {
+            return Ok(f.clone());
+        }
+        let f = open(path)?;
+        files.insert(path.to_string(), f.clone());
+        Ok(f)
+    }
+
+    fn info(&self, path: &str, tensor: &str) -> Result<(Arc<GgufFile>, TensorInfo)> {
+        let f = self.file(path)?;
+        let info = f.tensor(tensor).cloned().ok_or_else(|| Error::UnknownTensor {
+            context: format!("model file {path}"),
+            name: tensor.to_string(),
+        })?;
+        Ok((f, info))
+    }
+}
+
+impl FileTensors for DocumentFiles {
+    fn layout(&self, path: &str, tensor: &str) -> Result<Layout> {
+        Ok(self.info(path, tensor)?.1.layout())
+    }
+}
+
+/// Bytes a constant gets once the graph has memory: its own, or a tensor of a mapped file.
+pub(crate) enum ConstantBytes {
+    /// From the document (`data` or `values`).
+    Owned(Vec<u8>),
+    /// A tensor of a mapped file, copied (repacked, uploaded) straight from the mapping.
+    File(Arc<GgufFile>, TensorInfo),
+}
+
+impl ConstantBytes {
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            ConstantBytes::Owned(b) => b,
+            ConstantBytes::File(f, info) => f.tensor_data(info),
+        }
+    }
+}
+
+/// Whether every reader of `id` is a MUL_MAT taking it as its weights.
+fn only_matmul_weight(graph: &Graph, id: TensorId) -> bool {
+    let readers: Vec<TensorId> =
+        graph.ids().filter(|&n| graph.tensor(n).src.contains(&id)).collect();
+    !readers.is_empty()
+        && readers.iter().all(|&n| {
+            let t = graph.tensor(n);
+            matches!(t.op, Op::MulMat) && t.src[0] == id && !t.src[1..].contains(&id)
+        })
+}
+
+/// Places the file tensors of a built graph for `device` (see the module doc): sets the storage
+/// of those used in place and returns the others' bytes, to write once the graph has memory.
+pub(crate) fn place(
+    graph: &mut Graph,
+    file_tensors: &[FileTensor],
+    files: &DocumentFiles,
+    device: &Arc<dyn Device>,
+    registry: &Registry,
+) -> Result<Vec<(TensorId, ConstantBytes)>> {
+    let mut copied = Vec::new();
+    let host = device.device_type() == DeviceType::Cpu && device.buffer_type().is_host();
+    let extra = registry
+        .regs()
+        .iter()
+        .find(|r| r.devices().iter().any(|d| d.name() == device.name()))
+        .and_then(|r| r.extra_buffer_types(device.as_ref()).into_iter().next());
+    let mut mappings: HashMap<String, Arc<dyn Buffer>> = HashMap::new();
+    for ft in file_tensors {
+        let (file, info) = files.info(&ft.path, &ft.tensor)?;
+        let repack = extra.as_ref().is_some_and(|bt| {
+            bt.accepts_weight(&info.layout()) && only_matmul_weight(graph, ft.id)
+        });
+        if host && !repack {
+            let buffer = match mappings.get(&ft.path) {
+                Some(b) => b.clone(),
+                None => {
+                    let b = device.buffer_from_host_memory(file.memory(), file.file_size())?;
+                    mappings.insert(ft.path.clone(), b.clone());
+                    b
+                }
+            };
+            let offset = file.data_offset() + info.offset;
+            graph.set_storage(ft.id, Storage { buffer, offset })?;
+        } else {
+            copied.push((ft.id, ConstantBytes::File(file, info)));
+        }
+    }
+    Ok(copied)
+}
