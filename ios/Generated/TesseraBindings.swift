@@ -967,6 +967,11 @@ public protocol SessionProtocol: AnyObject, Sendable {
     func computeAsync(graphJson: String, inputs: [TensorData]) async throws  -> [TensorData]
     
     /**
+     * Computes the document loaded as `handle` with `inputs` (as [`Session::compute`]).
+     */
+    func computeLoaded(handle: UInt64, inputs: [TensorData]) throws  -> [TensorData]
+    
+    /**
      * The name of the device the session computes on.
      */
     func device()  -> String
@@ -975,6 +980,20 @@ public protocol SessionProtocol: AnyObject, Sendable {
      * Whether [`Session::close`] was called.
      */
     func isClosed()  -> Bool
+    
+    /**
+     * Loads a graph document once (checked, built, allocated on a scheduler of its own,
+     * constants and file tensors placed) and returns its handle for
+     * [`Session::compute_loaded`]: computes then send only the inputs. Its memory stays until
+     * [`Session::release_graph`] or `close()`.
+     */
+    func loadGraph(graphJson: String) throws  -> UInt64
+    
+    /**
+     * Frees the document loaded as `handle`; releasing it twice is fine, an unknown handle is
+     * an error.
+     */
+    func releaseGraph(handle: UInt64) throws 
     
 }
 /**
@@ -1129,6 +1148,20 @@ open func computeAsync(graphJson: String, inputs: [TensorData])async throws  -> 
 }
     
     /**
+     * Computes the document loaded as `handle` with `inputs` (as [`Session::compute`]).
+     */
+open func computeLoaded(handle: UInt64, inputs: [TensorData])throws  -> [TensorData]  {
+    return try  FfiConverterSequenceTypeTensorData.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_session_compute_loaded(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(handle),
+        FfiConverterSequenceTypeTensorData.lower(inputs),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * The name of the device the session computes on.
      */
 open func device() -> String  {
@@ -1150,6 +1183,35 @@ open func isClosed() -> Bool  {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * Loads a graph document once (checked, built, allocated on a scheduler of its own,
+     * constants and file tensors placed) and returns its handle for
+     * [`Session::compute_loaded`]: computes then send only the inputs. Its memory stays until
+     * [`Session::release_graph`] or `close()`.
+     */
+open func loadGraph(graphJson: String)throws  -> UInt64  {
+    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_session_load_graph(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(graphJson),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Frees the document loaded as `handle`; releasing it twice is fine, an unknown handle is
+     * an error.
+     */
+open func releaseGraph(handle: UInt64)throws   {try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_session_release_graph(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(handle),uniffiCallStatus
+    )
+}
 }
     
 
@@ -4462,10 +4524,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_session_compute_async() != 14246) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_tessera_ffi_checksum_method_session_compute_loaded() != 60348) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_tessera_ffi_checksum_method_session_device() != 63082) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_session_is_closed() != 8173) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_session_load_graph() != 16373) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_session_release_graph() != 40076) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_constructor_model_load() != 44837) {

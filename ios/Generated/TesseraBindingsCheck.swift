@@ -41,8 +41,11 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_method_session_close() != 16522 { differing.append("uniffi_tessera_ffi_checksum_method_session_close") }
     if uniffi_tessera_ffi_checksum_method_session_compute() != 35800 { differing.append("uniffi_tessera_ffi_checksum_method_session_compute") }
     if uniffi_tessera_ffi_checksum_method_session_compute_async() != 14246 { differing.append("uniffi_tessera_ffi_checksum_method_session_compute_async") }
+    if uniffi_tessera_ffi_checksum_method_session_compute_loaded() != 60348 { differing.append("uniffi_tessera_ffi_checksum_method_session_compute_loaded") }
     if uniffi_tessera_ffi_checksum_method_session_device() != 63082 { differing.append("uniffi_tessera_ffi_checksum_method_session_device") }
     if uniffi_tessera_ffi_checksum_method_session_is_closed() != 8173 { differing.append("uniffi_tessera_ffi_checksum_method_session_is_closed") }
+    if uniffi_tessera_ffi_checksum_method_session_load_graph() != 16373 { differing.append("uniffi_tessera_ffi_checksum_method_session_load_graph") }
+    if uniffi_tessera_ffi_checksum_method_session_release_graph() != 40076 { differing.append("uniffi_tessera_ffi_checksum_method_session_release_graph") }
     if uniffi_tessera_ffi_checksum_constructor_model_load() != 44837 { differing.append("uniffi_tessera_ffi_checksum_constructor_model_load") }
     if uniffi_tessera_ffi_checksum_constructor_session_new() != 37342 { differing.append("uniffi_tessera_ffi_checksum_constructor_session_new") }
     if uniffi_tessera_ffi_checksum_method_eventlistener_on_event() != 36458 { differing.append("uniffi_tessera_ffi_checksum_method_eventlistener_on_event") }

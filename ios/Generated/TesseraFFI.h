@@ -407,6 +407,11 @@ RustBuffer uniffi_tessera_ffi_fn_method_session_compute(uint64_t ptr, RustBuffer
 uint64_t uniffi_tessera_ffi_fn_method_session_compute_async(uint64_t ptr, RustBuffer graph_json, RustBuffer inputs
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_COMPUTE_LOADED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_COMPUTE_LOADED
+RustBuffer uniffi_tessera_ffi_fn_method_session_compute_loaded(uint64_t ptr, uint64_t handle, RustBuffer inputs, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_DEVICE
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_DEVICE
 RustBuffer uniffi_tessera_ffi_fn_method_session_device(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -415,6 +420,16 @@ RustBuffer uniffi_tessera_ffi_fn_method_session_device(uint64_t ptr, RustCallSta
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_IS_CLOSED
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_IS_CLOSED
 int8_t uniffi_tessera_ffi_fn_method_session_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_LOAD_GRAPH
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_LOAD_GRAPH
+uint64_t uniffi_tessera_ffi_fn_method_session_load_graph(uint64_t ptr, RustBuffer graph_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_RELEASE_GRAPH
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_SESSION_RELEASE_GRAPH
+void uniffi_tessera_ffi_fn_method_session_release_graph(uint64_t ptr, uint64_t handle, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_INIT_CALLBACK_VTABLE_EVENTLISTENER
@@ -896,6 +911,12 @@ uint16_t uniffi_tessera_ffi_checksum_method_session_compute_async(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_COMPUTE_LOADED
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_COMPUTE_LOADED
+uint16_t uniffi_tessera_ffi_checksum_method_session_compute_loaded(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_DEVICE
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_DEVICE
 uint16_t uniffi_tessera_ffi_checksum_method_session_device(void
@@ -905,6 +926,18 @@ uint16_t uniffi_tessera_ffi_checksum_method_session_device(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_IS_CLOSED
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_IS_CLOSED
 uint16_t uniffi_tessera_ffi_checksum_method_session_is_closed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_LOAD_GRAPH
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_LOAD_GRAPH
+uint16_t uniffi_tessera_ffi_checksum_method_session_load_graph(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_RELEASE_GRAPH
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_SESSION_RELEASE_GRAPH
+uint16_t uniffi_tessera_ffi_checksum_method_session_release_graph(void
     
 );
 #endif

@@ -818,9 +818,15 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_compute_async(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_session_compute_loaded(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_device(
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_is_closed(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_session_load_graph(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_session_release_graph(
     ): Int
     external fun uniffi_tessera_ffi_checksum_constructor_model_load(
     ): Int
@@ -898,10 +904,16 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_session_compute_async(`ptr`: Long,`graphJson`: RustBuffer.ByValue,`inputs`: RustBuffer.ByValue,
     ): Long
+    external fun uniffi_tessera_ffi_fn_method_session_compute_loaded(`ptr`: Long,`handle`: Long,`inputs`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_session_device(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_session_is_closed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
+    external fun uniffi_tessera_ffi_fn_method_session_load_graph(`ptr`: Long,`graphJson`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Long
+    external fun uniffi_tessera_ffi_fn_method_session_release_graph(`ptr`: Long,`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_tessera_ffi_fn_init_callback_vtable_eventlistener(`vtable`: UniffiVTableCallbackInterfaceEventListener,
     ): Unit
     external fun uniffi_tessera_ffi_fn_init_callback_vtable_loglistener(`vtable`: UniffiVTableCallbackInterfaceLogListener,
@@ -1121,10 +1133,19 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_session_compute_async() and 0xFFFF) != 14246) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_tessera_ffi_checksum_method_session_compute_loaded() and 0xFFFF) != 60348) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_device() and 0xFFFF) != 63082) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_is_closed() and 0xFFFF) != 8173) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_session_load_graph() and 0xFFFF) != 16373) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_session_release_graph() and 0xFFFF) != 40076) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_constructor_model_load() and 0xFFFF) != 44837) {
@@ -2181,6 +2202,11 @@ public interface SessionInterface {
     suspend fun `computeAsync`(`graphJson`: kotlin.String, `inputs`: List<TensorData>): List<TensorData>
     
     /**
+     * Computes the document loaded as `handle` with `inputs` (as [`Session::compute`]).
+     */
+    fun `computeLoaded`(`handle`: kotlin.ULong, `inputs`: List<TensorData>): List<TensorData>
+    
+    /**
      * The name of the device the session computes on.
      */
     fun `device`(): kotlin.String
@@ -2189,6 +2215,20 @@ public interface SessionInterface {
      * Whether [`Session::close`] was called.
      */
     fun `isClosed`(): kotlin.Boolean
+    
+    /**
+     * Loads a graph document once (checked, built, allocated on a scheduler of its own,
+     * constants and file tensors placed) and returns its handle for
+     * [`Session::compute_loaded`]: computes then send only the inputs. Its memory stays until
+     * [`Session::release_graph`] or `close()`.
+     */
+    fun `loadGraph`(`graphJson`: kotlin.String): kotlin.ULong
+    
+    /**
+     * Frees the document loaded as `handle`; releasing it twice is fine, an unknown handle is
+     * an error.
+     */
+    fun `releaseGraph`(`handle`: kotlin.ULong)
     
     companion object
 }
@@ -2418,6 +2458,25 @@ open class Session: Disposable, AutoCloseable, SessionInterface
 
     
     /**
+     * Computes the document loaded as `handle` with `inputs` (as [`Session::compute`]).
+     */
+    @Throws(TesseraException::class)override fun `computeLoaded`(`handle`: kotlin.ULong, `inputs`: List<TensorData>): List<TensorData> {
+            return FfiConverterSequenceTypeTensorData.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_session_compute_loaded(
+        it,
+        
+        FfiConverterULong.lower(`handle`),
+        FfiConverterSequenceTypeTensorData.lower(`inputs`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
      * The name of the device the session computes on.
      */override fun `device`(): kotlin.String {
             return FfiConverterString.lift(
@@ -2446,6 +2505,45 @@ open class Session: Disposable, AutoCloseable, SessionInterface
     }
     )
     }
+    
+
+    
+    /**
+     * Loads a graph document once (checked, built, allocated on a scheduler of its own,
+     * constants and file tensors placed) and returns its handle for
+     * [`Session::compute_loaded`]: computes then send only the inputs. Its memory stays until
+     * [`Session::release_graph`] or `close()`.
+     */
+    @Throws(TesseraException::class)override fun `loadGraph`(`graphJson`: kotlin.String): kotlin.ULong {
+            return FfiConverterULong.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_session_load_graph(
+        it,
+        
+        FfiConverterString.lower(`graphJson`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Frees the document loaded as `handle`; releasing it twice is fine, an unknown handle is
+     * an error.
+     */
+    @Throws(TesseraException::class)override fun `releaseGraph`(`handle`: kotlin.ULong)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_session_release_graph(
+        it,
+        
+        FfiConverterULong.lower(`handle`),_status)
+}
+    }
+    
     
 
     
