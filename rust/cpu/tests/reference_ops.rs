@@ -1221,7 +1221,7 @@ fn get_rows_index_out_of_range_is_an_error_naming_it() {
         alloc(&mut g);
         set_i32(&g, idx, &[0, bad]);
         let e = compute_graph(&g, NEVER).unwrap_err();
-        assert!(matches!(e, Error::OutOfBounds(_)), "{e}");
+        assert!(matches!(e, Error::IndexOutOfRange { .. }), "{e}");
         let msg = e.to_string();
         assert!(msg.contains("GET_ROWS") && msg.contains(&bad.to_string()), "{msg}");
     }
@@ -1468,7 +1468,8 @@ fn builder_rejects_bad_types_per_op() {
     expect_type(g.scale(i, 2.0), "SCALE");
     expect_type(g.silu(q), "SILU");
     expect_type(g.sum(i), "SUM");
-    expect_type(g.mul_mat(f, h), "MUL_MAT"); // activations must be F32
+    expect_type(g.mul_mat(f, q), "MUL_MAT"); // activations must be F32, F16 or BF16
+    expect_type(g.mul_mat(h, i), "MUL_MAT");
     expect_type(g.mul_mat(i, f), "MUL_MAT");
     expect_type(g.get_rows(f, f), "GET_ROWS"); // indices must be I32
     expect_type(g.soft_max(h), "SOFT_MAX");
