@@ -116,6 +116,7 @@ macro_rules! packed_tiled {
 
 pub mod tier;
 
+mod blocks;
 pub mod ew;
 pub mod repack;
 mod scalar;
@@ -343,23 +344,26 @@ pub fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) -> Result<()> {
             actual: dst.len(),
         });
     }
+    use blocks::{q8_0, q8_1, F16_BYTES};
+    // The sum (an i16) where Q8_1 has `s`, the quants where Q8_1 has them.
+    let sum_at = q8_1::S..q8_1::S + size_of::<i16>();
     #[cfg(target_arch = "x86_64")]
     if Tier::Avx2.is_supported() {
-        for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+        for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
             // SAFETY: AVX2 was checked; 32 values in, 32 quant bytes out.
-            let (d, sum) = unsafe { x86::q8_block(x.as_ptr(), out.as_mut_ptr().add(4)) };
-            out[..2].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
-            out[2..4].copy_from_slice(&(sum as i16).to_le_bytes());
+            let (d, sum) = unsafe { x86::q8_block(x.as_ptr(), out.as_mut_ptr().add(q8_1::QS)) };
+            out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+            out[sum_at.clone()].copy_from_slice(&(sum as i16).to_le_bytes());
         }
         return Ok(());
     }
-    let mut tmp = [0u8; 34];
-    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+    let mut tmp = [0u8; q8_0::BYTES];
+    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
         tessera_core::quant::quantize_row(DType::Q8_0, x, &mut tmp)?;
-        let sum: i32 = tmp[2..].iter().map(|&q| i32::from(q as i8)).sum();
-        out[..2].copy_from_slice(&tmp[..2]);
-        out[2..4].copy_from_slice(&(sum as i16).to_le_bytes());
-        out[4..].copy_from_slice(&tmp[2..]);
+        let sum: i32 = tmp[q8_0::QS..].iter().map(|&q| i32::from(q as i8)).sum();
+        out[..F16_BYTES].copy_from_slice(&tmp[..F16_BYTES]);
+        out[sum_at.clone()].copy_from_slice(&(sum as i16).to_le_bytes());
+        out[q8_1::QS..].copy_from_slice(&tmp[q8_0::QS..]);
     }
     Ok(())
 }

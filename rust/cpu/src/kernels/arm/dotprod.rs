@@ -6,6 +6,7 @@ use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
 use super::{K16_Q2, K16_Q3, K16_Q6};
+use crate::kernels::blocks::{q4_0, q8_0};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -33,7 +34,7 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let ws = if Q4 { 18 } else { 34 };
+    let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
     let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
     for blk in 0..k / 32 {
         let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
@@ -41,12 +42,12 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
         for i in 0..MR {
             let p = a.add(i * lda + blk * ws);
             wd[i] = f16_at(p);
-            w[i] = load_q!(p.add(2), Q4);
+            w[i] = load_q!(p.add(qs), Q4);
         }
         for j in 0..NR {
-            let p = b.add(j * ldb + blk * 34);
+            let p = b.add(j * ldb + blk * q8_0::BYTES);
             let bd = f16_at(p);
-            let (b0, b1) = load_q!(p.add(2), false);
+            let (b0, b1) = load_q!(p.add(q8_0::QS), false);
             for i in 0..MR {
                 let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
                 acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);

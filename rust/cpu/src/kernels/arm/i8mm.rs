@@ -5,6 +5,7 @@
 use super::dotprod;
 use super::f16_at;
 use super::neon::load_q;
+use crate::kernels::blocks::{q4_0, q4_k, q6_k, q8_0, q8_k};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -51,7 +52,7 @@ unsafe fn q_0_4x4<const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let ws = if Q4 { 18 } else { 34 };
+    let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
     // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
     let mut acc = [[vdupq_n_f32(0.0); 2]; 2];
     for blk in 0..k / 32 {
@@ -60,14 +61,14 @@ unsafe fn q_0_4x4<const Q4: bool>(
         for rp in 0..2 {
             let p0 = a.add(2 * rp * lda + blk * ws);
             let p1 = p0.add(lda);
-            wz[rp] = zip_rows!(load_q!(p0.add(2), Q4), load_q!(p1.add(2), Q4));
+            wz[rp] = zip_rows!(load_q!(p0.add(qs), Q4), load_q!(p1.add(qs), Q4));
             let (d0, d1) = (f16_at(p0), f16_at(p1));
             wd[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
         }
         for cp in 0..2 {
-            let q0 = b.add(2 * cp * ldb + blk * 34);
+            let q0 = b.add(2 * cp * ldb + blk * q8_0::BYTES);
             let q1 = q0.add(ldb);
-            let bz = zip_rows!(load_q!(q0.add(2), false), load_q!(q1.add(2), false));
+            let bz = zip_rows!(load_q!(q0.add(q8_0::QS), false), load_q!(q1.add(q8_0::QS), false));
             let (e0, e1) = (f16_at(q0), f16_at(q1));
             let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
             for rp in 0..2 {
@@ -107,13 +108,15 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
         let mut sc = [[vdupq_n_s32(0); 8]; RP];
         let mut mn = [[[0i32; 8]; 2]; RP];
         for rp in 0..RP {
-            let p0 = a.add(2 * rp * lda + blk * 144);
+            let p0 = a.add(2 * rp * lda + blk * q4_k::BYTES);
             let p1 = p0.add(lda);
-            let (s0, m0) = super::scales_mins(&std::ptr::read_unaligned(p0.add(4).cast()));
-            let (s1, m1) = super::scales_mins(&std::ptr::read_unaligned(p1.add(4).cast()));
+            let (s0, m0) =
+                super::scales_mins(&std::ptr::read_unaligned(p0.add(q4_k::SCALES).cast()));
+            let (s1, m1) =
+                super::scales_mins(&std::ptr::read_unaligned(p1.add(q4_k::SCALES).cast()));
             let (d0, d1) = (f16_at(p0), f16_at(p1));
             d[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
-            let (n0, n1) = (f16_at(p0.add(2)), f16_at(p1.add(2)));
+            let (n0, n1) = (f16_at(p0.add(q4_k::DMIN)), f16_at(p1.add(q4_k::DMIN)));
             dmin[rp] = vld1q_f32([n0, n0, n1, n1].as_ptr());
             for t in 0..8 {
                 let (x, y) = (i32::from(s0[t]), i32::from(s1[t]));
@@ -123,7 +126,7 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
             }
         }
         for cp in 0..CP {
-            let y0 = b.add(2 * cp * ldb + blk * 292);
+            let y0 = b.add(2 * cp * ldb + blk * q8_k::BYTES);
             let y1 = y0.add(ldb);
             let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
                 std::ptr::read_unaligned(y1.cast::<f32>())
@@ -131,14 +134,14 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
             let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
             // The activations' sums per 32-value sub-block.
             let sums = |y: *const u8| {
-                let s = std::ptr::read_unaligned(y.add(260).cast::<[i16; 16]>());
+                let s = std::ptr::read_unaligned(y.add(q8_k::BSUMS).cast::<[i16; 16]>());
                 std::array::from_fn::<i32, 8, _>(|t| i32::from(s[2 * t]) + i32::from(s[2 * t + 1]))
             };
             let (bs0, bs1) = (sums(y0), sums(y1));
             for rp in 0..RP {
                 let mut sumi = vdupq_n_s32(0);
                 for ch in 0..4 {
-                    let q0 = a.add(2 * rp * lda + blk * 144 + 16 + 32 * ch);
+                    let q0 = a.add(2 * rp * lda + blk * q4_k::BYTES + q4_k::QS + 32 * ch);
                     let q1 = q0.add(lda);
                     let (x0, x1) = ((vld1q_u8(q0), vld1q_u8(q0.add(16))), {
                         (vld1q_u8(q1), vld1q_u8(q1.add(16)))
@@ -147,7 +150,8 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
                     let high = |v: uint8x16_t| vreinterpretq_s8_u8(vshrq_n_u8::<4>(v));
                     let lo = zip_rows!((low(x0.0), low(x0.1)), (low(x1.0), low(x1.1)));
                     let hi = zip_rows!((high(x0.0), high(x0.1)), (high(x1.0), high(x1.1)));
-                    let (ya, yb) = (y0.add(4 + 64 * ch).cast::<i8>(), y1.add(4 + 64 * ch).cast());
+                    let off = q8_k::QS + 64 * ch;
+                    let (ya, yb) = (y0.add(off).cast::<i8>(), y1.add(off).cast());
                     let half =
                         |y: *const i8, o: usize| (vld1q_s8(y.add(o)), vld1q_s8(y.add(o + 16)));
                     let yl = zip_rows!(half(ya, 0), half(yb, 0));
@@ -192,23 +196,23 @@ unsafe fn q6_k_pairs<const RP: usize, const CP: usize>(
     let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
     for blk in 0..k / 256 {
         for rp in 0..RP {
-            let p0 = a.add(2 * rp * lda + blk * 210);
+            let p0 = a.add(2 * rp * lda + blk * q6_k::BYTES);
             let p1 = p0.add(lda);
-            let (d0, d1) = (f16_at(p0.add(208)), f16_at(p1.add(208)));
+            let (d0, d1) = (f16_at(p0.add(q6_k::D)), f16_at(p1.add(q6_k::D)));
             let d = vld1q_f32([d0, d0, d1, d1].as_ptr());
-            let s0 = std::ptr::read_unaligned(p0.add(192).cast::<[i8; 16]>());
-            let s1 = std::ptr::read_unaligned(p1.add(192).cast::<[i8; 16]>());
+            let s0 = std::ptr::read_unaligned(p0.add(q6_k::SCALES).cast::<[i8; 16]>());
+            let s1 = std::ptr::read_unaligned(p1.add(q6_k::SCALES).cast::<[i8; 16]>());
             let (g0, g1) = (super::q6_k_groups(p0), super::q6_k_groups(p1));
             // Each group of both rows as two smmla operands (8 values of row 0, then of row 1).
             let w: [[int8x16_t; 2]; 16] = std::array::from_fn(|g| zip_pair(g0[g], g1[g]));
             for cp in 0..CP {
-                let y0 = b.add(2 * cp * ldb + blk * 292);
+                let y0 = b.add(2 * cp * ldb + blk * q8_k::BYTES);
                 let y1 = y0.add(ldb);
                 let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
                     std::ptr::read_unaligned(y1.cast::<f32>())
                 });
                 let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
-                let (ya, yb) = (y0.add(4).cast::<i8>(), y1.add(4).cast::<i8>());
+                let (ya, yb) = (y0.add(q8_k::QS).cast::<i8>(), y1.add(q8_k::QS).cast::<i8>());
                 let mut sumi = vdupq_n_s32(0);
                 for g in 0..16 {
                     let y = zip_pair(vld1q_s8(ya.add(16 * g)), vld1q_s8(yb.add(16 * g)));

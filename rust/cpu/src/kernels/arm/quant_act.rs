@@ -3,6 +3,7 @@
 //! from zero) for the legacy types and `fcvtns` (round half to even, ggml's `nearest_int`) for
 //! Q8_K.
 
+use crate::kernels::blocks::{q8_0, q8_1, q8_k, F16_BYTES};
 use std::arch::aarch64::*;
 use tessera_core::DType;
 
@@ -48,13 +49,13 @@ unsafe fn q8_block(x: *const f32, q: *mut i8) -> (f32, i32) {
 ///
 /// # Safety
 ///
-/// `x` must point to 256 readable f32 and `out` to 292 writable bytes.
+/// `x` must point to 256 readable f32 and `out` to one writable Q8_K block.
 #[target_feature(enable = "neon")]
 unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     let v: [float32x4_t; 64] = std::array::from_fn(|i| vld1q_f32(x.add(4 * i)));
     let amax = abs_max(&v);
     if amax == 0.0 {
-        std::ptr::write_bytes(out, 0, 292);
+        std::ptr::write_bytes(out, 0, q8_k::BYTES);
         return;
     }
     // The first value of largest magnitude (the reference's strict `>` scan); only a tie
@@ -76,7 +77,7 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     };
     let iscale = -127.0 / max;
     let cap = vdupq_n_s32(127);
-    let qs = out.add(4).cast::<i8>();
+    let qs = out.add(q8_k::QS).cast::<i8>();
     let mut bsums = [0i16; 16];
     for (g, s) in bsums.iter_mut().enumerate() {
         let r: [int32x4_t; 4] = std::array::from_fn(|i| {
@@ -89,7 +90,7 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
         *s = vaddvq_s16(vpaddlq_s8(q));
     }
     std::ptr::write_unaligned(out.cast::<f32>(), 1.0 / iscale);
-    std::ptr::copy_nonoverlapping(bsums.as_ptr().cast::<u8>(), out.add(260), 32);
+    std::ptr::copy_nonoverlapping(bsums.as_ptr().cast::<u8>(), out.add(q8_k::BSUMS), 32);
 }
 
 /// Converts an activation row with NEON when a quantizer exists for `act` (Q8_0, Q8_1, Q8_K);
@@ -97,23 +98,24 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     match act {
         DType::Q8_0 | DType::Q8_1 => {
-            let bs = if act == DType::Q8_0 { 34 } else { 36 };
+            let (bs, qs) =
+                if act == DType::Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q8_1::BYTES, q8_1::QS) };
             for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(bs)) {
                 // SAFETY: NEON is in every aarch64 target; 32 values in, 32 quant bytes out
-                // (the block holds `bs` bytes, the quants its last 32).
+                // (the block holds `bs` bytes, the quants from `qs`).
                 let (d, sum) =
-                    unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(bs - 32).cast::<i8>()) };
-                out[..2].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+                    unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(qs).cast::<i8>()) };
+                out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
                 if act == DType::Q8_1 {
                     let s = half::f16::from_f32(sum as f32 * d);
-                    out[2..4].copy_from_slice(&s.to_bits().to_le_bytes());
+                    out[q8_1::S..q8_1::S + F16_BYTES].copy_from_slice(&s.to_bits().to_le_bytes());
                 }
             }
             true
         }
         DType::Q8_K => {
-            for (x, out) in src.chunks_exact(256).zip(dst.chunks_exact_mut(292)) {
-                // SAFETY: NEON is in every aarch64 target; 256 values in, one 292-byte block out.
+            for (x, out) in src.chunks_exact(256).zip(dst.chunks_exact_mut(q8_k::BYTES)) {
+                // SAFETY: NEON is in every aarch64 target; 256 values in, one Q8_K block out.
                 unsafe { q8_k_block(x.as_ptr(), out.as_mut_ptr()) };
             }
             true

@@ -33,12 +33,14 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
+use super::blocks::{q4_0, q4_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, RwLock};
 use tessera_core::backend::{Buffer, BufferType};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -120,43 +122,49 @@ pub fn group_rows(pl: PackLayout, dtype: DType) -> usize {
     geometry(dtype).map_or(pl.rows, |g| g.group(pl).rows)
 }
 
+/// The per-row header of a Q4_K block in a group: `d`, `dmin`, then each of the 12 scale bytes
+/// on its own (byte-planar: byte `s` of the group's rows together), so that the kernel decodes
+/// the 6-bit scales of all rows with byte-vector operations.
+const Q4_K_FIELDS: [(usize, usize); 14] = {
+    let mut f = [(0, F16_BYTES); 14];
+    f[1] = (q4_k::DMIN, F16_BYTES);
+    let mut s = 0;
+    while s < K_SCALE_SIZE {
+        f[2 + s] = (q4_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
 fn geometry(dtype: DType) -> Option<Geometry> {
+    let quants = |at: usize, size: usize| (at, size - at);
     match dtype {
-        DType::Q4_0 => {
-            Some(Geometry { values: 32, size: 18, fields: &[(0, 2)], quants: (2, 16), own: None })
-        }
-        DType::Q8_0 => {
-            Some(Geometry { values: 32, size: 34, fields: &[(0, 2)], quants: (2, 32), own: None })
-        }
+        DType::Q4_0 => Some(Geometry {
+            values: QK4_0,
+            size: q4_0::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(q4_0::QS, q4_0::BYTES),
+            own: None,
+        }),
+        DType::Q8_0 => Some(Geometry {
+            values: QK8_0,
+            size: q8_0::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(q8_0::QS, q8_0::BYTES),
+            own: None,
+        }),
         DType::F16 => Some(Geometry {
-            values: 16,
-            size: 32,
+            values: F16_GROUP.word / F16_BYTES,
+            size: F16_GROUP.word,
             fields: &[],
-            quants: (0, 32),
+            quants: (0, F16_GROUP.word),
             own: Some(F16_GROUP),
         }),
         DType::Q4_K => Some(Geometry {
-            values: 256,
-            size: 144,
-            // The 12 scale bytes byte-planar (byte s of the group's rows together), so that the
-            // kernel decodes the 6-bit scales of all rows with byte-vector operations.
-            fields: &[
-                (0, 2),
-                (2, 2),
-                (4, 1),
-                (5, 1),
-                (6, 1),
-                (7, 1),
-                (8, 1),
-                (9, 1),
-                (10, 1),
-                (11, 1),
-                (12, 1),
-                (13, 1),
-                (14, 1),
-                (15, 1),
-            ],
-            quants: (16, 128),
+            values: QK_K,
+            size: q4_k::BYTES,
+            fields: &Q4_K_FIELDS,
+            quants: quants(q4_k::QS, q4_k::BYTES),
             own: None,
         }),
         _ => None,

@@ -3,6 +3,9 @@
 
 super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2, 6), (4, 2), (1, 8, 2), (1, 8, 4));
 
+// (x86_tier! imports the block modules of its kernels: q8_0 among them.)
+use crate::kernels::blocks::{q8_1, F16_BYTES};
+
 /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
 mod legacy_q {
     super::super::legacy::legacy_tier!("avx2,fma,f16c", false, 4, (4, 2), (4, 2));
@@ -61,9 +64,9 @@ pub(crate) unsafe fn q8_block(x: *const f32, q: *mut u8) -> (f32, i32) {
 /// Converts an activation row with AVX2 when a kernel exists for `act` (Q8_0, Q8_1, Q8_K);
 /// `false` otherwise. Only called once the AVX2 tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
-    let bs = match act {
-        DType::Q8_0 => 34,
-        DType::Q8_1 => 36,
+    let (bs, qs) = match act {
+        DType::Q8_0 => (q8_0::BYTES, q8_0::QS),
+        DType::Q8_1 => (q8_1::BYTES, q8_1::QS),
         DType::Q8_K => {
             // SAFETY: the tier was checked; dst has one block per 256 values (checked by the
             // caller).
@@ -73,13 +76,13 @@ pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
         _ => return false,
     };
     for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(bs)) {
-        let off = bs - 32;
         // SAFETY: the tier was checked; 32 values in, 32 quant bytes out (lengths checked by
         // the caller: dst has one block per 32 values).
-        let (d, sum) = unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(off)) };
-        out[..2].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+        let (d, sum) = unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(qs)) };
+        out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
         if act == DType::Q8_1 {
-            out[2..4].copy_from_slice(&half::f16::from_f32(sum as f32 * d).to_bits().to_le_bytes());
+            let s = half::f16::from_f32(sum as f32 * d).to_bits().to_le_bytes();
+            out[q8_1::S..q8_1::S + F16_BYTES].copy_from_slice(&s);
         }
     }
     true

@@ -12,6 +12,12 @@ super::kern::x86_tier!(
     (1, 8, 4)
 );
 
+// (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q8_0 and q8_k among them.)
+use crate::kernels::blocks::{q8_1, F16_BYTES};
+
+/// Rows per repacked group (the 16 x 4 layout).
+const ROWS: usize = 16;
+
 /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
 mod legacy_q {
     super::super::legacy::legacy_tier!(
@@ -40,7 +46,8 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let bsz = if Q4 { 288 } else { 544 };
+    // A group's block: the sixteen f16 scales, then the quants.
+    let bsz = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
     let zp: i32 = if Q4 { 8 } else { 128 };
     let nib = _mm512_set1_epi8(0x0f);
     let flip = _mm512_set1_epi8(-128);
@@ -48,26 +55,27 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     for blk in 0..k / 32 {
         let g = a.add(blk * bsz);
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+        let qs = g.add(F16_BYTES * ROWS);
         let mut w = [_mm512_setzero_si512(); 8];
         if Q4 {
             for h in 0..4 {
-                let q = _mm512_loadu_si512(g.add(32 + 64 * h).cast());
+                let q = _mm512_loadu_si512(qs.add(64 * h).cast());
                 w[h] = _mm512_and_si512(q, nib);
                 w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
             }
         } else {
             for (h, v) in w.iter_mut().enumerate() {
-                *v = _mm512_xor_si512(_mm512_loadu_si512(g.add(32 + 64 * h).cast()), flip);
+                *v = _mm512_xor_si512(_mm512_loadu_si512(qs.add(64 * h).cast()), flip);
             }
         }
         for (j, acc_j) in acc.iter_mut().enumerate() {
-            let p = b.add(j * ldb + blk * 36);
+            let p = b.add(j * ldb + blk * q8_1::BYTES);
             let bd = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
                 std::ptr::read_unaligned(p.cast::<u16>()),
             ))));
-            let sum = i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>()));
+            let sum = i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>()));
             let mut ai = _mm512_set1_epi32(-zp * sum);
-            let q = p.add(4);
+            let q = p.add(q8_1::QS);
             for (h, wh) in w.iter().enumerate() {
                 let bw = _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * h).cast::<i32>()));
                 ai = _mm512_dpbusd_epi32(ai, *wh, bw);
@@ -112,9 +120,9 @@ packed_tiled!(
 /// The kernel for repacked weights of `wt`, with its tile size (16 rows, 8 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, 16, 8)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, 16, 8)),
-        DType::Q4_K => Some((packed_q4_k as TileFn, 16, 8)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 8)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
+        DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
         _ => None,
     }
 }
@@ -135,12 +143,14 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
     let ones16 = _mm256_set1_epi16(1);
     let mut acc = [_mm512_setzero_ps(); NR];
     for blk in 0..k / 256 {
-        let g = a.add(blk * 2304);
+        // A group's block: the sixteen d, the sixteen dmin, the 12 scale bytes byte-planar
+        // (16 rows each), then the quants.
+        let g = a.add(blk * q4_k::BYTES * ROWS);
         let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
-        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(32).cast()));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
         // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m), decoded
         // from the byte-planar 12-byte scales (ggml's `get_scale_min_k4` on byte vectors).
-        let sp = g.add(64);
+        let sp = g.add(2 * F16_BYTES * ROWS);
         let sb: [__m128i; 12] = std::array::from_fn(|t| _mm_loadu_si128(sp.add(16 * t).cast()));
         let m63 = _mm_set1_epi8(63);
         let m0f = _mm_set1_epi8(0x0f);
@@ -160,7 +170,7 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
             wsc[t] = to_f(scb, d);
             wmn[t] = to_f(mnb, dmin);
         }
-        let q = g.add(256);
+        let q = g.add(q4_k::QS * ROWS);
         let mut tj = [_mm512_setzero_ps(); NR];
         for ch in 0..4 {
             let mut lo = [_mm512_setzero_si512(); 8];
@@ -171,7 +181,7 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
                 hi[h] = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib);
             }
             for j in 0..NR {
-                let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
+                let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
                 let mut al = _mm512_setzero_si512();
                 let mut ah = _mm512_setzero_si512();
                 for h in 0..8 {
@@ -188,11 +198,11 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
             }
         }
         for j in 0..NR {
-            let p = b.add(j * ldb + blk * 292);
+            let p = b.add(j * ldb + blk * q8_k::BYTES);
             let bd = std::ptr::read_unaligned(p.cast::<f32>());
             // The activation sums of the eight 32-value sub-blocks (pairs of bsums), as f32
             // in memory so that the FMAs below broadcast them straight from L1.
-            let pairs = _mm256_madd_epi16(_mm256_loadu_si256(p.add(260).cast()), ones16);
+            let pairs = _mm256_madd_epi16(_mm256_loadu_si256(p.add(q8_k::BSUMS).cast()), ones16);
             let mut sums = [0f32; 8];
             _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_cvtepi32_ps(pairs));
             let mut m = _mm512_setzero_ps();

@@ -90,6 +90,7 @@ macro_rules! x86_tier {
         ($zm:literal, $zn:literal, $zg:literal)
     ) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
+        use crate::kernels::blocks::{q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, q8_k};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
         use tessera_core::DType;
@@ -196,7 +197,7 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            let wsize = if Q4 { 18 } else { 34 };
+            let (wsize, qs_at) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
             let nb = k / 32;
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
             let ones16 = _mm256_set1_epi16(1);
@@ -212,19 +213,19 @@ macro_rules! x86_tier {
                     let p = a.add(i * lda + blk * wsize);
                     wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
                     wv[i] = if Q4 {
-                        let q = _mm_loadu_si128(p.add(2).cast());
+                        let q = _mm_loadu_si128(p.add(qs_at).cast());
                         let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
                         _mm256_and_si256(both, nib)
                     } else if VNNI {
-                        _mm256_xor_si256(_mm256_loadu_si256(p.add(2).cast()), flip)
+                        _mm256_xor_si256(_mm256_loadu_si256(p.add(qs_at).cast()), flip)
                     } else {
-                        _mm256_loadu_si256(p.add(2).cast())
+                        _mm256_loadu_si256(p.add(qs_at).cast())
                     };
                 }
                 for j in 0..NR {
-                    let p = b.add(j * ldb + blk * 34);
+                    let p = b.add(j * ldb + blk * q8_0::BYTES);
                     let bd = _mm256_set1_ps(h2f!(rd16!(p)));
-                    let bv = _mm256_loadu_si256(p.add(2).cast());
+                    let bv = _mm256_loadu_si256(p.add(q8_0::QS).cast());
                     if VNNI {
                         // -zp * sum(b), per 4-byte lane: the correction for unsigned weights.
                         let corr = _mm256_sub_epi32(
@@ -296,8 +297,10 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            // Block size and where the 4-bit quants start.
-            let (bsize, qs_at) = if Q5 { (176, 48) } else { (144, 16) };
+            // Block size and where the 4-bit quants start (the other fields are where Q4_K has
+            // them, and Q5_K's fifth bits follow the scales).
+            let (bsize, qs_at) = if Q5 { (q5_k::BYTES, q5_k::QS) } else { (q4_k::BYTES, q4_k::QS) };
+            const _: () = assert!(q4_k::DMIN == q5_k::DMIN && q4_k::SCALES == q5_k::SCALES);
             let nb = k / 256;
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
             let mut macc = [[_mm256_setzero_ps(); NR]; MR];
@@ -312,9 +315,10 @@ macro_rules! x86_tier {
                 for i in 0..MR {
                     let p = a.add(i * lda + blk * bsize);
                     d[i] = h2f!(rd16!(p));
-                    dmin[i] = h2f!(rd16!(p.add(2)));
-                    let (s, m) =
-                        scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                    dmin[i] = h2f!(rd16!(p.add(q4_k::DMIN)));
+                    let (s, m) = scales_mins(&std::ptr::read_unaligned(
+                        p.add(q4_k::SCALES).cast::<[u8; 12]>(),
+                    ));
                     let mut m2 = [0i16; 16];
                     for t in 0..8 {
                         sc[i][t] = i16::from(s[t]);
@@ -325,9 +329,9 @@ macro_rules! x86_tier {
                 }
                 let mut bd = [0f32; NR];
                 for j in 0..NR {
-                    let p = b.add(j * ldb + blk * 292);
+                    let p = b.add(j * ldb + blk * q8_k::BYTES);
                     bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = _mm256_loadu_si256(p.add(260).cast());
+                    let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
                     for i in 0..MR {
                         let ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs));
                         let s = _mm256_set1_ps(dmin[i] * bd[j]);
@@ -348,7 +352,7 @@ macro_rules! x86_tier {
                         if Q5 {
                             // Values 64ch + l take bit 2ch of qh[l], values 64ch + 32 + l bit
                             // 2ch + 1.
-                            let qh = _mm256_loadu_si256(p.add(16).cast());
+                            let qh = _mm256_loadu_si256(p.add(q5_k::QH).cast());
                             let h = |s: i32| {
                                 let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
                                 _mm256_slli_epi16::<4>(_mm256_and_si256(v, bit))
@@ -360,7 +364,7 @@ macro_rules! x86_tier {
                         s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
                     }
                     for j in 0..NR {
-                        let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
+                        let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
                         let b_lo = _mm256_loadu_si256(p.cast());
                         let b_hi = _mm256_loadu_si256(p.add(32).cast());
                         for i in 0..MR {
@@ -429,9 +433,9 @@ macro_rules! x86_tier {
             ldc: usize,
         ) {
             let bsize = match KIND {
-                K16_Q6 => 210,
-                K16_Q3 => 110,
-                _ => 84,
+                K16_Q6 => q6_k::BYTES,
+                K16_Q3 => q3_k::BYTES,
+                _ => q2_k::BYTES,
             };
             let nb = k / 256;
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
@@ -450,23 +454,26 @@ macro_rules! x86_tier {
                     let p = a.add(i * lda + blk * bsize);
                     let scales = match KIND {
                         K16_Q6 => {
-                            d[i] = h2f!(rd16!(p.add(208)));
-                            let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192).cast()));
+                            d[i] = h2f!(rd16!(p.add(q6_k::D)));
+                            let s16 =
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(q6_k::SCALES).cast()));
                             corr_w[i] = _mm256_slli_epi16::<5>(s16);
                             s16
                         }
                         K16_Q3 => {
-                            d[i] = h2f!(rd16!(p.add(108)));
-                            let words = q3_k_scale_bytes(&std::ptr::read_unaligned(p.add(96).cast()));
+                            d[i] = h2f!(rd16!(p.add(q3_k::D)));
+                            let words = q3_k_scale_bytes(&std::ptr::read_unaligned(
+                                p.add(q3_k::SCALES).cast(),
+                            ));
                             let biased = _mm_loadu_si128(words.as_ptr().cast());
                             let s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
                             corr_w[i] = _mm256_slli_epi16::<2>(s16);
                             s16
                         }
                         _ => {
-                            d[i] = h2f!(rd16!(p.add(80)));
-                            dmin[i] = h2f!(rd16!(p.add(82)));
-                            let packed = _mm_loadu_si128(p.cast());
+                            d[i] = h2f!(rd16!(p.add(q2_k::D)));
+                            dmin[i] = h2f!(rd16!(p.add(q2_k::DMIN)));
+                            let packed = _mm_loadu_si128(p.add(q2_k::SCALES).cast());
                             let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
                             let high =
                                 _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
@@ -479,9 +486,9 @@ macro_rules! x86_tier {
                 let mut bd = [0f32; NR];
                 let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
                 for j in 0..NR {
-                    let p = b.add(j * ldb + blk * 292);
+                    let p = b.add(j * ldb + blk * q8_k::BYTES);
                     bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = _mm256_loadu_si256(p.add(260).cast());
+                    let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
                     for i in 0..MR {
                         let corr = _mm256_madd_epi16(corr_w[i], bs);
                         if KIND == K16_Q2 {
@@ -504,11 +511,12 @@ macro_rules! x86_tier {
                             // Values 128n + 32m + l.
                             q[i] = match KIND {
                                 K16_Q6 => {
-                                    // 4 bits of byte 64n + 32(m % 2) + l (low nibble for
-                                    // m < 2), 2 bits (2m..) of byte 128 + 32n + l.
-                                    let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (m % 2)).cast());
+                                    // 4 bits of ql[64n + 32(m % 2) + l] (low nibble for
+                                    // m < 2), 2 bits (2m..) of qh[32n + l].
+                                    let ql = p.add(q6_k::QL + 64 * n + 32 * (m % 2));
+                                    let ql = _mm256_loadu_si256(ql.cast());
                                     let low = if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
-                                    let qh = _mm256_loadu_si256(p.add(128 + 32 * n).cast());
+                                    let qh = _mm256_loadu_si256(p.add(q6_k::QH + 32 * n).cast());
                                     let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), three);
                                     _mm256_or_si256(
                                         _mm256_and_si256(low, nib),
@@ -516,18 +524,18 @@ macro_rules! x86_tier {
                                     )
                                 }
                                 K16_Q3 => {
-                                    // 2 bits (2m..) of byte 32 + 32n + l, the third bit 4n + m
-                                    // of hmask[l].
-                                    let qs = _mm256_loadu_si256(p.add(32 + 32 * n).cast());
+                                    // 2 bits (2m..) of qs[32n + l], the third bit 4n + m of
+                                    // hmask[l].
+                                    let qs = _mm256_loadu_si256(p.add(q3_k::QS + 32 * n).cast());
                                     let low = _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
-                                    let hm = _mm256_loadu_si256(p.cast());
+                                    let hm = _mm256_loadu_si256(p.add(q3_k::HMASK).cast());
                                     let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
                                     let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
                                     _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
                                 }
                                 _ => {
-                                    // 2 bits (2m..) of byte 16 + 32n + l.
-                                    let qs = _mm256_loadu_si256(p.add(16 + 32 * n).cast());
+                                    // 2 bits (2m..) of qs[32n + l].
+                                    let qs = _mm256_loadu_si256(p.add(q2_k::QS + 32 * n).cast());
                                     _mm256_and_si256(_mm256_srl_epi16(qs, shift), three)
                                 }
                             };
@@ -537,7 +545,7 @@ macro_rules! x86_tier {
                             );
                         }
                         for j in 0..NR {
-                            let p = b.add(j * ldb + blk * 292 + 4 + 128 * n + 32 * m);
+                            let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
                             let bv = _mm256_loadu_si256(p.cast());
                             for i in 0..MR {
                                 let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);

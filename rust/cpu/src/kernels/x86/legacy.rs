@@ -26,6 +26,7 @@ macro_rules! legacy_tier {
         $feat:literal, $vnni:expr, $gm:literal,
         ($qm:literal, $qn:literal), ($rm:literal, $rn:literal)
     ) => {
+        use crate::kernels::blocks::{q4_1, q5_0, q5_1, q8_0, q8_1, F16_BYTES};
         use crate::kernels::x86::kern::{h2f, hsum, rd16};
         use crate::kernels::x86::legacy::{K_Q4_1, K_Q5_0, K_Q5_1};
         use crate::kernels::TileFn;
@@ -80,15 +81,17 @@ macro_rules! legacy_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            // Weight block size and offset of its nibbles; activation block size.
-            let (wsize, qoff) = match KIND {
-                K_Q4_1 => (20, 4),
-                K_Q5_0 => (22, 6),
-                _ => (24, 8),
+            // Weight block size, offsets of its nibbles and its fifth bits; the activations: Q8_1
+            // (for the types with a minimum, which sits next to `d`) or Q8_0.
+            let (wsize, qoff, qh_at) = match KIND {
+                K_Q4_1 => (q4_1::BYTES, q4_1::QS, 0),
+                K_Q5_0 => (q5_0::BYTES, q5_0::QS, q5_0::QH),
+                _ => (q5_1::BYTES, q5_1::QS, q5_1::QH),
             };
             let has_min = KIND != K_Q5_0;
             let five = KIND != K_Q4_1;
-            let bsize = if has_min { 36 } else { 34 };
+            let (bsize, bqs) =
+                if has_min { (q8_1::BYTES, q8_1::QS) } else { (q8_0::BYTES, q8_0::QS) };
             let nb = k / 32;
             let nib = _mm256_set1_epi8(0x0f);
             let ones16 = _mm256_set1_epi16(1);
@@ -101,6 +104,7 @@ macro_rules! legacy_tier {
                     let p = a.add(i * lda + blk * wsize);
                     if has_min {
                         // d and m side by side: one conversion, two broadcasts.
+                        const _: () = assert!(q4_1::M == F16_BYTES && q5_1::M == F16_BYTES);
                         let dm = std::ptr::read_unaligned(p.cast::<i32>());
                         let dm = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(dm)));
                         wd[i] = _mm256_broadcastss_ps(_mm256_castps256_ps128(dm));
@@ -111,7 +115,7 @@ macro_rules! legacy_tier {
                     let q = _mm_loadu_si128(p.add(qoff).cast());
                     let lo_hi = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
                     wv[i] = if five {
-                        let qh = std::ptr::read_unaligned(p.add(qoff - 4).cast::<u32>());
+                        let qh = std::ptr::read_unaligned(p.add(qh_at).cast::<u32>());
                         _mm256_or_si256(lo_hi, fifth_bits(u32::from_le(qh)))
                     } else {
                         lo_hi
@@ -121,7 +125,7 @@ macro_rules! legacy_tier {
                     let p = b.add(j * ldb + blk * bsize);
                     let bdf = h2f!(rd16!(p));
                     let bd = _mm256_set1_ps(bdf);
-                    let bv = _mm256_loadu_si256(p.add(bsize - 32).cast());
+                    let bv = _mm256_loadu_si256(p.add(bqs).cast());
                     let sums = quad_sums(bv);
                     // Q5_0: -16 * sum(b) per lane, the zero point of the unsigned weights.
                     let corr = if has_min {

@@ -4,16 +4,17 @@
 //! `nearest_int` (the `+ 12582912` trick, a separate multiply and add, never fused), capped at
 //! 127 and truncated to i8, and the sixteen sums of sixteen quants.
 
+use crate::kernels::blocks::q8_k;
 use std::arch::x86_64::*;
 
 /// Bytes of one Q8_K block: f32 `d`, 256 quants, 16 i16 sums.
-const BLOCK: usize = 4 + 256 + 32;
+const BLOCK: usize = q8_k::BYTES;
 
 /// Quantizes `src` (a multiple of 256 values) to the Q8_K blocks of `dst`.
 ///
 /// # Safety
 ///
-/// The CPU supports AVX2, FMA and F16C; `dst` holds one 292-byte block per 256 values.
+/// The CPU supports AVX2, FMA and F16C; `dst` holds one Q8_K block per 256 values.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_row_q8_k(src: &[f32], dst: &mut [u8]) {
     for (x, out) in src.chunks_exact(256).zip(dst.chunks_exact_mut(BLOCK)) {
@@ -82,7 +83,7 @@ unsafe fn first_of_magnitude(x: *const f32, amax: f32) -> f32 {
 ///
 /// # Safety
 ///
-/// The CPU supports AVX2; `x` points to 256 readable f32 and `out` to 292 writable bytes.
+/// The CPU supports AVX2; `x` points to 256 readable f32 and `out` to one writable Q8_K block.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     let amax = abs_max(x);
@@ -102,7 +103,7 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
     let bias = _mm256_set1_epi32(0x0040_0000);
     let cap = _mm256_set1_epi32(127);
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    let qs = out.add(4);
+    let qs = out.add(q8_k::QS);
     // Per group of 16 quants, their sums in eight lanes.
     let mut gsum = [_mm256_setzero_si256(); 16];
     for ch in 0..8 {
@@ -130,9 +131,9 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
         let h = _mm256_hadd_epi32(_mm256_hadd_epi32(g[0], g[1]), _mm256_hadd_epi32(g[2], g[3]));
         *s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
     }
-    let bsums = out.add(260);
+    let bsums = out.add(q8_k::BSUMS);
     _mm_storeu_si128(bsums.cast(), _mm_packs_epi32(sums[0], sums[1]));
     _mm_storeu_si128(bsums.add(16).cast(), _mm_packs_epi32(sums[2], sums[3]));
     let d = 1.0 / iscale;
-    std::ptr::copy_nonoverlapping(d.to_le_bytes().as_ptr(), out, 4);
+    std::ptr::copy_nonoverlapping(d.to_le_bytes().as_ptr(), out, size_of::<f32>());
 }
