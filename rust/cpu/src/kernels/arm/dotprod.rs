@@ -141,30 +141,43 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
 }
 
-tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
-tiled!("neon,dotprod", tile_q4_1, legacy_tile, 4, 4, W_Q4_1);
-tiled!("neon,dotprod", tile_q5_0, legacy_tile, 4, 4, W_Q5_0);
-tiled!("neon,dotprod", tile_q5_1, legacy_tile, 4, 4, W_Q5_1);
-tiled!("neon,dotprod", tile_q5_k, q5_k_tile, 1, 4, 0);
-tiled!("neon,dotprod", tile_q6_k, k16_tile, 1, 4, K16_Q6);
-tiled!("neon,dotprod", tile_q3_k, k16_tile, 1, 4, K16_Q3);
-tiled!("neon,dotprod", tile_q2_k, k16_tile, 1, 4, K16_Q2);
-tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
-tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
+/// The register tiles of the dotprod kernels (weight rows by activation rows; one activation
+/// row takes `mr` weight rows at a time).
+mod tiles {
+    use crate::kernels::Tiles;
+    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 weights.
+    pub(super) const LEGACY: Tiles = Tiles::new(4, 4);
+    /// Q4_K weights.
+    pub(super) const Q4_K: Tiles = Tiles::new(2, 2);
+    /// Q5_K, Q6_K, Q3_K and Q2_K weights: one row, whose blocks are unpacked once for all the
+    /// tile's activation rows.
+    pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);
+}
+
+tiled!("neon,dotprod", tile_q8_0, q_0_tile, tiles::LEGACY, false);
+tiled!("neon,dotprod", tile_q4_0, q_0_tile, tiles::LEGACY, true);
+tiled!("neon,dotprod", tile_q4_1, legacy_tile, tiles::LEGACY, W_Q4_1);
+tiled!("neon,dotprod", tile_q5_0, legacy_tile, tiles::LEGACY, W_Q5_0);
+tiled!("neon,dotprod", tile_q5_1, legacy_tile, tiles::LEGACY, W_Q5_1);
+tiled!("neon,dotprod", tile_q4_k, q4_k_tile, tiles::Q4_K, 0);
+tiled!("neon,dotprod", tile_q5_k, q5_k_tile, tiles::ONE_ROW_K, 0);
+tiled!("neon,dotprod", tile_q6_k, k16_tile, tiles::ONE_ROW_K, K16_Q6);
+tiled!("neon,dotprod", tile_q3_k, k16_tile, tiles::ONE_ROW_K, K16_Q3);
+tiled!("neon,dotprod", tile_q2_k, k16_tile, tiles::ONE_ROW_K, K16_Q2);
 
 /// The dotprod tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
-        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
-        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
-        DType::Q4_1 => (tile_q4_1 as TileFn, 4, 4),
-        DType::Q5_0 => (tile_q5_0 as TileFn, 4, 4),
-        DType::Q5_1 => (tile_q5_1 as TileFn, 4, 4),
-        DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
-        DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
-        DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
-        DType::Q3_K => (tile_q3_k as TileFn, 1, 4),
-        DType::Q2_K => (tile_q2_k as TileFn, 1, 4),
+        DType::Q8_0 => tiles::LEGACY.entry(tile_q8_0),
+        DType::Q4_0 => tiles::LEGACY.entry(tile_q4_0),
+        DType::Q4_1 => tiles::LEGACY.entry(tile_q4_1),
+        DType::Q5_0 => tiles::LEGACY.entry(tile_q5_0),
+        DType::Q5_1 => tiles::LEGACY.entry(tile_q5_1),
+        DType::Q4_K => tiles::Q4_K.entry(tile_q4_k),
+        DType::Q5_K => tiles::ONE_ROW_K.entry(tile_q5_k),
+        DType::Q6_K => tiles::ONE_ROW_K.entry(tile_q6_k),
+        DType::Q3_K => tiles::ONE_ROW_K.entry(tile_q3_k),
+        DType::Q2_K => tiles::ONE_ROW_K.entry(tile_q2_k),
         _ => return None,
     })
 }

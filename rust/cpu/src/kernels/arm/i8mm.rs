@@ -6,7 +6,7 @@ use super::dotprod;
 use super::f16_at;
 use super::neon::load_q;
 use crate::kernels::blocks::{q4_0, q4_k, q6_k, q8_0, q8_k};
-use crate::kernels::TileFn;
+use crate::kernels::{Operands, TileFn, Tiles};
 use std::arch::aarch64::*;
 use std::arch::asm;
 use tessera_core::DType;
@@ -262,7 +262,7 @@ unsafe fn store_pairs<const RP: usize, const CP: usize>(
 }
 
 macro_rules! i8mm_tile {
-    ($name:ident, $dtype:expr, |$k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident| $full:expr) => {
+    ($name:ident, $dtype:expr, $full:expr) => {
         /// Tile kernel (see [`TileFn`]): full 4 x 4 tiles with `smmla`, the rest (the edges,
         /// and every GEMV) with the dotprod tier's kernel.
         ///
@@ -270,50 +270,34 @@ macro_rules! i8mm_tile {
         ///
         /// As [`TileFn`].
         #[target_feature(enable = "neon,dotprod,i8mm")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            $k: usize,
-            $a: *const u8,
-            $lda: usize,
-            $b: *const u8,
-            $ldb: usize,
-            $c: *mut f32,
-            $ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            if mr == 4 && nr == 4 {
-                $full;
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
+            if mr == SMMLA.mr && nr == SMMLA.nr {
+                $full(o.k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc);
                 return;
             }
             match dotprod::tile($dtype) {
-                Some((edge, _, _)) => edge($k, $a, $lda, $b, $ldb, $c, $ldc, mr, nr),
+                Some((edge, _, _)) => edge(o, mr, nr),
                 None => unreachable!("the dotprod tier has a kernel for {}", $dtype),
             }
         }
     };
 }
 
-i8mm_tile!(tile_q8_0, DType::Q8_0, |k, a, lda, b, ldb, c, ldc| q_0_4x4::<false>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q4_0, DType::Q4_0, |k, a, lda, b, ldb, c, ldc| q_0_4x4::<true>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q4_k, DType::Q4_K, |k, a, lda, b, ldb, c, ldc| q4_k_pairs::<2, 2>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q6_k, DType::Q6_K, |k, a, lda, b, ldb, c, ldc| q6_k_pairs::<2, 2>(
-    k, a, lda, b, ldb, c, ldc
-));
+i8mm_tile!(tile_q8_0, DType::Q8_0, q_0_4x4::<false>);
+i8mm_tile!(tile_q4_0, DType::Q4_0, q_0_4x4::<true>);
+i8mm_tile!(tile_q4_k, DType::Q4_K, q4_k_pairs::<2, 2>);
+i8mm_tile!(tile_q6_k, DType::Q6_K, q6_k_pairs::<2, 2>);
+
+/// The tile of the `smmla` kernels: two row pairs by two column pairs.
+const SMMLA: Tiles = Tiles::new(4, 4);
 
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
-        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
-        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
-        DType::Q4_K => (tile_q4_k as TileFn, 4, 4),
-        DType::Q6_K => (tile_q6_k as TileFn, 4, 4),
+        DType::Q8_0 => SMMLA.entry(tile_q8_0),
+        DType::Q4_0 => SMMLA.entry(tile_q4_0),
+        DType::Q4_K => SMMLA.entry(tile_q4_k),
+        DType::Q6_K => SMMLA.entry(tile_q6_k),
         _ => return None,
     })
 }

@@ -230,36 +230,53 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon)
 }
 
-tiled!("neon", tile_f32, float_tile, 4, 4, W_F32);
-tiled!("neon", tile_bf16, float_tile, 4, 4, W_BF16);
-tiled!("neon", tile_q4_1, legacy_tile, 4, 2, W_Q4_1);
-tiled!("neon", tile_q5_0, legacy_tile, 4, 2, W_Q5_0);
-tiled!("neon", tile_q5_1, legacy_tile, 4, 2, W_Q5_1);
-tiled!("neon", tile_q5_k, q5_k_tile, 1, 4, 0);
-tiled!("neon", tile_q6_k, k16_tile, 1, 4, K16_Q6);
-tiled!("neon", tile_q3_k, k16_tile, 1, 4, K16_Q3);
-tiled!("neon", tile_q2_k, k16_tile, 1, 4, K16_Q2);
-tiled!("neon", tile_q4_k, q4_k_tile, 2, 2, 0);
-tiled!("neon", tile_f16, float_tile, 4, 4, W_F16);
-tiled!("neon", tile_q8_0, q_0_tile, 4, 2, false);
-tiled!("neon", tile_q4_0, q_0_tile, 4, 2, true);
+/// The register tiles of the NEON kernels (weight rows by activation rows; one activation row
+/// takes `mr` weight rows at a time).
+mod tiles {
+    use crate::kernels::Tiles;
+    /// F32, F16 and BF16 weights.
+    pub(super) const FLOAT: Tiles = Tiles::new(4, 4);
+    /// Q8_0 and Q4_0 weights.
+    pub(super) const Q8_0_Q4_0: Tiles = Tiles::new(4, 2);
+    /// Q4_1, Q5_0 and Q5_1 weights.
+    pub(super) const Q4_1_Q5_0_Q5_1: Tiles = Tiles::new(4, 2);
+    /// Q4_K weights.
+    pub(super) const Q4_K: Tiles = Tiles::new(2, 2);
+    /// Q5_K, Q6_K, Q3_K and Q2_K weights: one row, whose blocks are unpacked once for all the
+    /// tile's activation rows.
+    pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);
+}
+
+tiled!("neon", tile_f32, float_tile, tiles::FLOAT, W_F32);
+tiled!("neon", tile_f16, float_tile, tiles::FLOAT, W_F16);
+tiled!("neon", tile_bf16, float_tile, tiles::FLOAT, W_BF16);
+tiled!("neon", tile_q8_0, q_0_tile, tiles::Q8_0_Q4_0, false);
+tiled!("neon", tile_q4_0, q_0_tile, tiles::Q8_0_Q4_0, true);
+tiled!("neon", tile_q4_1, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q4_1);
+tiled!("neon", tile_q5_0, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q5_0);
+tiled!("neon", tile_q5_1, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q5_1);
+tiled!("neon", tile_q4_k, q4_k_tile, tiles::Q4_K, 0);
+tiled!("neon", tile_q5_k, q5_k_tile, tiles::ONE_ROW_K, 0);
+tiled!("neon", tile_q6_k, k16_tile, tiles::ONE_ROW_K, K16_Q6);
+tiled!("neon", tile_q3_k, k16_tile, tiles::ONE_ROW_K, K16_Q3);
+tiled!("neon", tile_q2_k, k16_tile, tiles::ONE_ROW_K, K16_Q2);
 
 /// The NEON tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
-        DType::F32 => (tile_f32 as TileFn, 4, 4),
-        DType::F16 => (tile_f16 as TileFn, 4, 4),
-        DType::BF16 => (tile_bf16 as TileFn, 4, 4),
-        DType::Q4_1 => (tile_q4_1 as TileFn, 4, 2),
-        DType::Q5_0 => (tile_q5_0 as TileFn, 4, 2),
-        DType::Q5_1 => (tile_q5_1 as TileFn, 4, 2),
-        DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
-        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 2),
-        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 2),
-        DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
-        DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
-        DType::Q3_K => (tile_q3_k as TileFn, 1, 4),
-        DType::Q2_K => (tile_q2_k as TileFn, 1, 4),
+        DType::F32 => tiles::FLOAT.entry(tile_f32),
+        DType::F16 => tiles::FLOAT.entry(tile_f16),
+        DType::BF16 => tiles::FLOAT.entry(tile_bf16),
+        DType::Q8_0 => tiles::Q8_0_Q4_0.entry(tile_q8_0),
+        DType::Q4_0 => tiles::Q8_0_Q4_0.entry(tile_q4_0),
+        DType::Q4_1 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q4_1),
+        DType::Q5_0 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q5_0),
+        DType::Q5_1 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q5_1),
+        DType::Q4_K => tiles::Q4_K.entry(tile_q4_k),
+        DType::Q5_K => tiles::ONE_ROW_K.entry(tile_q5_k),
+        DType::Q6_K => tiles::ONE_ROW_K.entry(tile_q6_k),
+        DType::Q3_K => tiles::ONE_ROW_K.entry(tile_q3_k),
+        DType::Q2_K => tiles::ONE_ROW_K.entry(tile_q2_k),
         _ => return None,
     })
 }

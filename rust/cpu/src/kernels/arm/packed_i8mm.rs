@@ -13,7 +13,7 @@
 
 use super::f16_at;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
-use crate::kernels::TileFn;
+use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
 use std::arch::asm;
 use tessera_core::DType;
@@ -139,29 +139,18 @@ macro_rules! packed_tile_fn {
         ///
         /// As [`TileFn`]; `a` points to a group of four rows repacked in 4 x 8.
         #[target_feature(enable = "neon,i8mm")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             debug_assert_eq!(mr, ROWS);
             let mut j = 0;
             while j < nr {
                 let n = (nr - j).min(4);
                 // SAFETY: columns j..j + n of the tile (caller's contract).
                 unsafe {
-                    let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
+                    let t = o.at(0, j);
                     if n > 2 {
-                        group::<2, $q4>(k, a, bp, ldb, cp, ldc, n);
+                        group::<2, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
                     } else {
-                        group::<1, $q4>(k, a, bp, ldb, cp, ldc, n);
+                        group::<1, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
                     }
                 }
                 j += n;

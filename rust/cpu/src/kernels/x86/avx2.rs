@@ -1,20 +1,22 @@
 //! The AVX2 + FMA + F16C tier: float, Q8_0, Q4_0 and k-quant kernels (see [`super::kern`]),
 //! Q4_1 / Q5_0 / Q5_1 kernels (see [`super::legacy`]) and the activation quantizers.
 
-super::kern::x86_tier!("avx2,fma,f16c", false, (4, 2, 6), (4, 2), (1, 8, 2), (1, 8, 4));
-
+use super::kern::X86Tiles;
 // (x86_tier! imports the block modules of its kernels: q8_0 among them.)
 use crate::kernels::blocks::{q8_1, F16_BYTES};
+use crate::kernels::Tiles;
 
-/// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
-mod legacy_q {
-    super::super::legacy::legacy_tier!("avx2,fma,f16c", false, 4, (4, 2), (4, 2));
-}
+/// The register tiles of the AVX2 kernels (16 ymm registers), for several activation rows
+/// (`mr x nr`) and for one (`gemv` weight rows side by side).
+const AVX2_TILES: X86Tiles = X86Tiles {
+    float: Tiles::new(4, 2).with_gemv(6),
+    q8_0_q4_0: Tiles::new(4, 2),
+    q4_k_q5_k: Tiles::new(1, 8).with_gemv(2),
+    q2_k_q3_k_q6_k: Tiles::new(1, 8).with_gemv(4),
+    q4_1_q5_0_q5_1: Tiles::new(4, 2),
+};
 
-/// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.
-fn other_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    legacy_q::tile(wt)
-}
+super::kern::x86_tier!("avx2,fma,f16c", vnni: false, AVX2_TILES);
 
 /// Quantizes 32 values at `x` to Q8_0 exactly as the reference (`d = amax / 127`, quants
 /// rounded half away from zero); returns the f32 scale and the sum of the quants.

@@ -3,36 +3,25 @@
 #![allow(clippy::incompatible_msrv)]
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-super::kern::x86_tier!(
-    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    true,
-    (6, 4, 8),
-    (4, 4),
-    (1, 8, 4),
-    (1, 8, 4)
-);
+/// The register tiles of the AVX-512 VNNI kernels (32 registers), for several activation rows
+/// (`mr x nr`) and for one (`gemv` weight rows side by side).
+const AVX512_TILES: X86Tiles = X86Tiles {
+    float: Tiles::new(6, 4).with_gemv(8),
+    q8_0_q4_0: Tiles::new(4, 4),
+    q4_k_q5_k: Tiles::new(1, 8).with_gemv(4),
+    q2_k_q3_k_q6_k: Tiles::new(1, 8).with_gemv(4),
+    q4_1_q5_0_q5_1: Tiles::new(4, 4).with_gemv(6),
+};
 
+super::kern::x86_tier!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", vnni: true, AVX512_TILES);
+
+use super::kern::X86Tiles;
+use crate::kernels::Tiles;
 // (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q8_0 and q8_k among them.)
 use crate::kernels::blocks::{q8_1, F16_BYTES};
 
 /// Rows per repacked group (the 16 x 4 layout).
 const ROWS: usize = 16;
-
-/// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
-mod legacy_q {
-    super::super::legacy::legacy_tier!(
-        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-        true,
-        6,
-        (4, 4),
-        (12, 4)
-    );
-}
-
-/// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.
-fn other_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    legacy_q::tile(wt)
-}
 
 /// Repacked Q4_0 / Q8_0 weights (one group of sixteen rows, see [`crate::kernels::repack`]) times
 /// `NR` activation rows in the "Q8_0 with sums" format: one `vpdpbusd` multiplies four quants

@@ -7,6 +7,20 @@
 //! activation rows are loaded once and every pair is multiplied, so a weight block is reused
 //! `NR` times from registers (GEMM) and, with `NR = 1`, `MR` weight rows stream side by side
 //! (GEMV).
+//!
+//! Where each weight type's dot product is (the tile functions `tile_*` that [`x86_tier!`]
+//! defines in `avx2.rs` and `avx512.rs`, with the tiles of their `AVX2_TILES` / `AVX512_TILES`):
+//!
+//! | weights            | kernel               | tiles field          |
+//! |--------------------|----------------------|----------------------|
+//! | F32, F16, BF16     | `float_tile`         | `float`              |
+//! | Q8_0, Q4_0         | `q_0_tile`           | `q8_0_q4_0`          |
+//! | Q4_K, Q5_K         | `q45_k_tile`         | `q4_k_q5_k`          |
+//! | Q2_K, Q3_K, Q6_K   | `k16_tile`           | `q2_k_q3_k_q6_k`     |
+//! | Q4_1, Q5_0, Q5_1   | `legacy_tile` ([`super::legacy`]) | `q4_1_q5_0_q5_1` |
+//!
+//! Repacked weights have their own kernels (`avx512.rs`, `packed_avx2.rs`, `packed_f16.rs`), and
+//! prompt-sized F32 / BF16 products the packed GEMM (`gemm.rs`).
 
 /// f16 bits to f32.
 macro_rules! h2f {
@@ -57,15 +71,6 @@ macro_rules! scalar_w {
     };
 }
 
-/// The least common multiple of two tile sizes.
-pub(super) const fn lcm(a: usize, b: usize) -> usize {
-    let (mut x, mut y) = (a, b);
-    while y != 0 {
-        (x, y) = (y, x % y);
-    }
-    a / x * b
-}
-
 /// Weight element kinds of the float kernel.
 pub(super) const W_F32: u8 = 0;
 /// F16 weights.
@@ -75,20 +80,31 @@ pub(super) const W_BF16: u8 = 2;
 
 pub(super) use {h2f, hsum, load_w, rd16, scalar_w};
 
-/// Instantiates the kernels of one x86 tier.
+use crate::kernels::Tiles;
+
+/// The register tiles of one x86 tier's kernels, by kernel.
+pub(super) struct X86Tiles {
+    /// F32, F16 and BF16 weights (`float_tile`).
+    pub(super) float: Tiles,
+    /// Q8_0 and Q4_0 weights (`q_0_tile`).
+    pub(super) q8_0_q4_0: Tiles,
+    /// Q4_K and Q5_K weights (`q45_k_tile`): it unpacks a row's quants once per 64 values for
+    /// all the tile's columns, so its tiles are one row wide and many columns long.
+    pub(super) q4_k_q5_k: Tiles,
+    /// Q2_K, Q3_K and Q6_K weights (`k16_tile`, likewise once per 32 values).
+    pub(super) q2_k_q3_k_q6_k: Tiles,
+    /// Q4_1, Q5_0 and Q5_1 weights (`legacy_tile` of [`super::legacy`]).
+    pub(super) q4_1_q5_0_q5_1: Tiles,
+}
+
+/// Instantiates the kernels of one x86 tier in the module that invokes it, with their tile
+/// lookup `tile(wt)`: the kernels below and those of [`super::legacy`] (in a module
+/// `legacy_q`).
 ///
-/// `$feat`: the target features; `$vnni`: whether `vpdpbusd` is available; `($fm, $fn)`,
-/// `($qm, $qn)`, `($km, $kn)`, `($zm, $zn)`: tile sizes of the float, Q8_0 / Q4_0, Q4_K / Q5_K
-/// and Q2_K / Q3_K / Q6_K kernels; `$fg`, `$kg`, `$zg`: the weight rows their matrix-vector
-/// tiles stream side by side (more rows in flight read more of memory's bandwidth, up to what
-/// the registers hold). The k-quant kernels unpack a row's quants once per 32 or 64 values for
-/// all the tile's columns, so their tiles are one row wide and many columns long.
+/// `$feat`: the target features; `vnni`: whether `vpdpbusd` is available; `$tiles`: the
+/// [`X86Tiles`] constant of the tier.
 macro_rules! x86_tier {
-    (
-        $feat:literal, $vnni:expr, ($fm:literal, $fn:literal, $fg:literal),
-        ($qm:literal, $qn:literal), ($km:literal, $kn:literal, $kg:literal),
-        ($zm:literal, $zn:literal, $zg:literal)
-    ) => {
+    ($feat:literal, vnni: $vnni:expr, $tiles:ident) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
         use crate::kernels::blocks::{q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, q8_k};
         use crate::kernels::TileFn;
@@ -96,16 +112,6 @@ macro_rules! x86_tier {
         use tessera_core::DType;
 
         const VNNI: bool = $vnni;
-
-        /// The weight rows the float kernels offer the driver: a multiple of both the GEMM
-        /// and the GEMV register tiles, so that chunks split into whole tiles either way.
-        const FLOAT_ROWS: usize = super::kern::lcm($fm, $fg);
-
-        /// The weight rows the Q4_K / Q5_K kernels offer the driver (as [`FLOAT_ROWS`]).
-        const K45_ROWS: usize = super::kern::lcm($km, $kg);
-
-        /// The weight rows the Q2_K / Q3_K / Q6_K kernels offer the driver (as [`FLOAT_ROWS`]).
-        const Q23_ROWS: usize = super::kern::lcm($zm, $zg);
 
         use super::kern::{W_BF16, W_F16, W_F32};
 
@@ -545,7 +551,8 @@ macro_rules! x86_tier {
                             );
                         }
                         for j in 0..NR {
-                            let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
+                            let p =
+                                b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
                             let bv = _mm256_loadu_si256(p.cast());
                             for i in 0..MR {
                                 let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
@@ -568,31 +575,36 @@ macro_rules! x86_tier {
             }
         }
 
-        tiled!($feat, tile_f32, float_tile, $fm, $fn, gemv $fg, W_F32);
-        tiled!($feat, tile_f16, float_tile, $fm, $fn, gemv $fg, W_F16);
-        tiled!($feat, tile_bf16, float_tile, $fm, $fn, gemv $fg, W_BF16);
-        tiled!($feat, tile_q8_0, q_0_tile, $qm, $qn, false);
-        tiled!($feat, tile_q4_0, q_0_tile, $qm, $qn, true);
-        tiled!($feat, tile_q4_k, q45_k_tile, $km, $kn, gemv $kg, false);
-        tiled!($feat, tile_q5_k, q45_k_tile, $km, $kn, gemv $kg, true);
-        tiled!($feat, tile_q6_k, k16_tile, $zm, $zn, gemv $zg, K16_Q6);
-        tiled!($feat, tile_q2_k, k16_tile, $zm, $zn, gemv $zg, K16_Q2);
-        tiled!($feat, tile_q3_k, k16_tile, $zm, $zn, gemv $zg, K16_Q3);
+        tiled!($feat, tile_f32, float_tile, $tiles.float, W_F32);
+        tiled!($feat, tile_f16, float_tile, $tiles.float, W_F16);
+        tiled!($feat, tile_bf16, float_tile, $tiles.float, W_BF16);
+        tiled!($feat, tile_q8_0, q_0_tile, $tiles.q8_0_q4_0, false);
+        tiled!($feat, tile_q4_0, q_0_tile, $tiles.q8_0_q4_0, true);
+        tiled!($feat, tile_q4_k, q45_k_tile, $tiles.q4_k_q5_k, false);
+        tiled!($feat, tile_q5_k, q45_k_tile, $tiles.q4_k_q5_k, true);
+        tiled!($feat, tile_q6_k, k16_tile, $tiles.q2_k_q3_k_q6_k, K16_Q6);
+        tiled!($feat, tile_q2_k, k16_tile, $tiles.q2_k_q3_k_q6_k, K16_Q2);
+        tiled!($feat, tile_q3_k, k16_tile, $tiles.q2_k_q3_k_q6_k, K16_Q3);
+
+        /// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
+        mod legacy_q {
+            super::super::legacy::legacy_tier!($feat, $vnni, super::$tiles.q4_1_q5_0_q5_1);
+        }
 
         /// The tile kernel of this tier for weights of `wt`, with its tile size.
         pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
             Some(match wt {
-                DType::F32 => (tile_f32 as TileFn, FLOAT_ROWS, $fn),
-                DType::F16 => (tile_f16 as TileFn, FLOAT_ROWS, $fn),
-                DType::BF16 => (tile_bf16 as TileFn, FLOAT_ROWS, $fn),
-                DType::Q8_0 => (tile_q8_0 as TileFn, $qm, $qn),
-                DType::Q4_0 => (tile_q4_0 as TileFn, $qm, $qn),
-                DType::Q4_K => (tile_q4_k as TileFn, K45_ROWS, $kn),
-                DType::Q5_K => (tile_q5_k as TileFn, K45_ROWS, $kn),
-                DType::Q6_K => (tile_q6_k as TileFn, Q23_ROWS, $zn),
-                DType::Q2_K => (tile_q2_k as TileFn, Q23_ROWS, $zn),
-                DType::Q3_K => (tile_q3_k as TileFn, Q23_ROWS, $zn),
-                _ => return other_tile(wt),
+                DType::F32 => $tiles.float.entry(tile_f32),
+                DType::F16 => $tiles.float.entry(tile_f16),
+                DType::BF16 => $tiles.float.entry(tile_bf16),
+                DType::Q8_0 => $tiles.q8_0_q4_0.entry(tile_q8_0),
+                DType::Q4_0 => $tiles.q8_0_q4_0.entry(tile_q4_0),
+                DType::Q4_K => $tiles.q4_k_q5_k.entry(tile_q4_k),
+                DType::Q5_K => $tiles.q4_k_q5_k.entry(tile_q5_k),
+                DType::Q6_K => $tiles.q2_k_q3_k_q6_k.entry(tile_q6_k),
+                DType::Q2_K => $tiles.q2_k_q3_k_q6_k.entry(tile_q2_k),
+                DType::Q3_K => $tiles.q2_k_q3_k_q6_k.entry(tile_q3_k),
+                _ => return legacy_q::tile(wt),
             })
         }
     };

@@ -1,6 +1,6 @@
 //! The x86 kernels for ggml's other legacy quants, Q4_1, Q5_0 and Q5_1, written once and
-//! instantiated per tier by [`legacy_tier!`] (inside a module of `avx2.rs` / `avx512.rs`, next
-//! to [`super::kern::x86_tier!`]).
+//! instantiated per tier by [`legacy_tier!`] (which [`super::kern::x86_tier!`] invokes in a
+//! module `legacy_q` of `avx2.rs` / `avx512.rs`).
 //!
 //! The weights are unpacked to unsigned bytes (nibbles, plus the fifth bit from `qh` at bit 4)
 //! and multiplied with the signed Q8 activations by `vpmaddubsw` + `vpmaddwd` (AVX2) or
@@ -16,16 +16,13 @@ pub(super) const K_Q5_0: u8 = 1;
 /// Q5_1 weights (times Q8_1).
 pub(super) const K_Q5_1: u8 = 2;
 
-/// Instantiates the Q4_1 / Q5_0 / Q5_1 kernels of one x86 tier and its `tile` lookup.
+/// Instantiates the Q4_1 / Q5_0 / Q5_1 kernels of one x86 tier and its `tile` lookup (inside
+/// [`super::kern::x86_tier!`]).
 ///
 /// `$feat`: the target features; `$vnni`: whether `vpdpbusd` (and AVX-512 BW/VL byte masks)
-/// are available; `$gm`: the weight rows of a GEMV register tile; `($qm, $qn)`: the GEMM
-/// register tile; `($rm, $rn)`: the tile size offered to the driver (multiples of those).
+/// are available; `$tiles`: their register tiles ([`crate::kernels::Tiles`]).
 macro_rules! legacy_tier {
-    (
-        $feat:literal, $vnni:expr, $gm:literal,
-        ($qm:literal, $qn:literal), ($rm:literal, $rn:literal)
-    ) => {
+    ($feat:literal, $vnni:expr, $tiles:expr) => {
         use crate::kernels::blocks::{q4_1, q5_0, q5_1, q8_0, q8_1, F16_BYTES};
         use crate::kernels::x86::kern::{h2f, hsum, rd16};
         use crate::kernels::x86::legacy::{K_Q4_1, K_Q5_0, K_Q5_1};
@@ -157,17 +154,17 @@ macro_rules! legacy_tier {
             }
         }
 
-        tiled!($feat, tile_q4_1, legacy_tile, $qm, $qn, gemv $gm, K_Q4_1);
-        tiled!($feat, tile_q5_0, legacy_tile, $qm, $qn, gemv $gm, K_Q5_0);
-        tiled!($feat, tile_q5_1, legacy_tile, $qm, $qn, gemv $gm, K_Q5_1);
+        tiled!($feat, tile_q4_1, legacy_tile, $tiles, K_Q4_1);
+        tiled!($feat, tile_q5_0, legacy_tile, $tiles, K_Q5_0);
+        tiled!($feat, tile_q5_1, legacy_tile, $tiles, K_Q5_1);
 
         /// The Q4_1 / Q5_0 / Q5_1 tile kernel of this tier for weights of `wt`, with its tile
         /// size; `None` for other types.
         pub(in crate::kernels::x86) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
             Some(match wt {
-                DType::Q4_1 => (tile_q4_1 as TileFn, $rm, $rn),
-                DType::Q5_0 => (tile_q5_0 as TileFn, $rm, $rn),
-                DType::Q5_1 => (tile_q5_1 as TileFn, $rm, $rn),
+                DType::Q4_1 => $tiles.entry(tile_q4_1),
+                DType::Q5_0 => $tiles.entry(tile_q5_0),
+                DType::Q5_1 => $tiles.entry(tile_q5_1),
                 _ => return None,
             })
         }
