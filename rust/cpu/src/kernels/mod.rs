@@ -101,6 +101,7 @@ pub mod tier;
 
 mod blocks;
 pub mod ew;
+mod kquant;
 pub mod repack;
 mod scalar;
 pub mod vec;

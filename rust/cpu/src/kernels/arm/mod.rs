@@ -61,21 +61,8 @@ pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     neon::quantize_act(act, src, dst)
 }
 
-/// The eight 6-bit scales and mins of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
-#[inline(always)]
-fn scales_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    for j in 0..4 {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-    }
-    for j in 4..8 {
-        sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-        mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-    (sc, mn)
-}
+use super::kquant::q3_k_scale_words;
+pub(super) use super::kquant::scales_mins;
 
 /// A Q4_K x Q8_K tile kernel body; `$dot32` sums the products of two 32-byte signed vectors
 /// (as pairs of `int8x16_t`) into an `i32`.
@@ -260,10 +247,15 @@ pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
                     vsubq_s8(vreinterpretq_s8_u8(v), four)
                 });
                 let packed: [u8; 12] = std::ptr::read_unaligned(p.add(q3_k::SCALES).cast());
+                // The scales are stored plus 32, four to a little-endian word.
+                let mut biased = [0u8; 16];
+                for (b, w) in biased.chunks_exact_mut(4).zip(q3_k_scale_words(&packed)) {
+                    b.copy_from_slice(&w.to_le_bytes());
+                }
                 Groups16 {
                     d: f16_at(p.add(q3_k::D)),
                     dmin: 0.0,
-                    scales: std::array::from_fn(|g| q3_k_scale(&packed, g)),
+                    scales: biased.map(|s| s.wrapping_sub(32) as i8),
                     mins: [0; 16],
                     q,
                 }
@@ -281,15 +273,6 @@ pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
             }
         }
     }
-}
-
-/// The scale of group `g` (16 values) of a Q3_K block's 12 packed scale bytes, minus 32: its
-/// low 4 bits from byte `g % 8` (low nibble for g < 8), its high 2 bits from byte `8 + g % 4`.
-#[inline(always)]
-fn q3_k_scale(packed: &[u8; 12], g: usize) -> i8 {
-    let low = if g < 8 { packed[g] & 0x0f } else { packed[g - 8] >> 4 };
-    let high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
-    (low | (high << 4)) as i8 - 32
 }
 
 /// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16` sums the products of two

@@ -107,6 +107,7 @@ macro_rules! x86_tier {
     ($feat:literal, vnni: $vnni:expr, $tiles:ident) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
         use crate::kernels::blocks::{q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, q8_k};
+        use crate::kernels::kquant::{q3_k_scale_words, scales_mins};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
         use tessera_core::DType;
@@ -273,22 +274,6 @@ macro_rules! x86_tier {
             }
         }
 
-        /// The 8 six-bit scales and mins of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
-        #[inline(always)]
-        fn scales_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-            let mut sc = [0u8; 8];
-            let mut mn = [0u8; 8];
-            for j in 0..4 {
-                sc[j] = s[j] & 63;
-                mn[j] = s[j + 4] & 63;
-            }
-            for j in 4..8 {
-                sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-                mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-            }
-            (sc, mn)
-        }
-
         /// Q4_K or Q5_K (`Q5`: a fifth bit from `qh`) weights times Q8_K activations: the
         /// quants as unsigned bytes times the activations, scaled per 32 values with `madd`;
         /// the mins through the activations' sums, also with `madd`. Per 64 values, each row's
@@ -401,28 +386,6 @@ macro_rules! x86_tier {
         /// Q2_K in [`k16_tile`]: 2-bit quants, a 4-bit scale and a 4-bit min per 16 values.
         const K16_Q2: u8 = 2;
 
-        /// The 16 six-bit scales of a Q3_K block, plus 32, as 16 bytes (ggml's `kmask`
-        /// unpacking on 32-bit words: low nibbles from bytes 0..8, high bits from 8..12).
-        #[inline(always)]
-        fn q3_k_scale_bytes(packed: &[u8; 12]) -> [u32; 4] {
-            let w = |i: usize| {
-                u32::from_le_bytes([
-                    packed[4 * i],
-                    packed[4 * i + 1],
-                    packed[4 * i + 2],
-                    packed[4 * i + 3],
-                ])
-            };
-            let (a0, a1, tmp) = (w(0), w(1), w(2));
-            let (m2, m4) = (0x0303_0303u32, 0x0f0f_0f0fu32);
-            [
-                (a0 & m4) | ((tmp & m2) << 4),
-                (a1 & m4) | (((tmp >> 2) & m2) << 4),
-                ((a0 >> 4) & m4) | (((tmp >> 4) & m2) << 4),
-                ((a1 >> 4) & m4) | (((tmp >> 6) & m2) << 4),
-            ]
-        }
-
         /// Q6_K, Q3_K or Q2_K weights (`KIND`) times Q8_K activations: the quants as unsigned
         /// bytes times the activations with `maddubs`, scaled per 16 values with `madd`; the
         /// offsets (32 for Q6_K, 4 for Q3_K) and Q2_K's mins through `madd` of the scales (or
@@ -468,7 +431,7 @@ macro_rules! x86_tier {
                         }
                         K16_Q3 => {
                             d[i] = h2f!(rd16!(p.add(q3_k::D)));
-                            let words = q3_k_scale_bytes(&std::ptr::read_unaligned(
+                            let words = q3_k_scale_words(&std::ptr::read_unaligned(
                                 p.add(q3_k::SCALES).cast(),
                             ));
                             let biased = _mm_loadu_si128(words.as_ptr().cast());
