@@ -136,13 +136,16 @@ impl CpuBackend {
             return self.mul_mat(dst, &srcs, aborted);
         }
         let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
-        // SAFETY (the three fast paths): as for the reference below; `supports` validated the
-        // operands for the op.
+        // The three fast paths: as for the reference below; `supports` validated the operands
+        // for the op.
         let fast = match &t.op {
+            // SAFETY: see above.
             Op::FlashAttnExt(p) => unsafe {
                 attention::flash_attn_ext(p, dst, &srcs, &threads, aborted)
             },
+            // SAFETY: see above.
             Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
+            // SAFETY: see above.
             Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
             _ => None,
         };

@@ -25,39 +25,44 @@ macro_rules! tiled {
             const MR: usize = THESE.mr;
             const NR: usize = THESE.nr;
             const GM: usize = THESE.gemv;
-            let mut i = 0;
-            if nr == 1 {
+            // SAFETY: the register tiles cover rows `i..i + R` and columns `j..j + C` with
+            // `i + R <= mr` and `j + C <= nr`, within the tile's operands, and share this
+            // function's target features (TileFn's contract for each of them).
+            unsafe {
+                let mut i = 0;
+                if nr == 1 {
+                    while i < mr {
+                        let t = o.at(i, 0);
+                        let Operands { k, a, lda, b, ldb, c, ldc } = t;
+                        if mr - i >= GM {
+                            $inner::<GM, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += GM;
+                        } else if mr - i >= MR {
+                            $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += MR;
+                        } else {
+                            $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += 1;
+                        }
+                    }
+                    return;
+                }
                 while i < mr {
-                    let t = o.at(i, 0);
-                    let Operands { k, a, lda, b, ldb, c, ldc } = t;
-                    if mr - i >= GM {
-                        $inner::<GM, 1, $g>(k, a, lda, b, ldb, c, ldc);
-                        i += GM;
-                    } else if mr - i >= MR {
-                        $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc);
-                        i += MR;
-                    } else {
-                        $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc);
-                        i += 1;
+                    let rs = if mr - i >= MR { MR } else { 1 };
+                    let mut j = 0;
+                    while j < nr {
+                        let cs = if nr - j >= NR { NR } else { 1 };
+                        let Operands { k, a, lda, b, ldb, c, ldc } = o.at(i, j);
+                        match (rs == MR, cs == NR) {
+                            (true, true) => $inner::<MR, NR, $g>(k, a, lda, b, ldb, c, ldc),
+                            (true, false) => $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc),
+                            (false, true) => $inner::<1, NR, $g>(k, a, lda, b, ldb, c, ldc),
+                            (false, false) => $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc),
+                        }
+                        j += cs;
                     }
+                    i += rs;
                 }
-                return;
-            }
-            while i < mr {
-                let rs = if mr - i >= MR { MR } else { 1 };
-                let mut j = 0;
-                while j < nr {
-                    let cs = if nr - j >= NR { NR } else { 1 };
-                    let Operands { k, a, lda, b, ldb, c, ldc } = o.at(i, j);
-                    match (rs == MR, cs == NR) {
-                        (true, true) => $inner::<MR, NR, $g>(k, a, lda, b, ldb, c, ldc),
-                        (true, false) => $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc),
-                        (false, true) => $inner::<1, NR, $g>(k, a, lda, b, ldb, c, ldc),
-                        (false, false) => $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc),
-                    }
-                    j += cs;
-                }
-                i += rs;
             }
         }
     };

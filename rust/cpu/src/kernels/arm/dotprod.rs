@@ -34,29 +34,35 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
-    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
-    for blk in 0..k / 32 {
-        let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
-        let mut wd = [0f32; MR];
-        for i in 0..MR {
-            let p = a.add(i * lda + blk * ws);
-            wd[i] = f16_at(p);
-            w[i] = load_q!(p.add(qs), Q4);
-        }
-        for j in 0..NR {
-            let p = b.add(j * ldb + blk * q8_0::BYTES);
-            let bd = f16_at(p);
-            let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+    // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+        for blk in 0..k / 32 {
+            let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
+            let mut wd = [0f32; MR];
             for i in 0..MR {
-                let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
-                acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                let p = a.add(i * lda + blk * ws);
+                wd[i] = f16_at(p);
+                w[i] = load_q!(p.add(qs), Q4);
+            }
+            for j in 0..NR {
+                let p = b.add(j * ldb + blk * q8_0::BYTES);
+                let bd = f16_at(p);
+                let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+                for i in 0..MR {
+                    let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
+                    acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                }
             }
         }
-    }
-    for i in 0..MR {
-        for j in 0..NR {
-            *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+        for i in 0..MR {
+            for j in 0..NR {
+                *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+            }
         }
     }
 }
@@ -80,7 +86,11 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot) }
 }
 
 /// The sum of the products of two 16-byte signed vectors with `sdot`.
@@ -101,7 +111,11 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
+    // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot) }
 }
 
 /// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
@@ -124,7 +138,11 @@ unsafe fn legacy_tile<const MR: usize, const NR: usize, const W: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
+    // Q8_1 / Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
 /// Q5_K weights times Q8_K activations with `sdot`.
@@ -138,7 +156,11 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q5_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
 /// The register tiles of the dotprod kernels (weight rows by activation rows; one activation

@@ -68,12 +68,15 @@ pub(super) const fn act_quants(w: u8) -> usize {
 /// NEON is part of every aarch64 target this crate builds for; no memory is read.
 #[inline(always)]
 unsafe fn high_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
-    // Byte l of each half tests bit l % 8 of its qh byte.
-    let bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
-    let sixteen = vdupq_n_u8(0x10);
-    let h0 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
-    let h1 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
-    (vandq_u8(vtstq_u8(h0, bits), sixteen), vandq_u8(vtstq_u8(h1, bits), sixteen))
+    // SAFETY: NEON is part of every aarch64 target this crate builds for; no memory is read.
+    unsafe {
+        // Byte l of each half tests bit l % 8 of its qh byte.
+        let bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
+        let sixteen = vdupq_n_u8(0x10);
+        let h0 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
+        let h1 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
+        (vandq_u8(vtstq_u8(h0, bits), sixteen), vandq_u8(vtstq_u8(h1, bits), sixteen))
+    }
 }
 
 /// One weight block of type code `W` at `p`: its scale, its minimum (0 for Q5_0) and its 32

@@ -135,31 +135,38 @@ pub(super) use q4_k_body;
 /// `p` must point to a readable Q6_K block.
 #[inline(always)]
 unsafe fn q6_k_groups(p: *const u8) -> [int8x16_t; 16] {
-    let m4 = vdupq_n_u8(0x0f);
-    let m3 = vdupq_n_u8(0x03);
-    let off = vdupq_n_s8(32);
-    let mut q = [vdupq_n_s8(0); 16];
-    for n in 0..2 {
-        // SAFETY: the block's 128 low-bit bytes, then its 64 high-bit bytes.
-        let (ql, qh) = unsafe { (p.add(q6_k::QL + 64 * n), p.add(q6_k::QH + 32 * n)) };
-        for h in 0..2 {
-            // SAFETY: within the block (see above).
-            let (l0, l1, hb) = unsafe {
-                (vld1q_u8(ql.add(16 * h)), vld1q_u8(ql.add(32 + 16 * h)), vld1q_u8(qh.add(16 * h)))
-            };
-            let parts = [
-                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
-                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3))),
-                vorrq_u8(vshrq_n_u8::<4>(l0), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3))),
-                vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
-            ];
-            for (m, v) in parts.into_iter().enumerate() {
-                // Group 8n + 2m + h holds values 128n + 32m + 16h ..
-                q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
+    // SAFETY: the loads are within the block's 128 low-bit bytes and its 64 high-bit bytes
+    // (the caller's contract); NEON is part of every aarch64 target this crate builds for.
+    unsafe {
+        let m4 = vdupq_n_u8(0x0f);
+        let m3 = vdupq_n_u8(0x03);
+        let off = vdupq_n_s8(32);
+        let mut q = [vdupq_n_s8(0); 16];
+        for n in 0..2 {
+            let (ql, qh) = (p.add(q6_k::QL + 64 * n), p.add(q6_k::QH + 32 * n));
+            for h in 0..2 {
+                let (l0, l1, hb) = (
+                    vld1q_u8(ql.add(16 * h)),
+                    vld1q_u8(ql.add(32 + 16 * h)),
+                    vld1q_u8(qh.add(16 * h)),
+                );
+                let parts = [
+                    vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
+                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3))),
+                    vorrq_u8(
+                        vshrq_n_u8::<4>(l0),
+                        vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3)),
+                    ),
+                    vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
+                ];
+                for (m, v) in parts.into_iter().enumerate() {
+                    // Group 8n + 2m + h holds values 128n + 32m + 16h ..
+                    q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
+                }
             }
         }
+        q
     }
-    q
 }
 
 /// Q6_K in [`k16_body`]: 6-bit quants, an 8-bit scale per 16 values.
@@ -201,19 +208,22 @@ pub(super) const fn k16_block_bytes(kind: u8) -> usize {
 /// `qs` must point to 64 readable bytes.
 #[inline(always)]
 unsafe fn two_bit_groups(qs: *const u8) -> [uint8x16_t; 16] {
-    let three = vdupq_n_u8(3);
-    let mut q = [vdupq_n_u8(0); 16];
-    for n in 0..2 {
-        for h in 0..2 {
-            // SAFETY: within the 64 bytes (caller's contract).
-            let v = unsafe { vld1q_u8(qs.add(32 * n + 16 * h)) };
-            q[8 * n + h] = vandq_u8(v, three);
-            q[8 * n + 2 + h] = vandq_u8(vshrq_n_u8::<2>(v), three);
-            q[8 * n + 4 + h] = vandq_u8(vshrq_n_u8::<4>(v), three);
-            q[8 * n + 6 + h] = vshrq_n_u8::<6>(v);
+    // SAFETY: the loads are within the 64 bytes (the caller's contract); NEON is part of every
+    // aarch64 target this crate builds for.
+    unsafe {
+        let three = vdupq_n_u8(3);
+        let mut q = [vdupq_n_u8(0); 16];
+        for n in 0..2 {
+            for h in 0..2 {
+                let v = vld1q_u8(qs.add(32 * n + 16 * h));
+                q[8 * n + h] = vandq_u8(v, three);
+                q[8 * n + 2 + h] = vandq_u8(vshrq_n_u8::<2>(v), three);
+                q[8 * n + 4 + h] = vandq_u8(vshrq_n_u8::<4>(v), three);
+                q[8 * n + 6 + h] = vshrq_n_u8::<6>(v);
+            }
         }
+        q
     }
-    q
 }
 
 /// The block of `KIND` at `p` as 16 groups of 16 values.

@@ -38,45 +38,51 @@ unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
-    let kv = k / 4 * 4;
-    let mut t = 0;
-    while t < kv {
-        let mut av = [vdupq_n_f32(0.0); MR];
-        for (i, v) in av.iter_mut().enumerate() {
-            *v = if W == W_F32 {
-                vld1q_f32(a.add(i * lda).cast::<f32>().add(t))
-            } else if W == W_BF16 {
-                let h = vld1_u16(a.add(i * lda).cast::<u16>().add(t));
-                vreinterpretq_f32_u32(vshll_n_u16::<16>(h))
-            } else {
-                h2f4!(vld1_u16(a.add(i * lda).cast::<u16>().add(t)))
-            };
-        }
-        for j in 0..NR {
-            let bv = vld1q_f32(b.add(j * ldb).cast::<f32>().add(t));
-            for i in 0..MR {
-                acc[i][j] = vfmaq_f32(acc[i][j], av[i], bv);
-            }
-        }
-        t += 4;
-    }
-    for i in 0..MR {
-        for j in 0..NR {
-            let mut s = vaddvq_f32(acc[i][j]);
-            let bp = b.add(j * ldb).cast::<f32>();
-            for tt in kv..k {
-                let w = if W == W_F32 {
-                    std::ptr::read_unaligned(a.add(i * lda).cast::<f32>().add(tt))
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of kind `W` at `a + i * lda` and `NR` F32 activation
+    // rows at `b + j * ldb`, each of `k` values, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+        let kv = k / 4 * 4;
+        let mut t = 0;
+        while t < kv {
+            let mut av = [vdupq_n_f32(0.0); MR];
+            for (i, v) in av.iter_mut().enumerate() {
+                *v = if W == W_F32 {
+                    vld1q_f32(a.add(i * lda).cast::<f32>().add(t))
                 } else if W == W_BF16 {
-                    let h = std::ptr::read_unaligned(a.add(i * lda).cast::<u16>().add(tt));
-                    f32::from_bits(u32::from(h) << 16)
+                    let h = vld1_u16(a.add(i * lda).cast::<u16>().add(t));
+                    vreinterpretq_f32_u32(vshll_n_u16::<16>(h))
                 } else {
-                    f16_at(a.add(i * lda + 2 * tt))
+                    h2f4!(vld1_u16(a.add(i * lda).cast::<u16>().add(t)))
                 };
-                s += w * std::ptr::read_unaligned(bp.add(tt));
             }
-            *c.add(j * ldc + i) = s;
+            for j in 0..NR {
+                let bv = vld1q_f32(b.add(j * ldb).cast::<f32>().add(t));
+                for i in 0..MR {
+                    acc[i][j] = vfmaq_f32(acc[i][j], av[i], bv);
+                }
+            }
+            t += 4;
+        }
+        for i in 0..MR {
+            for j in 0..NR {
+                let mut s = vaddvq_f32(acc[i][j]);
+                let bp = b.add(j * ldb).cast::<f32>();
+                for tt in kv..k {
+                    let w = if W == W_F32 {
+                        std::ptr::read_unaligned(a.add(i * lda).cast::<f32>().add(tt))
+                    } else if W == W_BF16 {
+                        let h = std::ptr::read_unaligned(a.add(i * lda).cast::<u16>().add(tt));
+                        f32::from_bits(u32::from(h) << 16)
+                    } else {
+                        f16_at(a.add(i * lda + 2 * tt))
+                    };
+                    s += w * std::ptr::read_unaligned(bp.add(tt));
+                }
+                *c.add(j * ldc + i) = s;
+            }
         }
     }
 }
@@ -111,33 +117,39 @@ unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
-    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
-    for blk in 0..k / 32 {
-        let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
-        let mut wd = [0f32; MR];
-        for i in 0..MR {
-            let p = a.add(i * lda + blk * ws);
-            wd[i] = f16_at(p);
-            w[i] = load_q!(p.add(qs), Q4);
-        }
-        for j in 0..NR {
-            let p = b.add(j * ldb + blk * q8_0::BYTES);
-            let bd = f16_at(p);
-            let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+    // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+        for blk in 0..k / 32 {
+            let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
+            let mut wd = [0f32; MR];
             for i in 0..MR {
-                let (w0, w1) = w[i];
-                let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(b0)));
-                s = vpadalq_s16(s, vmull_high_s8(w0, b0));
-                s = vpadalq_s16(s, vmull_s8(vget_low_s8(w1), vget_low_s8(b1)));
-                s = vpadalq_s16(s, vmull_high_s8(w1, b1));
-                acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                let p = a.add(i * lda + blk * ws);
+                wd[i] = f16_at(p);
+                w[i] = load_q!(p.add(qs), Q4);
+            }
+            for j in 0..NR {
+                let p = b.add(j * ldb + blk * q8_0::BYTES);
+                let bd = f16_at(p);
+                let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+                for i in 0..MR {
+                    let (w0, w1) = w[i];
+                    let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(b0)));
+                    s = vpadalq_s16(s, vmull_high_s8(w0, b0));
+                    s = vpadalq_s16(s, vmull_s8(vget_low_s8(w1), vget_low_s8(b1)));
+                    s = vpadalq_s16(s, vmull_high_s8(w1, b1));
+                    acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                }
             }
         }
-    }
-    for i in 0..MR {
-        for j in 0..NR {
-            *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+        for i in 0..MR {
+            for j in 0..NR {
+                *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+            }
         }
     }
 }
@@ -165,7 +177,11 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_neon)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_neon) }
 }
 
 /// The sum of the products of two 16-byte signed vectors with widening multiplies.
@@ -188,7 +204,11 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
+    // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon) }
 }
 
 /// The products of two 32-byte signed vectors with widening multiplies, as four i32 lanes.
@@ -213,7 +233,11 @@ unsafe fn legacy_tile<const MR: usize, const NR: usize, const W: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
+    // Q8_1 / Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon) }
 }
 
 /// Q5_K weights times Q8_K activations.
@@ -227,7 +251,11 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q5_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon) }
 }
 
 /// The register tiles of the NEON kernels (weight rows by activation rows; one activation row

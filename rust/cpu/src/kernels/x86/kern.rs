@@ -127,34 +127,40 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            if NR == 1 {
-                return float_gemv::<MR, W>(k, a, lda, b, c);
-            }
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let kv = k / 8 * 8;
-            let mut t = 0;
-            while t < kv {
-                let mut av = [_mm256_setzero_ps(); MR];
-                for (i, v) in av.iter_mut().enumerate() {
-                    *v = load_w!(W, a.add(i * lda), t);
+            // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+            // operands: `MR` weight rows of kind `W` at `a + i * lda` and `NR` F32 activation
+            // rows at `b + j * ldb`, each of `k` values, and the outputs `c + j * ldc + i` are writable; every load and store
+            // below stays within them.
+            unsafe {
+                if NR == 1 {
+                    return float_gemv::<MR, W>(k, a, lda, b, c);
                 }
-                for j in 0..NR {
-                    let bv = _mm256_loadu_ps(b.add(j * ldb).cast::<f32>().add(t));
-                    for i in 0..MR {
-                        acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+                let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                let kv = k / 8 * 8;
+                let mut t = 0;
+                while t < kv {
+                    let mut av = [_mm256_setzero_ps(); MR];
+                    for (i, v) in av.iter_mut().enumerate() {
+                        *v = load_w!(W, a.add(i * lda), t);
                     }
+                    for j in 0..NR {
+                        let bv = _mm256_loadu_ps(b.add(j * ldb).cast::<f32>().add(t));
+                        for i in 0..MR {
+                            acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+                        }
+                    }
+                    t += 8;
                 }
-                t += 8;
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    let mut s = hsum!(acc[i][j]);
-                    let bp = b.add(j * ldb).cast::<f32>();
-                    for tt in kv..k {
-                        s +=
-                            scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));
+                for i in 0..MR {
+                    for j in 0..NR {
+                        let mut s = hsum!(acc[i][j]);
+                        let bp = b.add(j * ldb).cast::<f32>();
+                        for tt in kv..k {
+                            s += scalar_w!(W, a.add(i * lda), tt)
+                                * std::ptr::read_unaligned(bp.add(tt));
+                        }
+                        *c.add(j * ldc + i) = s;
                     }
-                    *c.add(j * ldc + i) = s;
                 }
             }
         }
@@ -169,27 +175,34 @@ macro_rules! x86_tier {
             b: *const u8,
             c: *mut f32,
         ) {
-            let mut acc0 = [_mm256_setzero_ps(); MR];
-            let mut acc1 = [_mm256_setzero_ps(); MR];
-            let bp = b.cast::<f32>();
-            let kv = k / 16 * 16;
-            let mut t = 0;
-            while t < kv {
-                let b0 = _mm256_loadu_ps(bp.add(t));
-                let b1 = _mm256_loadu_ps(bp.add(t + 8));
+            // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+            // operands: `MR` weight rows of kind `W` at `a + i * lda` and one F32 activation row
+            // at `b`, each of `k` values, and the outputs `c + i` are writable; every load and store
+            // below stays within them.
+            unsafe {
+                let mut acc0 = [_mm256_setzero_ps(); MR];
+                let mut acc1 = [_mm256_setzero_ps(); MR];
+                let bp = b.cast::<f32>();
+                let kv = k / 16 * 16;
+                let mut t = 0;
+                while t < kv {
+                    let b0 = _mm256_loadu_ps(bp.add(t));
+                    let b1 = _mm256_loadu_ps(bp.add(t + 8));
+                    for i in 0..MR {
+                        let ar = a.add(i * lda);
+                        acc0[i] = _mm256_fmadd_ps(load_w!(W, ar, t), b0, acc0[i]);
+                        acc1[i] = _mm256_fmadd_ps(load_w!(W, ar, t + 8), b1, acc1[i]);
+                    }
+                    t += 16;
+                }
                 for i in 0..MR {
-                    let ar = a.add(i * lda);
-                    acc0[i] = _mm256_fmadd_ps(load_w!(W, ar, t), b0, acc0[i]);
-                    acc1[i] = _mm256_fmadd_ps(load_w!(W, ar, t + 8), b1, acc1[i]);
+                    let mut s = hsum!(_mm256_add_ps(acc0[i], acc1[i]));
+                    for tt in kv..k {
+                        s +=
+                            scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));
+                    }
+                    *c.add(i) = s;
                 }
-                t += 16;
-            }
-            for i in 0..MR {
-                let mut s = hsum!(_mm256_add_ps(acc0[i], acc1[i]));
-                for tt in kv..k {
-                    s += scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));
-                }
-                *c.add(i) = s;
             }
         }
 
@@ -204,72 +217,80 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            let (wsize, qs_at) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
-            let nb = k / 32;
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let ones16 = _mm256_set1_epi16(1);
-            let ones8 = _mm256_set1_epi8(1);
-            let nib = _mm256_set1_epi8(0x0f);
-            // Zero point of the unsigned weights: 8 for Q4_0 nibbles, 128 for Q8_0 xor 0x80.
-            let zp = _mm256_set1_epi8(if Q4 { 8 } else { -128 });
-            let flip = _mm256_set1_epi8(-128);
-            for blk in 0..nb {
-                let mut wv = [_mm256_setzero_si256(); MR];
-                let mut wd = [_mm256_setzero_ps(); MR];
-                for i in 0..MR {
-                    let p = a.add(i * lda + blk * wsize);
-                    wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
-                    wv[i] = if Q4 {
-                        let q = _mm_loadu_si128(p.add(qs_at).cast());
-                        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-                        _mm256_and_si256(both, nib)
-                    } else if VNNI {
-                        _mm256_xor_si256(_mm256_loadu_si256(p.add(qs_at).cast()), flip)
-                    } else {
-                        _mm256_loadu_si256(p.add(qs_at).cast())
-                    };
-                }
-                for j in 0..NR {
-                    let p = b.add(j * ldb + blk * q8_0::BYTES);
-                    let bd = _mm256_set1_ps(h2f!(rd16!(p)));
-                    let bv = _mm256_loadu_si256(p.add(q8_0::QS).cast());
-                    if VNNI {
-                        // -zp * sum(b), per 4-byte lane: the correction for unsigned weights.
-                        let corr = _mm256_sub_epi32(
-                            _mm256_setzero_si256(),
-                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), zp, bv),
-                        );
-                        for i in 0..MR {
-                            let p32 = _mm256_dpbusd_epi32(corr, wv[i], bv);
-                            let s = _mm256_mul_ps(wd[i], bd);
-                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
-                        }
-                    } else if Q4 {
-                        let sum8 = _mm256_slli_epi32::<3>(_mm256_madd_epi16(
-                            _mm256_maddubs_epi16(ones8, bv),
-                            ones16,
-                        ));
-                        for i in 0..MR {
-                            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[i], bv), ones16);
-                            let p32 = _mm256_sub_epi32(dot, sum8);
-                            let s = _mm256_mul_ps(wd[i], bd);
-                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
-                        }
-                    } else {
-                        for i in 0..MR {
-                            // |w| * sign(b, w): the products of w * b with an unsigned left side.
-                            let ua = _mm256_sign_epi8(wv[i], wv[i]);
-                            let sb = _mm256_sign_epi8(bv, wv[i]);
-                            let p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(ua, sb), ones16);
-                            let s = _mm256_mul_ps(wd[i], bd);
-                            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+            // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+            // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+            // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+            // below stays within them.
+            unsafe {
+                let (wsize, qs_at) =
+                    if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+                let nb = k / 32;
+                let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                let ones16 = _mm256_set1_epi16(1);
+                let ones8 = _mm256_set1_epi8(1);
+                let nib = _mm256_set1_epi8(0x0f);
+                // Zero point of the unsigned weights: 8 for Q4_0 nibbles, 128 for Q8_0 xor 0x80.
+                let zp = _mm256_set1_epi8(if Q4 { 8 } else { -128 });
+                let flip = _mm256_set1_epi8(-128);
+                for blk in 0..nb {
+                    let mut wv = [_mm256_setzero_si256(); MR];
+                    let mut wd = [_mm256_setzero_ps(); MR];
+                    for i in 0..MR {
+                        let p = a.add(i * lda + blk * wsize);
+                        wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
+                        wv[i] = if Q4 {
+                            let q = _mm_loadu_si128(p.add(qs_at).cast());
+                            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+                            _mm256_and_si256(both, nib)
+                        } else if VNNI {
+                            _mm256_xor_si256(_mm256_loadu_si256(p.add(qs_at).cast()), flip)
+                        } else {
+                            _mm256_loadu_si256(p.add(qs_at).cast())
+                        };
+                    }
+                    for j in 0..NR {
+                        let p = b.add(j * ldb + blk * q8_0::BYTES);
+                        let bd = _mm256_set1_ps(h2f!(rd16!(p)));
+                        let bv = _mm256_loadu_si256(p.add(q8_0::QS).cast());
+                        if VNNI {
+                            // -zp * sum(b), per 4-byte lane: the correction for unsigned weights.
+                            let corr = _mm256_sub_epi32(
+                                _mm256_setzero_si256(),
+                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), zp, bv),
+                            );
+                            for i in 0..MR {
+                                let p32 = _mm256_dpbusd_epi32(corr, wv[i], bv);
+                                let s = _mm256_mul_ps(wd[i], bd);
+                                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                            }
+                        } else if Q4 {
+                            let sum8 = _mm256_slli_epi32::<3>(_mm256_madd_epi16(
+                                _mm256_maddubs_epi16(ones8, bv),
+                                ones16,
+                            ));
+                            for i in 0..MR {
+                                let dot =
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(wv[i], bv), ones16);
+                                let p32 = _mm256_sub_epi32(dot, sum8);
+                                let s = _mm256_mul_ps(wd[i], bd);
+                                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                            }
+                        } else {
+                            for i in 0..MR {
+                                // |w| * sign(b, w): the products of w * b with an unsigned left side.
+                                let ua = _mm256_sign_epi8(wv[i], wv[i]);
+                                let sb = _mm256_sign_epi8(bv, wv[i]);
+                                let p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(ua, sb), ones16);
+                                let s = _mm256_mul_ps(wd[i], bd);
+                                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
+                            }
                         }
                     }
                 }
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                for i in 0..MR {
+                    for j in 0..NR {
+                        *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                    }
                 }
             }
         }
@@ -288,93 +309,103 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            // Block size and where the 4-bit quants start (the other fields are where Q4_K has
-            // them, and Q5_K's fifth bits follow the scales).
-            let (bsize, qs_at) = if Q5 { (q5_k::BYTES, q5_k::QS) } else { (q4_k::BYTES, q4_k::QS) };
-            const _: () = assert!(q4_k::DMIN == q5_k::DMIN && q4_k::SCALES == q5_k::SCALES);
-            let nb = k / 256;
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let mut macc = [[_mm256_setzero_ps(); NR]; MR];
-            let nib = _mm256_set1_epi8(0x0f);
-            let bit = _mm256_set1_epi8(1);
-            for blk in 0..nb {
-                let mut d = [0f32; MR];
-                let mut dmin = [0f32; MR];
-                let mut sc = [[0i16; 8]; MR];
-                // Each sub-block's min twice, against the activations' two sums per 32 values.
-                let mut mins = [_mm256_setzero_si256(); MR];
-                for i in 0..MR {
-                    let p = a.add(i * lda + blk * bsize);
-                    d[i] = h2f!(rd16!(p));
-                    dmin[i] = h2f!(rd16!(p.add(q4_k::DMIN)));
-                    let (s, m) = scales_mins(&std::ptr::read_unaligned(
-                        p.add(q4_k::SCALES).cast::<[u8; 12]>(),
-                    ));
-                    let mut m2 = [0i16; 16];
-                    for t in 0..8 {
-                        sc[i][t] = i16::from(s[t]);
-                        m2[2 * t] = i16::from(m[t]);
-                        m2[2 * t + 1] = i16::from(m[t]);
-                    }
-                    mins[i] = _mm256_loadu_si256(m2.as_ptr().cast());
-                }
-                let mut bd = [0f32; NR];
-                for j in 0..NR {
-                    let p = b.add(j * ldb + blk * q8_k::BYTES);
-                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
-                    for i in 0..MR {
-                        let ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs));
-                        let s = _mm256_set1_ps(dmin[i] * bd[j]);
-                        macc[i][j] = _mm256_fmadd_ps(ms, s, macc[i][j]);
-                    }
-                }
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for ch in 0..4 {
-                    let mut lo = [_mm256_setzero_si256(); MR];
-                    let mut hi = [_mm256_setzero_si256(); MR];
-                    let mut s_lo = [_mm256_setzero_si256(); MR];
-                    let mut s_hi = [_mm256_setzero_si256(); MR];
+            // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+            // operands: `MR` weight rows of `k / 256` Q4_K or Q5_K blocks at `a + i * lda` and
+            // `NR` Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+            // below stays within them.
+            unsafe {
+                // Block size and where the 4-bit quants start (the other fields are where Q4_K has
+                // them, and Q5_K's fifth bits follow the scales).
+                let (bsize, qs_at) =
+                    if Q5 { (q5_k::BYTES, q5_k::QS) } else { (q4_k::BYTES, q4_k::QS) };
+                const _: () = assert!(q4_k::DMIN == q5_k::DMIN && q4_k::SCALES == q5_k::SCALES);
+                let nb = k / 256;
+                let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                let mut macc = [[_mm256_setzero_ps(); NR]; MR];
+                let nib = _mm256_set1_epi8(0x0f);
+                let bit = _mm256_set1_epi8(1);
+                for blk in 0..nb {
+                    let mut d = [0f32; MR];
+                    let mut dmin = [0f32; MR];
+                    let mut sc = [[0i16; 8]; MR];
+                    // Each sub-block's min twice, against the activations' two sums per 32 values.
+                    let mut mins = [_mm256_setzero_si256(); MR];
                     for i in 0..MR {
                         let p = a.add(i * lda + blk * bsize);
-                        let q = _mm256_loadu_si256(p.add(qs_at + 32 * ch).cast());
-                        lo[i] = _mm256_and_si256(q, nib);
-                        hi[i] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
-                        if Q5 {
-                            // Values 64ch + l take bit 2ch of qh[l], values 64ch + 32 + l bit
-                            // 2ch + 1.
-                            let qh = _mm256_loadu_si256(p.add(q5_k::QH).cast());
-                            let h = |s: i32| {
-                                let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
-                                _mm256_slli_epi16::<4>(_mm256_and_si256(v, bit))
-                            };
-                            lo[i] = _mm256_or_si256(lo[i], h(2 * ch as i32));
-                            hi[i] = _mm256_or_si256(hi[i], h(2 * ch as i32 + 1));
+                        d[i] = h2f!(rd16!(p));
+                        dmin[i] = h2f!(rd16!(p.add(q4_k::DMIN)));
+                        let (s, m) = scales_mins(&std::ptr::read_unaligned(
+                            p.add(q4_k::SCALES).cast::<[u8; 12]>(),
+                        ));
+                        let mut m2 = [0i16; 16];
+                        for t in 0..8 {
+                            sc[i][t] = i16::from(s[t]);
+                            m2[2 * t] = i16::from(m[t]);
+                            m2[2 * t + 1] = i16::from(m[t]);
                         }
-                        s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
-                        s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
+                        mins[i] = _mm256_loadu_si256(m2.as_ptr().cast());
                     }
+                    let mut bd = [0f32; NR];
                     for j in 0..NR {
-                        let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
-                        let b_lo = _mm256_loadu_si256(p.cast());
-                        let b_hi = _mm256_loadu_si256(p.add(32).cast());
+                        let p = b.add(j * ldb + blk * q8_k::BYTES);
+                        bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                        let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
                         for i in 0..MR {
-                            let x = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], b_lo), s_lo[i]);
-                            let y = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], b_hi), s_hi[i]);
-                            iacc[i][j] = _mm256_add_epi32(iacc[i][j], _mm256_add_epi32(x, y));
+                            let ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[i], bs));
+                            let s = _mm256_set1_ps(dmin[i] * bd[j]);
+                            macc[i][j] = _mm256_fmadd_ps(ms, s, macc[i][j]);
+                        }
+                    }
+                    let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                    for ch in 0..4 {
+                        let mut lo = [_mm256_setzero_si256(); MR];
+                        let mut hi = [_mm256_setzero_si256(); MR];
+                        let mut s_lo = [_mm256_setzero_si256(); MR];
+                        let mut s_hi = [_mm256_setzero_si256(); MR];
+                        for i in 0..MR {
+                            let p = a.add(i * lda + blk * bsize);
+                            let q = _mm256_loadu_si256(p.add(qs_at + 32 * ch).cast());
+                            lo[i] = _mm256_and_si256(q, nib);
+                            hi[i] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), nib);
+                            if Q5 {
+                                // Values 64ch + l take bit 2ch of qh[l], values 64ch + 32 + l bit
+                                // 2ch + 1.
+                                let qh = _mm256_loadu_si256(p.add(q5_k::QH).cast());
+                                let h = |s: i32| {
+                                    let v = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
+                                    _mm256_slli_epi16::<4>(_mm256_and_si256(v, bit))
+                                };
+                                lo[i] = _mm256_or_si256(lo[i], h(2 * ch as i32));
+                                hi[i] = _mm256_or_si256(hi[i], h(2 * ch as i32 + 1));
+                            }
+                            s_lo[i] = _mm256_set1_epi16(sc[i][2 * ch]);
+                            s_hi[i] = _mm256_set1_epi16(sc[i][2 * ch + 1]);
+                        }
+                        for j in 0..NR {
+                            let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
+                            let b_lo = _mm256_loadu_si256(p.cast());
+                            let b_hi = _mm256_loadu_si256(p.add(32).cast());
+                            for i in 0..MR {
+                                let x =
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], b_lo), s_lo[i]);
+                                let y =
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], b_hi), s_hi[i]);
+                                iacc[i][j] = _mm256_add_epi32(iacc[i][j], _mm256_add_epi32(x, y));
+                            }
+                        }
+                    }
+                    for i in 0..MR {
+                        for j in 0..NR {
+                            let s = _mm256_set1_ps(d[i] * bd[j]);
+                            acc[i][j] =
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
                         }
                     }
                 }
                 for i in 0..MR {
                     for j in 0..NR {
-                        let s = _mm256_set1_ps(d[i] * bd[j]);
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
                     }
-                }
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
                 }
             }
         }
@@ -401,139 +432,156 @@ macro_rules! x86_tier {
             c: *mut f32,
             ldc: usize,
         ) {
-            let bsize = match KIND {
-                K16_Q6 => q6_k::BYTES,
-                K16_Q3 => q3_k::BYTES,
-                _ => q2_k::BYTES,
-            };
-            let nb = k / 256;
-            let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-            let mut macc = [[_mm256_setzero_ps(); NR]; MR];
-            let nib = _mm256_set1_epi8(0x0f);
-            let three = _mm256_set1_epi8(3);
-            let one = _mm256_set1_epi8(1);
-            for blk in 0..nb {
-                let mut d = [0f32; MR];
-                let mut dmin = [0f32; MR];
-                // Per 16 values: the scale, and what multiplies the activations' sums (the
-                // offset times the scale, or Q2_K's min).
-                let mut sc = [[0i16; 16]; MR];
-                let mut corr_w = [_mm256_setzero_si256(); MR];
-                for i in 0..MR {
-                    let p = a.add(i * lda + blk * bsize);
-                    let scales = match KIND {
-                        K16_Q6 => {
-                            d[i] = h2f!(rd16!(p.add(q6_k::D)));
-                            let s16 =
-                                _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(q6_k::SCALES).cast()));
-                            corr_w[i] = _mm256_slli_epi16::<5>(s16);
-                            s16
-                        }
-                        K16_Q3 => {
-                            d[i] = h2f!(rd16!(p.add(q3_k::D)));
-                            let words = q3_k_scale_words(&std::ptr::read_unaligned(
-                                p.add(q3_k::SCALES).cast(),
-                            ));
-                            let biased = _mm_loadu_si128(words.as_ptr().cast());
-                            let s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
-                            corr_w[i] = _mm256_slli_epi16::<2>(s16);
-                            s16
-                        }
-                        _ => {
-                            d[i] = h2f!(rd16!(p.add(q2_k::D)));
-                            dmin[i] = h2f!(rd16!(p.add(q2_k::DMIN)));
-                            let packed = _mm_loadu_si128(p.add(q2_k::SCALES).cast());
-                            let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
-                            let high =
-                                _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
-                            corr_w[i] = _mm256_cvtepu8_epi16(high);
-                            _mm256_cvtepu8_epi16(low)
-                        }
-                    };
-                    _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), scales);
-                }
-                let mut bd = [0f32; NR];
-                let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
-                for j in 0..NR {
-                    let p = b.add(j * ldb + blk * q8_k::BYTES);
-                    bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
-                    let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
+            // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+            // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
+            // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+            // below stays within them.
+            unsafe {
+                let bsize = match KIND {
+                    K16_Q6 => q6_k::BYTES,
+                    K16_Q3 => q3_k::BYTES,
+                    _ => q2_k::BYTES,
+                };
+                let nb = k / 256;
+                let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                let mut macc = [[_mm256_setzero_ps(); NR]; MR];
+                let nib = _mm256_set1_epi8(0x0f);
+                let three = _mm256_set1_epi8(3);
+                let one = _mm256_set1_epi8(1);
+                for blk in 0..nb {
+                    let mut d = [0f32; MR];
+                    let mut dmin = [0f32; MR];
+                    // Per 16 values: the scale, and what multiplies the activations' sums (the
+                    // offset times the scale, or Q2_K's min).
+                    let mut sc = [[0i16; 16]; MR];
+                    let mut corr_w = [_mm256_setzero_si256(); MR];
                     for i in 0..MR {
-                        let corr = _mm256_madd_epi16(corr_w[i], bs);
-                        if KIND == K16_Q2 {
-                            let s = _mm256_set1_ps(dmin[i] * bd[j]);
-                            macc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, macc[i][j]);
-                        } else {
-                            // Stored values are q + offset: subtract the scaled sums.
-                            iacc[i][j] = _mm256_sub_epi32(iacc[i][j], corr);
+                        let p = a.add(i * lda + blk * bsize);
+                        let scales = match KIND {
+                            K16_Q6 => {
+                                d[i] = h2f!(rd16!(p.add(q6_k::D)));
+                                let s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                    p.add(q6_k::SCALES).cast(),
+                                ));
+                                corr_w[i] = _mm256_slli_epi16::<5>(s16);
+                                s16
+                            }
+                            K16_Q3 => {
+                                d[i] = h2f!(rd16!(p.add(q3_k::D)));
+                                let words = q3_k_scale_words(&std::ptr::read_unaligned(
+                                    p.add(q3_k::SCALES).cast(),
+                                ));
+                                let biased = _mm_loadu_si128(words.as_ptr().cast());
+                                let s16 =
+                                    _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
+                                corr_w[i] = _mm256_slli_epi16::<2>(s16);
+                                s16
+                            }
+                            _ => {
+                                d[i] = h2f!(rd16!(p.add(q2_k::D)));
+                                dmin[i] = h2f!(rd16!(p.add(q2_k::DMIN)));
+                                let packed = _mm_loadu_si128(p.add(q2_k::SCALES).cast());
+                                let low = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+                                let high =
+                                    _mm_and_si128(_mm_srli_epi16::<4>(packed), _mm_set1_epi8(0x0f));
+                                corr_w[i] = _mm256_cvtepu8_epi16(high);
+                                _mm256_cvtepu8_epi16(low)
+                            }
+                        };
+                        _mm256_storeu_si256(sc[i].as_mut_ptr().cast(), scales);
+                    }
+                    let mut bd = [0f32; NR];
+                    let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                    for j in 0..NR {
+                        let p = b.add(j * ldb + blk * q8_k::BYTES);
+                        bd[j] = std::ptr::read_unaligned(p.cast::<f32>());
+                        let bs = _mm256_loadu_si256(p.add(q8_k::BSUMS).cast());
+                        for i in 0..MR {
+                            let corr = _mm256_madd_epi16(corr_w[i], bs);
+                            if KIND == K16_Q2 {
+                                let s = _mm256_set1_ps(dmin[i] * bd[j]);
+                                macc[i][j] =
+                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), s, macc[i][j]);
+                            } else {
+                                // Stored values are q + offset: subtract the scaled sums.
+                                iacc[i][j] = _mm256_sub_epi32(iacc[i][j], corr);
+                            }
                         }
                     }
-                }
-                for n in 0..2 {
-                    for m in 0..4 {
-                        let mut q = [_mm256_setzero_si256(); MR];
-                        let mut sv = [_mm256_setzero_si256(); MR];
-                        let shift = _mm_cvtsi32_si128(2 * m as i32);
-                        let g = 8 * n + 2 * m;
-                        for i in 0..MR {
-                            let p = a.add(i * lda + blk * bsize);
-                            // Values 128n + 32m + l.
-                            q[i] = match KIND {
-                                K16_Q6 => {
-                                    // 4 bits of ql[64n + 32(m % 2) + l] (low nibble for
-                                    // m < 2), 2 bits (2m..) of qh[32n + l].
-                                    let ql = p.add(q6_k::QL + 64 * n + 32 * (m % 2));
-                                    let ql = _mm256_loadu_si256(ql.cast());
-                                    let low = if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
-                                    let qh = _mm256_loadu_si256(p.add(q6_k::QH + 32 * n).cast());
-                                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), three);
-                                    _mm256_or_si256(
-                                        _mm256_and_si256(low, nib),
-                                        _mm256_slli_epi16::<4>(high),
-                                    )
-                                }
-                                K16_Q3 => {
-                                    // 2 bits (2m..) of qs[32n + l], the third bit 4n + m of
-                                    // hmask[l].
-                                    let qs = _mm256_loadu_si256(p.add(q3_k::QS + 32 * n).cast());
-                                    let low = _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
-                                    let hm = _mm256_loadu_si256(p.add(q3_k::HMASK).cast());
-                                    let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
-                                    let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
-                                    _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
-                                }
-                                _ => {
-                                    // 2 bits (2m..) of qs[32n + l].
-                                    let qs = _mm256_loadu_si256(p.add(q2_k::QS + 32 * n).cast());
-                                    _mm256_and_si256(_mm256_srl_epi16(qs, shift), three)
-                                }
-                            };
-                            sv[i] = _mm256_set_m128i(
-                                _mm_set1_epi16(sc[i][g + 1]),
-                                _mm_set1_epi16(sc[i][g]),
-                            );
-                        }
-                        for j in 0..NR {
-                            let p =
-                                b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
-                            let bv = _mm256_loadu_si256(p.cast());
+                    for n in 0..2 {
+                        for m in 0..4 {
+                            let mut q = [_mm256_setzero_si256(); MR];
+                            let mut sv = [_mm256_setzero_si256(); MR];
+                            let shift = _mm_cvtsi32_si128(2 * m as i32);
+                            let g = 8 * n + 2 * m;
                             for i in 0..MR {
-                                let x = _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
-                                iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
+                                let p = a.add(i * lda + blk * bsize);
+                                // Values 128n + 32m + l.
+                                q[i] = match KIND {
+                                    K16_Q6 => {
+                                        // 4 bits of ql[64n + 32(m % 2) + l] (low nibble for
+                                        // m < 2), 2 bits (2m..) of qh[32n + l].
+                                        let ql = p.add(q6_k::QL + 64 * n + 32 * (m % 2));
+                                        let ql = _mm256_loadu_si256(ql.cast());
+                                        let low =
+                                            if m < 2 { ql } else { _mm256_srli_epi16::<4>(ql) };
+                                        let qh =
+                                            _mm256_loadu_si256(p.add(q6_k::QH + 32 * n).cast());
+                                        let high =
+                                            _mm256_and_si256(_mm256_srl_epi16(qh, shift), three);
+                                        _mm256_or_si256(
+                                            _mm256_and_si256(low, nib),
+                                            _mm256_slli_epi16::<4>(high),
+                                        )
+                                    }
+                                    K16_Q3 => {
+                                        // 2 bits (2m..) of qs[32n + l], the third bit 4n + m of
+                                        // hmask[l].
+                                        let qs =
+                                            _mm256_loadu_si256(p.add(q3_k::QS + 32 * n).cast());
+                                        let low =
+                                            _mm256_and_si256(_mm256_srl_epi16(qs, shift), three);
+                                        let hm = _mm256_loadu_si256(p.add(q3_k::HMASK).cast());
+                                        let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
+                                        let high = _mm256_and_si256(_mm256_srl_epi16(hm, hb), one);
+                                        _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
+                                    }
+                                    _ => {
+                                        // 2 bits (2m..) of qs[32n + l].
+                                        let qs =
+                                            _mm256_loadu_si256(p.add(q2_k::QS + 32 * n).cast());
+                                        _mm256_and_si256(_mm256_srl_epi16(qs, shift), three)
+                                    }
+                                };
+                                sv[i] = _mm256_set_m128i(
+                                    _mm_set1_epi16(sc[i][g + 1]),
+                                    _mm_set1_epi16(sc[i][g]),
+                                );
                             }
+                            for j in 0..NR {
+                                let p = b
+                                    .add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
+                                let bv = _mm256_loadu_si256(p.cast());
+                                for i in 0..MR {
+                                    let x =
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], bv), sv[i]);
+                                    iacc[i][j] = _mm256_add_epi32(iacc[i][j], x);
+                                }
+                            }
+                        }
+                    }
+                    for i in 0..MR {
+                        for j in 0..NR {
+                            let s = _mm256_set1_ps(d[i] * bd[j]);
+                            acc[i][j] =
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
                         }
                     }
                 }
                 for i in 0..MR {
                     for j in 0..NR {
-                        let s = _mm256_set1_ps(d[i] * bd[j]);
-                        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
                     }
-                }
-            }
-            for i in 0..MR {
-                for j in 0..NR {
-                    *c.add(j * ldc + i) = hsum!(_mm256_sub_ps(acc[i][j], macc[i][j]));
                 }
             }
         }
