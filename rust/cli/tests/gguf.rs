@@ -62,7 +62,7 @@ fn write_small() -> (std::path::PathBuf, String) {
 #[test]
 fn text_report_lists_metadata_and_tensors() {
     let (path, p) = write_small();
-    let out = gguf::run(&[p.clone()]).unwrap();
+    let out = gguf::run(std::slice::from_ref(&p)).unwrap();
     let _ = std::fs::remove_file(&path);
     assert!(out.starts_with(&format!("{p}: GGUF version 3\n")), "{out}");
     let line = |start: &str| {
