@@ -50,8 +50,8 @@ fn run(kernel: &MatKernel, a: &[u8], x: &[f32], k: usize, m: usize, n: usize) ->
                 &pool,
                 1,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &|| false,
             )
             .unwrap();

@@ -54,8 +54,8 @@ fn run(kernel: &MatKernel, a: &[u8], al: Layout, b: &[u8], bl: Layout) -> Vec<f3
                 &pool,
                 1,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &never,
             )
             .unwrap();

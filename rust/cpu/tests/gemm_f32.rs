@@ -37,8 +37,8 @@ fn run(kernel: &MatKernel, threads: usize, a: &[u8], al: Layout, b: &[u8], bl: L
                 &pool,
                 threads,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &never,
             )
             .unwrap();

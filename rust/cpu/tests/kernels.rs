@@ -77,8 +77,8 @@ fn run(
             &p,
             threads,
             (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: al, ptr: a.as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
+            TensorRef::plain(al, a.as_ptr()),
+            TensorRef::plain(bl, b.as_ptr()),
             &never,
         )?;
     }
@@ -311,8 +311,8 @@ fn abort_stops_the_driver() {
             &p,
             2,
             (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: al, ptr: a.as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
+            TensorRef::plain(al, a.as_ptr()),
+            TensorRef::plain(bl, b.as_ptr()),
             &yes,
         )
     };
@@ -406,8 +406,8 @@ mod repacked {
                                     &p,
                                     threads,
                                     (dl, d.as_mut_ptr().cast()),
-                                    TensorRef { layout: al, ptr: packed.bytes().as_ptr() },
-                                    TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                                    packed.weights(al),
+                                    TensorRef::plain(bl, x.as_ptr().cast()),
                                     &never,
                                 )
                                 .unwrap();
@@ -496,32 +496,41 @@ fn supports_reports_what_the_driver_handles() {
     assert!(!tessera_cpu::matmul::supports(&d, &a, &bq));
 }
 
+/// A MUL_MAT of a view of repacked weights (half their rows) is refused: the buffer holding
+/// them says the view's bytes are only part of a repacked tensor, which no kernel reads; the
+/// whole tensor computes.
 #[test]
 fn views_of_repacked_weights_are_refused() {
-    use tessera_cpu::kernels::repack::{lookup, Lookup, PackedWeights};
-    let (k, m) = (64, 32);
-    let (a, _) = weights(DType::Q8_0, k, m, 5);
-    let al = Layout::contiguous(DType::Q8_0, &[k, m]).unwrap();
-    let Some(p) = PackedWeights::new(&al, &a) else { return };
-    let bytes = p.bytes();
-    assert_eq!(lookup(bytes.as_ptr(), bytes.len()), Lookup::Packed(DType::Q8_0));
-    assert_eq!(lookup(bytes[68..].as_ptr(), 68), Lookup::Partial);
-    assert_eq!(lookup(a.as_ptr(), a.len()), Lookup::Plain);
-    let half = Layout::contiguous(DType::Q8_0, &[k, m / 2]).unwrap();
-    let b = f32_bytes(&rand_vec(k, 1));
-    let bl = Layout::contiguous(DType::F32, &[k, 1]).unwrap();
-    let dl = Layout::contiguous(DType::F32, &[m / 2, 1]).unwrap();
-    let mut d = vec![0f32; m / 2];
-    // SAFETY: the view lies within the packed bytes; other buffers hold their layouts' bytes.
-    let r = unsafe {
-        MatMul::new().run(
-            &pool(1),
-            1,
-            (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: half, ptr: bytes[half.nbytes()..].as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
-            &never,
-        )
+    use tessera_core::backend::Backend;
+    use tessera_core::tensor_data::{get_f32, set_f32, set_tensor};
+    use tessera_core::Graph;
+    use tessera_cpu::kernels::repack::{Packing, RepackBuffer};
+    let Some(bt) = tessera_cpu::kernels::repack::repack_buffer_type() else {
+        return; // No repacked kernels on this CPU: nothing is ever repacked.
     };
-    assert!(r.is_err());
+    let (k, m) = (64, 32);
+    let (a, wdeq) = weights(DType::Q8_0, k, m, 5);
+    let mut g = Graph::new();
+    let w = g.weight("w", DType::Q8_0, &[k, m]).unwrap();
+    let half_bytes = DType::Q8_0.row_size(k).unwrap() * m / 2;
+    let half = g.view(w, &[k, m / 2], &[half_bytes / (m / 2)], half_bytes).unwrap();
+    let x = g.input("x", DType::F32, &[k, 1]).unwrap();
+    let whole = g.mul_mat(w, x).unwrap();
+    let part = g.mul_mat(half, x).unwrap();
+    tessera_core::alloc::place_sequentially(&mut g, &[w], bt.as_ref()).unwrap();
+    tessera_cpu::buffer::allocate_all(&mut g).unwrap();
+    set_tensor(&g, w, &a).unwrap();
+    let xv = rand_vec(k, 1);
+    set_f32(&g, x, &xv).unwrap();
+    let storage = g.storage_of(w).unwrap();
+    let rb = storage.buffer.as_any().downcast_ref::<RepackBuffer>().unwrap();
+    assert!(matches!(rb.packing(storage.offset, a.len()), Packing::Packed(DType::Q8_0, _)));
+    assert_eq!(rb.packing(storage.offset + half_bytes, half_bytes), Packing::Partial);
+    let mut cpu = tessera_cpu::CpuBackend::new(Some(1)).unwrap();
+    cpu.compute_nodes(&g, &[whole]).unwrap();
+    let exact = exact_product(&wdeq, &as_kernel_sees(DType::Q8_0, &xv), k, m, 1);
+    let kern = kernels::repacked_kernel(DType::Q8_0).unwrap();
+    assert_within("whole repacked weights", &kern, 1, k, &get_f32(&g, whole).unwrap(), &exact);
+    let err = cpu.compute_nodes(&g, &[part]).expect_err("a view of repacked weights");
+    assert!(err.to_string().contains("repacked weight"), "{err}");
 }

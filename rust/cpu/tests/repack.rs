@@ -11,10 +11,14 @@
 mod common;
 
 use common::{exact_product, normwise_error, rand_vec, rounding_bound, Exact};
+use std::sync::Arc;
+use tessera_core::backend::Buffer;
 use tessera_core::backend::BufferType;
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
-use tessera_cpu::kernels::repack::{self, PackLayout, PackedWeights, RepackBufferType};
+use tessera_cpu::kernels::repack::{
+    self, PackLayout, PackedWeights, Packing, RepackBuffer, RepackBufferType,
+};
 use tessera_cpu::kernels::{self, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
 
@@ -51,28 +55,29 @@ fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
 }
 
-/// `mul_mat(a, x)` through the driver (`kernel` given, or chosen by the driver from `a`'s
-/// address), `x` F32 `[k, n]`.
+/// How a repack buffer holds the `len` bytes at `offset`.
+fn packing(buf: &Arc<dyn Buffer>, offset: usize, len: usize) -> Packing {
+    buf.as_any().downcast_ref::<RepackBuffer>().expect("a CPU_REPACK buffer").packing(offset, len)
+}
+
+/// `mul_mat(a, x)` through the driver (`kernel` given, or chosen by the driver for `a`, plain
+/// or repacked), `x` F32 `[k, n]`.
 fn matmul(
     kernel: Option<&kernels::MatKernel>,
     threads: usize,
-    al: Layout,
-    a: *const u8,
+    wa: TensorRef,
     x: &[f32],
     n: usize,
 ) -> Vec<f32> {
-    let (k, m) = (al.ne[0], al.ne[1]);
+    let (k, m) = (wa.layout.ne[0], wa.layout.ne[1]);
     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
     let mut d = vec![f32::NAN; m * n];
     let p = pool(threads);
     let mm = MatMul::new();
-    let (dst, wa, wb) = (
-        (dl, d.as_mut_ptr().cast::<u8>()),
-        TensorRef { layout: al, ptr: a },
-        TensorRef { layout: bl, ptr: x.as_ptr().cast() },
-    );
-    // SAFETY: `a` holds `al`'s bytes (callers' contract), `x` holds `bl`'s, dst is separate.
+    let (dst, wb) = ((dl, d.as_mut_ptr().cast::<u8>()), TensorRef::plain(bl, x.as_ptr().cast()));
+    // SAFETY: `wa` holds its layout's bytes (callers' contract), `x` holds `bl`'s, dst is
+    // separate.
     unsafe {
         match kernel {
             Some(kern) => mm.run_with(kern, &p, threads, dst, wa, wb, &|| false),
@@ -150,7 +155,10 @@ fn every_layout_round_trips_and_matches_exact() {
                     buf.write(64, &plain).unwrap();
                 });
                 check_stored(pl, dtype, k, &plain, stored());
-                assert_eq!(repack::packed_layout(wptr, plain.len()), Some((dtype, pl)));
+                assert_eq!(packing(&buf, 64, plain.len()), Packing::Packed(dtype, pl));
+                assert_eq!(packing(&buf, 64 + 20, 40), Packing::Partial, "a view");
+                assert_eq!(packing(&buf, 64 + plain.len(), 64), Packing::Plain, "past it");
+                let stored_packed = TensorRef::packed(al, wptr, pl);
                 let mut back = vec![0u8; plain.len()];
                 buf.read(64, &mut back).unwrap();
                 assert_eq!(back, plain, "{tier:?} {dtype}: read returns the GGUF bytes");
@@ -169,18 +177,19 @@ fn every_layout_round_trips_and_matches_exact() {
                     )
                     .unwrap();
                     let exact = exact_product(&wdeq, &xq, k, m, n);
-                    let plain_scalar = matmul(Some(&scalar), 1, al, plain.as_ptr(), &xa, n);
+                    let plain_scalar =
+                        matmul(Some(&scalar), 1, TensorRef::plain(al, plain.as_ptr()), &xa, n);
                     let what = format!("scalar {dtype} {m}x{n}x{k}");
                     assert_within(&what, &scalar, n, k, &plain_scalar, &exact);
                     for threads in [1, 2] {
                         let before = kernels::tier_use_count(tier);
-                        let got = under(tier, || matmul(None, threads, al, wptr, &xa, n));
+                        let got = under(tier, || matmul(None, threads, stored_packed, &xa, n));
                         assert!(kernels::tier_use_count(tier) > before, "{tier:?} kernel ran");
                         let what = format!("{tier:?} {dtype} {m}x{n}x{k} t{threads}");
                         assert_within(&what, &packed_kernel, n, k, &got, &exact);
                     }
                     // Under another tier the buffer's layout still picks its own kernel.
-                    let got = under(Tier::Scalar, || matmul(None, 1, al, wptr, &xa, n));
+                    let got = under(Tier::Scalar, || matmul(None, 1, stored_packed, &xa, n));
                     let what = format!("{tier:?} {dtype} {m}x{n}x{k} read under scalar");
                     assert_within(&what, &packed_kernel, n, k, &got, &exact);
                 }
@@ -232,7 +241,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
             // SAFETY: the buffer holds plain.len() bytes.
             let stored = unsafe { std::slice::from_raw_parts(base, plain.len()) };
             assert_eq!(stored, &plain[..]);
-            assert_eq!(repack::lookup(base, plain.len()), repack::Lookup::Plain);
+            assert_eq!(packing(&buf, 0, plain.len()), Packing::Plain);
         });
     }
 }
@@ -272,7 +281,7 @@ fn rewrites_follow_the_active_tier() {
     let base = buf.host_ptr().unwrap().as_ptr();
     for &(tier, pl) in &tiers {
         under(tier, || buf.write(0, &plain)).unwrap();
-        assert_eq!(repack::packed_layout(base, plain.len()), Some((DType::Q8_0, pl)));
+        assert_eq!(packing(&buf, 0, plain.len()), Packing::Packed(DType::Q8_0, pl));
         let mut back = vec![0u8; plain.len()];
         buf.read(0, &mut back).unwrap();
         assert_eq!(back, plain, "{tier:?}");
@@ -281,7 +290,7 @@ fn rewrites_follow_the_active_tier() {
     }
     // Written under a tier without a layout: plain again.
     under(Tier::Scalar, || buf.write(0, &plain)).unwrap();
-    assert_eq!(repack::lookup(base, plain.len()), repack::Lookup::Plain);
+    assert_eq!(packing(&buf, 0, plain.len()), Packing::Plain);
     // SAFETY: the buffer holds plain.len() bytes.
     assert_eq!(unsafe { std::slice::from_raw_parts(base, plain.len()) }, &plain[..]);
 }
@@ -304,19 +313,16 @@ fn planes_of_repacked_weights_match_exact() {
             let act = kernels::act_type(dtype);
             let xq = dequantize_to_vec(act, &quantize_to_vec(act, &x).unwrap(), x.len()).unwrap();
             let packed_kernel = repack::kernel_for(pl, dtype).unwrap();
-            let run = |a: *const u8| {
+            let run = |wa: TensorRef| {
                 let mut d = vec![f32::NAN; m * n * 4];
-                let (dst, wa, wb) = (
-                    (dl, d.as_mut_ptr().cast::<u8>()),
-                    TensorRef { layout: al, ptr: a },
-                    TensorRef { layout: bl, ptr: x.as_ptr().cast() },
-                );
+                let (dst, wb) =
+                    ((dl, d.as_mut_ptr().cast::<u8>()), TensorRef::plain(bl, x.as_ptr().cast()));
                 let p = pool(2);
                 // SAFETY: every operand holds its layout's bytes; dst is separate.
                 unsafe { MatMul::new().run(&p, 2, dst, wa, wb, &|| false) }.unwrap();
                 d
             };
-            let got = run(packed.bytes().as_ptr());
+            let got = run(packed.weights(al));
             for p in 0..4 {
                 // Plane p of B reads plane p / 2 of A (dims 2 broadcast).
                 let wplane = &wdeq[(p / 2) * m * k..][..m * k];
@@ -380,7 +386,7 @@ fn f16_groups_round_trip_and_match_exact() {
             // SAFETY: the buffer holds plain.len() bytes and lives until the end.
             let stored = unsafe { std::slice::from_raw_parts(base_ptr, plain.len()) };
             check_stored_f16(k, &plain, stored);
-            assert_eq!(repack::packed_layout(base_ptr, plain.len()), Some((DType::F16, pl)));
+            assert_eq!(packing(&buf, 0, plain.len()), Packing::Packed(DType::F16, pl));
             let mut back = vec![0u8; plain.len()];
             buf.read(0, &mut back).unwrap();
             assert_eq!(back, plain, "{tier:?} F16: read returns the plain bytes");
@@ -388,12 +394,11 @@ fn f16_groups_round_trip_and_match_exact() {
                 let xa = rand_vec(k * n * planes, 300 + n as u64);
                 let bl = Layout::contiguous(DType::F32, &[k, n, planes]).unwrap();
                 let dl = Layout::contiguous(DType::F32, &[m, n, planes]).unwrap();
-                let run = |kernel: Option<&kernels::MatKernel>, a: *const u8, threads: usize| {
+                let run = |kernel: Option<&kernels::MatKernel>, wa: TensorRef, threads: usize| {
                     let mut d = vec![f32::NAN; m * n * planes];
-                    let (dst, wa, wb) = (
+                    let (dst, wb) = (
                         (dl, d.as_mut_ptr().cast::<u8>()),
-                        TensorRef { layout: al, ptr: a },
-                        TensorRef { layout: bl, ptr: xa.as_ptr().cast() },
+                        TensorRef::plain(bl, xa.as_ptr().cast()),
                     );
                     let p = pool(threads);
                     let mm = MatMul::new();
@@ -408,11 +413,12 @@ fn f16_groups_round_trip_and_match_exact() {
                     d
                 };
                 let packed_kernel = repack::kernel_for(pl, DType::F16).unwrap();
-                let base = run(Some(&scalar), plain.as_ptr(), 1);
+                let base = run(Some(&scalar), TensorRef::plain(al, plain.as_ptr()), 1);
                 let mut runs = Vec::new();
                 for threads in [1, 2] {
                     let before = kernels::tier_use_count(tier);
-                    runs.push((threads, under(tier, || run(None, base_ptr, threads))));
+                    let stored = TensorRef::packed(al, base_ptr, pl);
+                    runs.push((threads, under(tier, || run(None, stored, threads))));
                     assert!(kernels::tier_use_count(tier) > before, "{tier:?} kernel ran");
                 }
                 for p in 0..planes {

@@ -41,8 +41,8 @@ fn run_tier(tier: Tier, dtype: DType) -> Tier {
                 &pool,
                 1,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &|| false,
             )
             .unwrap();
