@@ -8,7 +8,10 @@
 
 pub mod alloc;
 pub mod backend;
-pub mod desc;
+pub mod document;
+/// The old name of [`document`], kept while branches that use it merge (to be removed).
+#[doc(hidden)]
+pub use document as desc;
 pub mod dtype;
 pub mod error;
 pub mod graph;

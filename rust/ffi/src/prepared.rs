@@ -15,7 +15,7 @@ use crate::error::{FfiResult, TesseraError};
 use crate::session::TensorData;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
-use tessera_core::desc::GraphDesc;
+use tessera_core::document::GraphDocument;
 use tessera_core::{DType, Error, Graph, TensorId};
 
 /// What identifies a document: its length and a seeded hash of its text.
@@ -77,8 +77,8 @@ impl PreparedGraph {
         json: &str,
         fingerprint: Fingerprint,
     ) -> FfiResult<(PreparedGraph, Constants)> {
-        let desc = GraphDesc::from_json(json)?;
-        let mut built = desc.build()?;
+        let doc = GraphDocument::from_json(json)?;
+        let mut built = doc.build()?;
         let mut outputs = Vec::with_capacity(built.outputs.len());
         for (name, id) in &built.outputs {
             let mut id = *id;
@@ -94,7 +94,7 @@ impl PreparedGraph {
             outputs.push((name.clone(), id));
         }
         let shapes: HashMap<&str, &[usize]> =
-            desc.tensors.iter().map(|t| (t.name.as_str(), t.shape.as_slice())).collect();
+            doc.tensors.iter().map(|t| (t.name.as_str(), t.shape.as_slice())).collect();
         let inputs = built
             .inputs
             .iter()
@@ -108,7 +108,7 @@ impl PreparedGraph {
             })
             .collect();
         let input_names: HashSet<&str> = built.inputs.iter().map(|(n, _)| n.as_str()).collect();
-        let constant_names = desc
+        let constant_names = doc
             .tensors
             .iter()
             .filter(|t| !input_names.contains(t.name.as_str()))

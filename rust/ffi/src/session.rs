@@ -479,7 +479,7 @@ mod tests {
                 "outputs": ["y"]
             })
             .to_string();
-            let wq = tessera_core::desc::values_to_bytes(dtype, &w).unwrap();
+            let wq = tessera_core::document::values_to_bytes(dtype, &w).unwrap();
             let mut wd = vec![0f32; k * m];
             tessera_core::quant::dequantize_row(dtype, &wq, &mut wd).unwrap();
             let want: Vec<f64> = (0..n * m)
@@ -552,7 +552,7 @@ mod tests {
             })
             .to_string()
         };
-        let wq = tessera_core::desc::values_to_bytes(DType::Q8_0, &w).unwrap();
+        let wq = tessera_core::document::values_to_bytes(DType::Q8_0, &w).unwrap();
         let mut wd = vec![0f32; k * m];
         tessera_core::quant::dequantize_row(DType::Q8_0, &wq, &mut wd).unwrap();
         let want = |x: &[f32], scale: f64| -> Vec<f64> {

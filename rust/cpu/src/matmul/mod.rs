@@ -7,9 +7,11 @@
 //! 1. The activations are converted once per call to the weight type's activation format
 //!    ([`crate::kernels::act_type`]: Q8_0, Q8_1, Q8_K or F32) into a work buffer reused across
 //!    calls (F32 activations with dense rows are read in place when the format is F32).
-//! 2. The output is cut into chunks of weight rows by activation rows; the threads take chunks
-//!    from an atomic counter (fast and slow cores balance themselves), and the abort callback
-//!    is polled between chunks.
+//! 2. The output is cut into chunks of weight rows by activation rows, split into one
+//!    contiguous range per thread ([`Ranges`]): each thread takes the chunks of its own range
+//!    in order, then helps with the others' (fast and slow cores balance themselves, and each
+//!    thread streams long runs of adjacent weight rows); the abort callback is polled between
+//!    chunks.
 //! 3. Inside a chunk the kernel's `mr x nr` tiles run rows-outer, so that a tile of weight rows
 //!    is reused from L1 across every activation column of the chunk; a chunk's activation
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
@@ -17,8 +19,8 @@
 //!
 //! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed
 //! GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
-//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the
-//! atomic counter) pack their weight rows per K-block into a per-thread scratch.
+//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, taken in the same
+//! way) pack their weight rows per K-block into a per-thread scratch.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (rows interleaved in the layout of the tier
 //! that wrote them) come with that layout ([`TensorRef::packed`], from the buffer that holds

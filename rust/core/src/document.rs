@@ -19,7 +19,7 @@ pub const GRAPH_FORMAT_VERSION: u32 = 1;
 /// A leaf tensor: an input when it has no data, a constant (weight) when it has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TensorDesc {
+pub struct DocumentTensor {
     /// Unique name.
     pub name: String,
     /// Type name ("F32", "Q4_0", ...).
@@ -38,7 +38,7 @@ pub struct TensorDesc {
 /// A node: an op applied to named sources.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NodeDesc {
+pub struct DocumentNode {
     /// Unique name.
     pub name: String,
     /// Op name ("MUL_MAT", "SOFT_MAX", ...).
@@ -54,15 +54,15 @@ pub struct NodeDesc {
 /// A whole graph document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GraphDesc {
+pub struct GraphDocument {
     /// Format version; must be [`GRAPH_FORMAT_VERSION`].
     pub version: u32,
     /// Leaf tensors.
     #[serde(default)]
-    pub tensors: Vec<TensorDesc>,
+    pub tensors: Vec<DocumentTensor>,
     /// Nodes, in any order.
     #[serde(default)]
-    pub nodes: Vec<NodeDesc>,
+    pub nodes: Vec<DocumentNode>,
     /// Names of the tensors to return.
     pub outputs: Vec<String>,
 }
@@ -80,9 +80,9 @@ pub struct BuiltGraph {
     pub outputs: Vec<(String, TensorId)>,
 }
 
-impl GraphDesc {
+impl GraphDocument {
     /// Parses a JSON document.
-    pub fn from_json(json: &str) -> Result<GraphDesc> {
+    pub fn from_json(json: &str) -> Result<GraphDocument> {
         let value: Value = serde_json::from_str(json)
             .map_err(|e| Error::InvalidGraph(format!("not valid JSON: {e}")))?;
         if let Some(v) = value.get("version") {
@@ -135,7 +135,7 @@ impl GraphDesc {
             }
             ids.insert(&t.name, id);
         }
-        let by_name: HashMap<&str, &NodeDesc> = {
+        let by_name: HashMap<&str, &DocumentNode> = {
             let mut m = HashMap::new();
             for n in &self.nodes {
                 if n.name.is_empty() {
@@ -187,10 +187,10 @@ fn in_graph(kind: &str, name: &str, error: Error) -> Error {
 
 /// The nodes in an order where every source comes before its readers; a cycle is an error.
 fn forward_order<'a>(
-    nodes: &'a [NodeDesc],
-    by_name: &HashMap<&str, &'a NodeDesc>,
+    nodes: &'a [DocumentNode],
+    by_name: &HashMap<&str, &'a DocumentNode>,
     leaves: &HashMap<&str, TensorId>,
-) -> Result<Vec<&'a NodeDesc>> {
+) -> Result<Vec<&'a DocumentNode>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
@@ -205,7 +205,7 @@ fn forward_order<'a>(
             continue;
         }
         // Iterative depth-first search: (node, index of the next source to visit).
-        let mut stack: Vec<(&NodeDesc, usize)> = vec![(root, 0)];
+        let mut stack: Vec<(&DocumentNode, usize)> = vec![(root, 0)];
         mark.insert(&root.name, Mark::Open);
         while let Some((node, next)) = stack.pop() {
             if next == node.src.len() {
@@ -237,7 +237,7 @@ fn forward_order<'a>(
     Ok(order)
 }
 
-fn leaf_data(t: &TensorDesc, layout: &Layout) -> Result<Option<Vec<u8>>> {
+fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
     let nbytes = layout.nbytes();
     match (&t.data, &t.values) {
         (Some(_), Some(_)) => {
@@ -290,16 +290,16 @@ pub fn values_to_bytes(dtype: DType, values: &[f64]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn param_map(n: &NodeDesc) -> Value {
+fn param_map(n: &DocumentNode) -> Value {
     Value::Object(n.params.clone())
 }
 
-fn params<T: for<'de> Deserialize<'de>>(n: &NodeDesc) -> Result<T> {
+fn params<T: for<'de> Deserialize<'de>>(n: &DocumentNode) -> Result<T> {
     serde_json::from_value(param_map(n))
         .map_err(|e| Error::InvalidArgument(format!("{} params: {e}", n.op)))
 }
 
-fn no_params(n: &NodeDesc) -> Result<()> {
+fn no_params(n: &DocumentNode) -> Result<()> {
     if n.params.is_empty() {
         Ok(())
     } else {
@@ -308,7 +308,7 @@ fn no_params(n: &NodeDesc) -> Result<()> {
     }
 }
 
-fn arity(n: &NodeDesc, srcs: &[TensorId], allowed: &[usize]) -> Result<()> {
+fn arity(n: &DocumentNode, srcs: &[TensorId], allowed: &[usize]) -> Result<()> {
     if allowed.contains(&srcs.len()) {
         Ok(())
     } else {
@@ -402,7 +402,7 @@ struct GluParams {
     swapped: bool,
 }
 
-fn add_node(g: &mut Graph, n: &NodeDesc, s: &[TensorId]) -> Result<TensorId> {
+fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> Result<TensorId> {
     let unary = |op: UnaryOp| -> Option<UnaryOp> { Some(op) };
     let un = match n.op.as_str() {
         "SILU" => unary(UnaryOp::Silu),
@@ -593,6 +593,17 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>> {
     }
     Ok(out)
 }
+
+/// The old names of [`GraphDocument`], [`DocumentTensor`] and [`DocumentNode`], kept while
+/// branches that use them merge (to be removed).
+#[doc(hidden)]
+pub type GraphDesc = GraphDocument;
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub type TensorDesc = DocumentTensor;
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub type NodeDesc = DocumentNode;
 
 #[cfg(test)]
 mod tests {
