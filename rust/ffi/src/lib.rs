@@ -39,5 +39,5 @@ pub use json_api::call_json;
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
 };
-pub use registry::{default_registry, registry};
+pub use registry::{cpu_registry, default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};
