@@ -40,6 +40,9 @@ impl BufferType for TestBufferType {
     fn device_name(&self) -> String {
         "TEST".into()
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// Host memory that claims not to be host memory, so that the CPU cannot read it directly.

@@ -1285,6 +1285,9 @@ mod not_host {
         fn device_name(&self) -> String {
             "FAKE_GPU".into()
         }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
     }
 
     /// Its buffer.

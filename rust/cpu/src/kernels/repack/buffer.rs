@@ -50,6 +50,9 @@ impl BufferType for RepackBufferType {
     fn accepts_weight(&self, layout: &Layout) -> bool {
         super::can_repack(layout)
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// A buffer of [`RepackBufferType`].
