@@ -1,6 +1,6 @@
 /**
  * The graph builder: declare inputs and constants, apply ops, name outputs, and get the graph
- * document (`rust/core/src/desc.rs`) that {@link compute} sends to the Rust core.
+ * document (`rust/core/src/document.rs`) that {@link compute} sends to the Rust core.
  *
  * Every op checks its operands with the rules of `rust/core/src/graph.rs` as it is called and
  * throws a {@link TesseraError} subclass naming the op and the shapes, so a graph that builds
@@ -112,7 +112,7 @@ export interface NodeDocument {
   params?: Record<string, ParamValue>;
 }
 
-/** A whole graph document (docs/graph-format.md; `GraphDesc` in rust/core/src/desc.rs). */
+/** A whole graph document (docs/graph-format.md; `GraphDocument` in rust/core/src/document.rs). */
 export interface GraphDocument {
   /** Format version, {@link GRAPH_FORMAT_VERSION}. */
   version: typeof GRAPH_FORMAT_VERSION;
@@ -443,7 +443,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
 
   /**
    * The graph document: `{ version, tensors, nodes, outputs }` as read by
-   * `GraphDesc::from_json` in the core. `JSON.stringify(builder)` gives its JSON.
+   * `GraphDocument::from_json` in the core. `JSON.stringify(builder)` gives its JSON.
    */
   toJSON(): GraphDocument {
     if (this.outs.length === 0) {

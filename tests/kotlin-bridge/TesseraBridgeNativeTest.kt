@@ -137,13 +137,21 @@ fun main() {
 
   test("log forwarding installs and removes the real listener") {
     val records = mutableListOf<String>()
+    val openCpu = "{\"method\":\"openSession\",\"options\":{\"device\":\"CPU\",\"threads\":1}}"
     bridge.setLogForwarding(true) { level, target, message -> synchronized(records) { records.add("$level $target $message") }; Unit }
     check(bridge.isLogForwarding) { "not forwarding" }
     callAndWait(bridge, "{\"method\":\"setLogLevel\",\"level\":\"trace\"}")
-    callAndWait(bridge, "{\"method\":\"devices\"}")
+    // Opening a session logs "session on CPU (...)" at info level.
+    val first = Regex("\"session\":(\\d+)").find(callAndWait(bridge, openCpu))?.groupValues?.get(1)
+    val forwarded = synchronized(records) { records.toList() }
+    check(forwarded.any { it.startsWith("info tessera") && it.contains("session on CPU") }) { "forwarded: $forwarded" }
+    forwarded.forEach { check(it.split(' ')[0] in setOf("error", "warn", "info", "debug", "trace")) { it } }
     bridge.setLogForwarding(false) { _, _, _ -> }
     check(!bridge.isLogForwarding) { "still forwarding" }
-    synchronized(records) { records.forEach { check(it.split(' ')[0] in setOf("error", "warn", "info", "debug", "trace")) { it } } }
+    // Once removed, nothing more arrives.
+    val second = Regex("\"session\":(\\d+)").find(callAndWait(bridge, openCpu))?.groupValues?.get(1)
+    check(synchronized(records) { records.size } == forwarded.size) { "records after removal: $records" }
+    for (id in listOfNotNull(first, second)) callAndWait(bridge, "{\"method\":\"closeSession\",\"session\":$id}")
   }
 
   bridge.shutdown()

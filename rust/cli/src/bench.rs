@@ -180,7 +180,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// One weight matrix: plain GGUF bytes or repacked (registered with the driver while alive).
+/// One weight matrix: plain GGUF bytes or repacked.
 enum WeightCopy {
     /// In a CPU buffer, as an app's weights are.
     Plain(HostBuffer),
@@ -195,10 +195,13 @@ impl WeightCopy {
         Ok(WeightCopy::Plain(buffer))
     }
 
-    fn ptr(&self) -> *const u8 {
+    /// The matmul operand of tensor layout `layout`.
+    fn operand(&self, layout: Layout) -> TensorRef {
         match self {
-            WeightCopy::Plain(b) => b.host_ptr().map_or(std::ptr::null(), |p| p.as_ptr()),
-            WeightCopy::Packed(p) => p.bytes().as_ptr(),
+            WeightCopy::Plain(b) => {
+                TensorRef::plain(layout, b.host_ptr().map_or(std::ptr::null(), |p| p.as_ptr()))
+            }
+            WeightCopy::Packed(p) => p.weights(layout),
         }
     }
 
@@ -279,7 +282,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                     let mm = MatMul::new();
                     let mut next = 0usize;
                     let mut once = |d: &mut [f32]| -> Result<f64, String> {
-                        let wcopy = w.copies[next % w.copies.len()].ptr();
+                        let wcopy = w.copies[next % w.copies.len()].operand(w.layout);
                         next += 1;
                         let (t0, c0) = (Instant::now(), process_cpu_seconds());
                         // SAFETY: every buffer holds its layout's bytes and dst is separate.
@@ -288,8 +291,8 @@ fn matmul(a: &Args) -> Result<(), String> {
                                 &pool,
                                 threads,
                                 (dl, d.as_mut_ptr().cast()),
-                                TensorRef { layout: w.layout, ptr: wcopy },
-                                TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                                wcopy,
+                                TensorRef::plain(bl, x.as_ptr().cast()),
                                 &|| false,
                             )
                         }

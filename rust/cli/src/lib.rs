@@ -12,20 +12,13 @@ pub mod llm;
 
 use tessera_core::registry::Registry;
 
-/// The registry of every device this build can use: the GPU first when one works, then the CPU.
-/// `TESSERA_NO_GPU=1` leaves the GPU out.
+/// The registry of every device this build can use, as the app has it (tessera-ffi's default
+/// registry): the GPU first when one works, then the CPU. `TESSERA_NO_GPU=1` leaves the GPU out.
 pub fn registry() -> Registry {
-    let mut r = Registry::new();
-    if std::env::var_os("TESSERA_NO_GPU").is_none_or(|v| v.is_empty() || v == "0") {
-        r.register_with("GPU", tessera_gpu::register);
-    }
-    r.register(tessera_cpu::CpuBackendReg::shared());
-    r
+    tessera_ffi::default_registry()
 }
 
 /// A registry with the CPU alone.
 pub fn cpu_registry() -> Registry {
-    let mut r = Registry::new();
-    r.register(tessera_cpu::CpuBackendReg::shared());
-    r
+    tessera_ffi::cpu_registry()
 }

@@ -78,6 +78,9 @@ pub trait BufferType: Send + Sync + Debug {
         let _ = layout;
         false
     }
+    /// The concrete buffer type, so that a device recognises its own types by what they are
+    /// rather than by their names.
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// Memory owned by someone else (a memory-mapped file, a caller's array) that a device can wrap

@@ -8,7 +8,8 @@
 
 pub mod alloc;
 pub mod backend;
-pub mod desc;
+pub mod document;
+/// The old name of [`document`], kept while branches that use it merge (to be removed).
 pub mod dtype;
 pub mod error;
 pub mod graph;

@@ -152,7 +152,7 @@ impl Scheduler {
     fn extra_placements(
         &self,
         graph: &Graph,
-        who: &[Option<usize>],
+        backend_of: &[Option<usize>],
     ) -> Vec<(Arc<dyn BufferType>, Vec<TensorId>)> {
         if self.extra.iter().all(|e| e.is_empty()) {
             return Vec::new();
@@ -187,8 +187,8 @@ impl Scheduler {
                 && t.storage.is_none()
                 && matmul_only[i]
                 && !readers[i].is_empty();
-            let Some(b) = who[i].filter(|_| eligible) else { continue };
-            if readers[i].iter().any(|r| who[r.index()] != Some(b)) {
+            let Some(b) = backend_of[i].filter(|_| eligible) else { continue };
+            if readers[i].iter().any(|r| backend_of[r.index()] != Some(b)) {
                 continue;
             }
             let Some(bt) = self.extra[b].iter().find(|bt| {
@@ -269,23 +269,24 @@ impl Scheduler {
     /// Chooses a backend for every tensor.
     fn assign(&self, graph: &Graph) -> Result<Vec<Option<usize>>> {
         let n = graph.len();
-        let mut who: Vec<Option<usize>> = vec![None; n];
+        let mut backend_of: Vec<Option<usize>> = vec![None; n];
         // Tensors that already have memory belong to the backend of their buffer.
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.view_src.is_none() {
                 if let Some(s) = &t.storage {
-                    who[id.index()] = self.backend_of_buffer(s.buffer.as_ref());
+                    backend_of[id.index()] = self.backend_of_buffer(s.buffer.as_ref());
                 }
             }
         }
         let nodes = graph.nodes();
-        let root_backend =
-            |who: &Vec<Option<usize>>, id: TensorId| who[graph.view_root(id).0.index()];
+        let root_backend = |backend_of: &Vec<Option<usize>>, id: TensorId| {
+            backend_of[graph.view_root(id).0.index()]
+        };
         // 1. Pins, then nodes that read weights go where the weights are.
         for &id in &nodes {
             if let Some(&b) = self.pins.get(&id) {
-                who[id.index()] = Some(b);
+                backend_of[id.index()] = Some(b);
                 continue;
             }
             let t = graph.tensor(id);
@@ -295,7 +296,7 @@ impl Scheduler {
             let weight_home = t.src.iter().find_map(|&s| {
                 let root = graph.tensor(graph.view_root(s).0);
                 if root.flags.weight && root.storage.is_some() {
-                    root_backend(&who, s)
+                    root_backend(&backend_of, s)
                 } else {
                     None
                 }
@@ -305,14 +306,16 @@ impl Scheduler {
                 let offload = (0..b).find(|&o| {
                     self.devices[o].offload_op(graph, id) && self.supports(o, graph, id)
                 });
-                who[id.index()] = Some(offload.unwrap_or(b));
+                backend_of[id.index()] = Some(offload.unwrap_or(b));
             }
         }
         // 2. Spread forward from operands assigned to a backend ahead of the last one (the
         //    CPU, which takes what is left over anyway), preferring the highest priority.
         let last = self.backends.len() - 1;
         for &id in &nodes {
-            if who[id.index()].is_some() || graph.tensor(id).op.destination_operand().is_some() {
+            if backend_of[id.index()].is_some()
+                || graph.tensor(id).op.destination_operand().is_some()
+            {
                 continue;
             }
             let best = graph
@@ -324,12 +327,12 @@ impl Scheduler {
                     if graph.tensor(r).is_leaf() {
                         None
                     } else {
-                        who[r.index()]
+                        backend_of[r.index()]
                     }
                 })
                 .filter(|&b| b < last && self.supports(b, graph, id))
                 .min();
-            who[id.index()] = best;
+            backend_of[id.index()] = best;
         }
         // 3. The rest: the first backend that supports the op; copies (CPY, SET_ROWS) go where
         //    their destination lives; a pinned or inherited backend that cannot run it falls
@@ -338,17 +341,17 @@ impl Scheduler {
             let t = graph.tensor(id);
             if let Some(d) = t.op.destination_operand() {
                 let dst = graph.view_root(t.src[d]).0;
-                let home = who[dst.index()]
+                let home = backend_of[dst.index()]
                     .or_else(|| (0..self.backends.len()).find(|&b| self.supports(b, graph, id)));
-                who[id.index()] = home;
-                if who[dst.index()].is_none() {
-                    who[dst.index()] = home;
+                backend_of[id.index()] = home;
+                if backend_of[dst.index()].is_none() {
+                    backend_of[dst.index()] = home;
                 }
             }
-            let ok = who[id.index()].is_some_and(|b| self.supports(b, graph, id));
+            let ok = backend_of[id.index()].is_some_and(|b| self.supports(b, graph, id));
             if !ok {
                 let fallback = (0..self.backends.len()).find(|&b| self.supports(b, graph, id));
-                who[id.index()] = Some(fallback.ok_or_else(|| Error::UnsupportedOp {
+                backend_of[id.index()] = Some(fallback.ok_or_else(|| Error::UnsupportedOp {
                     device: "any backend".into(),
                     op: format!("{} ({})", t.op.name(), t.label(id)),
                 })?);
@@ -358,28 +361,35 @@ impl Scheduler {
         // directly or through views); views follow their root.
         for id in graph.ids() {
             let t = graph.tensor(id);
-            if t.is_leaf() && who[id.index()].is_none() {
+            if t.is_leaf() && backend_of[id.index()].is_none() {
                 let reader = nodes
                     .iter()
                     .find(|&&n| graph.tensor(n).src.iter().any(|&s| graph.view_root(s).0 == id));
-                who[id.index()] =
-                    Some(reader.and_then(|&r| who[r.index()]).unwrap_or(self.backends.len() - 1));
+                backend_of[id.index()] = Some(
+                    reader.and_then(|&r| backend_of[r.index()]).unwrap_or(self.backends.len() - 1),
+                );
             }
         }
         for id in graph.ids() {
             if graph.tensor(id).view_src.is_some() && !graph.tensor(id).op.computes() {
-                who[id.index()] = root_backend(&who, id);
+                backend_of[id.index()] = root_backend(&backend_of, id);
             }
         }
-        Ok(who)
+        Ok(backend_of)
     }
 
     /// Whether backend `b` can read tensor `id` (through its root) where it lives.
-    fn readable(&self, graph: &Graph, who: &[Option<usize>], b: usize, id: TensorId) -> bool {
+    fn readable(
+        &self,
+        graph: &Graph,
+        backend_of: &[Option<usize>],
+        b: usize,
+        id: TensorId,
+    ) -> bool {
         let root = graph.view_root(id).0;
         match &graph.tensor(root).storage {
             Some(s) => self.devices[b].supports_buffer_type(s.buffer.buffer_type().as_ref()),
-            None => match who[root.index()] {
+            None => match backend_of[root.index()] {
                 Some(home) if home == b => true,
                 Some(home) => {
                     let bt = self.backends[home].buffer_type();
@@ -393,11 +403,11 @@ impl Scheduler {
     /// Assigns, splits and allocates `graph`; afterwards the caller sets its inputs and calls
     /// [`Scheduler::compute`]. Every tensor of `graph` gets its storage.
     pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<()> {
-        let who = self.assign(graph)?;
+        let backend_of = self.assign(graph)?;
         let mut g = graph.clone();
         // Weights read only by MUL_MAT go to an extra buffer type that accepts them.
         let mut weight_buffers = Vec::new();
-        for (bt, ids) in self.extra_placements(graph, &who) {
+        for (bt, ids) in self.extra_placements(graph, &backend_of) {
             if let Some(buf) = alloc::place_sequentially(&mut g, &ids, bt.as_ref())? {
                 buf.set_usage(BufferUsage::Weights);
                 weight_buffers.push(buf);
@@ -407,7 +417,7 @@ impl Scheduler {
         let mut copies: Vec<Vec<Copy>> = Vec::new();
         let mut order: Vec<TensorId> =
             graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
-        let mut assignment = who.clone();
+        let mut assignment = backend_of.clone();
         let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
         // Where the current split's entries start in `order`.
         let mut split_start = order.len();
@@ -420,7 +430,7 @@ impl Scheduler {
                 order.push(id);
                 continue;
             }
-            let b = who[id.index()].unwrap_or(self.backends.len() - 1);
+            let b = backend_of[id.index()].unwrap_or(self.backends.len() - 1);
             if splits.last().is_none_or(|s| s.backend != b) {
                 splits.push(Split { backend: b, nodes: Vec::new(), inputs: Vec::new() });
                 copies.push(Vec::new());
@@ -429,7 +439,7 @@ impl Scheduler {
             let si = splits.len() - 1;
             for (i, &s) in t.src.iter().enumerate() {
                 let is_destination = t.op.destination_operand() == Some(i);
-                if is_destination || self.readable(graph, &who, b, s) {
+                if is_destination || self.readable(graph, &backend_of, b, s) {
                     continue;
                 }
                 let (root, offs) = graph.view_root(s);

@@ -40,6 +40,9 @@ impl BufferType for FakeType {
     fn accepts_weight(&self, layout: &Layout) -> bool {
         self.extra && layout.dtype == DType::Q4_0
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 #[derive(Debug)]

@@ -7,7 +7,7 @@ mod rows;
 
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
-use crate::kernels::repack::{self, RepackBuffer};
+use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
 use crate::matmul::{self, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use rayon::prelude::*;
@@ -128,21 +128,24 @@ impl CpuBackend {
                 t.label(id)
             )));
         }
-        Self::check_repacked_readers(graph, id)?;
+        let weights_packed = Self::check_repacked_readers(graph, id)?;
         let dst = Self::host_tensor(graph, id)?;
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
-            return self.mul_mat(dst, &srcs, aborted);
+            return self.mul_mat(dst, &srcs, weights_packed, aborted);
         }
         let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
-        // SAFETY (the three fast paths): as for the reference below; `supports` validated the
-        // operands for the op.
+        // The three fast paths: as for the reference below; `supports` validated the operands
+        // for the op.
         let fast = match &t.op {
+            // SAFETY: see above.
             Op::FlashAttnExt(p) => unsafe {
                 attention::flash_attn_ext(p, dst, &srcs, &threads, aborted)
             },
+            // SAFETY: see above.
             Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
+            // SAFETY: see above.
             Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
             _ => None,
         };
@@ -161,20 +164,26 @@ impl CpuBackend {
     }
 
     /// Refuses a node that would read repacked weights other than as MUL_MAT's first operand
-    /// with a kernel for them (their bytes are not GGUF's).
-    fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<()> {
+    /// with a kernel for them (their bytes are not GGUF's); returns the layout of a MUL_MAT's
+    /// repacked weights, as the buffer holding them records it.
+    fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<Option<PackLayout>> {
         let t = graph.tensor(id);
+        let mut weights_packed = None;
         for (i, &s) in t.src.iter().enumerate() {
             let Some(storage) = graph.storage_of(s) else { continue };
-            if !storage.buffer.as_any().is::<RepackBuffer>() {
+            let Some(rb) = storage.buffer.as_any().downcast_ref::<RepackBuffer>() else {
                 continue;
-            }
+            };
             let st = graph.tensor(s);
-            let ht = Self::host_tensor(graph, s)?;
-            let found = repack::lookup(ht.ptr, st.nbytes());
             let matmul_weight = i == 0 && matches!(t.op, Op::MulMat);
-            let ok = found == repack::Lookup::Plain
-                || (matmul_weight && found == repack::Lookup::Packed(st.dtype()));
+            let ok = match rb.packing(storage.offset, st.nbytes()) {
+                Packing::Plain => true,
+                Packing::Packed(dtype, pl) if matmul_weight && dtype == st.dtype() => {
+                    weights_packed = Some(pl);
+                    true
+                }
+                _ => false,
+            };
             if !ok {
                 return Err(Error::Backend {
                     backend: CPU_NAME.into(),
@@ -187,21 +196,37 @@ impl CpuBackend {
                 });
             }
         }
-        Ok(())
+        Ok(weights_packed)
     }
 
-    /// MUL_MAT through the kernel driver of the active tier, or, for a weight type without
-    /// kernels, the reference split over the weight rows among the pool's threads.
-    fn mul_mat(&self, dst: HostTensor, srcs: &[HostTensor], aborted: AbortFn<'_>) -> Result<()> {
+    /// MUL_MAT through the kernel driver of the active tier (of the weights' repacked layout
+    /// `packed`, when they are), or, for a weight type without kernels, the reference split over
+    /// the weight rows among the pool's threads.
+    fn mul_mat(
+        &self,
+        dst: HostTensor,
+        srcs: &[HostTensor],
+        packed: Option<PackLayout>,
+        aborted: AbortFn<'_>,
+    ) -> Result<()> {
         let (a, b) = (srcs[0], srcs[1]);
         if matmul::supports(&dst.layout, &a.layout, &b.layout) {
-            let a = TensorRef { layout: a.layout, ptr: a.ptr };
-            let b = TensorRef { layout: b.layout, ptr: b.ptr };
+            let a = TensorRef { layout: a.layout, ptr: a.ptr, packed };
+            let b = TensorRef::plain(b.layout, b.ptr);
             // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
             // result never shares memory with its operands (it cannot run in place).
             return unsafe {
                 self.matmul.run(&self.pool, self.threads, (dst.layout, dst.ptr), a, b, aborted)
             };
+        }
+        if packed.is_some() {
+            // The reference reads GGUF bytes only.
+            return Err(Error::Backend {
+                backend: CPU_NAME.into(),
+                message: "MUL_MAT of repacked weights needs an F32 result with dense rows and \
+                          F32, F16 or BF16 activations"
+                    .into(),
+            });
         }
         let m = a.layout.ne[1];
         let per = m.div_ceil((self.threads * 4).min(m).max(1));

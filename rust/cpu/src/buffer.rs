@@ -70,6 +70,9 @@ impl BufferType for CpuBufferType {
     fn device_name(&self) -> String {
         CPU_NAME.to_string()
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 enum Memory {

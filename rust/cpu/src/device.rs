@@ -3,7 +3,7 @@
 use crate::backend::CpuBackend;
 use crate::buffer::{CpuBufferType, HostBuffer, CPU_NAME};
 use crate::features::{self, CpuFeatures};
-use crate::kernels::repack::{self, REPACK_NAME};
+use crate::kernels::repack::{self, RepackBufferType};
 use std::sync::Arc;
 use tessera_core::backend::{
     Backend, BackendParams, BackendReg, Buffer, BufferType, Device, DeviceCaps, DeviceType,
@@ -72,7 +72,7 @@ impl Device for CpuDevice {
     /// Host memory, and "CPU_REPACK" buffers, whose tensors only MUL_MAT reads (as weights:
     /// the scheduler places nothing else there, and the backend refuses other readers).
     fn supports_buffer_type(&self, buffer_type: &dyn BufferType) -> bool {
-        buffer_type.is_host() || buffer_type.name() == REPACK_NAME
+        buffer_type.is_host() || buffer_type.as_any().is::<RepackBufferType>()
     }
 }
 

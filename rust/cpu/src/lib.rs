@@ -1,6 +1,8 @@
 //! Tessera's CPU device: feature detection, the scalar reference ops, SIMD kernels and the
 //! backend.
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod backend;
 pub mod buffer;

@@ -1,32 +1,22 @@
 //! The packed GEMM path of the driver (F32 / BF16 weights, N >= `GEMM_MIN_N`, x86 tiers)
-//! against the f64 product and the scalar tier, on odd shapes; threaded equal to
-//! single-threaded; broadcast, strided and F16 activations.
+//! against the exact product within what rounding explains ([`common::rounding_bound`]), with
+//! the scalar tier alongside, on odd shapes; threaded equal to single-threaded; broadcast,
+//! strided and F16 activations.
 
 mod common;
 
-use common::{f32_bytes, never, nmse, rand_vec};
+use common::{exact_product, f32_bytes, never, normwise_error, rand_vec, rounding_bound, Exact};
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
 use tessera_cpu::matmul::{uses_gemm, MatMul, TensorRef, GEMM_MIN_N};
 
-fn to_f64(x: &[f32]) -> Vec<f64> {
-    x.iter().map(|&v| f64::from(v)).collect()
-}
-
-/// The exact product: `out[j * m + i] = sum_t w[i * k + t] * x[j * k + t]`.
-fn reference(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f64> {
-    let mut out = vec![0f64; m * n];
-    for j in 0..n {
-        for i in 0..m {
-            out[j * m + i] = w[i * k..][..k]
-                .iter()
-                .zip(&x[j * k..][..k])
-                .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum();
-        }
-    }
-    out
+/// Asserts that `got` (from `kern` on `n` activation rows of `k`) is within the rounding bound
+/// of `exact`.
+fn assert_within(what: &str, kern: &MatKernel, n: usize, k: usize, got: &[f32], exact: &Exact) {
+    let e = normwise_error(got, exact);
+    let bound = rounding_bound(kern, n, k);
+    assert!(e <= bound, "{what} ({}): error {e:.3e} > rounding bound {bound:.3e}", kern.tier);
 }
 
 /// The x86 tiers with a packed GEMM that this CPU supports.
@@ -47,8 +37,8 @@ fn run(kernel: &MatKernel, threads: usize, a: &[u8], al: Layout, b: &[u8], bl: L
                 &pool,
                 threads,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &never,
             )
             .unwrap();
@@ -73,21 +63,17 @@ fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
     let b = f32_bytes(&x);
     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
-    let want = reference(&w, &x, k, m, n);
+    let exact = exact_product(&w, &x, k, m, n);
     let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
     assert!(!uses_gemm(&scalar, n, k));
     let base = run(&scalar, 1, &a, al, &b, bl);
-    assert!(nmse(&base, &want) <= 5e-4, "scalar {dtype} {m}x{n}x{k}");
-    let base = to_f64(&base);
+    assert_within(&format!("scalar {dtype} {m}x{n}x{k}"), &scalar, n, k, &base, &exact);
     for tier in gemm_tiers() {
         let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
         assert_eq!(kern.tier, tier);
         assert_eq!(uses_gemm(&kern, n, k), n >= GEMM_MIN_N, "{tier} {dtype} n {n}");
         let got = run(&kern, 1, &a, al, &b, bl);
-        let e = nmse(&got, &want);
-        assert!(e <= 5e-4, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs exact");
-        let e = nmse(&got, &base);
-        assert!(e <= 1e-5, "{tier} {dtype} {m}x{n}x{k}: nmse {e} vs scalar");
+        assert_within(&format!("{tier} {dtype} {m}x{n}x{k}"), &kern, n, k, &got, &exact);
     }
 }
 
@@ -171,25 +157,25 @@ fn gemm_broadcast_strided_and_f16_activations() {
     let mut btl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
     btl.nb = [4 * n, 4, 4 * n * k, 4 * n * k];
     let al1 = Layout::contiguous(DType::F32, &[k, m]).unwrap();
-    let want_t = reference(&w[..m * k], &xt, k, m, n);
-    // F16 activations.
+    let want_t = exact_product(&w[..m * k], &xt, k, m, n);
+    // F16 activations (converted to f32 exactly).
     let h = quantize_to_vec(DType::F16, &xt).unwrap();
     let hl = Layout::contiguous(DType::F16, &[k, n]).unwrap();
-    let want_h =
-        reference(&w[..m * k], &dequantize_to_vec(DType::F16, &h, k * n).unwrap(), k, m, n);
+    let xh = dequantize_to_vec(DType::F16, &h, k * n).unwrap();
+    let want_h = exact_product(&w[..m * k], &xh, k, m, n);
     for tier in gemm_tiers() {
         let kern = kernels::matmul_kernel_in(tier, DType::F32).unwrap();
         assert!(uses_gemm(&kern, n, k));
         let got = run(&kern, 2, &a, al, &b, bl);
         for p in 0..12 {
             let wplane = &w[(p % 4 / 2) * m * k..][..m * k];
-            let want = reference(wplane, &x[p * n * k..][..n * k], k, m, n);
-            let e = nmse(&got[p * m * n..][..m * n], &want);
-            assert!(e <= 5e-4, "{tier} plane {p}: {e}");
+            let want = exact_product(wplane, &x[p * n * k..][..n * k], k, m, n);
+            let what = format!("{tier} plane {p}");
+            assert_within(&what, &kern, n, k, &got[p * m * n..][..m * n], &want);
         }
         let got = run(&kern, 2, &a[..m * k * 4], al1, &f32_bytes(&bt), btl);
-        assert!(nmse(&got, &want_t) <= 5e-4, "{tier} transposed B");
+        assert_within(&format!("{tier} transposed B"), &kern, n, k, &got, &want_t);
         let got = run(&kern, 2, &a[..m * k * 4], al1, &h, hl);
-        assert!(nmse(&got, &want_h) <= 5e-4, "{tier} F16 B");
+        assert_within(&format!("{tier} F16 B"), &kern, n, k, &got, &want_h);
     }
 }

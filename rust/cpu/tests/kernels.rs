@@ -1,12 +1,15 @@
-//! Every kernel tier the running CPU supports against the scalar reference, for every weight
-//! type, on odd and bigger shapes; activation quantizers bit-exact; the threaded driver equal to
+//! Every kernel tier the running CPU supports against the exact product, for every weight type,
+//! on odd and bigger shapes, within what the kernel's rounding explains
+//! ([`common::rounding_bound`]); activation quantizers bit-exact; the threaded driver equal to
 //! the single-threaded one; broadcasting and strided activations.
 //!
 //! Under emulation (aarch64 on qemu) set `TESSERA_TEST_SMALL=1` to shrink the big shapes.
 
 mod common;
 
-use common::{f32_bytes, never, nmse, rand_vec};
+use common::{
+    exact_product, f32_bytes, never, nmse, normwise_error, rand_vec, rounding_bound, Exact,
+};
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
@@ -74,54 +77,64 @@ fn run(
             &p,
             threads,
             (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: al, ptr: a.as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
+            TensorRef::plain(al, a.as_ptr()),
+            TensorRef::plain(bl, b.as_ptr()),
             &never,
         )?;
     }
     Ok(d)
 }
 
-/// The exact product (f64) of dequantized weights and f32 activations.
-fn reference(wdeq: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Vec<f64> {
-    let mut out = vec![0f64; m * n];
-    for j in 0..n {
-        for i in 0..m {
-            out[j * m + i] =
-                (0..k).map(|t| f64::from(wdeq[i * k + t]) * f64::from(x[j * k + t])).sum();
-        }
-    }
-    out
+/// The activations as a kernel for `dtype` weights sees them: quantized to its activation
+/// format and back (unchanged for float weights).
+fn as_kernel_sees(dtype: DType, x: &[f32]) -> Vec<f32> {
+    let act = kernels::act_type(dtype);
+    dequantize_to_vec(act, &quantize_to_vec(act, x).unwrap(), x.len()).unwrap()
 }
 
-fn check_shape(dtype: DType, m: usize, n: usize, k: usize) {
+/// Asserts that `got` (from `kern` on `n` activation rows of `k`) is within the rounding bound
+/// of `exact`; returns the error as a fraction of the bound.
+fn assert_within(
+    what: &str,
+    kern: &MatKernel,
+    n: usize,
+    k: usize,
+    got: &[f32],
+    exact: &Exact,
+) -> f64 {
+    let e = normwise_error(got, exact);
+    let bound = rounding_bound(kern, n, k);
+    assert!(
+        e <= bound,
+        "{what} ({} {}): error {e:.3e} > rounding bound {bound:.3e}",
+        kern.tier,
+        kern.weight
+    );
+    e / bound
+}
+
+/// Every supported tier on one shape, against the exact product of the dequantized weights and
+/// the activations as the kernels see them; returns the largest error as a fraction of its
+/// bound.
+fn check_shape(dtype: DType, m: usize, n: usize, k: usize) -> f64 {
     let (a, wdeq) = weights(dtype, k, m, (m * 31 + n * 7 + k) as u64);
     let x = rand_vec(k * n, 12345 + n as u64);
     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
     let b = f32_bytes(&x);
-    // The reference sees the activations as the kernels do (quantized to the activation
-    // format), so that tiny outputs are not dominated by the activation rounding.
-    let act = kernels::act_type(dtype);
-    let xq = dequantize_to_vec(act, &quantize_to_vec(act, &x).unwrap(), k * n).unwrap();
-    let want = reference(&wdeq, &xq, k, m, n);
-    let scalar = kernels::matmul_kernel_in(Tier::Scalar, dtype).unwrap();
-    let base = run(&scalar, 1, &a, al, &b, bl).unwrap();
-    let e = nmse(&base, &want);
-    assert!(e <= 5e-4, "scalar {dtype} {m}x{n}x{k}: nmse {e}");
+    let exact = exact_product(&wdeq, &as_kernel_sees(dtype, &x), k, m, n);
+    let mut worst = 0f64;
     for tier in supported_tiers() {
         let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
         let got = run(&kern, 1, &a, al, &b, bl).unwrap();
-        let e = nmse(&got, &want);
-        assert!(e <= 5e-4, "{tier} ({}) {dtype} {m}x{n}x{k}: nmse {e} vs exact", kern.tier);
-        let base64: Vec<f64> = base.iter().map(|&v| f64::from(v)).collect();
-        let e = nmse(&got, &base64);
-        assert!(e <= 1e-5, "{tier} ({}) {dtype} {m}x{n}x{k}: nmse {e} vs scalar", kern.tier);
+        let what = format!("{tier} {dtype} {m}x{n}x{k}");
+        worst = worst.max(assert_within(&what, &kern, n, k, &got, &exact));
     }
+    worst
 }
 
 #[test]
-fn every_tier_matches_scalar_on_odd_shapes() {
+fn every_tier_matches_exact_on_odd_shapes() {
     for dtype in WEIGHT_TYPES {
         let ks: &[usize] = if dtype.block_size() == 256 {
             &[256, 768]
@@ -130,22 +143,23 @@ fn every_tier_matches_scalar_on_odd_shapes() {
         } else {
             &[1, 7, 33, 100]
         };
+        let mut worst = 0f64;
         for &k in ks {
             for &(m, n) in &[(1, 1), (3, 1), (1, 3), (17, 3), (3, 17), (17, 17)] {
-                check_shape(dtype, m, n, k);
+                worst = worst.max(check_shape(dtype, m, n, k));
             }
         }
+        eprintln!("{dtype}: largest error {worst:.3} of the rounding bound");
     }
 }
 
 #[test]
-fn every_tier_matches_scalar_on_bigger_shapes() {
+fn every_tier_matches_exact_on_bigger_shapes() {
     let shapes: &[(usize, usize, usize)] =
         if small() { &[(37, 9, 1024), (9, 21, 512)] } else { &[(300, 17, 4096), (64, 130, 512)] };
     for dtype in WEIGHT_TYPES {
-        for &(m, n, k) in shapes {
-            check_shape(dtype, m, n, k);
-        }
+        let worst = shapes.iter().map(|&(m, n, k)| check_shape(dtype, m, n, k)).fold(0.0, f64::max);
+        eprintln!("{dtype}: largest error {worst:.3} of the rounding bound");
     }
 }
 
@@ -153,7 +167,7 @@ fn every_tier_matches_scalar_on_bigger_shapes() {
 fn threaded_driver_equals_single_thread() {
     let (m, n, k) = if small() { (67, 19, 512) } else { (259, 70, 2048) };
     for dtype in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
-        let (a, _) = weights(dtype, k, m, 7);
+        let (a, wdeq) = weights(dtype, k, m, 7);
         let x = rand_vec(k * n, 8);
         let al = Layout::contiguous(dtype, &[k, m]).unwrap();
         let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
@@ -174,10 +188,10 @@ fn threaded_driver_equals_single_thread() {
                 Layout::contiguous(DType::F32, &[k, 1]).unwrap(),
             )
             .unwrap();
-            // GEMV may use other tiles than GEMM (e.g. sdot edges next to smmla tiles): equal
-            // up to the float summation order.
-            let want: Vec<f64> = one[..m].iter().map(|&v| f64::from(v)).collect();
-            assert!(nmse(&gemv, &want) <= 1e-10, "{tier} {dtype} gemv");
+            // GEMV may use other tiles than GEMM (e.g. sdot edges next to smmla tiles): both
+            // within the rounding bound of the exact product.
+            let exact = exact_product(&wdeq, &as_kernel_sees(dtype, &x[..k]), k, m, 1);
+            assert_within(&format!("{tier} {dtype} gemv"), &kern, 1, k, &gemv, &exact);
         }
     }
 }
@@ -198,9 +212,10 @@ fn broadcast_and_strided_activations() {
             for p in 0..12 {
                 let i2 = p % 4;
                 let wplane = &wdeq[(i2 / 2) * m * k..][..m * k];
-                let want = reference(wplane, &x[p * n * k..][..n * k], k, m, n);
-                let e = nmse(&got[p * m * n..][..m * n], &want);
-                assert!(e <= 5e-4, "{tier} {dtype} plane {p}: {e}");
+                let xp = as_kernel_sees(dtype, &x[p * n * k..][..n * k]);
+                let exact = exact_product(wplane, &xp, k, m, n);
+                let what = format!("{tier} {dtype} plane {p}");
+                assert_within(&what, &kern, n, k, &got[p * m * n..][..m * n], &exact);
             }
         }
         // Transposed activations: B stored as [n][k] columns, viewed as ne = [k, n] with
@@ -216,11 +231,11 @@ fn broadcast_and_strided_activations() {
         let al2 = Layout::contiguous(dtype, &[k, m]).unwrap();
         let mut btl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
         btl.nb = [4 * n, 4, 4 * n * k, 4 * n * k];
-        let want = reference(&wdeq2, &xt, k, m, n);
+        let exact = exact_product(&wdeq2, &as_kernel_sees(dtype, &xt), k, m, n);
         for tier in supported_tiers() {
             let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
             let got = run(&kern, 2, &a2, al2, &f32_bytes(&bt), btl).unwrap();
-            assert!(nmse(&got, &want) <= 5e-4, "{tier} {dtype} transposed B");
+            assert_within(&format!("{tier} {dtype} transposed B"), &kern, n, k, &got, &exact);
         }
     }
 }
@@ -231,8 +246,9 @@ fn f16_activations_are_converted() {
     let (a, wdeq) = weights(DType::Q8_0, k, m, 3);
     let x = rand_vec(k * n, 4);
     let b = quantize_to_vec(DType::F16, &x).unwrap();
+    // F16 to F32 (exact), then to Q8_0 as for F32 activations.
     let xr = dequantize_to_vec(DType::F16, &b, k * n).unwrap();
-    let want = reference(&wdeq, &xr, k, m, n);
+    let exact = exact_product(&wdeq, &as_kernel_sees(DType::Q8_0, &xr), k, m, n);
     let kern = kernels::matmul_kernel(DType::Q8_0).unwrap();
     let got = run(
         &kern,
@@ -243,7 +259,7 @@ fn f16_activations_are_converted() {
         Layout::contiguous(DType::F16, &[k, n]).unwrap(),
     )
     .unwrap();
-    assert!(nmse(&got, &want) <= 5e-4);
+    assert_within("F16 activations", &kern, n, k, &got, &exact);
 }
 
 #[test]
@@ -295,8 +311,8 @@ fn abort_stops_the_driver() {
             &p,
             2,
             (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: al, ptr: a.as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
+            TensorRef::plain(al, a.as_ptr()),
+            TensorRef::plain(bl, b.as_ptr()),
             &yes,
         )
     };
@@ -377,10 +393,8 @@ mod repacked {
                     let packed = PackedWeights::new(&al, &a).unwrap();
                     let x = rand_vec(k * n, 3);
                     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
-                    let act = kernels::act_type(dtype);
-                    let xq =
-                        dequantize_to_vec(act, &quantize_to_vec(act, &x).unwrap(), k * n).unwrap();
-                    let want = reference(&wdeq, &xq, k, m, n);
+                    let exact = exact_product(&wdeq, &as_kernel_sees(dtype, &x), k, m, n);
+                    let kern = kernels::repacked_kernel(dtype).unwrap();
                     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
                     for threads in [1, 2] {
                         let mut d = vec![0f32; m * n];
@@ -392,14 +406,14 @@ mod repacked {
                                     &p,
                                     threads,
                                     (dl, d.as_mut_ptr().cast()),
-                                    TensorRef { layout: al, ptr: packed.bytes().as_ptr() },
-                                    TensorRef { layout: bl, ptr: x.as_ptr().cast() },
+                                    packed.weights(al),
+                                    TensorRef::plain(bl, x.as_ptr().cast()),
                                     &never,
                                 )
                                 .unwrap();
                         }
-                        let e = nmse(&d, &want);
-                        assert!(e <= 1e-5, "repacked {dtype} {m}x{n}x{k} t{threads}: {e}");
+                        let what = format!("repacked {dtype} {m}x{n}x{k} t{threads}");
+                        assert_within(&what, &kern, n, k, &d, &exact);
                     }
                 }
             }
@@ -482,32 +496,41 @@ fn supports_reports_what_the_driver_handles() {
     assert!(!tessera_cpu::matmul::supports(&d, &a, &bq));
 }
 
+/// A MUL_MAT of a view of repacked weights (half their rows) is refused: the buffer holding
+/// them says the view's bytes are only part of a repacked tensor, which no kernel reads; the
+/// whole tensor computes.
 #[test]
 fn views_of_repacked_weights_are_refused() {
-    use tessera_cpu::kernels::repack::{lookup, Lookup, PackedWeights};
-    let (k, m) = (64, 32);
-    let (a, _) = weights(DType::Q8_0, k, m, 5);
-    let al = Layout::contiguous(DType::Q8_0, &[k, m]).unwrap();
-    let Some(p) = PackedWeights::new(&al, &a) else { return };
-    let bytes = p.bytes();
-    assert_eq!(lookup(bytes.as_ptr(), bytes.len()), Lookup::Packed(DType::Q8_0));
-    assert_eq!(lookup(bytes[68..].as_ptr(), 68), Lookup::Partial);
-    assert_eq!(lookup(a.as_ptr(), a.len()), Lookup::Plain);
-    let half = Layout::contiguous(DType::Q8_0, &[k, m / 2]).unwrap();
-    let b = f32_bytes(&rand_vec(k, 1));
-    let bl = Layout::contiguous(DType::F32, &[k, 1]).unwrap();
-    let dl = Layout::contiguous(DType::F32, &[m / 2, 1]).unwrap();
-    let mut d = vec![0f32; m / 2];
-    // SAFETY: the view lies within the packed bytes; other buffers hold their layouts' bytes.
-    let r = unsafe {
-        MatMul::new().run(
-            &pool(1),
-            1,
-            (dl, d.as_mut_ptr().cast()),
-            TensorRef { layout: half, ptr: bytes[half.nbytes()..].as_ptr() },
-            TensorRef { layout: bl, ptr: b.as_ptr() },
-            &never,
-        )
+    use tessera_core::backend::Backend;
+    use tessera_core::tensor_data::{get_f32, set_f32, set_tensor};
+    use tessera_core::Graph;
+    use tessera_cpu::kernels::repack::{Packing, RepackBuffer};
+    let Some(bt) = tessera_cpu::kernels::repack::repack_buffer_type() else {
+        return; // No repacked kernels on this CPU: nothing is ever repacked.
     };
-    assert!(r.is_err());
+    let (k, m) = (64, 32);
+    let (a, wdeq) = weights(DType::Q8_0, k, m, 5);
+    let mut g = Graph::new();
+    let w = g.weight("w", DType::Q8_0, &[k, m]).unwrap();
+    let half_bytes = DType::Q8_0.row_size(k).unwrap() * m / 2;
+    let half = g.view(w, &[k, m / 2], &[half_bytes / (m / 2)], half_bytes).unwrap();
+    let x = g.input("x", DType::F32, &[k, 1]).unwrap();
+    let whole = g.mul_mat(w, x).unwrap();
+    let part = g.mul_mat(half, x).unwrap();
+    tessera_core::alloc::place_sequentially(&mut g, &[w], bt.as_ref()).unwrap();
+    tessera_cpu::buffer::allocate_all(&mut g).unwrap();
+    set_tensor(&g, w, &a).unwrap();
+    let xv = rand_vec(k, 1);
+    set_f32(&g, x, &xv).unwrap();
+    let storage = g.storage_of(w).unwrap();
+    let rb = storage.buffer.as_any().downcast_ref::<RepackBuffer>().unwrap();
+    assert!(matches!(rb.packing(storage.offset, a.len()), Packing::Packed(DType::Q8_0, _)));
+    assert_eq!(rb.packing(storage.offset + half_bytes, half_bytes), Packing::Partial);
+    let mut cpu = tessera_cpu::CpuBackend::new(Some(1)).unwrap();
+    cpu.compute_nodes(&g, &[whole]).unwrap();
+    let exact = exact_product(&wdeq, &as_kernel_sees(DType::Q8_0, &xv), k, m, 1);
+    let kern = kernels::repacked_kernel(DType::Q8_0).unwrap();
+    assert_within("whole repacked weights", &kern, 1, k, &get_f32(&g, whole).unwrap(), &exact);
+    let err = cpu.compute_nodes(&g, &[part]).expect_err("a view of repacked weights");
+    assert!(err.to_string().contains("repacked weight"), "{err}");
 }

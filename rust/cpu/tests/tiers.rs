@@ -2,11 +2,12 @@
 //!
 //! `TESSERA_EXPECT_CPU` (set by scripts/qemu-test.sh for each qemu `-cpu` model) names the CPU:
 //! `cortex-a53` expects the NEON tier, `cortex-a76` dotprod, `max` i8mm. On x86_64 the AVX2
-//! tier (and AVX-512 VNNI where the CPU has it) is checked against the scalar reference.
+//! tier (and AVX-512 VNNI where the CPU has it) is checked too. Every kernel that runs is checked
+//! against the exact product within what its rounding explains ([`common::rounding_bound`]).
 
 mod common;
 
-use common::rand_vec;
+use common::{exact_product, normwise_error, rand_vec, rounding_bound};
 use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
@@ -18,11 +19,13 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     TIER_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs a matmul of `dtype` weights (13 x 5 x 256) with the kernel of `tier` and returns (result, tier that ran).
-fn run_tier(tier: Tier, dtype: DType) -> (Vec<f32>, Tier) {
+/// Runs a matmul of `dtype` weights (13 x 5 x 256) with the kernel of `tier`, checks it against
+/// the exact product within its rounding bound, and returns the tier that ran.
+fn run_tier(tier: Tier, dtype: DType) -> Tier {
     let (m, n, k) = (13, 5, 256);
     let a = tessera_core::quant::quantize_to_vec(dtype, &rand_vec(m * k, 1)).unwrap();
-    let b: Vec<u8> = rand_vec(n * k, 2).iter().flat_map(|v| v.to_le_bytes()).collect();
+    let x = rand_vec(n * k, 2);
+    let b: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
     let bl = Layout::contiguous(DType::F32, &[k, n]).unwrap();
     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
@@ -38,20 +41,21 @@ fn run_tier(tier: Tier, dtype: DType) -> (Vec<f32>, Tier) {
                 &pool,
                 1,
                 (dl, d.as_mut_ptr().cast()),
-                TensorRef { layout: al, ptr: a.as_ptr() },
-                TensorRef { layout: bl, ptr: b.as_ptr() },
+                TensorRef::plain(al, a.as_ptr()),
+                TensorRef::plain(bl, b.as_ptr()),
                 &|| false,
             )
             .unwrap();
     }
     assert!(kernels::tier_use_count(kern.tier) > before, "{} kernel did not run", kern.tier);
-    (d, kern.tier)
-}
-
-fn close(a: &[f32], b: &[f32]) -> bool {
-    let num: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x - y).powi(2)).sum();
-    let den: f64 = b.iter().map(|&y| f64::from(y).powi(2)).sum();
-    num / den <= 1e-5
+    let dq =
+        |t: DType, v: &[u8], len: usize| tessera_core::quant::dequantize_to_vec(t, v, len).unwrap();
+    let act = kernels::act_type(dtype);
+    let xq = dq(act, &tessera_core::quant::quantize_to_vec(act, &x).unwrap(), n * k);
+    let exact = exact_product(&dq(dtype, &a, m * k), &xq, k, m, n);
+    let (e, bound) = (normwise_error(&d, &exact), rounding_bound(&kern, n, k));
+    assert!(e <= bound, "{} {dtype}: error {e:.3e} > rounding bound {bound:.3e}", kern.tier);
+    kern.tier
 }
 
 #[test]
@@ -73,19 +77,13 @@ fn expected_tier_is_chosen_and_runs() {
         // Every ARM tier has its own kernels for these (i8mm's smmla ones).
         for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K] {
             assert_eq!(kernels::tier::tier_for_in(want, dtype), want, "{dtype} on {expect}");
-            let (got, ran) = run_tier(want, dtype);
-            assert_eq!(ran, want);
-            let (reference, _) = run_tier(Tier::Scalar, dtype);
-            assert!(close(&got, &reference), "{want} {dtype} differs from scalar");
+            assert_eq!(run_tier(want, dtype), want);
         }
         // Q2_K and Q3_K have NEON and dotprod kernels (the i8mm tier uses dotprod's).
         for dtype in [DType::Q2_K, DType::Q3_K] {
             let own = want.min(Tier::Dotprod);
             assert_eq!(kernels::tier::tier_for_in(want, dtype), own, "{dtype} on {expect}");
-            let (got, ran) = run_tier(want, dtype);
-            assert_eq!(ran, own);
-            let (reference, _) = run_tier(Tier::Scalar, dtype);
-            assert!(close(&got, &reference), "{own} {dtype} differs from scalar");
+            assert_eq!(run_tier(want, dtype), own);
         }
         // Every tier above the expected one is refused.
         for t in Tier::ALL {
@@ -146,7 +144,7 @@ fn forcing_a_supported_tier_works() {
 
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn x86_tiers_match_scalar() {
+fn x86_tiers_run_and_match_exact() {
     assert!(Tier::Avx2.is_supported(), "every x86_64 CI machine has AVX2");
     let mut tiers = vec![Tier::Avx2];
     if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
@@ -166,10 +164,7 @@ fn x86_tiers_match_scalar() {
             DType::F32,
             DType::F16,
         ] {
-            let (got, ran) = run_tier(tier, dtype);
-            assert_eq!(ran, tier, "{dtype} should have a {tier} kernel");
-            let (reference, _) = run_tier(Tier::Scalar, dtype);
-            assert!(close(&got, &reference), "{tier} {dtype} differs from scalar");
+            assert_eq!(run_tier(tier, dtype), tier, "{dtype} should have a {tier} kernel");
         }
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tessera_core::backend::{Buffer, Device, DeviceType};
-use tessera_core::desc::{FileTensor, FileTensors};
+use tessera_core::document::{FileTensor, FileTensors};
 use tessera_core::registry::Registry;
 use tessera_core::{Error, Graph, Layout, Op, Result, Storage, TensorId};
 use tessera_gguf::{GgufFile, TensorInfo};

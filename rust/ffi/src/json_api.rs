@@ -12,7 +12,7 @@ use crate::session::{CancelToken, Session, SessionOptions, TensorData};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tessera_core::desc::{base64_decode, base64_encode};
+use tessera_core::document::{base64_decode, base64_encode};
 
 type Reply = Result<Value, TesseraError>;
 

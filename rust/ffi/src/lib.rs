@@ -53,5 +53,5 @@ pub use model::{
     ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,
     ModelInfo, ModelOptions, TokenListener,
 };
-pub use registry::{default_registry, registry};
+pub use registry::{cpu_registry, default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};

@@ -97,7 +97,7 @@ mod tests {
     use super::*;
     use crate::json_api::handle;
     use serde_json::json;
-    use tessera_core::desc::{base64_decode, base64_encode};
+    use tessera_core::document::{base64_decode, base64_encode};
 
     fn f32s(b64: &str) -> Vec<f32> {
         base64_decode(b64)

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
 use tessera_core::backend::Device;
-use tessera_core::desc::GraphDesc;
+use tessera_core::document::GraphDocument;
 use tessera_core::registry::Registry;
 use tessera_core::{DType, Error, Graph, TensorId};
 
@@ -91,9 +91,9 @@ impl PreparedGraph {
         device: &Arc<dyn Device>,
         registry: &Registry,
     ) -> FfiResult<(PreparedGraph, Constants)> {
-        let desc = GraphDesc::from_json(json)?;
+        let doc = GraphDocument::from_json(json)?;
         let files = DocumentFiles::default();
-        let mut built = desc.build_with(&files)?;
+        let mut built = doc.build_with(&files)?;
         let mut constants: Constants =
             built.constants.drain(..).map(|(id, b)| (id, ConstantBytes::Owned(b))).collect();
         constants.extend(crate::files::place(
@@ -117,7 +117,7 @@ impl PreparedGraph {
             }
             outputs.push((name.clone(), id));
         }
-        let shapes: HashMap<&str, &[usize]> = desc
+        let shapes: HashMap<&str, &[usize]> = doc
             .tensors
             .iter()
             .map(|t| (t.name.as_str(), t.shape.as_deref().unwrap_or(&[])))
@@ -135,7 +135,7 @@ impl PreparedGraph {
             })
             .collect();
         let input_names: HashSet<&str> = built.inputs.iter().map(|(n, _)| n.as_str()).collect();
-        let constant_names = desc
+        let constant_names = doc
             .tensors
             .iter()
             .filter(|t| !input_names.contains(t.name.as_str()))

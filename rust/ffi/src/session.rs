@@ -118,6 +118,7 @@ impl Drop for Ticket<'_> {
         let mut state = lock(&self.session.state);
         state.in_flight -= 1;
         state.active.retain(|t| !Arc::ptr_eq(t, &self.token));
+        log::debug!("compute on {} done ({} in flight)", self.session.device, state.in_flight);
         if state.in_flight == 0 {
             self.session.idle.notify_all();
         }
@@ -281,6 +282,7 @@ impl Session {
         }
         state.in_flight += 1;
         state.active.push(token.clone());
+        log::debug!("compute on {} registered ({} in flight)", self.device, state.in_flight);
         Ok(Ticket { session: self, token })
     }
 
@@ -389,6 +391,12 @@ fn set_abort_callback(scheduler: &mut Scheduler, callback: Option<AbortCallback>
 }
 
 impl Session {
+    /// How many computes of this session are in flight: running, or registered and waiting for
+    /// the one running to finish ([`Session::close`] waits for them).
+    pub fn computes_in_flight(&self) -> usize {
+        guard_or("Session.computes_in_flight", || 0, || lock(&self.state).in_flight)
+    }
+
     /// Cancels every compute in flight; returns how many there were.
     pub fn cancel_all(&self) -> usize {
         guard_or(
@@ -642,7 +650,7 @@ mod tests {
                 "outputs": ["y"]
             })
             .to_string();
-            let wq = tessera_core::desc::values_to_bytes(dtype, &w).unwrap();
+            let wq = tessera_core::document::values_to_bytes(dtype, &w).unwrap();
             let mut wd = vec![0f32; k * m];
             tessera_core::quant::dequantize_row(dtype, &wq, &mut wd).unwrap();
             let want: Vec<f64> = (0..n * m)
@@ -715,7 +723,7 @@ mod tests {
             })
             .to_string()
         };
-        let wq = tessera_core::desc::values_to_bytes(DType::Q8_0, &w).unwrap();
+        let wq = tessera_core::document::values_to_bytes(DType::Q8_0, &w).unwrap();
         let mut wd = vec![0f32; k * m];
         tessera_core::quant::dequantize_row(DType::Q8_0, &wq, &mut wd).unwrap();
         let want = |x: &[f32], scale: f64| -> Vec<f64> {

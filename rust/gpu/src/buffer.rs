@@ -43,6 +43,11 @@ pub struct GpuBufferType {
 }
 
 impl GpuBufferType {
+    /// Whether the buffers of this type live on the device of `ctx`.
+    pub(crate) fn is_of(&self, ctx: &Arc<Context>) -> bool {
+        Arc::ptr_eq(&self.ctx, ctx)
+    }
+
     pub(crate) fn new(ctx: Arc<Context>) -> GpuBufferType {
         GpuBufferType { ctx }
     }
@@ -73,6 +78,9 @@ impl BufferType for GpuBufferType {
 
     fn device_name(&self) -> String {
         self.ctx.name.clone()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

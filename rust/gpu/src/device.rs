@@ -157,9 +157,8 @@ impl Device for GpuDevice {
         crate::supports::supports_op(graph, id, self.ctx.max_binding)
     }
 
+    /// This device's own buffers (of a buffer type made from its context).
     fn supports_buffer_type(&self, buffer_type: &dyn BufferType) -> bool {
-        !buffer_type.is_host()
-            && buffer_type.name() == self.ctx.name
-            && buffer_type.device_name() == self.ctx.name
+        buffer_type.as_any().downcast_ref::<GpuBufferType>().is_some_and(|b| b.is_of(&self.ctx))
     }
 }

@@ -9,6 +9,8 @@
 //! - A [`GpuBackend`] computes graph nodes whose operands live in that buffer type; its device's
 //!   `supports_op` answers exactly what the WGSL kernels implement (see [`supports`]), so that a
 //!   scheduler sends everything else to the CPU.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 pub mod alloc;

@@ -5,65 +5,64 @@
 //! (any type) and `B` the activations already converted to the weight type's activation format
 //! ([`act_type`]); the driver in [`crate::matmul`] splits a matmul into such tiles.
 
-/// Defines the [`TileFn`] `$name`, which covers an `mr x nr` request with register tiles
-/// `$inner::<R, C, $g>(k, a, lda, b, ldb, c, ldc)`: one activation row (GEMV) in tiles of `$GM`
-/// weight rows (default `$MR`), several in `$MR x $NR` tiles, and 1-wide edges. Every tier's
-/// kernels (x86 and ARM) are instantiated through it, inside `#[target_feature(enable = $feat)]`.
+/// Defines the [`TileFn`] `$name`, which covers an `mr x nr` request with the register tiles
+/// `$tiles` ([`Tiles`]) of the kernel `$inner::<R, C, $g>(k, a, lda, b, ldb, c, ldc)` (the
+/// [`Operands`] of the tile, as scalars: the register-tile bodies keep their registers exactly
+/// as tuned): one activation row (GEMV) in tiles of `gemv` weight rows, several in `mr x nr`
+/// tiles, and 1-wide edges. Every tier's kernels (x86 and ARM) are instantiated through it,
+/// inside `#[target_feature(enable = $feat)]`.
 macro_rules! tiled {
-    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, $g:expr) => {
-        $crate::kernels::tiled!($feat, $name, $inner, $MR, $NR, gemv $MR, $g);
-    };
-    ($feat:literal, $name:ident, $inner:ident, $MR:literal, $NR:literal, gemv $GM:literal, $g:expr) => {
+    ($feat:literal, $name:ident, $inner:ident, $tiles:expr, $g:expr) => {
         /// Tile kernel (see [`TileFn`](crate::kernels::TileFn)).
         ///
         /// # Safety
         ///
         /// As [`TileFn`](crate::kernels::TileFn).
         #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            let mut i = 0;
-            if nr == 1 {
+        unsafe fn $name(o: $crate::kernels::Operands, mr: usize, nr: usize) {
+            use $crate::kernels::Operands;
+            const THESE: $crate::kernels::Tiles = $tiles;
+            const MR: usize = THESE.mr;
+            const NR: usize = THESE.nr;
+            const GM: usize = THESE.gemv;
+            // SAFETY: the register tiles cover rows `i..i + R` and columns `j..j + C` with
+            // `i + R <= mr` and `j + C <= nr`, within the tile's operands, and share this
+            // function's target features (TileFn's contract for each of them).
+            unsafe {
+                let mut i = 0;
+                if nr == 1 {
+                    while i < mr {
+                        let t = o.at(i, 0);
+                        let Operands { k, a, lda, b, ldb, c, ldc } = t;
+                        if mr - i >= GM {
+                            $inner::<GM, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += GM;
+                        } else if mr - i >= MR {
+                            $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += MR;
+                        } else {
+                            $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc);
+                            i += 1;
+                        }
+                    }
+                    return;
+                }
                 while i < mr {
-                    let (ap, cp) = (a.add(i * lda), c.add(i));
-                    if mr - i >= $GM {
-                        $inner::<$GM, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
-                        i += $GM;
-                    } else if mr - i >= $MR {
-                        $inner::<$MR, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
-                        i += $MR;
-                    } else {
-                        $inner::<1, 1, $g>(k, ap, lda, b, ldb, cp, ldc);
-                        i += 1;
+                    let rs = if mr - i >= MR { MR } else { 1 };
+                    let mut j = 0;
+                    while j < nr {
+                        let cs = if nr - j >= NR { NR } else { 1 };
+                        let Operands { k, a, lda, b, ldb, c, ldc } = o.at(i, j);
+                        match (rs == MR, cs == NR) {
+                            (true, true) => $inner::<MR, NR, $g>(k, a, lda, b, ldb, c, ldc),
+                            (true, false) => $inner::<MR, 1, $g>(k, a, lda, b, ldb, c, ldc),
+                            (false, true) => $inner::<1, NR, $g>(k, a, lda, b, ldb, c, ldc),
+                            (false, false) => $inner::<1, 1, $g>(k, a, lda, b, ldb, c, ldc),
+                        }
+                        j += cs;
                     }
+                    i += rs;
                 }
-                return;
-            }
-            while i < mr {
-                let rs = if mr - i >= $MR { $MR } else { 1 };
-                let mut j = 0;
-                while j < nr {
-                    let cs = if nr - j >= $NR { $NR } else { 1 };
-                    let (ap, bp, cp) = (a.add(i * lda), b.add(j * ldb), c.add(j * ldc + i));
-                    match (rs == $MR, cs == $NR) {
-                        (true, true) => $inner::<$MR, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (true, false) => $inner::<$MR, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, true) => $inner::<1, $NR, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                        (false, false) => $inner::<1, 1, $g>(k, ap, lda, bp, ldb, cp, ldc),
-                    }
-                    j += cs;
-                }
-                i += rs;
             }
         }
     };
@@ -74,37 +73,26 @@ pub(crate) use tiled;
 /// Defines the [`TileFn`] `$name` for repacked weights: one group of `$rows` interleaved rows
 /// (the `mr` the driver passes) times the activation rows, in kernels `$group::<N, $flag>(k, a,
 /// b, ldb, c, ldc)` of `N` activation rows taken widest first from `[$($n),+]`, whose last
-/// width must be 1.
+/// width must be 1 (`a` is the group).
 macro_rules! packed_tiled {
     ($feat:literal, $name:ident, $group:ident, $flag:expr, $rows:expr, [$($n:literal),+]) => {
         /// Tile kernel on repacked weights (see [`TileFn`](crate::kernels::TileFn)).
         ///
         /// # Safety
         ///
-        /// As [`TileFn`](crate::kernels::TileFn); `a` points to one group of repacked rows.
+        /// As [`TileFn`](crate::kernels::TileFn); `o.a` points to one group of repacked rows.
         #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
+        unsafe fn $name(o: $crate::kernels::Operands, mr: usize, nr: usize) {
             debug_assert_eq!(mr, $rows);
             let mut j = 0;
             while j < nr {
                 let left = nr - j;
                 // SAFETY: columns j.. of the tile (the caller's contract).
-                let (bp, cp) = unsafe { (b.add(j * ldb), c.add(j * ldc)) };
+                let t = unsafe { o.at(0, j) };
                 $(
                     if left >= $n {
                         // SAFETY: `$n` activation rows remain; the group is the caller's.
-                        unsafe { $group::<$n, $flag>(k, a, bp, ldb, cp, ldc) };
+                        unsafe { $group::<$n, $flag>(t.k, t.a, t.b, t.ldb, t.c, t.ldc) };
                         j += $n;
                         continue;
                     }
@@ -116,7 +104,9 @@ macro_rules! packed_tiled {
 
 pub mod tier;
 
+mod blocks;
 pub mod ew;
+mod kquant;
 pub mod repack;
 mod scalar;
 pub mod vec;
@@ -134,25 +124,97 @@ pub use tier::{
 
 use tessera_core::{DType, Error, Result};
 
-/// A tile kernel: for `i < mr` and `j < nr`, `c[j * ldc + i] = dot(A_i, B_j)` over `k` values,
-/// where `A_i` is the weight row at `a + i * lda` and `B_j` the activation row at `b + j * ldb`.
+/// The operands of one tile-kernel call: weight rows `A_i` at `a + i * lda`, activation rows
+/// `B_j` (in the kernel's activation format) at `b + j * ldb`, both of `k` values, and the
+/// outputs `C[i][j]` at `c + j * ldc + i`.
+#[derive(Clone, Copy, Debug)]
+pub struct Operands {
+    /// Values per row (a multiple of the weight type's block size).
+    pub k: usize,
+    /// The first weight row.
+    pub a: *const u8,
+    /// Bytes from one weight row to the next.
+    pub lda: usize,
+    /// The first activation row.
+    pub b: *const u8,
+    /// Bytes from one activation row to the next.
+    pub ldb: usize,
+    /// The first output.
+    pub c: *mut f32,
+    /// Outputs from one activation row's to the next.
+    pub ldc: usize,
+}
+
+impl Operands {
+    /// The operands from weight row `i` and activation row `j` on.
+    ///
+    /// # Safety
+    ///
+    /// Rows `i` and `j` lie within the operands' memory (so do their outputs).
+    #[inline(always)]
+    pub unsafe fn at(self, i: usize, j: usize) -> Operands {
+        // SAFETY: within the operands (the caller's contract).
+        unsafe {
+            Operands {
+                a: self.a.add(i * self.lda),
+                b: self.b.add(j * self.ldb),
+                c: self.c.add(j * self.ldc + i),
+                ..self
+            }
+        }
+    }
+}
+
+/// The register tiles of one matmul kernel: `mr x nr` (weight rows by activation rows) when
+/// there are several activation rows, `gemv` weight rows side by side when there is one (more
+/// rows in flight read more of memory's bandwidth, up to what the registers hold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tiles {
+    /// Weight rows of the tile for several activation rows.
+    pub(crate) mr: usize,
+    /// Activation rows of the tile.
+    pub(crate) nr: usize,
+    /// Weight rows of the tile for one activation row.
+    pub(crate) gemv: usize,
+}
+
+impl Tiles {
+    /// `mr x nr` tiles, and `mr`-row tiles for one activation row.
+    pub(crate) const fn new(mr: usize, nr: usize) -> Tiles {
+        Tiles { mr, nr, gemv: mr }
+    }
+
+    /// These tiles with `gemv`-row tiles for one activation row.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // The ARM tiers keep `mr`.
+    pub(crate) const fn with_gemv(self, gemv: usize) -> Tiles {
+        Tiles { gemv, ..self }
+    }
+
+    /// The weight rows the kernel offers the driver: a multiple of both `mr` and `gemv`, so that
+    /// chunks split into whole tiles either way.
+    pub(crate) const fn rows(self) -> usize {
+        let (mut x, mut y) = (self.mr, self.gemv);
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        self.mr / x * self.gemv
+    }
+
+    /// The lookup entry of the tile kernel `f` with these tiles: (kernel, rows, columns).
+    pub(crate) const fn entry(self, f: TileFn) -> (TileFn, usize, usize) {
+        (f, self.rows(), self.nr)
+    }
+}
+
+/// A tile kernel: for `i < mr` and `j < nr`, `C[i][j] = dot(A_i, B_j)` over the `k` values of
+/// the [`Operands`].
 ///
 /// # Safety
 ///
 /// The CPU supports the kernel's tier; `mr` and `nr` are at most the kernel's tile size; `k` is
 /// a multiple of the weight type's block size; the rows hold `k` values of their types; the
 /// `C` tile is writable.
-pub type TileFn = unsafe fn(
-    k: usize,
-    a: *const u8,
-    lda: usize,
-    b: *const u8,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    mr: usize,
-    nr: usize,
-);
+pub type TileFn = unsafe fn(o: Operands, mr: usize, nr: usize);
 
 /// A packed-panel GEMM over one chunk: for `i < m` and `j < n`,
 /// `c[j * ldc + i] = dot(A_i, B_j)` over `k` values, where `A_i` is the float weight row at
@@ -223,24 +285,12 @@ impl MatKernel {
     /// # Safety
     ///
     /// As [`TileFn`], except that the tier check is already done by construction.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub unsafe fn tile(
-        &self,
-        k: usize,
-        a: *const u8,
-        lda: usize,
-        b: *const u8,
-        ldb: usize,
-        c: *mut f32,
-        ldc: usize,
-        mr: usize,
-        nr: usize,
-    ) {
+    pub unsafe fn tile(&self, o: Operands, mr: usize, nr: usize) {
         debug_assert!(mr <= self.mr && nr <= self.nr);
         // SAFETY: a MatKernel is only built for a tier the CPU supports; the rest is the
         // caller's contract.
-        unsafe { (self.tile)(k, a, lda, b, ldb, c, ldc, mr, nr) }
+        unsafe { (self.tile)(o, mr, nr) }
     }
 
     /// Bytes of one activation row of `k` values.
@@ -343,23 +393,26 @@ pub fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) -> Result<()> {
             actual: dst.len(),
         });
     }
+    use blocks::{q8_0, q8_1, F16_BYTES};
+    // The sum (an i16) where Q8_1 has `s`, the quants where Q8_1 has them.
+    let sum_at = q8_1::S..q8_1::S + size_of::<i16>();
     #[cfg(target_arch = "x86_64")]
     if Tier::Avx2.is_supported() {
-        for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+        for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
             // SAFETY: AVX2 was checked; 32 values in, 32 quant bytes out.
-            let (d, sum) = unsafe { x86::q8_block(x.as_ptr(), out.as_mut_ptr().add(4)) };
-            out[..2].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
-            out[2..4].copy_from_slice(&(sum as i16).to_le_bytes());
+            let (d, sum) = unsafe { x86::q8_block(x.as_ptr(), out.as_mut_ptr().add(q8_1::QS)) };
+            out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+            out[sum_at.clone()].copy_from_slice(&(sum as i16).to_le_bytes());
         }
         return Ok(());
     }
-    let mut tmp = [0u8; 34];
-    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+    let mut tmp = [0u8; q8_0::BYTES];
+    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
         tessera_core::quant::quantize_row(DType::Q8_0, x, &mut tmp)?;
-        let sum: i32 = tmp[2..].iter().map(|&q| i32::from(q as i8)).sum();
-        out[..2].copy_from_slice(&tmp[..2]);
-        out[2..4].copy_from_slice(&(sum as i16).to_le_bytes());
-        out[4..].copy_from_slice(&tmp[2..]);
+        let sum: i32 = tmp[q8_0::QS..].iter().map(|&q| i32::from(q as i8)).sum();
+        out[..F16_BYTES].copy_from_slice(&tmp[..F16_BYTES]);
+        out[sum_at.clone()].copy_from_slice(&(sum as i16).to_le_bytes());
+        out[q8_1::QS..].copy_from_slice(&tmp[q8_0::QS..]);
     }
     Ok(())
 }

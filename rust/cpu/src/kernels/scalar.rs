@@ -6,7 +6,7 @@
 //! f64), so its only error is that of the activation quantization and f32 rounding.
 //! [`vec_dot`] is the block-by-block f64 version, for tests.
 
-use super::TileFn;
+use super::{Operands, TileFn};
 use tessera_core::quant::dequantize_row;
 use tessera_core::DType;
 
@@ -76,20 +76,8 @@ fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
 /// # Safety
 ///
 /// As [`TileFn`], with `wt` / `act` the weight and activation types.
-#[allow(clippy::too_many_arguments)]
-unsafe fn generic_tile(
-    wt: DType,
-    act: DType,
-    k: usize,
-    a: *const u8,
-    lda: usize,
-    b: *const u8,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    mr: usize,
-    nr: usize,
-) {
+unsafe fn generic_tile(wt: DType, act: DType, o: Operands, mr: usize, nr: usize) {
+    let Operands { k, a, lda, b, ldb, c, ldc } = o;
     let (Ok(ra), Ok(rb)) = (wt.row_size(k), act.row_size(k)) else { return };
     SCRATCH.with(|cell| {
         let mut guard = cell.borrow_mut();
@@ -127,20 +115,9 @@ macro_rules! scalar_tile {
         /// # Safety
         ///
         /// As [`TileFn`].
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             // SAFETY: forwarded caller contract.
-            unsafe { generic_tile($wt, $act, k, a, lda, b, ldb, c, ldc, mr, nr) }
+            unsafe { generic_tile($wt, $act, o, mr, nr) }
         }
     };
 }

@@ -7,9 +7,11 @@
 //! 1. The activations are converted once per call to the weight type's activation format
 //!    ([`crate::kernels::act_type`]: Q8_0, Q8_1, Q8_K or F32) into a work buffer reused across
 //!    calls (F32 activations with dense rows are read in place when the format is F32).
-//! 2. The output is cut into chunks of weight rows by activation rows; the threads take chunks
-//!    from an atomic counter (fast and slow cores balance themselves), and the abort callback
-//!    is polled between chunks.
+//! 2. The output is cut into chunks of weight rows by activation rows, split into one
+//!    contiguous range per thread ([`Ranges`]): each thread takes the chunks of its own range
+//!    in order, then helps with the others' (fast and slow cores balance themselves, and each
+//!    thread streams long runs of adjacent weight rows); the abort callback is polled between
+//!    chunks.
 //! 3. Inside a chunk the kernel's `mr x nr` tiles run rows-outer, so that a tile of weight rows
 //!    is reused from L1 across every activation column of the chunk; a chunk's activation
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
@@ -17,27 +19,45 @@
 //!
 //! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed
 //! GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
-//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, still taken from the
-//! atomic counter) pack their weight rows per K-block into a per-thread scratch.
+//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, taken in the same
+//! way) pack their weight rows per K-block into a per-thread scratch.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (rows interleaved in the layout of the tier
-//! that wrote them) are recognized by their address and use the kernels of that layout.
+//! that wrote them) come with that layout ([`TensorRef::packed`], from the buffer that holds
+//! them) and use its kernels.
 
 mod convert;
 mod split;
 
+use crate::kernels::repack::PackLayout;
 use crate::kernels::{self, MatKernel};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tessera_core::{DType, Error, Layout, Result};
 
-/// An operand of the driver: a layout and the host address of its first byte.
+/// An operand of the driver: a layout, the host address of its first byte and, for weights
+/// stored repacked, their [`PackLayout`].
 #[derive(Clone, Copy, Debug)]
 pub struct TensorRef {
     /// Type, shape and byte strides.
     pub layout: Layout,
     /// Address of the first element.
     pub ptr: *const u8,
+    /// The repacked layout of the bytes (weights in a `CPU_REPACK` buffer, see
+    /// [`crate::kernels::repack`]); `None` for plain GGUF bytes.
+    pub packed: Option<PackLayout>,
+}
+
+impl TensorRef {
+    /// Plain bytes of `layout` at `ptr`.
+    pub fn plain(layout: Layout, ptr: *const u8) -> TensorRef {
+        TensorRef { layout, ptr, packed: None }
+    }
+
+    /// Weights of `layout` at `ptr` repacked in `pl`.
+    pub fn packed(layout: Layout, ptr: *const u8, pl: PackLayout) -> TensorRef {
+        TensorRef { layout, ptr, packed: Some(pl) }
+    }
 }
 
 /// The driver's state kept across calls: the activation work buffers.
@@ -223,12 +243,14 @@ impl MatMul {
     }
 
     /// Computes `dst = mul_mat(a, b)` with the active tier's kernels on `threads` threads of
-    /// `pool` (1: on the calling thread).
+    /// `pool` (1: on the calling thread); weights repacked in a layout (`a.packed`) with the
+    /// kernels of that layout.
     ///
     /// # Safety
     ///
     /// Every pointer must point to memory holding its layout's bytes (`nbytes`), valid for the
-    /// whole call; `dst` must be writable and must not overlap `a` or `b`.
+    /// whole call, repacked in `a.packed` when it is set; `dst` must be writable and must not
+    /// overlap `a` or `b`.
     pub unsafe fn run(
         &self,
         pool: &rayon::ThreadPool,
@@ -238,18 +260,10 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
-        use kernels::repack::{lookup, Lookup};
-        let kernel = match lookup(a.ptr, a.layout.nbytes()) {
-            Lookup::Plain => kernels::matmul_kernel(a.layout.dtype)?,
-            Lookup::Packed(t) if t == a.layout.dtype => {
-                kernels::repack::packed_kernel(a.ptr, a.layout.nbytes())
-                    .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?
-            }
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "mul_mat: weights are a view of a repacked (CPU_REPACK) tensor".into(),
-                ))
-            }
+        let kernel = match a.packed {
+            None => kernels::matmul_kernel(a.layout.dtype)?,
+            Some(pl) => kernels::repack::kernel_for(pl, a.layout.dtype)
+                .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?,
         };
         // SAFETY: forwarded caller contract.
         unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }

@@ -2,7 +2,7 @@
 
 use super::convert::{Acts, Panels};
 use super::SharedPtr;
-use crate::kernels::{GemmFn, MatKernel};
+use crate::kernels::{GemmFn, MatKernel, Operands};
 use tessera_core::Layout;
 
 /// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass): large
@@ -170,17 +170,16 @@ impl Plan {
                 let mut j = c0;
                 while j < c1 {
                     let nr = kernel.nr.min(c1 - j);
-                    kernel.tile(
-                        g.k,
-                        a_plane.add(i * lda),
+                    let o = Operands {
+                        k: g.k,
+                        a: a_plane.add(i * lda),
                         lda,
-                        b_plane.add(j * ldb),
+                        b: b_plane.add(j * ldb),
                         ldb,
-                        d_plane.add(j * ldc + i),
+                        c: d_plane.add(j * ldc + i),
                         ldc,
-                        mr,
-                        nr,
-                    );
+                    };
+                    kernel.tile(o, mr, nr);
                     j += nr;
                 }
                 i += mr;

@@ -206,3 +206,107 @@ pub fn logical(g: &Graph, id: TensorId, root_vals: &[f32]) -> Vec<f64> {
         })
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------------
+// What rounding explains in a matmul kernel
+// ---------------------------------------------------------------------------------------------
+
+/// The unit roundoff of f32 (`2^-24`): one f32 operation is off by at most this fraction.
+pub const F32_UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
+
+/// An exact matmul: the values in f64 and, per output, the magnitude `sum_t |w_t x_t|` that
+/// its rounding errors scale with.
+pub struct Exact {
+    /// `value[j * m + i] = sum_t w[i * k + t] * x[j * k + t]`, exactly (products of two f32
+    /// are exact in f64; the sums round at 2^-53, far below any kernel's error).
+    pub value: Vec<f64>,
+    /// `magnitude[j * m + i] = sum_t |w[i * k + t] * x[j * k + t]|`.
+    pub magnitude: Vec<f64>,
+}
+
+/// The exact product of `m` weight rows `w` and `n` activation rows `x` of `k` values (as a
+/// kernel sees them: weights dequantized, activations quantized to its format and back).
+pub fn exact_product(w: &[f32], x: &[f32], k: usize, m: usize, n: usize) -> Exact {
+    let mut value = vec![0f64; m * n];
+    let mut magnitude = vec![0f64; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            let terms = (0..k).map(|t| f64::from(w[i * k + t]) * f64::from(x[j * k + t]));
+            value[j * m + i] = terms.clone().sum();
+            magnitude[j * m + i] = terms.map(f64::abs).sum();
+        }
+    }
+    Exact { value, magnitude }
+}
+
+/// The largest error of one output, relative to its magnitude: `max |got - value| /
+/// magnitude` (an output whose products are all zero must be exactly zero).
+pub fn normwise_error(got: &[f32], exact: &Exact) -> f64 {
+    assert_eq!(got.len(), exact.value.len(), "length");
+    got.iter()
+        .zip(exact.value.iter().zip(&exact.magnitude))
+        .map(|(&g, (&v, &mag))| {
+            let err = (f64::from(g) - v).abs();
+            if mag == 0.0 {
+                if err == 0.0 {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                err / mag
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The largest [`normwise_error`] that the arithmetic of `kernel` explains for `n` activation
+/// rows of `k` values: `steps * spread * u`, with `u` the f32 unit roundoff, `steps` the
+/// roundings on the longest chain from the exact products to one output (a sum whose every
+/// term and partial sum is rounded at most `steps` times is off by at most about `steps * u`
+/// of the sum of the terms' magnitudes), and `spread` how much larger than `sum |w x|` the
+/// terms the kernel sums can be.
+///
+/// Per kernel (`nb` = blocks per row):
+/// - the scalar tier dequantizes both rows (exactly: the values the exact product uses) and
+///   sums f32 products in 8 lanes: `k / 8` products and additions per lane, the lanes added in
+///   f64, one final rounding to f32;
+/// - float weights (F32, F16 and BF16 convert to f32 exactly): FMA chains of `k / 8` (AVX) or
+///   `k / 4` (NEON) per lane, up to 15 tail values, a horizontal sum of 3 levels; the packed
+///   GEMM (x86, from 48 activation rows) accumulates each output over all `k` values, adding
+///   each K-block of 512 into C;
+/// - Q8_0, Q4_0, Q5_0: per block the integer dot is exact (at most 32 * 127 * 127 < 2^24, so
+///   exact in f32 too) and the scale product of two f16 is exact in f32: one FMA per block on
+///   each lane's chain, then the horizontal sum;
+/// - Q4_1, Q5_1: the same plus `m * d_b * sum(q_b)` (exact but for the product with `m`),
+///   two roundings per block; the two parts `d * q * x` and `m * x` can each be larger than
+///   `w * x`: `|d q| <= |w| + |m|` and `|m|` is the block minimum, so for the data of these
+///   tests (values within a factor of 2 of the block's extreme) the parts stay within 3 times
+///   `sum |w x|`;
+/// - k-quants (Q8_K activations, f32 scale): per super-block the integer sums per 16 or 32
+///   values are exact below 2^24 and at most one rounding in the conversion above it, the
+///   products `d * d_b`, `d * sc` (repacked Q4_K) and the accumulations a handful of roundings:
+///   at most 32 on top of one per super-block; Q2_K, Q4_K and Q5_K subtract `dmin * m` parts
+///   (spread 3, as for Q4_1).
+pub fn rounding_bound(kernel: &tessera_cpu::kernels::MatKernel, n: usize, k: usize) -> f64 {
+    use tessera_cpu::kernels::Tier;
+    let (steps, spread) = if kernel.tier == Tier::Scalar {
+        (k.div_ceil(8) + 2, 1.0)
+    } else {
+        match kernel.weight {
+            DType::F32 | DType::F16 | DType::BF16 => {
+                if tessera_cpu::matmul::uses_gemm(kernel, n, k) {
+                    (k + k / 512 + 4, 1.0)
+                } else {
+                    (k / 4 + 24, 1.0)
+                }
+            }
+            DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => (k / 32 + 16, 1.0),
+            DType::Q4_1 | DType::Q5_1 => (2 * (k / 32) + 16, 3.0),
+            DType::Q3_K | DType::Q6_K => (k / 256 + 32, 1.0),
+            DType::Q2_K | DType::Q4_K | DType::Q5_K => (k / 256 + 32, 3.0),
+            other => panic!("no matmul kernel reads {other} weights"),
+        }
+    };
+    steps as f64 * spread * F32_UNIT_ROUNDOFF
+}

@@ -6,6 +6,7 @@ use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
 use super::{K16_Q2, K16_Q3, K16_Q6};
+use crate::kernels::blocks::{q4_0, q8_0};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -33,29 +34,35 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let ws = if Q4 { 18 } else { 34 };
-    let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
-    for blk in 0..k / 32 {
-        let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
-        let mut wd = [0f32; MR];
-        for i in 0..MR {
-            let p = a.add(i * lda + blk * ws);
-            wd[i] = f16_at(p);
-            w[i] = load_q!(p.add(2), Q4);
-        }
-        for j in 0..NR {
-            let p = b.add(j * ldb + blk * 34);
-            let bd = f16_at(p);
-            let (b0, b1) = load_q!(p.add(2), false);
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+    // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+        for blk in 0..k / 32 {
+            let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
+            let mut wd = [0f32; MR];
             for i in 0..MR {
-                let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
-                acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                let p = a.add(i * lda + blk * ws);
+                wd[i] = f16_at(p);
+                w[i] = load_q!(p.add(qs), Q4);
+            }
+            for j in 0..NR {
+                let p = b.add(j * ldb + blk * q8_0::BYTES);
+                let bd = f16_at(p);
+                let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+                for i in 0..MR {
+                    let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
+                    acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                }
             }
         }
-    }
-    for i in 0..MR {
-        for j in 0..NR {
-            *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+        for i in 0..MR {
+            for j in 0..NR {
+                *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+            }
         }
     }
 }
@@ -79,7 +86,11 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot) }
 }
 
 /// The sum of the products of two 16-byte signed vectors with `sdot`.
@@ -100,7 +111,11 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
+    // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot) }
 }
 
 /// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
@@ -123,7 +138,11 @@ unsafe fn legacy_tile<const MR: usize, const NR: usize, const W: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
+    // Q8_1 / Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::legacy::legacy_body!(W, MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
 /// Q5_K weights times Q8_K activations with `sdot`.
@@ -137,33 +156,50 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot)
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `MR` weight rows of `k / 256` Q5_K blocks at `a + i * lda` and `NR` Q8_K
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe { super::q5_k::q5_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
-tiled!("neon,dotprod", tile_q8_0, q_0_tile, 4, 4, false);
-tiled!("neon,dotprod", tile_q4_1, legacy_tile, 4, 4, W_Q4_1);
-tiled!("neon,dotprod", tile_q5_0, legacy_tile, 4, 4, W_Q5_0);
-tiled!("neon,dotprod", tile_q5_1, legacy_tile, 4, 4, W_Q5_1);
-tiled!("neon,dotprod", tile_q5_k, q5_k_tile, 1, 4, 0);
-tiled!("neon,dotprod", tile_q6_k, k16_tile, 1, 4, K16_Q6);
-tiled!("neon,dotprod", tile_q3_k, k16_tile, 1, 4, K16_Q3);
-tiled!("neon,dotprod", tile_q2_k, k16_tile, 1, 4, K16_Q2);
-tiled!("neon,dotprod", tile_q4_k, q4_k_tile, 2, 2, 0);
-tiled!("neon,dotprod", tile_q4_0, q_0_tile, 4, 4, true);
+/// The register tiles of the dotprod kernels (weight rows by activation rows; one activation
+/// row takes `mr` weight rows at a time).
+mod tiles {
+    use crate::kernels::Tiles;
+    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 weights.
+    pub(super) const LEGACY: Tiles = Tiles::new(4, 4);
+    /// Q4_K weights.
+    pub(super) const Q4_K: Tiles = Tiles::new(2, 2);
+    /// Q5_K, Q6_K, Q3_K and Q2_K weights: one row, whose blocks are unpacked once for all the
+    /// tile's activation rows.
+    pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);
+}
+
+tiled!("neon,dotprod", tile_q8_0, q_0_tile, tiles::LEGACY, false);
+tiled!("neon,dotprod", tile_q4_0, q_0_tile, tiles::LEGACY, true);
+tiled!("neon,dotprod", tile_q4_1, legacy_tile, tiles::LEGACY, W_Q4_1);
+tiled!("neon,dotprod", tile_q5_0, legacy_tile, tiles::LEGACY, W_Q5_0);
+tiled!("neon,dotprod", tile_q5_1, legacy_tile, tiles::LEGACY, W_Q5_1);
+tiled!("neon,dotprod", tile_q4_k, q4_k_tile, tiles::Q4_K, 0);
+tiled!("neon,dotprod", tile_q5_k, q5_k_tile, tiles::ONE_ROW_K, 0);
+tiled!("neon,dotprod", tile_q6_k, k16_tile, tiles::ONE_ROW_K, K16_Q6);
+tiled!("neon,dotprod", tile_q3_k, k16_tile, tiles::ONE_ROW_K, K16_Q3);
+tiled!("neon,dotprod", tile_q2_k, k16_tile, tiles::ONE_ROW_K, K16_Q2);
 
 /// The dotprod tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
-        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
-        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
-        DType::Q4_1 => (tile_q4_1 as TileFn, 4, 4),
-        DType::Q5_0 => (tile_q5_0 as TileFn, 4, 4),
-        DType::Q5_1 => (tile_q5_1 as TileFn, 4, 4),
-        DType::Q5_K => (tile_q5_k as TileFn, 1, 4),
-        DType::Q4_K => (tile_q4_k as TileFn, 2, 2),
-        DType::Q6_K => (tile_q6_k as TileFn, 1, 4),
-        DType::Q3_K => (tile_q3_k as TileFn, 1, 4),
-        DType::Q2_K => (tile_q2_k as TileFn, 1, 4),
+        DType::Q8_0 => tiles::LEGACY.entry(tile_q8_0),
+        DType::Q4_0 => tiles::LEGACY.entry(tile_q4_0),
+        DType::Q4_1 => tiles::LEGACY.entry(tile_q4_1),
+        DType::Q5_0 => tiles::LEGACY.entry(tile_q5_0),
+        DType::Q5_1 => tiles::LEGACY.entry(tile_q5_1),
+        DType::Q4_K => tiles::Q4_K.entry(tile_q4_k),
+        DType::Q5_K => tiles::ONE_ROW_K.entry(tile_q5_k),
+        DType::Q6_K => tiles::ONE_ROW_K.entry(tile_q6_k),
+        DType::Q3_K => tiles::ONE_ROW_K.entry(tile_q3_k),
+        DType::Q2_K => tiles::ONE_ROW_K.entry(tile_q2_k),
         _ => return None,
     })
 }

@@ -45,8 +45,12 @@ macro_rules! map4 {
 /// The CPU supports NEON; `y.len() == x.len()`.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn silu(x: &[f32], y: &mut [f32]) {
-    let one = vdupq_n_f32(1.0);
-    map4!(x, y, |v| vdivq_f32(v, vaddq_f32(one, exp4!(vnegq_f32(v)))), scalar::silu);
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let one = vdupq_n_f32(1.0);
+        map4!(x, y, |v| vdivq_f32(v, vaddq_f32(one, exp4!(vnegq_f32(v)))), scalar::silu);
+    }
 }
 
 /// GELU (tanh approximation; tanh(z) = 1 - 2 / (exp(2z) + 1)).
@@ -56,21 +60,25 @@ pub(crate) unsafe fn silu(x: &[f32], y: &mut [f32]) {
 /// As [`silu`].
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
-    let one = vdupq_n_f32(1.0);
-    let two = vdupq_n_f32(2.0);
-    map4!(
-        x,
-        y,
-        |v| {
-            let z = vmulq_n_f32(
-                vmulq_f32(v, vfmaq_f32(one, vdupq_n_f32(GELU_A), vmulq_f32(v, v))),
-                GELU_C,
-            );
-            let t = vsubq_f32(one, vdivq_f32(two, vaddq_f32(exp4!(vmulq_f32(two, z)), one)));
-            vmulq_f32(vmulq_n_f32(v, 0.5), vaddq_f32(one, t))
-        },
-        scalar::gelu
-    );
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let one = vdupq_n_f32(1.0);
+        let two = vdupq_n_f32(2.0);
+        map4!(
+            x,
+            y,
+            |v| {
+                let z = vmulq_n_f32(
+                    vmulq_f32(v, vfmaq_f32(one, vdupq_n_f32(GELU_A), vmulq_f32(v, v))),
+                    GELU_C,
+                );
+                let t = vsubq_f32(one, vdivq_f32(two, vaddq_f32(exp4!(vmulq_f32(two, z)), one)));
+                vmulq_f32(vmulq_n_f32(v, 0.5), vaddq_f32(one, t))
+            },
+            scalar::gelu
+        );
+    }
 }
 
 /// `y = a + b`.
@@ -80,14 +88,18 @@ pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
 /// The CPU supports NEON; the three slices have the same length.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
-    let n = a.len() / 4 * 4;
-    for i in (0..n).step_by(4) {
-        vst1q_f32(
-            y.as_mut_ptr().add(i),
-            vaddq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
-        );
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let n = a.len() / 4 * 4;
+        for i in (0..n).step_by(4) {
+            vst1q_f32(
+                y.as_mut_ptr().add(i),
+                vaddq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
+            );
+        }
+        scalar::add(&a[n..], &b[n..], &mut y[n..]);
     }
-    scalar::add(&a[n..], &b[n..], &mut y[n..]);
 }
 
 /// `y = a * b`.
@@ -97,14 +109,18 @@ pub(crate) unsafe fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
 /// As [`add`].
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn mul(a: &[f32], b: &[f32], y: &mut [f32]) {
-    let n = a.len() / 4 * 4;
-    for i in (0..n).step_by(4) {
-        vst1q_f32(
-            y.as_mut_ptr().add(i),
-            vmulq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
-        );
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let n = a.len() / 4 * 4;
+        for i in (0..n).step_by(4) {
+            vst1q_f32(
+                y.as_mut_ptr().add(i),
+                vmulq_f32(vld1q_f32(a.as_ptr().add(i)), vld1q_f32(b.as_ptr().add(i))),
+            );
+        }
+        scalar::mul(&a[n..], &b[n..], &mut y[n..]);
     }
-    scalar::mul(&a[n..], &b[n..], &mut y[n..]);
 }
 
 /// RMS norm of one row.
@@ -114,24 +130,28 @@ pub(crate) unsafe fn mul(a: &[f32], b: &[f32], y: &mut [f32]) {
 /// As [`silu`].
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn rms_norm(x: &[f32], eps: f32, y: &mut [f32]) {
-    let n = x.len() / 4 * 4;
-    let mut acc = [vdupq_n_f32(0.0); 4];
-    for i in (0..n).step_by(4) {
-        let v = vld1q_f32(x.as_ptr().add(i));
-        let s = (i / 4) % 4;
-        acc[s] = vfmaq_f32(acc[s], v, v);
-    }
-    let total = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-    let mut ss = f64::from(vaddvq_f32(total));
-    for &v in &x[n..] {
-        ss += f64::from(v) * f64::from(v);
-    }
-    let scale = 1.0 / ((ss / x.len().max(1) as f64) as f32 + eps).sqrt();
-    for i in (0..n).step_by(4) {
-        vst1q_f32(y.as_mut_ptr().add(i), vmulq_n_f32(vld1q_f32(x.as_ptr().add(i)), scale));
-    }
-    for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
-        *o = v * scale;
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let n = x.len() / 4 * 4;
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        for i in (0..n).step_by(4) {
+            let v = vld1q_f32(x.as_ptr().add(i));
+            let s = (i / 4) % 4;
+            acc[s] = vfmaq_f32(acc[s], v, v);
+        }
+        let total = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+        let mut ss = f64::from(vaddvq_f32(total));
+        for &v in &x[n..] {
+            ss += f64::from(v) * f64::from(v);
+        }
+        let scale = 1.0 / ((ss / x.len().max(1) as f64) as f32 + eps).sqrt();
+        for i in (0..n).step_by(4) {
+            vst1q_f32(y.as_mut_ptr().add(i), vmulq_n_f32(vld1q_f32(x.as_ptr().add(i)), scale));
+        }
+        for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
+            *o = v * scale;
+        }
     }
 }
 
@@ -142,31 +162,35 @@ pub(crate) unsafe fn rms_norm(x: &[f32], eps: f32, y: &mut [f32]) {
 /// As [`silu`].
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
-    let n = x.len() / 4 * 4;
-    let mut mv = vdupq_n_f32(f32::NEG_INFINITY);
-    for i in (0..n).step_by(4) {
-        mv = vmaxq_f32(mv, vld1q_f32(x.as_ptr().add(i)));
-    }
-    let max = x[n..].iter().copied().fold(vmaxvq_f32(mv), f32::max);
-    let m = vdupq_n_f32(max);
-    let mut sv = vdupq_n_f32(0.0);
-    for i in (0..n).step_by(4) {
-        let e = exp4!(vsubq_f32(vld1q_f32(x.as_ptr().add(i)), m));
-        vst1q_f32(y.as_mut_ptr().add(i), e);
-        sv = vaddq_f32(sv, e);
-    }
-    let mut sum = f64::from(vaddvq_f32(sv));
-    for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
-        *o = (v - max).exp();
-        sum += f64::from(*o);
-    }
-    let inv = (1.0 / sum) as f32;
-    for i in (0..n).step_by(4) {
-        let p = y.as_mut_ptr().add(i);
-        vst1q_f32(p, vmulq_n_f32(vld1q_f32(p), inv));
-    }
-    for o in y[n..].iter_mut() {
-        *o *= inv;
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let n = x.len() / 4 * 4;
+        let mut mv = vdupq_n_f32(f32::NEG_INFINITY);
+        for i in (0..n).step_by(4) {
+            mv = vmaxq_f32(mv, vld1q_f32(x.as_ptr().add(i)));
+        }
+        let max = x[n..].iter().copied().fold(vmaxvq_f32(mv), f32::max);
+        let m = vdupq_n_f32(max);
+        let mut sv = vdupq_n_f32(0.0);
+        for i in (0..n).step_by(4) {
+            let e = exp4!(vsubq_f32(vld1q_f32(x.as_ptr().add(i)), m));
+            vst1q_f32(y.as_mut_ptr().add(i), e);
+            sv = vaddq_f32(sv, e);
+        }
+        let mut sum = f64::from(vaddvq_f32(sv));
+        for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
+            *o = (v - max).exp();
+            sum += f64::from(*o);
+        }
+        let inv = (1.0 / sum) as f32;
+        for i in (0..n).step_by(4) {
+            let p = y.as_mut_ptr().add(i);
+            vst1q_f32(p, vmulq_n_f32(vld1q_f32(p), inv));
+        }
+        for o in y[n..].iter_mut() {
+            *o *= inv;
+        }
     }
 }
 
@@ -177,18 +201,22 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
 /// The CPU supports NEON; the four slices have the same even length.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
-    let n = x.len() / 4 * 4;
-    let sign = vld1q_f32([-1.0f32, 1.0, -1.0, 1.0].as_ptr());
-    for i in (0..n).step_by(4) {
-        let v = vld1q_f32(x.as_ptr().add(i));
-        // [x1, x0, x3, x2]: each pair swapped.
-        let sw = vrev64q_f32(v);
-        let c = vld1q_f32(cos.as_ptr().add(i));
-        let s = vmulq_f32(vld1q_f32(sin.as_ptr().add(i)), sign);
-        // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
-        vst1q_f32(y.as_mut_ptr().add(i), vfmaq_f32(vmulq_f32(v, c), sw, s));
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let n = x.len() / 4 * 4;
+        let sign = vld1q_f32([-1.0f32, 1.0, -1.0, 1.0].as_ptr());
+        for i in (0..n).step_by(4) {
+            let v = vld1q_f32(x.as_ptr().add(i));
+            // [x1, x0, x3, x2]: each pair swapped.
+            let sw = vrev64q_f32(v);
+            let c = vld1q_f32(cos.as_ptr().add(i));
+            let s = vmulq_f32(vld1q_f32(sin.as_ptr().add(i)), sign);
+            // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
+            vst1q_f32(y.as_mut_ptr().add(i), vfmaq_f32(vmulq_f32(v, c), sw, s));
+        }
+        scalar::rope_normal(&x[n..], &cos[n..], &sin[n..], &mut y[n..]);
     }
-    scalar::rope_normal(&x[n..], &cos[n..], &sin[n..], &mut y[n..]);
 }
 
 /// ROPE of the pairs `(x[i], x[i + h])` (see the x86 version).
@@ -199,20 +227,24 @@ pub(crate) unsafe fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f
 /// length `h`.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
-    let h = x.len() / 2;
-    let n = h / 4 * 4;
-    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
-    for i in (0..n).step_by(4) {
-        let a = vld1q_f32(xp.add(i));
-        let b = vld1q_f32(xp.add(i + h));
-        let c = vld1q_f32(cos.as_ptr().add(i));
-        let s = vld1q_f32(sin.as_ptr().add(i));
-        vst1q_f32(yp.add(i), vfmsq_f32(vmulq_f32(a, c), b, s));
-        vst1q_f32(yp.add(i + h), vfmaq_f32(vmulq_f32(b, c), a, s));
-    }
-    for i in n..h {
-        let (a, b) = (x[i], x[i + h]);
-        y[i] = a * cos[i] - b * sin[i];
-        y[i + h] = a * sin[i] + b * cos[i];
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let h = x.len() / 2;
+        let n = h / 4 * 4;
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        for i in (0..n).step_by(4) {
+            let a = vld1q_f32(xp.add(i));
+            let b = vld1q_f32(xp.add(i + h));
+            let c = vld1q_f32(cos.as_ptr().add(i));
+            let s = vld1q_f32(sin.as_ptr().add(i));
+            vst1q_f32(yp.add(i), vfmsq_f32(vmulq_f32(a, c), b, s));
+            vst1q_f32(yp.add(i + h), vfmaq_f32(vmulq_f32(b, c), a, s));
+        }
+        for i in n..h {
+            let (a, b) = (x[i], x[i + h]);
+            y[i] = a * cos[i] - b * sin[i];
+            y[i + h] = a * sin[i] + b * cos[i];
+        }
     }
 }

@@ -5,7 +5,8 @@
 use super::dotprod;
 use super::f16_at;
 use super::neon::load_q;
-use crate::kernels::TileFn;
+use crate::kernels::blocks::{q4_0, q4_k, q6_k, q8_0, q8_k};
+use crate::kernels::{Operands, TileFn, Tiles};
 use std::arch::aarch64::*;
 use std::arch::asm;
 use tessera_core::DType;
@@ -51,35 +52,42 @@ unsafe fn q_0_4x4<const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let ws = if Q4 { 18 } else { 34 };
-    // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
-    let mut acc = [[vdupq_n_f32(0.0); 2]; 2];
-    for blk in 0..k / 32 {
-        let mut wz = [[vdupq_n_s8(0); 4]; 2];
-        let mut wd = [vdupq_n_f32(0.0); 2];
-        for rp in 0..2 {
-            let p0 = a.add(2 * rp * lda + blk * ws);
-            let p1 = p0.add(lda);
-            wz[rp] = zip_rows!(load_q!(p0.add(2), Q4), load_q!(p1.add(2), Q4));
-            let (d0, d1) = (f16_at(p0), f16_at(p1));
-            wd[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
-        }
-        for cp in 0..2 {
-            let q0 = b.add(2 * cp * ldb + blk * 34);
-            let q1 = q0.add(ldb);
-            let bz = zip_rows!(load_q!(q0.add(2), false), load_q!(q1.add(2), false));
-            let (e0, e1) = (f16_at(q0), f16_at(q1));
-            let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: 4 weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and 4 Q8_0
+    // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
+        let mut acc = [[vdupq_n_f32(0.0); 2]; 2];
+        for blk in 0..k / 32 {
+            let mut wz = [[vdupq_n_s8(0); 4]; 2];
+            let mut wd = [vdupq_n_f32(0.0); 2];
             for rp in 0..2 {
-                let mut s = vdupq_n_s32(0);
-                for h in 0..4 {
-                    s = smmla!(s, wz[rp][h], bz[h]);
+                let p0 = a.add(2 * rp * lda + blk * ws);
+                let p1 = p0.add(lda);
+                wz[rp] = zip_rows!(load_q!(p0.add(qs), Q4), load_q!(p1.add(qs), Q4));
+                let (d0, d1) = (f16_at(p0), f16_at(p1));
+                wd[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
+            }
+            for cp in 0..2 {
+                let q0 = b.add(2 * cp * ldb + blk * q8_0::BYTES);
+                let q1 = q0.add(ldb);
+                let bz =
+                    zip_rows!(load_q!(q0.add(q8_0::QS), false), load_q!(q1.add(q8_0::QS), false));
+                let (e0, e1) = (f16_at(q0), f16_at(q1));
+                let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
+                for rp in 0..2 {
+                    let mut s = vdupq_n_s32(0);
+                    for h in 0..4 {
+                        s = smmla!(s, wz[rp][h], bz[h]);
+                    }
+                    acc[rp][cp] = vfmaq_f32(acc[rp][cp], vcvtq_f32_s32(s), vmulq_f32(wd[rp], bd));
                 }
-                acc[rp][cp] = vfmaq_f32(acc[rp][cp], vcvtq_f32_s32(s), vmulq_f32(wd[rp], bd));
             }
         }
+        store_pairs(&acc, c, ldc);
     }
-    store_pairs(&acc, c, ldc);
 }
 
 /// A tile of `2 RP` Q4_K weight rows by `2 CP` Q8_K activation rows with `smmla`: each 32-value
@@ -96,84 +104,96 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let m4 = vdupq_n_u8(0x0f);
-    // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
-    let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
-    for blk in 0..k / 256 {
-        // Per row pair: d and dmin as [d0, d0, d1, d1], each sub-block's scales as
-        // [s0, s0, s1, s1], and the mins of both rows.
-        let mut d = [vdupq_n_f32(0.0); RP];
-        let mut dmin = [vdupq_n_f32(0.0); RP];
-        let mut sc = [[vdupq_n_s32(0); 8]; RP];
-        let mut mn = [[[0i32; 8]; 2]; RP];
-        for rp in 0..RP {
-            let p0 = a.add(2 * rp * lda + blk * 144);
-            let p1 = p0.add(lda);
-            let (s0, m0) = super::scales_mins(&std::ptr::read_unaligned(p0.add(4).cast()));
-            let (s1, m1) = super::scales_mins(&std::ptr::read_unaligned(p1.add(4).cast()));
-            let (d0, d1) = (f16_at(p0), f16_at(p1));
-            d[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
-            let (n0, n1) = (f16_at(p0.add(2)), f16_at(p1.add(2)));
-            dmin[rp] = vld1q_f32([n0, n0, n1, n1].as_ptr());
-            for t in 0..8 {
-                let (x, y) = (i32::from(s0[t]), i32::from(s1[t]));
-                sc[rp][t] = vld1q_s32([x, x, y, y].as_ptr());
-                mn[rp][0][t] = i32::from(m0[t]);
-                mn[rp][1][t] = i32::from(m1[t]);
-            }
-        }
-        for cp in 0..CP {
-            let y0 = b.add(2 * cp * ldb + blk * 292);
-            let y1 = y0.add(ldb);
-            let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
-                std::ptr::read_unaligned(y1.cast::<f32>())
-            });
-            let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
-            // The activations' sums per 32-value sub-block.
-            let sums = |y: *const u8| {
-                let s = std::ptr::read_unaligned(y.add(260).cast::<[i16; 16]>());
-                std::array::from_fn::<i32, 8, _>(|t| i32::from(s[2 * t]) + i32::from(s[2 * t + 1]))
-            };
-            let (bs0, bs1) = (sums(y0), sums(y1));
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `2 RP` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `2 CP`
+    // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let m4 = vdupq_n_u8(0x0f);
+        // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
+        let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
+        for blk in 0..k / 256 {
+            // Per row pair: d and dmin as [d0, d0, d1, d1], each sub-block's scales as
+            // [s0, s0, s1, s1], and the mins of both rows.
+            let mut d = [vdupq_n_f32(0.0); RP];
+            let mut dmin = [vdupq_n_f32(0.0); RP];
+            let mut sc = [[vdupq_n_s32(0); 8]; RP];
+            let mut mn = [[[0i32; 8]; 2]; RP];
             for rp in 0..RP {
-                let mut sumi = vdupq_n_s32(0);
-                for ch in 0..4 {
-                    let q0 = a.add(2 * rp * lda + blk * 144 + 16 + 32 * ch);
-                    let q1 = q0.add(lda);
-                    let (x0, x1) = ((vld1q_u8(q0), vld1q_u8(q0.add(16))), {
-                        (vld1q_u8(q1), vld1q_u8(q1.add(16)))
-                    });
-                    let low = |v: uint8x16_t| vreinterpretq_s8_u8(vandq_u8(v, m4));
-                    let high = |v: uint8x16_t| vreinterpretq_s8_u8(vshrq_n_u8::<4>(v));
-                    let lo = zip_rows!((low(x0.0), low(x0.1)), (low(x1.0), low(x1.1)));
-                    let hi = zip_rows!((high(x0.0), high(x0.1)), (high(x1.0), high(x1.1)));
-                    let (ya, yb) = (y0.add(4 + 64 * ch).cast::<i8>(), y1.add(4 + 64 * ch).cast());
-                    let half =
-                        |y: *const i8, o: usize| (vld1q_s8(y.add(o)), vld1q_s8(y.add(o + 16)));
-                    let yl = zip_rows!(half(ya, 0), half(yb, 0));
-                    let yh = zip_rows!(half(ya, 32), half(yb, 32));
-                    let (mut sl, mut sh) = (vdupq_n_s32(0), vdupq_n_s32(0));
-                    for h in 0..4 {
-                        sl = smmla!(sl, lo[h], yl[h]);
-                        sh = smmla!(sh, hi[h], yh[h]);
-                    }
-                    sumi = vmlaq_s32(sumi, sl, sc[rp][2 * ch]);
-                    sumi = vmlaq_s32(sumi, sh, sc[rp][2 * ch + 1]);
-                }
-                let mut ms = [0i32; 4];
+                let p0 = a.add(2 * rp * lda + blk * q4_k::BYTES);
+                let p1 = p0.add(lda);
+                let (s0, m0) =
+                    super::scales_mins(&std::ptr::read_unaligned(p0.add(q4_k::SCALES).cast()));
+                let (s1, m1) =
+                    super::scales_mins(&std::ptr::read_unaligned(p1.add(q4_k::SCALES).cast()));
+                let (d0, d1) = (f16_at(p0), f16_at(p1));
+                d[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
+                let (n0, n1) = (f16_at(p0.add(q4_k::DMIN)), f16_at(p1.add(q4_k::DMIN)));
+                dmin[rp] = vld1q_f32([n0, n0, n1, n1].as_ptr());
                 for t in 0..8 {
-                    ms[0] += mn[rp][0][t] * bs0[t];
-                    ms[1] += mn[rp][0][t] * bs1[t];
-                    ms[2] += mn[rp][1][t] * bs0[t];
-                    ms[3] += mn[rp][1][t] * bs1[t];
+                    let (x, y) = (i32::from(s0[t]), i32::from(s1[t]));
+                    sc[rp][t] = vld1q_s32([x, x, y, y].as_ptr());
+                    mn[rp][0][t] = i32::from(m0[t]);
+                    mn[rp][1][t] = i32::from(m1[t]);
                 }
-                let min = vmulq_f32(vmulq_f32(dmin[rp], bd), vcvtq_f32_s32(vld1q_s32(ms.as_ptr())));
-                let dot = vmulq_f32(vmulq_f32(d[rp], bd), vcvtq_f32_s32(sumi));
-                acc[rp][cp] = vaddq_f32(acc[rp][cp], vsubq_f32(dot, min));
+            }
+            for cp in 0..CP {
+                let y0 = b.add(2 * cp * ldb + blk * q8_k::BYTES);
+                let y1 = y0.add(ldb);
+                let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
+                    std::ptr::read_unaligned(y1.cast::<f32>())
+                });
+                let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
+                // The activations' sums per 32-value sub-block.
+                let sums = |y: *const u8| {
+                    let s = std::ptr::read_unaligned(y.add(q8_k::BSUMS).cast::<[i16; 16]>());
+                    std::array::from_fn::<i32, 8, _>(|t| {
+                        i32::from(s[2 * t]) + i32::from(s[2 * t + 1])
+                    })
+                };
+                let (bs0, bs1) = (sums(y0), sums(y1));
+                for rp in 0..RP {
+                    let mut sumi = vdupq_n_s32(0);
+                    for ch in 0..4 {
+                        let q0 = a.add(2 * rp * lda + blk * q4_k::BYTES + q4_k::QS + 32 * ch);
+                        let q1 = q0.add(lda);
+                        let (x0, x1) = ((vld1q_u8(q0), vld1q_u8(q0.add(16))), {
+                            (vld1q_u8(q1), vld1q_u8(q1.add(16)))
+                        });
+                        let low = |v: uint8x16_t| vreinterpretq_s8_u8(vandq_u8(v, m4));
+                        let high = |v: uint8x16_t| vreinterpretq_s8_u8(vshrq_n_u8::<4>(v));
+                        let lo = zip_rows!((low(x0.0), low(x0.1)), (low(x1.0), low(x1.1)));
+                        let hi = zip_rows!((high(x0.0), high(x0.1)), (high(x1.0), high(x1.1)));
+                        let off = q8_k::QS + 64 * ch;
+                        let (ya, yb) = (y0.add(off).cast::<i8>(), y1.add(off).cast());
+                        let half =
+                            |y: *const i8, o: usize| (vld1q_s8(y.add(o)), vld1q_s8(y.add(o + 16)));
+                        let yl = zip_rows!(half(ya, 0), half(yb, 0));
+                        let yh = zip_rows!(half(ya, 32), half(yb, 32));
+                        let (mut sl, mut sh) = (vdupq_n_s32(0), vdupq_n_s32(0));
+                        for h in 0..4 {
+                            sl = smmla!(sl, lo[h], yl[h]);
+                            sh = smmla!(sh, hi[h], yh[h]);
+                        }
+                        sumi = vmlaq_s32(sumi, sl, sc[rp][2 * ch]);
+                        sumi = vmlaq_s32(sumi, sh, sc[rp][2 * ch + 1]);
+                    }
+                    let mut ms = [0i32; 4];
+                    for t in 0..8 {
+                        ms[0] += mn[rp][0][t] * bs0[t];
+                        ms[1] += mn[rp][0][t] * bs1[t];
+                        ms[2] += mn[rp][1][t] * bs0[t];
+                        ms[3] += mn[rp][1][t] * bs1[t];
+                    }
+                    let min =
+                        vmulq_f32(vmulq_f32(dmin[rp], bd), vcvtq_f32_s32(vld1q_s32(ms.as_ptr())));
+                    let dot = vmulq_f32(vmulq_f32(d[rp], bd), vcvtq_f32_s32(sumi));
+                    acc[rp][cp] = vaddq_f32(acc[rp][cp], vsubq_f32(dot, min));
+                }
             }
         }
+        store_pairs(&acc, c, ldc);
     }
-    store_pairs(&acc, c, ldc);
 }
 
 /// A tile of `2 RP` Q6_K weight rows by `2 CP` Q8_K activation rows with `smmla`: each 16-value
@@ -189,39 +209,45 @@ unsafe fn q6_k_pairs<const RP: usize, const CP: usize>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
-    for blk in 0..k / 256 {
-        for rp in 0..RP {
-            let p0 = a.add(2 * rp * lda + blk * 210);
-            let p1 = p0.add(lda);
-            let (d0, d1) = (f16_at(p0.add(208)), f16_at(p1.add(208)));
-            let d = vld1q_f32([d0, d0, d1, d1].as_ptr());
-            let s0 = std::ptr::read_unaligned(p0.add(192).cast::<[i8; 16]>());
-            let s1 = std::ptr::read_unaligned(p1.add(192).cast::<[i8; 16]>());
-            let (g0, g1) = (super::q6_k_groups(p0), super::q6_k_groups(p1));
-            // Each group of both rows as two smmla operands (8 values of row 0, then of row 1).
-            let w: [[int8x16_t; 2]; 16] = std::array::from_fn(|g| zip_pair(g0[g], g1[g]));
-            for cp in 0..CP {
-                let y0 = b.add(2 * cp * ldb + blk * 292);
-                let y1 = y0.add(ldb);
-                let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
-                    std::ptr::read_unaligned(y1.cast::<f32>())
-                });
-                let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
-                let (ya, yb) = (y0.add(4).cast::<i8>(), y1.add(4).cast::<i8>());
-                let mut sumi = vdupq_n_s32(0);
-                for g in 0..16 {
-                    let y = zip_pair(vld1q_s8(ya.add(16 * g)), vld1q_s8(yb.add(16 * g)));
-                    let s = smmla!(smmla!(vdupq_n_s32(0), w[g][0], y[0]), w[g][1], y[1]);
-                    let (x, z) = (i32::from(s0[g]), i32::from(s1[g]));
-                    sumi = vmlaq_s32(sumi, s, vld1q_s32([x, x, z, z].as_ptr()));
+    // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
+    // operands: `2 RP` weight rows of `k / 256` Q6_K blocks at `a + i * lda` and `2 CP`
+    // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
+    // below (and in the body macro) stays within them.
+    unsafe {
+        let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
+        for blk in 0..k / 256 {
+            for rp in 0..RP {
+                let p0 = a.add(2 * rp * lda + blk * q6_k::BYTES);
+                let p1 = p0.add(lda);
+                let (d0, d1) = (f16_at(p0.add(q6_k::D)), f16_at(p1.add(q6_k::D)));
+                let d = vld1q_f32([d0, d0, d1, d1].as_ptr());
+                let s0 = std::ptr::read_unaligned(p0.add(q6_k::SCALES).cast::<[i8; 16]>());
+                let s1 = std::ptr::read_unaligned(p1.add(q6_k::SCALES).cast::<[i8; 16]>());
+                let (g0, g1) = (super::q6_k_groups(p0), super::q6_k_groups(p1));
+                // Each group of both rows as two smmla operands (8 values of row 0, then of row 1).
+                let w: [[int8x16_t; 2]; 16] = std::array::from_fn(|g| zip_pair(g0[g], g1[g]));
+                for cp in 0..CP {
+                    let y0 = b.add(2 * cp * ldb + blk * q8_k::BYTES);
+                    let y1 = y0.add(ldb);
+                    let (e0, e1) = (std::ptr::read_unaligned(y0.cast::<f32>()), {
+                        std::ptr::read_unaligned(y1.cast::<f32>())
+                    });
+                    let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
+                    let (ya, yb) = (y0.add(q8_k::QS).cast::<i8>(), y1.add(q8_k::QS).cast::<i8>());
+                    let mut sumi = vdupq_n_s32(0);
+                    for g in 0..16 {
+                        let y = zip_pair(vld1q_s8(ya.add(16 * g)), vld1q_s8(yb.add(16 * g)));
+                        let s = smmla!(smmla!(vdupq_n_s32(0), w[g][0], y[0]), w[g][1], y[1]);
+                        let (x, z) = (i32::from(s0[g]), i32::from(s1[g]));
+                        sumi = vmlaq_s32(sumi, s, vld1q_s32([x, x, z, z].as_ptr()));
+                    }
+                    let scale = vmulq_f32(d, bd);
+                    acc[rp][cp] = vfmaq_f32(acc[rp][cp], scale, vcvtq_f32_s32(sumi));
                 }
-                let scale = vmulq_f32(d, bd);
-                acc[rp][cp] = vfmaq_f32(acc[rp][cp], scale, vcvtq_f32_s32(sumi));
             }
         }
+        store_pairs(&acc, c, ldc);
     }
-    store_pairs(&acc, c, ldc);
 }
 
 /// Two 16-byte rows as two `smmla` operands: the first 8 bytes of both, then the last 8.
@@ -245,20 +271,24 @@ unsafe fn store_pairs<const RP: usize, const CP: usize>(
     c: *mut f32,
     ldc: usize,
 ) {
-    for rp in 0..RP {
-        for cp in 0..CP {
-            let mut v = [0f32; 4];
-            vst1q_f32(v.as_mut_ptr(), acc[rp][cp]);
-            for (n, &x) in v.iter().enumerate() {
-                let (r, cc) = (2 * rp + n / 2, 2 * cp + n % 2);
-                *c.add(cc * ldc + r) = x;
+    // SAFETY: `c` is writable at `j * ldc + i` for `i < 2 RP`, `j < 2 CP` (the caller's contract):
+    // the stores below.
+    unsafe {
+        for rp in 0..RP {
+            for cp in 0..CP {
+                let mut v = [0f32; 4];
+                vst1q_f32(v.as_mut_ptr(), acc[rp][cp]);
+                for (n, &x) in v.iter().enumerate() {
+                    let (r, cc) = (2 * rp + n / 2, 2 * cp + n % 2);
+                    *c.add(cc * ldc + r) = x;
+                }
             }
         }
     }
 }
 
 macro_rules! i8mm_tile {
-    ($name:ident, $dtype:expr, |$k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident| $full:expr) => {
+    ($name:ident, $dtype:expr, $full:expr) => {
         /// Tile kernel (see [`TileFn`]): full 4 x 4 tiles with `smmla`, the rest (the edges,
         /// and every GEMV) with the dotprod tier's kernel.
         ///
@@ -266,50 +296,38 @@ macro_rules! i8mm_tile {
         ///
         /// As [`TileFn`].
         #[target_feature(enable = "neon,dotprod,i8mm")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            $k: usize,
-            $a: *const u8,
-            $lda: usize,
-            $b: *const u8,
-            $ldb: usize,
-            $c: *mut f32,
-            $ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
-            if mr == 4 && nr == 4 {
-                $full;
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
+            if mr == SMMLA.mr && nr == SMMLA.nr {
+                // SAFETY: a full tile of the caller's operands, under this function's target
+                // features, which include i8mm (TileFn's contract).
+                unsafe { $full(o.k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc) };
                 return;
             }
             match dotprod::tile($dtype) {
-                Some((edge, _, _)) => edge($k, $a, $lda, $b, $ldb, $c, $ldc, mr, nr),
+                // SAFETY: the dotprod kernel under the same contract; this function's target
+                // features include dotprod.
+                Some((edge, _, _)) => unsafe { edge(o, mr, nr) },
                 None => unreachable!("the dotprod tier has a kernel for {}", $dtype),
             }
         }
     };
 }
 
-i8mm_tile!(tile_q8_0, DType::Q8_0, |k, a, lda, b, ldb, c, ldc| q_0_4x4::<false>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q4_0, DType::Q4_0, |k, a, lda, b, ldb, c, ldc| q_0_4x4::<true>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q4_k, DType::Q4_K, |k, a, lda, b, ldb, c, ldc| q4_k_pairs::<2, 2>(
-    k, a, lda, b, ldb, c, ldc
-));
-i8mm_tile!(tile_q6_k, DType::Q6_K, |k, a, lda, b, ldb, c, ldc| q6_k_pairs::<2, 2>(
-    k, a, lda, b, ldb, c, ldc
-));
+i8mm_tile!(tile_q8_0, DType::Q8_0, q_0_4x4::<false>);
+i8mm_tile!(tile_q4_0, DType::Q4_0, q_0_4x4::<true>);
+i8mm_tile!(tile_q4_k, DType::Q4_K, q4_k_pairs::<2, 2>);
+i8mm_tile!(tile_q6_k, DType::Q6_K, q6_k_pairs::<2, 2>);
+
+/// The tile of the `smmla` kernels: two row pairs by two column pairs.
+const SMMLA: Tiles = Tiles::new(4, 4);
 
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
-        DType::Q8_0 => (tile_q8_0 as TileFn, 4, 4),
-        DType::Q4_0 => (tile_q4_0 as TileFn, 4, 4),
-        DType::Q4_K => (tile_q4_k as TileFn, 4, 4),
-        DType::Q6_K => (tile_q6_k as TileFn, 4, 4),
+        DType::Q8_0 => SMMLA.entry(tile_q8_0),
+        DType::Q4_0 => SMMLA.entry(tile_q4_0),
+        DType::Q4_K => SMMLA.entry(tile_q4_k),
+        DType::Q6_K => SMMLA.entry(tile_q6_k),
         _ => return None,
     })
 }

@@ -8,6 +8,7 @@
 //! and keeps the results within ~1e-12 NMSE of the scalar tier rather than ~5e-6.
 //! Q5_0 (`x = d * (q - 16)`) runs against Q8_0.
 
+use crate::kernels::blocks::{q4_1, q5_0, q5_1, q8_0, q8_1};
 use std::arch::aarch64::*;
 
 /// Weight type code of Q4_1 (the kernels' const parameter).
@@ -20,9 +21,19 @@ pub(super) const W_Q5_1: u8 = 2;
 /// Bytes of a weight block of type code `w`.
 pub(super) const fn weight_bytes(w: u8) -> usize {
     match w {
-        W_Q4_1 => 20,
-        W_Q5_0 => 22,
-        _ => 24,
+        W_Q4_1 => q4_1::BYTES,
+        W_Q5_0 => q5_0::BYTES,
+        _ => q5_1::BYTES,
+    }
+}
+
+/// Offsets of the minimum (0 for Q5_0, which has none), the fifth bits (0 for Q4_1) and the
+/// nibbles of a weight block of type code `w`.
+const fn weight_fields(w: u8) -> (usize, usize, usize) {
+    match w {
+        W_Q4_1 => (q4_1::M, 0, q4_1::QS),
+        W_Q5_0 => (0, q5_0::QH, q5_0::QS),
+        _ => (q5_1::M, q5_1::QH, q5_1::QS),
     }
 }
 
@@ -34,9 +45,18 @@ pub(super) const fn has_min(w: u8) -> bool {
 /// Bytes of an activation block for weights of type code `w` (Q8_1: 36, Q8_0: 34).
 pub(super) const fn act_bytes(w: u8) -> usize {
     if has_min(w) {
-        36
+        q8_1::BYTES
     } else {
-        34
+        q8_0::BYTES
+    }
+}
+
+/// Offset of the quants in an activation block for weights of type code `w`.
+pub(super) const fn act_quants(w: u8) -> usize {
+    if has_min(w) {
+        q8_1::QS
+    } else {
+        q8_0::QS
     }
 }
 
@@ -48,12 +68,15 @@ pub(super) const fn act_bytes(w: u8) -> usize {
 /// NEON is part of every aarch64 target this crate builds for; no memory is read.
 #[inline(always)]
 unsafe fn high_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
-    // Byte l of each half tests bit l % 8 of its qh byte.
-    let bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
-    let sixteen = vdupq_n_u8(0x10);
-    let h0 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
-    let h1 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
-    (vandq_u8(vtstq_u8(h0, bits), sixteen), vandq_u8(vtstq_u8(h1, bits), sixteen))
+    // SAFETY: NEON is part of every aarch64 target this crate builds for; no memory is read.
+    unsafe {
+        // Byte l of each half tests bit l % 8 of its qh byte.
+        let bits = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
+        let sixteen = vdupq_n_u8(0x10);
+        let h0 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
+        let h1 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
+        (vandq_u8(vtstq_u8(h0, bits), sixteen), vandq_u8(vtstq_u8(h1, bits), sixteen))
+    }
 }
 
 /// One weight block of type code `W` at `p`: its scale, its minimum (0 for Q5_0) and its 32
@@ -67,14 +90,15 @@ unsafe fn high_bits(qh: [u8; 4]) -> (uint8x16_t, uint8x16_t) {
 pub(super) unsafe fn load_block<const W: u8>(p: *const u8) -> (f32, f32, (int8x16_t, int8x16_t)) {
     // SAFETY: the block is readable (caller's contract); every offset is inside it.
     unsafe {
+        let (m_at, qh_at, qs_at) = weight_fields(W);
         let d = super::f16_at(p);
-        let m = if has_min(W) { super::f16_at(p.add(2)) } else { 0.0 };
-        let qs = p.add(weight_bytes(W) - 16);
+        let m = if has_min(W) { super::f16_at(p.add(m_at)) } else { 0.0 };
+        let qs = p.add(qs_at);
         let q = vld1q_u8(qs);
         let m4 = vdupq_n_u8(0x0f);
         let (mut lo, mut hi) = (vandq_u8(q, m4), vshrq_n_u8::<4>(q));
         if W != W_Q4_1 {
-            let qh = std::ptr::read_unaligned(qs.sub(4).cast::<[u8; 4]>());
+            let qh = std::ptr::read_unaligned(p.add(qh_at).cast::<[u8; 4]>());
             let (h0, h1) = high_bits(qh);
             lo = vorrq_u8(lo, h0);
             hi = vorrq_u8(hi, h1);
@@ -111,7 +135,7 @@ macro_rules! legacy_body {
             for j in 0..$NR {
                 let p = $b.add(j * $ldb + blk * ab);
                 let bd = super::f16_at(p);
-                let y = p.add(ab - 32).cast::<i8>();
+                let y = p.add(legacy::act_quants($W)).cast::<i8>();
                 let yv = (vld1q_s8(y), vld1q_s8(y.add(16)));
                 for i in 0..$MR {
                     let s = $dot32!(w[i], yv);

@@ -14,6 +14,7 @@ mod packed_i8mm;
 mod q5_k;
 mod quant_act;
 
+use super::blocks::{q2_k, q3_k, q6_k};
 use super::TileFn;
 use std::arch::aarch64::*;
 use tessera_core::DType;
@@ -60,26 +61,14 @@ pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     neon::quantize_act(act, src, dst)
 }
 
-/// The eight 6-bit scales and mins of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
-#[inline(always)]
-fn scales_mins(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    for j in 0..4 {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-    }
-    for j in 4..8 {
-        sc[j] = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-        mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-    (sc, mn)
-}
+use super::kquant::q3_k_scale_words;
+pub(super) use super::kquant::scales_mins;
 
 /// A Q4_K x Q8_K tile kernel body; `$dot32` sums the products of two 32-byte signed vectors
 /// (as pairs of `int8x16_t`) into an `i32`.
 macro_rules! q4_k_body {
     ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32:ident) => {{
+        use crate::kernels::blocks::{q4_k, q8_k};
         let mut acc = [[0f32; $NR]; $MR];
         let m4 = vdupq_n_u8(0x0f);
         for blk in 0..$k / 256 {
@@ -88,24 +77,25 @@ macro_rules! q4_k_body {
             let mut sc = [[0i32; 8]; $MR];
             let mut mn = [[0i32; 8]; $MR];
             for i in 0..$MR {
-                let p = $a.add(i * $lda + blk * 144);
+                let p = $a.add(i * $lda + blk * q4_k::BYTES);
                 d[i] = super::f16_at(p);
-                dmin[i] = super::f16_at(p.add(2));
-                let (s, m) =
-                    super::scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+                dmin[i] = super::f16_at(p.add(q4_k::DMIN));
+                let (s, m) = super::scales_mins(&std::ptr::read_unaligned(
+                    p.add(q4_k::SCALES).cast::<[u8; 12]>(),
+                ));
                 for t in 0..8 {
                     sc[i][t] = i32::from(s[t]);
                     mn[i][t] = i32::from(m[t]);
                 }
             }
             for j in 0..$NR {
-                let p = $b.add(j * $ldb + blk * 292);
+                let p = $b.add(j * $ldb + blk * q8_k::BYTES);
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                let bs = std::ptr::read_unaligned(p.add(260).cast::<[i16; 16]>());
+                let bs = std::ptr::read_unaligned(p.add(q8_k::BSUMS).cast::<[i16; 16]>());
                 for i in 0..$MR {
                     let mut sumi = 0i32;
                     for ch in 0..4 {
-                        let q = $a.add(i * $lda + blk * 144 + 16 + 32 * ch);
+                        let q = $a.add(i * $lda + blk * q4_k::BYTES + q4_k::QS + 32 * ch);
                         let (q0, q1) = (vld1q_u8(q), vld1q_u8(q.add(16)));
                         let lo = (
                             vreinterpretq_s8_u8(vandq_u8(q0, m4)),
@@ -115,7 +105,7 @@ macro_rules! q4_k_body {
                             vreinterpretq_s8_u8(vshrq_n_u8::<4>(q0)),
                             vreinterpretq_s8_u8(vshrq_n_u8::<4>(q1)),
                         );
-                        let y = p.add(4 + 64 * ch).cast::<i8>();
+                        let y = p.add(q8_k::QS + 64 * ch).cast::<i8>();
                         let yl = (vld1q_s8(y), vld1q_s8(y.add(16)));
                         let yh = (vld1q_s8(y.add(32)), vld1q_s8(y.add(48)));
                         sumi +=
@@ -142,34 +132,41 @@ pub(super) use q4_k_body;
 ///
 /// # Safety
 ///
-/// `p` must point to a readable 210-byte Q6_K block.
+/// `p` must point to a readable Q6_K block.
 #[inline(always)]
 unsafe fn q6_k_groups(p: *const u8) -> [int8x16_t; 16] {
-    let m4 = vdupq_n_u8(0x0f);
-    let m3 = vdupq_n_u8(0x03);
-    let off = vdupq_n_s8(32);
-    let mut q = [vdupq_n_s8(0); 16];
-    for n in 0..2 {
-        // SAFETY: the block's 128 low-bit bytes, then its 64 high-bit bytes.
-        let (ql, qh) = unsafe { (p.add(64 * n), p.add(128 + 32 * n)) };
-        for h in 0..2 {
-            // SAFETY: within the block (see above).
-            let (l0, l1, hb) = unsafe {
-                (vld1q_u8(ql.add(16 * h)), vld1q_u8(ql.add(32 + 16 * h)), vld1q_u8(qh.add(16 * h)))
-            };
-            let parts = [
-                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
-                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3))),
-                vorrq_u8(vshrq_n_u8::<4>(l0), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3))),
-                vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
-            ];
-            for (m, v) in parts.into_iter().enumerate() {
-                // Group 8n + 2m + h holds values 128n + 32m + 16h ..
-                q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
+    // SAFETY: the loads are within the block's 128 low-bit bytes and its 64 high-bit bytes
+    // (the caller's contract); NEON is part of every aarch64 target this crate builds for.
+    unsafe {
+        let m4 = vdupq_n_u8(0x0f);
+        let m3 = vdupq_n_u8(0x03);
+        let off = vdupq_n_s8(32);
+        let mut q = [vdupq_n_s8(0); 16];
+        for n in 0..2 {
+            let (ql, qh) = (p.add(q6_k::QL + 64 * n), p.add(q6_k::QH + 32 * n));
+            for h in 0..2 {
+                let (l0, l1, hb) = (
+                    vld1q_u8(ql.add(16 * h)),
+                    vld1q_u8(ql.add(32 + 16 * h)),
+                    vld1q_u8(qh.add(16 * h)),
+                );
+                let parts = [
+                    vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8::<4>(vandq_u8(hb, m3))),
+                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<2>(hb), m3))),
+                    vorrq_u8(
+                        vshrq_n_u8::<4>(l0),
+                        vshlq_n_u8::<4>(vandq_u8(vshrq_n_u8::<4>(hb), m3)),
+                    ),
+                    vorrq_u8(vshrq_n_u8::<4>(l1), vshlq_n_u8::<4>(vshrq_n_u8::<6>(hb))),
+                ];
+                for (m, v) in parts.into_iter().enumerate() {
+                    // Group 8n + 2m + h holds values 128n + 32m + 16h ..
+                    q[8 * n + 2 * m + h] = vsubq_s8(vreinterpretq_s8_u8(v), off);
+                }
             }
         }
+        q
     }
-    q
 }
 
 /// Q6_K in [`k16_body`]: 6-bit quants, an 8-bit scale per 16 values.
@@ -197,9 +194,9 @@ pub(super) struct Groups16 {
 /// The bytes of one block of `KIND` ([`K16_Q6`], [`K16_Q3`], [`K16_Q2`]).
 pub(super) const fn k16_block_bytes(kind: u8) -> usize {
     match kind {
-        K16_Q6 => 210,
-        K16_Q3 => 110,
-        _ => 84,
+        K16_Q6 => q6_k::BYTES,
+        K16_Q3 => q3_k::BYTES,
+        _ => q2_k::BYTES,
     }
 }
 
@@ -211,19 +208,22 @@ pub(super) const fn k16_block_bytes(kind: u8) -> usize {
 /// `qs` must point to 64 readable bytes.
 #[inline(always)]
 unsafe fn two_bit_groups(qs: *const u8) -> [uint8x16_t; 16] {
-    let three = vdupq_n_u8(3);
-    let mut q = [vdupq_n_u8(0); 16];
-    for n in 0..2 {
-        for h in 0..2 {
-            // SAFETY: within the 64 bytes (caller's contract).
-            let v = unsafe { vld1q_u8(qs.add(32 * n + 16 * h)) };
-            q[8 * n + h] = vandq_u8(v, three);
-            q[8 * n + 2 + h] = vandq_u8(vshrq_n_u8::<2>(v), three);
-            q[8 * n + 4 + h] = vandq_u8(vshrq_n_u8::<4>(v), three);
-            q[8 * n + 6 + h] = vshrq_n_u8::<6>(v);
+    // SAFETY: the loads are within the 64 bytes (the caller's contract); NEON is part of every
+    // aarch64 target this crate builds for.
+    unsafe {
+        let three = vdupq_n_u8(3);
+        let mut q = [vdupq_n_u8(0); 16];
+        for n in 0..2 {
+            for h in 0..2 {
+                let v = vld1q_u8(qs.add(32 * n + 16 * h));
+                q[8 * n + h] = vandq_u8(v, three);
+                q[8 * n + 2 + h] = vandq_u8(vshrq_n_u8::<2>(v), three);
+                q[8 * n + 4 + h] = vandq_u8(vshrq_n_u8::<4>(v), three);
+                q[8 * n + 6 + h] = vshrq_n_u8::<6>(v);
+            }
         }
+        q
     }
-    q
 }
 
 /// The block of `KIND` at `p` as 16 groups of 16 values.
@@ -233,46 +233,49 @@ unsafe fn two_bit_groups(qs: *const u8) -> [uint8x16_t; 16] {
 /// `p` must point to one readable block of `KIND`.
 #[inline(always)]
 pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
-    // SAFETY: every read below is within the block (caller's contract): Q6_K scales at 192 and
-    // d at 208; Q3_K hmask at 0, quants at 32, scales at 96, d at 108; Q2_K scales at 0,
-    // quants at 16, d at 80, dmin at 82.
+    // SAFETY: every read below is at a field of the block (caller's contract).
     unsafe {
         match KIND {
             K16_Q6 => Groups16 {
-                d: f16_at(p.add(208)),
+                d: f16_at(p.add(q6_k::D)),
                 dmin: 0.0,
-                scales: std::ptr::read_unaligned(p.add(192).cast()),
+                scales: std::ptr::read_unaligned(p.add(q6_k::SCALES).cast()),
                 mins: [0; 16],
                 q: q6_k_groups(p),
             },
             K16_Q3 => {
-                let low = two_bit_groups(p.add(32));
+                let low = two_bit_groups(p.add(q3_k::QS));
                 let four = vdupq_n_s8(4);
                 let q = std::array::from_fn(|g| {
                     // Group g = 8n + 2m + h holds values 128n + 32m + 16h ..; their third bit
                     // is bit 4n + m of hmask[16h ..], set for the values that are not - 4.
                     let (n, m, h) = (g / 8, (g % 8) / 2, g % 2);
-                    let hm = vld1q_u8(p.add(16 * h));
+                    let hm = vld1q_u8(p.add(q3_k::HMASK + 16 * h));
                     let bit =
                         vandq_u8(vshlq_u8(hm, vdupq_n_s8(-((4 * n + m) as i8))), vdupq_n_u8(1));
                     let v = vorrq_u8(low[g], vshlq_n_u8::<2>(bit));
                     vsubq_s8(vreinterpretq_s8_u8(v), four)
                 });
-                let packed: [u8; 12] = std::ptr::read_unaligned(p.add(96).cast());
+                let packed: [u8; 12] = std::ptr::read_unaligned(p.add(q3_k::SCALES).cast());
+                // The scales are stored plus 32, four to a little-endian word.
+                let mut biased = [0u8; 16];
+                for (b, w) in biased.chunks_exact_mut(4).zip(q3_k_scale_words(&packed)) {
+                    b.copy_from_slice(&w.to_le_bytes());
+                }
                 Groups16 {
-                    d: f16_at(p.add(108)),
+                    d: f16_at(p.add(q3_k::D)),
                     dmin: 0.0,
-                    scales: std::array::from_fn(|g| q3_k_scale(&packed, g)),
+                    scales: biased.map(|s| s.wrapping_sub(32) as i8),
                     mins: [0; 16],
                     q,
                 }
             }
             _ => {
-                let low = two_bit_groups(p.add(16));
-                let packed: [u8; 16] = std::ptr::read_unaligned(p.cast());
+                let low = two_bit_groups(p.add(q2_k::QS));
+                let packed: [u8; 16] = std::ptr::read_unaligned(p.add(q2_k::SCALES).cast());
                 Groups16 {
-                    d: f16_at(p.add(80)),
-                    dmin: f16_at(p.add(82)),
+                    d: f16_at(p.add(q2_k::D)),
+                    dmin: f16_at(p.add(q2_k::DMIN)),
                     scales: packed.map(|v| (v & 0x0f) as i8),
                     mins: packed.map(|v| (v >> 4) as i8),
                     q: low.map(|v| vreinterpretq_s8_u8(v)),
@@ -282,35 +285,28 @@ pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
     }
 }
 
-/// The scale of group `g` (16 values) of a Q3_K block's 12 packed scale bytes, minus 32: its
-/// low 4 bits from byte `g % 8` (low nibble for g < 8), its high 2 bits from byte `8 + g % 4`.
-#[inline(always)]
-fn q3_k_scale(packed: &[u8; 12], g: usize) -> i8 {
-    let low = if g < 8 { packed[g] & 0x0f } else { packed[g - 8] >> 4 };
-    let high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
-    (low | (high << 4)) as i8 - 32
-}
-
 /// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16` sums the products of two
 /// 16-byte signed vectors into an `i32`.
 macro_rules! k16_body {
     ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
+        use crate::kernels::blocks::q8_k;
         let mut acc = [[0f32; $NR]; $MR];
         let bytes = super::k16_block_bytes($KIND);
         for blk in 0..$k / 256 {
             for i in 0..$MR {
                 let w = super::groups16::<$KIND>($a.add(i * $lda + blk * bytes));
                 for j in 0..$NR {
-                    let y = $b.add(j * $ldb + blk * 292);
+                    let y = $b.add(j * $ldb + blk * q8_k::BYTES);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
-                    let ys = y.add(4).cast::<i8>();
+                    let ys = y.add(q8_k::QS).cast::<i8>();
                     let mut sumi = 0i32;
                     for g in 0..16 {
                         sumi += i32::from(w.scales[g]) * $dot16!(w.q[g], vld1q_s8(ys.add(16 * g)));
                     }
                     acc[i][j] += w.d * bd * sumi as f32;
                     if $KIND == super::K16_Q2 {
-                        let bs = std::ptr::read_unaligned(y.add(260).cast::<[i16; 16]>());
+                        let bs = y.add(q8_k::BSUMS);
+                        let bs = std::ptr::read_unaligned(bs.cast::<[i16; 16]>());
                         let mut ms = 0i32;
                         for g in 0..16 {
                             ms += i32::from(w.mins[g]) * i32::from(bs[g]);

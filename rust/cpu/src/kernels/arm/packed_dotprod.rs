@@ -11,6 +11,7 @@
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::f16_at;
+use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -18,8 +19,8 @@ use tessera_core::DType;
 
 /// Rows per group.
 const ROWS: usize = 4;
-/// Bytes of one activation block (f16 scale, i16 sum, 32 quants).
-const ACT_BLOCK: usize = 36;
+/// Bytes of one activation block (f16 scale, i16 sum, 32 quants: sized as Q8_1).
+const ACT_BLOCK: usize = q8_1::BYTES;
 
 /// `acc += sdot(w, y.4b[lane])`: lane `r` of `acc` gains the dot product of bytes
 /// `4r..4r + 4` of `w` with bytes `4 * lane..4 * lane + 4` of `y`.
@@ -54,7 +55,8 @@ macro_rules! sdot4 {
 unsafe fn scales(g: *const u8) -> float32x4_t {
     // SAFETY: caller's contract; the array is four f32.
     unsafe {
-        let d = [f16_at(g), f16_at(g.add(2)), f16_at(g.add(4)), f16_at(g.add(6))];
+        let h = F16_BYTES;
+        let d = [f16_at(g), f16_at(g.add(h)), f16_at(g.add(2 * h)), f16_at(g.add(3 * h))];
         vld1q_f32(d.as_ptr())
     }
 }
@@ -78,13 +80,13 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the four outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { 18 * ROWS } else { 34 * ROWS };
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let m4 = vdupq_n_u8(0x0f);
         let mut acc = [vdupq_n_f32(0.0); NR];
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
             let dw = scales(g);
-            let q = g.add(2 * ROWS);
+            let q = g.add(F16_BYTES * ROWS);
             // w[h]: the weights of values 4h..4h + 4 of the four rows.
             let mut w = [vdupq_n_s8(0); 8];
             if Q4 {
@@ -102,10 +104,12 @@ unsafe fn group<const NR: usize, const Q4: bool>(
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * ACT_BLOCK);
                 let bd = f16_at(p);
-                let y = p.add(4).cast::<i8>();
+                let y = p.add(q8_1::QS).cast::<i8>();
                 let (y0, y1) = (vld1q_s8(y), vld1q_s8(y.add(16)));
                 let init = if Q4 {
-                    vdupq_n_s32(-8 * i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>())))
+                    vdupq_n_s32(
+                        -8 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())),
+                    )
                 } else {
                     vdupq_n_s32(0)
                 };

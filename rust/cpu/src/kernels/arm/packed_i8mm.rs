@@ -12,15 +12,16 @@
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::f16_at;
-use crate::kernels::TileFn;
+use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
+use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
 use std::arch::asm;
 use tessera_core::DType;
 
 /// Rows per group.
 const ROWS: usize = 4;
-/// Bytes of one activation block (f16 scale, i16 sum, 32 quants).
-const ACT_BLOCK: usize = 36;
+/// Bytes of one activation block (f16 scale, i16 sum, 32 quants: sized as Q8_1).
+const ACT_BLOCK: usize = q8_1::BYTES;
 
 /// `acc += smmla(w, y)`: `w` two rows of 8 signed bytes, `y` two columns of 8; `acc` the 2 x 2
 /// int32 products `[r0c0, r0c1, r1c0, r1c1]`.
@@ -57,17 +58,21 @@ unsafe fn group<const NP: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the four outputs of each of the `ncols` activation rows.
     unsafe {
-        let gsize = if Q4 { 18 * ROWS } else { 34 * ROWS };
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let m4 = vdupq_n_u8(0x0f);
         // acc[cp][rp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
         let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
         let col = |cp: usize, n: usize| b.add((2 * cp + n).min(ncols - 1) * ldb);
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
-            let (d0, d1, d2, d3) =
-                (f16_at(g), f16_at(g.add(2)), f16_at(g.add(4)), f16_at(g.add(6)));
+            let (d0, d1, d2, d3) = (
+                f16_at(g),
+                f16_at(g.add(F16_BYTES)),
+                f16_at(g.add(2 * F16_BYTES)),
+                f16_at(g.add(3 * F16_BYTES)),
+            );
             let wd = [vld1q_f32([d0, d0, d1, d1].as_ptr()), vld1q_f32([d2, d2, d3, d3].as_ptr())];
-            let q = g.add(2 * ROWS);
+            let q = g.add(F16_BYTES * ROWS);
             // w[t][rp]: the weights of word t (values 8t..8t + 8) of row pair rp.
             let mut w = [[vdupq_n_s8(0); 2]; 4];
             for t in 0..if Q4 { 2 } else { 4 } {
@@ -85,12 +90,14 @@ unsafe fn group<const NP: usize, const Q4: bool>(
             }
             for cp in 0..NP {
                 let (p0, p1) = (col(cp, 0).add(blk * ACT_BLOCK), col(cp, 1).add(blk * ACT_BLOCK));
-                let (y0, y1) = (p0.add(4).cast::<i8>(), p1.add(4).cast::<i8>());
+                let (y0, y1) = (p0.add(q8_1::QS).cast::<i8>(), p1.add(q8_1::QS).cast::<i8>());
                 let (e0, e1) = (f16_at(p0), f16_at(p1));
                 let be = vld1q_f32([e0, e1, e0, e1].as_ptr());
                 let init = if Q4 {
-                    let s0 = -8 * i32::from(std::ptr::read_unaligned(p0.add(2).cast::<i16>()));
-                    let s1 = -8 * i32::from(std::ptr::read_unaligned(p1.add(2).cast::<i16>()));
+                    let s0 =
+                        -8 * i32::from(std::ptr::read_unaligned(p0.add(q8_1::S).cast::<i16>()));
+                    let s1 =
+                        -8 * i32::from(std::ptr::read_unaligned(p1.add(q8_1::S).cast::<i16>()));
                     vld1q_s32([s0, s1, s0, s1].as_ptr())
                 } else {
                     vdupq_n_s32(0)
@@ -132,29 +139,18 @@ macro_rules! packed_tile_fn {
         ///
         /// As [`TileFn`]; `a` points to a group of four rows repacked in 4 x 8.
         #[target_feature(enable = "neon,i8mm")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             debug_assert_eq!(mr, ROWS);
             let mut j = 0;
             while j < nr {
                 let n = (nr - j).min(4);
                 // SAFETY: columns j..j + n of the tile (caller's contract).
                 unsafe {
-                    let (bp, cp) = (b.add(j * ldb), c.add(j * ldc));
+                    let t = o.at(0, j);
                     if n > 2 {
-                        group::<2, $q4>(k, a, bp, ldb, cp, ldc, n);
+                        group::<2, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
                     } else {
-                        group::<1, $q4>(k, a, bp, ldb, cp, ldc, n);
+                        group::<1, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
                     }
                 }
                 j += n;

@@ -8,10 +8,11 @@
 //! unpacked once and used for every activation row of the tile; the mins go through Q8_K's
 //! `bsums`.
 
+use crate::kernels::blocks::q5_k;
 use std::arch::aarch64::*;
 
 /// Bytes of a Q5_K block.
-pub(super) const BLOCK: usize = 176;
+pub(super) const BLOCK: usize = q5_k::BYTES;
 
 /// A Q5_K block unpacked for the dot products.
 pub(super) struct Unpacked {
@@ -37,16 +38,17 @@ pub(super) unsafe fn load_block(p: *const u8) -> Unpacked {
     // SAFETY: every read is inside the block (caller's contract).
     unsafe {
         let d = super::f16_at(p);
-        let dmin = super::f16_at(p.add(2));
-        let (s, m) = super::scales_mins(&std::ptr::read_unaligned(p.add(4).cast::<[u8; 12]>()));
+        let dmin = super::f16_at(p.add(q5_k::DMIN));
+        let scales = std::ptr::read_unaligned(p.add(q5_k::SCALES).cast::<[u8; 12]>());
+        let (s, m) = super::scales_mins(&scales);
         let sc = s.map(i32::from);
         let mn = m.map(i32::from);
-        let qh = (vld1q_u8(p.add(16)), vld1q_u8(p.add(32)));
+        let qh = (vld1q_u8(p.add(q5_k::QH)), vld1q_u8(p.add(q5_k::QH + 16)));
         let m4 = vdupq_n_u8(0x0f);
         let sixteen = vdupq_n_u8(0x10);
         let mut q = [(vdupq_n_s8(0), vdupq_n_s8(0)); 8];
         for ch in 0..4 {
-            let ql = p.add(48 + 32 * ch);
+            let ql = p.add(q5_k::QS + 32 * ch);
             let (q0, q1) = (vld1q_u8(ql), vld1q_u8(ql.add(16)));
             for (h, nib) in
                 [(vandq_u8(q0, m4), vandq_u8(q1, m4)), (vshrq_n_u8::<4>(q0), vshrq_n_u8::<4>(q1))]
@@ -72,16 +74,17 @@ pub(super) unsafe fn load_block(p: *const u8) -> Unpacked {
 macro_rules! q5_k_body {
     ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32:ident) => {{
         use super::q5_k;
+        use crate::kernels::blocks::q8_k;
         let mut acc = [[0f32; $NR]; $MR];
         for blk in 0..$k / 256 {
             for i in 0..$MR {
                 let q5_k::Unpacked { d, dmin, sc, mn, q } =
                     q5_k::load_block($a.add(i * $lda + blk * q5_k::BLOCK));
                 for j in 0..$NR {
-                    let y = $b.add(j * $ldb + blk * 292);
+                    let y = $b.add(j * $ldb + blk * q8_k::BYTES);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
-                    let bs = std::ptr::read_unaligned(y.add(260).cast::<[i16; 16]>());
-                    let ys = y.add(4).cast::<i8>();
+                    let bs = std::ptr::read_unaligned(y.add(q8_k::BSUMS).cast::<[i16; 16]>());
+                    let ys = y.add(q8_k::QS).cast::<i8>();
                     let mut sumv = vdupq_n_s32(0);
                     for g in 0..8 {
                         let yv = (vld1q_s8(ys.add(32 * g)), vld1q_s8(ys.add(32 * g + 16)));

@@ -3,6 +3,7 @@
 //! from zero) for the legacy types and `fcvtns` (round half to even, ggml's `nearest_int`) for
 //! Q8_K.
 
+use crate::kernels::blocks::{q8_0, q8_1, q8_k, F16_BYTES};
 use std::arch::aarch64::*;
 use tessera_core::DType;
 
@@ -27,69 +28,77 @@ fn abs_max<const N: usize>(v: &[float32x4_t; N]) -> f32 {
 /// `x` must point to 32 readable f32 and `q` to 32 writable bytes.
 #[target_feature(enable = "neon")]
 unsafe fn q8_block(x: *const f32, q: *mut i8) -> (f32, i32) {
-    let v: [float32x4_t; 8] = std::array::from_fn(|i| vld1q_f32(x.add(4 * i)));
-    let d = abs_max(&v) / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let r: [int32x4_t; 8] = std::array::from_fn(|i| vcvtaq_s32_f32(vmulq_n_f32(v[i], id)));
-    let mut sum = vaddq_s32(r[0], r[1]);
-    for p in 1..4 {
-        sum = vaddq_s32(sum, vaddq_s32(r[2 * p], r[2 * p + 1]));
+    // SAFETY: `x` points to 32 readable f32 and `q` to 32 writable bytes (the caller's contract): the
+    // loads and stores below.
+    unsafe {
+        let v: [float32x4_t; 8] = std::array::from_fn(|i| vld1q_f32(x.add(4 * i)));
+        let d = abs_max(&v) / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let r: [int32x4_t; 8] = std::array::from_fn(|i| vcvtaq_s32_f32(vmulq_n_f32(v[i], id)));
+        let mut sum = vaddq_s32(r[0], r[1]);
+        for p in 1..4 {
+            sum = vaddq_s32(sum, vaddq_s32(r[2 * p], r[2 * p + 1]));
+        }
+        for h in 0..2 {
+            let r = &r[4 * h..];
+            let lo = vcombine_s16(vqmovn_s32(r[0]), vqmovn_s32(r[1]));
+            let hi = vcombine_s16(vqmovn_s32(r[2]), vqmovn_s32(r[3]));
+            vst1q_s8(q.add(16 * h), vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
+        }
+        (d, vaddvq_s32(sum))
     }
-    for h in 0..2 {
-        let r = &r[4 * h..];
-        let lo = vcombine_s16(vqmovn_s32(r[0]), vqmovn_s32(r[1]));
-        let hi = vcombine_s16(vqmovn_s32(r[2]), vqmovn_s32(r[3]));
-        vst1q_s8(q.add(16 * h), vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
-    }
-    (d, vaddvq_s32(sum))
 }
 
 /// Quantizes 256 values at `x` as a Q8_K block at `out` (`d`, quants, 16 `bsums`).
 ///
 /// # Safety
 ///
-/// `x` must point to 256 readable f32 and `out` to 292 writable bytes.
+/// `x` must point to 256 readable f32 and `out` to one writable Q8_K block.
 #[target_feature(enable = "neon")]
 unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
-    let v: [float32x4_t; 64] = std::array::from_fn(|i| vld1q_f32(x.add(4 * i)));
-    let amax = abs_max(&v);
-    if amax == 0.0 {
-        std::ptr::write_bytes(out, 0, 292);
-        return;
+    // SAFETY: `x` points to 256 readable f32 and `out` to one writable Q8_K block (the caller's
+    // contract): every load and store below is within them.
+    unsafe {
+        let v: [float32x4_t; 64] = std::array::from_fn(|i| vld1q_f32(x.add(4 * i)));
+        let amax = abs_max(&v);
+        if amax == 0.0 {
+            std::ptr::write_bytes(out, 0, q8_k::BYTES);
+            return;
+        }
+        // The first value of largest magnitude (the reference's strict `>` scan); only a tie
+        // between +amax and -amax needs the scan.
+        let (mut hi, mut lo) = (v[0], v[0]);
+        for x in &v[1..] {
+            hi = vmaxq_f32(hi, *x);
+            lo = vminq_f32(lo, *x);
+        }
+        let (hi, lo) = (vmaxvq_f32(hi), vminvq_f32(lo));
+        let max = if hi == amax && lo != -amax {
+            hi
+        } else if lo == -amax && hi != amax {
+            lo
+        } else {
+            // `x` points to 256 readable f32 (see above).
+            let xs = std::slice::from_raw_parts(x, 256);
+            xs.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax)
+        };
+        let iscale = -127.0 / max;
+        let cap = vdupq_n_s32(127);
+        let qs = out.add(q8_k::QS).cast::<i8>();
+        let mut bsums = [0i16; 16];
+        for (g, s) in bsums.iter_mut().enumerate() {
+            let r: [int32x4_t; 4] = std::array::from_fn(|i| {
+                vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[4 * g + i], iscale)), cap)
+            });
+            let lo = vcombine_s16(vqmovn_s32(r[0]), vqmovn_s32(r[1]));
+            let hi = vcombine_s16(vqmovn_s32(r[2]), vqmovn_s32(r[3]));
+            let q = vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi));
+            vst1q_s8(qs.add(16 * g), q);
+            *s = vaddvq_s16(vpaddlq_s8(q));
+        }
+        std::ptr::write_unaligned(out.cast::<f32>(), 1.0 / iscale);
+        std::ptr::copy_nonoverlapping(bsums.as_ptr().cast::<u8>(), out.add(q8_k::BSUMS), 32);
     }
-    // The first value of largest magnitude (the reference's strict `>` scan); only a tie
-    // between +amax and -amax needs the scan.
-    let (mut hi, mut lo) = (v[0], v[0]);
-    for x in &v[1..] {
-        hi = vmaxq_f32(hi, *x);
-        lo = vminq_f32(lo, *x);
-    }
-    let (hi, lo) = (vmaxvq_f32(hi), vminvq_f32(lo));
-    let max = if hi == amax && lo != -amax {
-        hi
-    } else if lo == -amax && hi != amax {
-        lo
-    } else {
-        // SAFETY: `x` points to 256 readable f32 (this function's contract).
-        let xs = unsafe { std::slice::from_raw_parts(x, 256) };
-        xs.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax)
-    };
-    let iscale = -127.0 / max;
-    let cap = vdupq_n_s32(127);
-    let qs = out.add(4).cast::<i8>();
-    let mut bsums = [0i16; 16];
-    for (g, s) in bsums.iter_mut().enumerate() {
-        let r: [int32x4_t; 4] = std::array::from_fn(|i| {
-            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[4 * g + i], iscale)), cap)
-        });
-        let lo = vcombine_s16(vqmovn_s32(r[0]), vqmovn_s32(r[1]));
-        let hi = vcombine_s16(vqmovn_s32(r[2]), vqmovn_s32(r[3]));
-        let q = vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi));
-        vst1q_s8(qs.add(16 * g), q);
-        *s = vaddvq_s16(vpaddlq_s8(q));
-    }
-    std::ptr::write_unaligned(out.cast::<f32>(), 1.0 / iscale);
-    std::ptr::copy_nonoverlapping(bsums.as_ptr().cast::<u8>(), out.add(260), 32);
 }
 
 /// Converts an activation row with NEON when a quantizer exists for `act` (Q8_0, Q8_1, Q8_K);
@@ -97,23 +106,24 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) {
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
     match act {
         DType::Q8_0 | DType::Q8_1 => {
-            let bs = if act == DType::Q8_0 { 34 } else { 36 };
+            let (bs, qs) =
+                if act == DType::Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q8_1::BYTES, q8_1::QS) };
             for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(bs)) {
                 // SAFETY: NEON is in every aarch64 target; 32 values in, 32 quant bytes out
-                // (the block holds `bs` bytes, the quants its last 32).
+                // (the block holds `bs` bytes, the quants from `qs`).
                 let (d, sum) =
-                    unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(bs - 32).cast::<i8>()) };
-                out[..2].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+                    unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(qs).cast::<i8>()) };
+                out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
                 if act == DType::Q8_1 {
                     let s = half::f16::from_f32(sum as f32 * d);
-                    out[2..4].copy_from_slice(&s.to_bits().to_le_bytes());
+                    out[q8_1::S..q8_1::S + F16_BYTES].copy_from_slice(&s.to_bits().to_le_bytes());
                 }
             }
             true
         }
         DType::Q8_K => {
-            for (x, out) in src.chunks_exact(256).zip(dst.chunks_exact_mut(292)) {
-                // SAFETY: NEON is in every aarch64 target; 256 values in, one 292-byte block out.
+            for (x, out) in src.chunks_exact(256).zip(dst.chunks_exact_mut(q8_k::BYTES)) {
+                // SAFETY: NEON is in every aarch64 target; 256 values in, one Q8_K block out.
                 unsafe { q8_k_block(x.as_ptr(), out.as_mut_ptr()) };
             }
             true

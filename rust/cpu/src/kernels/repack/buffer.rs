@@ -1,8 +1,9 @@
 //! The "CPU_REPACK" buffer type: weight tensors repacked at `write` in the active tier's
-//! [`PackLayout`], remembered per tensor, and read back as GGUF bytes.
+//! [`PackLayout`], remembered per tensor by the buffer ([`RepackBuffer::packing`]), and read
+//! back as GGUF bytes.
 
 use super::REPACK_NAME;
-use super::{can_repack_as, pack_as, register, unpack_as, unregister_range, PackLayout};
+use super::{can_repack_as, pack_as, unpack_as, PackLayout, Packing};
 use crate::buffer::{HostBuffer, CPU_ALIGNMENT, CPU_NAME};
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -49,6 +50,9 @@ impl BufferType for RepackBufferType {
     fn accepts_weight(&self, layout: &Layout) -> bool {
         super::can_repack(layout)
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// A buffer of [`RepackBufferType`].
@@ -61,8 +65,24 @@ pub struct RepackBuffer {
 }
 
 impl RepackBuffer {
-    fn base(&self) -> NonNull<u8> {
-        self.mem.host_ptr().unwrap_or(NonNull::dangling())
+    /// How the `len` bytes at `offset` are stored: [`Packing::Packed`] when they are exactly a
+    /// repacked tensor (placed with `init_tensor` and written whole under a tier with a
+    /// layout), [`Packing::Partial`] when they touch one otherwise (a view), else
+    /// [`Packing::Plain`]. The exact case, a MUL_MAT's weights, is one map lookup.
+    pub fn packing(&self, offset: usize, len: usize) -> Packing {
+        let t = self.tensors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((l, packed)) = t.get(&offset) {
+            if l.nbytes() == len {
+                return packed.map_or(Packing::Plain, |pl| Packing::Packed(l.dtype, pl));
+            }
+        }
+        let end = offset.saturating_add(len.max(1));
+        let touches = t.range(..end).any(|(&o, (l, pl))| pl.is_some() && offset < o + l.nbytes());
+        if touches {
+            Packing::Partial
+        } else {
+            Packing::Plain
+        }
     }
 
     /// The repacked tensors overlapping `offset..offset + len`: (offset, layout, pack layout).
@@ -83,15 +103,8 @@ impl RepackBuffer {
         for (&o, (l, packed)) in t.iter_mut() {
             if packed.is_some() && o < offset + len && offset < o + l.nbytes() {
                 *packed = None;
-                unregister_range(self.base().as_ptr() as usize + o, 1);
             }
         }
-    }
-}
-
-impl Drop for RepackBuffer {
-    fn drop(&mut self) {
-        unregister_range(self.base().as_ptr() as usize, self.mem.size().max(1));
     }
 }
 
@@ -129,9 +142,7 @@ impl Buffer for RepackBuffer {
         if t.get(&offset).is_some_and(|(l, _)| l == layout) {
             return Ok(());
         }
-        if let Some((_, Some(_))) = t.insert(offset, (*layout, None)) {
-            unregister_range(self.base().as_ptr() as usize + offset, 1);
-        }
+        t.insert(offset, (*layout, None));
         Ok(())
     }
 
@@ -154,9 +165,6 @@ impl Buffer for RepackBuffer {
                 let mut packed = vec![0u8; data.len()];
                 pack_as(pl, l.dtype, l.ne[0], data, &mut packed)?;
                 self.mem.write(offset, &packed)?;
-                // SAFETY: offset lies within the buffer (checked above).
-                let ptr = unsafe { self.base().as_ptr().add(offset) };
-                register(ptr, data.len(), l.dtype, pl);
                 let mut t = self.tensors.lock().unwrap_or_else(|e| e.into_inner());
                 t.insert(o, (l, Some(pl)));
                 return Ok(());
@@ -201,7 +209,6 @@ impl Buffer for RepackBuffer {
 
     fn reset(&self) {
         self.tensors.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        unregister_range(self.base().as_ptr() as usize, self.mem.size().max(1));
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -25,20 +25,21 @@
 //! GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
-//! `read` returns the GGUF bytes again. The matmul driver recognizes repacked tensors by their
-//! address (a registry filled by the buffers, remembering each tensor's layout) and uses
-//! [`packed_kernel`].
+//! `read` returns the GGUF bytes again. Each buffer remembers how each of its tensors is stored
+//! ([`RepackBuffer::packing`]); the CPU backend asks it for a MUL_MAT's weights and hands the
+//! layout to the matmul driver, which runs the kernel of that layout ([`kernel_for`]).
 
 mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
+use super::blocks::{q4_0, q4_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
-use std::collections::BTreeMap;
 use std::ptr::NonNull;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferType};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -120,43 +121,49 @@ pub fn group_rows(pl: PackLayout, dtype: DType) -> usize {
     geometry(dtype).map_or(pl.rows, |g| g.group(pl).rows)
 }
 
+/// The per-row header of a Q4_K block in a group: `d`, `dmin`, then each of the 12 scale bytes
+/// on its own (byte-planar: byte `s` of the group's rows together), so that the kernel decodes
+/// the 6-bit scales of all rows with byte-vector operations.
+const Q4_K_FIELDS: [(usize, usize); 14] = {
+    let mut f = [(0, F16_BYTES); 14];
+    f[1] = (q4_k::DMIN, F16_BYTES);
+    let mut s = 0;
+    while s < K_SCALE_SIZE {
+        f[2 + s] = (q4_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
 fn geometry(dtype: DType) -> Option<Geometry> {
+    let quants = |at: usize, size: usize| (at, size - at);
     match dtype {
-        DType::Q4_0 => {
-            Some(Geometry { values: 32, size: 18, fields: &[(0, 2)], quants: (2, 16), own: None })
-        }
-        DType::Q8_0 => {
-            Some(Geometry { values: 32, size: 34, fields: &[(0, 2)], quants: (2, 32), own: None })
-        }
+        DType::Q4_0 => Some(Geometry {
+            values: QK4_0,
+            size: q4_0::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(q4_0::QS, q4_0::BYTES),
+            own: None,
+        }),
+        DType::Q8_0 => Some(Geometry {
+            values: QK8_0,
+            size: q8_0::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(q8_0::QS, q8_0::BYTES),
+            own: None,
+        }),
         DType::F16 => Some(Geometry {
-            values: 16,
-            size: 32,
+            values: F16_GROUP.word / F16_BYTES,
+            size: F16_GROUP.word,
             fields: &[],
-            quants: (0, 32),
+            quants: (0, F16_GROUP.word),
             own: Some(F16_GROUP),
         }),
         DType::Q4_K => Some(Geometry {
-            values: 256,
-            size: 144,
-            // The 12 scale bytes byte-planar (byte s of the group's rows together), so that the
-            // kernel decodes the 6-bit scales of all rows with byte-vector operations.
-            fields: &[
-                (0, 2),
-                (2, 2),
-                (4, 1),
-                (5, 1),
-                (6, 1),
-                (7, 1),
-                (8, 1),
-                (9, 1),
-                (10, 1),
-                (11, 1),
-                (12, 1),
-                (13, 1),
-                (14, 1),
-                (15, 1),
-            ],
-            quants: (16, 128),
+            values: QK_K,
+            size: q4_k::BYTES,
+            fields: &Q4_K_FIELDS,
+            quants: quants(q4_k::QS, q4_k::BYTES),
             own: None,
         }),
         _ => None,
@@ -275,80 +282,20 @@ pub fn unpack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> 
     unpack_as(PackLayout::R16W4, dtype, k, src, dst)
 }
 
-/// A registered repacked tensor: its length, type and layout.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    len: usize,
-    dtype: DType,
-    layout: PackLayout,
-}
-
-/// Repacked tensors by start address.
-static REGISTRY: RwLock<BTreeMap<usize, Entry>> = RwLock::new(BTreeMap::new());
-
-fn register(ptr: *const u8, len: usize, dtype: DType, layout: PackLayout) {
-    REGISTRY
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(ptr as usize, Entry { len, dtype, layout });
-}
-
-fn unregister_range(start: usize, len: usize) {
-    let mut reg = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
-    let keys: Vec<usize> = reg.range(start..start.saturating_add(len)).map(|(&k, _)| k).collect();
-    for k in keys {
-        reg.remove(&k);
-    }
-}
-
-/// What the registry knows about `len` bytes at `ptr`.
+/// What the bytes of a tensor in a [`RepackBuffer`] are ([`RepackBuffer::packing`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    /// Not in a repacked tensor: plain GGUF bytes.
+pub enum Packing {
+    /// Plain GGUF bytes.
     Plain,
-    /// Exactly a repacked tensor of this type (its layout: [`packed_layout`]).
-    Packed(DType),
+    /// Exactly a repacked tensor: of this type, in this layout.
+    Packed(DType, PackLayout),
     /// Part of a repacked tensor (a view): its bytes are not GGUF's and no kernel reads them.
     Partial,
 }
 
-/// The registry entry starting at or before `ptr` that overlaps `len` bytes at `ptr`.
-fn entry_at(ptr: *const u8, len: usize) -> Option<(usize, Entry)> {
-    let reg = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
-    let p = ptr as usize;
-    let end = p.saturating_add(len.max(1));
-    match reg.range(..end).next_back() {
-        Some((&start, &e)) if p < start + e.len => Some((start, e)),
-        _ => None,
-    }
-}
-
-/// Whether `len` bytes at `ptr` are a repacked tensor, part of one, or plain bytes.
-pub fn lookup(ptr: *const u8, len: usize) -> Lookup {
-    match entry_at(ptr, len) {
-        Some((start, e)) if start == ptr as usize && e.len == len => Lookup::Packed(e.dtype),
-        Some(_) => Lookup::Partial,
-        None => Lookup::Plain,
-    }
-}
-
-/// The type and layout of the repacked tensor of exactly `len` bytes at `ptr`, if it is one.
-pub fn packed_layout(ptr: *const u8, len: usize) -> Option<(DType, PackLayout)> {
-    match entry_at(ptr, len) {
-        Some((start, e)) if start == ptr as usize && e.len == len => Some((e.dtype, e.layout)),
-        _ => None,
-    }
-}
-
-/// The kernel for the repacked tensor of exactly `len` bytes at `ptr` (the one that reads the
-/// layout it was written in), `None` when it is not one or the CPU lacks that kernel.
-pub fn packed_kernel(ptr: *const u8, len: usize) -> Option<MatKernel> {
-    let (dtype, pl) = packed_layout(ptr, len)?;
-    kernel_for(pl, dtype)
-}
-
 /// A repacked weight matrix outside any graph (benchmarks, tests), in its own CPU buffer
-/// (huge pages like the weights of a graph): registered while alive.
+/// (huge pages like the weights of a graph); pass [`PackedWeights::weights`] to the matmul
+/// driver.
 #[derive(Debug)]
 pub struct PackedWeights {
     mem: HostBuffer,
@@ -370,12 +317,10 @@ impl PackedWeights {
         }
         let mut packed = PackedWeights { mem: HostBuffer::new(plain.len()).ok()?, layout: pl };
         pack_as(pl, layout.dtype, layout.ne[0], plain, packed.bytes_mut()).ok()?;
-        let bytes = packed.bytes();
-        register(bytes.as_ptr(), bytes.len(), layout.dtype, pl);
         Some(packed)
     }
 
-    /// The repacked bytes (pass their address to the matmul driver).
+    /// The repacked bytes.
     pub fn bytes(&self) -> &[u8] {
         let ptr = self.mem.host_ptr().unwrap_or(NonNull::dangling());
         // SAFETY: the buffer owns `size()` initialized bytes at its host pointer for as long
@@ -394,25 +339,19 @@ impl PackedWeights {
     pub fn layout(&self) -> PackLayout {
         self.layout
     }
-}
 
-impl PackedWeights {
-    /// A copy in a buffer of its own (registered too); `None` when out of memory.
+    /// The weights as a matmul operand of tensor layout `layout` (the one they were packed
+    /// from): their bytes, marked as repacked in [`PackedWeights::layout`].
+    pub fn weights(&self, layout: Layout) -> crate::matmul::TensorRef {
+        crate::matmul::TensorRef::packed(layout, self.bytes().as_ptr(), self.layout)
+    }
+
+    /// A copy in a buffer of its own; `None` when out of memory.
     pub fn try_clone(&self) -> Option<PackedWeights> {
         let src = self.bytes();
         let mut copy = PackedWeights { mem: HostBuffer::new(src.len()).ok()?, layout: self.layout };
         copy.bytes_mut().copy_from_slice(src);
-        if let Some((t, pl)) = packed_layout(src.as_ptr(), src.len()) {
-            let bytes = copy.bytes();
-            register(bytes.as_ptr(), bytes.len(), t, pl);
-        }
         Some(copy)
-    }
-}
-
-impl Drop for PackedWeights {
-    fn drop(&mut self) {
-        unregister_range(self.bytes().as_ptr() as usize, 1);
     }
 }
 

@@ -3,30 +3,25 @@
 #![allow(clippy::incompatible_msrv)]
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-super::kern::x86_tier!(
-    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    true,
-    (6, 4, 8),
-    (4, 4),
-    (1, 8, 4),
-    (1, 8, 4)
-);
+/// The register tiles of the AVX-512 VNNI kernels (32 registers), for several activation rows
+/// (`mr x nr`) and for one (`gemv` weight rows side by side).
+const AVX512_TILES: X86Tiles = X86Tiles {
+    float: Tiles::new(6, 4).with_gemv(8),
+    q8_0_q4_0: Tiles::new(4, 4),
+    q4_k_q5_k: Tiles::new(1, 8).with_gemv(4),
+    q2_k_q3_k_q6_k: Tiles::new(1, 8).with_gemv(4),
+    q4_1_q5_0_q5_1: Tiles::new(4, 4).with_gemv(6),
+};
 
-/// The Q4_1, Q5_0 and Q5_1 kernels of this tier.
-mod legacy_q {
-    super::super::legacy::legacy_tier!(
-        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-        true,
-        6,
-        (4, 4),
-        (12, 4)
-    );
-}
+super::kern::x86_tier!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", vnni: true, AVX512_TILES);
 
-/// The kernels of this tier beyond [`super::kern::x86_tier!`]'s.
-fn other_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    legacy_q::tile(wt)
-}
+use super::kern::X86Tiles;
+use crate::kernels::Tiles;
+// (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q8_0 and q8_k among them.)
+use crate::kernels::blocks::{q8_1, F16_BYTES};
+
+/// Rows per repacked group (the 16 x 4 layout).
+const ROWS: usize = 16;
 
 /// Repacked Q4_0 / Q8_0 weights (one group of sixteen rows, see [`crate::kernels::repack`]) times
 /// `NR` activation rows in the "Q8_0 with sums" format: one `vpdpbusd` multiplies four quants
@@ -40,47 +35,56 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let bsz = if Q4 { 288 } else { 544 };
-    let zp: i32 = if Q4 { 8 } else { 128 };
-    let nib = _mm512_set1_epi8(0x0f);
-    let flip = _mm512_set1_epi8(-128);
-    let mut acc = [_mm512_setzero_ps(); NR];
-    for blk in 0..k / 32 {
-        let g = a.add(blk * bsz);
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
-        let mut w = [_mm512_setzero_si512(); 8];
-        if Q4 {
-            for h in 0..4 {
-                let q = _mm512_loadu_si512(g.add(32 + 64 * h).cast());
-                w[h] = _mm512_and_si512(q, nib);
-                w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
+    // SAFETY: the caller guarantees this function's target features and its operands: `a` one
+    // group of sixteen repacked Q4_0 / Q8_0 rows of `k` values, `NR` activation rows of `k` values
+    // in the Q8_0-with-sums format at `b + j * ldb`, and 16 writable outputs at `c + j * ldc`;
+    // every load and store below stays within them.
+    unsafe {
+        // A group's block: the sixteen f16 scales, then the quants.
+        let bsz = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let zp: i32 = if Q4 { 8 } else { 128 };
+        let nib = _mm512_set1_epi8(0x0f);
+        let flip = _mm512_set1_epi8(-128);
+        let mut acc = [_mm512_setzero_ps(); NR];
+        for blk in 0..k / 32 {
+            let g = a.add(blk * bsz);
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+            let qs = g.add(F16_BYTES * ROWS);
+            let mut w = [_mm512_setzero_si512(); 8];
+            if Q4 {
+                for h in 0..4 {
+                    let q = _mm512_loadu_si512(qs.add(64 * h).cast());
+                    w[h] = _mm512_and_si512(q, nib);
+                    w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
+                }
+            } else {
+                for (h, v) in w.iter_mut().enumerate() {
+                    *v = _mm512_xor_si512(_mm512_loadu_si512(qs.add(64 * h).cast()), flip);
+                }
             }
-        } else {
-            for (h, v) in w.iter_mut().enumerate() {
-                *v = _mm512_xor_si512(_mm512_loadu_si512(g.add(32 + 64 * h).cast()), flip);
+            for (j, acc_j) in acc.iter_mut().enumerate() {
+                let p = b.add(j * ldb + blk * q8_1::BYTES);
+                let bd = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                    std::ptr::read_unaligned(p.cast::<u16>()),
+                ))));
+                let sum = i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>()));
+                let mut ai = _mm512_set1_epi32(-zp * sum);
+                let q = p.add(q8_1::QS);
+                for (h, wh) in w.iter().enumerate() {
+                    let bw =
+                        _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * h).cast::<i32>()));
+                    ai = _mm512_dpbusd_epi32(ai, *wh, bw);
+                }
+                *acc_j = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(ai),
+                    _mm512_mul_ps(dw, _mm512_set1_ps(bd)),
+                    *acc_j,
+                );
             }
         }
-        for (j, acc_j) in acc.iter_mut().enumerate() {
-            let p = b.add(j * ldb + blk * 36);
-            let bd = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
-                std::ptr::read_unaligned(p.cast::<u16>()),
-            ))));
-            let sum = i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>()));
-            let mut ai = _mm512_set1_epi32(-zp * sum);
-            let q = p.add(4);
-            for (h, wh) in w.iter().enumerate() {
-                let bw = _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * h).cast::<i32>()));
-                ai = _mm512_dpbusd_epi32(ai, *wh, bw);
-            }
-            *acc_j = _mm512_fmadd_ps(
-                _mm512_cvtepi32_ps(ai),
-                _mm512_mul_ps(dw, _mm512_set1_ps(bd)),
-                *acc_j,
-            );
+        for (j, acc_j) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(j * ldc), *acc_j);
         }
-    }
-    for (j, acc_j) in acc.iter().enumerate() {
-        _mm512_storeu_ps(c.add(j * ldc), *acc_j);
     }
 }
 
@@ -112,9 +116,9 @@ packed_tiled!(
 /// The kernel for repacked weights of `wt`, with its tile size (16 rows, 8 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, 16, 8)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, 16, 8)),
-        DType::Q4_K => Some((packed_q4_k as TileFn, 16, 8)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 8)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
+        DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
         _ => None,
     }
 }
@@ -131,78 +135,89 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
     c: *mut f32,
     ldc: usize,
 ) {
-    let nib = _mm512_set1_epi8(0x0f);
-    let ones16 = _mm256_set1_epi16(1);
-    let mut acc = [_mm512_setzero_ps(); NR];
-    for blk in 0..k / 256 {
-        let g = a.add(blk * 2304);
-        let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
-        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(32).cast()));
-        // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m), decoded
-        // from the byte-planar 12-byte scales (ggml's `get_scale_min_k4` on byte vectors).
-        let sp = g.add(64);
-        let sb: [__m128i; 12] = std::array::from_fn(|t| _mm_loadu_si128(sp.add(16 * t).cast()));
-        let m63 = _mm_set1_epi8(63);
-        let m0f = _mm_set1_epi8(0x0f);
-        let m03 = _mm_set1_epi8(0x03);
-        let top2 = |x: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(x), m03));
-        let to_f =
-            |x: __m128i, m: __m512| _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x)));
-        let mut wsc = [_mm512_setzero_ps(); 8];
-        let mut wmn = [_mm512_setzero_ps(); 8];
-        for t in 0..4 {
-            wsc[t] = to_f(_mm_and_si128(sb[t], m63), d);
-            wmn[t] = to_f(_mm_and_si128(sb[t + 4], m63), dmin);
-        }
-        for t in 4..8 {
-            let scb = _mm_or_si128(_mm_and_si128(sb[t + 4], m0f), top2(sb[t - 4]));
-            let mnb = _mm_or_si128(_mm_and_si128(_mm_srli_epi16::<4>(sb[t + 4]), m0f), top2(sb[t]));
-            wsc[t] = to_f(scb, d);
-            wmn[t] = to_f(mnb, dmin);
-        }
-        let q = g.add(256);
-        let mut tj = [_mm512_setzero_ps(); NR];
-        for ch in 0..4 {
-            let mut lo = [_mm512_setzero_si512(); 8];
-            let mut hi = [_mm512_setzero_si512(); 8];
-            for h in 0..8 {
-                let w = _mm512_loadu_si512(q.add(64 * (8 * ch + h)).cast());
-                lo[h] = _mm512_and_si512(w, nib);
-                hi[h] = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib);
+    // SAFETY: the caller guarantees this function's target features and its operands: `a` one
+    // group of sixteen repacked Q4_K rows of `k` values, `NR` Q8_K activation rows at
+    // `b + j * ldb`, and 16 writable outputs at `c + j * ldc`; every load and store below stays
+    // within them.
+    unsafe {
+        let nib = _mm512_set1_epi8(0x0f);
+        let ones16 = _mm256_set1_epi16(1);
+        let mut acc = [_mm512_setzero_ps(); NR];
+        for blk in 0..k / 256 {
+            // A group's block: the sixteen d, the sixteen dmin, the 12 scale bytes byte-planar
+            // (16 rows each), then the quants.
+            let g = a.add(blk * q4_k::BYTES * ROWS);
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+            let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
+            // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m), decoded
+            // from the byte-planar 12-byte scales (ggml's `get_scale_min_k4` on byte vectors).
+            let sp = g.add(2 * F16_BYTES * ROWS);
+            let sb: [__m128i; 12] = std::array::from_fn(|t| _mm_loadu_si128(sp.add(16 * t).cast()));
+            let m63 = _mm_set1_epi8(63);
+            let m0f = _mm_set1_epi8(0x0f);
+            let m03 = _mm_set1_epi8(0x03);
+            let top2 = |x: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(_mm_srli_epi16::<6>(x), m03));
+            let to_f = |x: __m128i, m: __m512| {
+                _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x)))
+            };
+            let mut wsc = [_mm512_setzero_ps(); 8];
+            let mut wmn = [_mm512_setzero_ps(); 8];
+            for t in 0..4 {
+                wsc[t] = to_f(_mm_and_si128(sb[t], m63), d);
+                wmn[t] = to_f(_mm_and_si128(sb[t + 4], m63), dmin);
+            }
+            for t in 4..8 {
+                let scb = _mm_or_si128(_mm_and_si128(sb[t + 4], m0f), top2(sb[t - 4]));
+                let mnb =
+                    _mm_or_si128(_mm_and_si128(_mm_srli_epi16::<4>(sb[t + 4]), m0f), top2(sb[t]));
+                wsc[t] = to_f(scb, d);
+                wmn[t] = to_f(mnb, dmin);
+            }
+            let q = g.add(q4_k::QS * ROWS);
+            let mut tj = [_mm512_setzero_ps(); NR];
+            for ch in 0..4 {
+                let mut lo = [_mm512_setzero_si512(); 8];
+                let mut hi = [_mm512_setzero_si512(); 8];
+                for h in 0..8 {
+                    let w = _mm512_loadu_si512(q.add(64 * (8 * ch + h)).cast());
+                    lo[h] = _mm512_and_si512(w, nib);
+                    hi[h] = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib);
+                }
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
+                    let mut al = _mm512_setzero_si512();
+                    let mut ah = _mm512_setzero_si512();
+                    for h in 0..8 {
+                        let bl =
+                            _mm512_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()));
+                        let bh = _mm512_set1_epi32(std::ptr::read_unaligned(
+                            p.add(32 + 4 * h).cast::<i32>(),
+                        ));
+                        al = _mm512_dpbusd_epi32(al, lo[h], bl);
+                        ah = _mm512_dpbusd_epi32(ah, hi[h], bh);
+                    }
+                    tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(al), wsc[2 * ch], tj[j]);
+                    tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah), wsc[2 * ch + 1], tj[j]);
+                }
             }
             for j in 0..NR {
-                let p = b.add(j * ldb + blk * 292 + 4 + 64 * ch);
-                let mut al = _mm512_setzero_si512();
-                let mut ah = _mm512_setzero_si512();
-                for h in 0..8 {
-                    let bl =
-                        _mm512_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()));
-                    let bh = _mm512_set1_epi32(std::ptr::read_unaligned(
-                        p.add(32 + 4 * h).cast::<i32>(),
-                    ));
-                    al = _mm512_dpbusd_epi32(al, lo[h], bl);
-                    ah = _mm512_dpbusd_epi32(ah, hi[h], bh);
+                let p = b.add(j * ldb + blk * q8_k::BYTES);
+                let bd = std::ptr::read_unaligned(p.cast::<f32>());
+                // The activation sums of the eight 32-value sub-blocks (pairs of bsums), as f32
+                // in memory so that the FMAs below broadcast them straight from L1.
+                let pairs =
+                    _mm256_madd_epi16(_mm256_loadu_si256(p.add(q8_k::BSUMS).cast()), ones16);
+                let mut sums = [0f32; 8];
+                _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_cvtepi32_ps(pairs));
+                let mut m = _mm512_setzero_ps();
+                for t in 0..8 {
+                    m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(sums[t]), m);
                 }
-                tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(al), wsc[2 * ch], tj[j]);
-                tj[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ah), wsc[2 * ch + 1], tj[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
             }
         }
-        for j in 0..NR {
-            let p = b.add(j * ldb + blk * 292);
-            let bd = std::ptr::read_unaligned(p.cast::<f32>());
-            // The activation sums of the eight 32-value sub-blocks (pairs of bsums), as f32
-            // in memory so that the FMAs below broadcast them straight from L1.
-            let pairs = _mm256_madd_epi16(_mm256_loadu_si256(p.add(260).cast()), ones16);
-            let mut sums = [0f32; 8];
-            _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_cvtepi32_ps(pairs));
-            let mut m = _mm512_setzero_ps();
-            for t in 0..8 {
-                m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(sums[t]), m);
-            }
-            acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
+        for (j, acc_j) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(j * ldc), *acc_j);
         }
-    }
-    for (j, acc_j) in acc.iter().enumerate() {
-        _mm512_storeu_ps(c.add(j * ldc), *acc_j);
     }
 }

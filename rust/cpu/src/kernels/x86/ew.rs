@@ -44,8 +44,11 @@ macro_rules! map8 {
         let n = $x.len() / 8 * 8;
         let mut i = 0;
         while i < n {
-            let $v = _mm256_loadu_ps($x.as_ptr().add(i));
-            _mm256_storeu_ps($y.as_mut_ptr().add(i), $body);
+            // SAFETY: i + 8 <= n <= x.len() == y.len() (the caller's contract).
+            unsafe {
+                let $v = _mm256_loadu_ps($x.as_ptr().add(i));
+                _mm256_storeu_ps($y.as_mut_ptr().add(i), $body);
+            }
             i += 8;
         }
         $tail(&$x[n..], &mut $y[n..]);
@@ -105,9 +108,14 @@ pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
 pub(crate) unsafe fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
     let n = a.len() / 8 * 8;
     for i in (0..n).step_by(8) {
-        let v =
-            _mm256_add_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)));
-        _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+        // SAFETY: i + 8 <= n <= the length of the three slices (the caller's contract).
+        unsafe {
+            let v = _mm256_add_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i)),
+                _mm256_loadu_ps(b.as_ptr().add(i)),
+            );
+            _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+        }
     }
     scalar::add(&a[n..], &b[n..], &mut y[n..]);
 }
@@ -121,9 +129,14 @@ pub(crate) unsafe fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
 pub(crate) unsafe fn mul(a: &[f32], b: &[f32], y: &mut [f32]) {
     let n = a.len() / 8 * 8;
     for i in (0..n).step_by(8) {
-        let v =
-            _mm256_mul_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)));
-        _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+        // SAFETY: i + 8 <= n <= the length of the three slices (the caller's contract).
+        unsafe {
+            let v = _mm256_mul_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i)),
+                _mm256_loadu_ps(b.as_ptr().add(i)),
+            );
+            _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+        }
     }
     scalar::mul(&a[n..], &b[n..], &mut y[n..]);
 }
@@ -139,7 +152,8 @@ pub(crate) unsafe fn rms_norm(x: &[f32], eps: f32, y: &mut [f32]) {
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i < n {
-        let v = _mm256_loadu_ps(x.as_ptr().add(i));
+        // SAFETY: i + 8 <= n <= x.len().
+        let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
         let s = (i / 8) % 4;
         acc[s] = _mm256_fmadd_ps(v, v, acc[s]);
         i += 8;
@@ -152,10 +166,13 @@ pub(crate) unsafe fn rms_norm(x: &[f32], eps: f32, y: &mut [f32]) {
     let scale = 1.0 / ((ss / x.len().max(1) as f64) as f32 + eps).sqrt();
     let sv = _mm256_set1_ps(scale);
     for i in (0..n).step_by(8) {
-        _mm256_storeu_ps(
-            y.as_mut_ptr().add(i),
-            _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), sv),
-        );
+        // SAFETY: i + 8 <= n <= x.len() == y.len() (the caller's contract).
+        unsafe {
+            _mm256_storeu_ps(
+                y.as_mut_ptr().add(i),
+                _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), sv),
+            )
+        };
     }
     for (o, &v) in y[n..].iter_mut().zip(&x[n..]) {
         *o = v * scale;
@@ -172,16 +189,20 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
     let n = x.len() / 8 * 8;
     let mut mv = _mm256_set1_ps(f32::NEG_INFINITY);
     for i in (0..n).step_by(8) {
-        mv = _mm256_max_ps(mv, _mm256_loadu_ps(x.as_ptr().add(i)));
+        // SAFETY: i + 8 <= n <= x.len().
+        mv = _mm256_max_ps(mv, unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) });
     }
     let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), mv);
+    // SAFETY: `lanes` holds 8 f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), mv) };
     let max = lanes.iter().chain(&x[n..]).copied().fold(f32::NEG_INFINITY, f32::max);
     let m = _mm256_set1_ps(max);
     let mut sv = _mm256_setzero_ps();
     for i in (0..n).step_by(8) {
-        let e = exp8!(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), m));
-        _mm256_storeu_ps(y.as_mut_ptr().add(i), e);
+        // SAFETY: i + 8 <= n <= x.len() == y.len() (the caller's contract).
+        let e = unsafe { exp8!(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), m)) };
+        // SAFETY: as above.
+        unsafe { _mm256_storeu_ps(y.as_mut_ptr().add(i), e) };
         sv = _mm256_add_ps(sv, e);
     }
     let mut sum = f64::from(hsum8!(sv));
@@ -191,8 +212,11 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
     }
     let inv = _mm256_set1_ps((1.0 / sum) as f32);
     for i in (0..n).step_by(8) {
-        let p = y.as_mut_ptr().add(i);
-        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(p), inv));
+        // SAFETY: i + 8 <= n <= y.len().
+        unsafe {
+            let p = y.as_mut_ptr().add(i);
+            _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(p), inv));
+        }
     }
     for o in y[n..].iter_mut() {
         *o *= (1.0 / sum) as f32;
@@ -210,13 +234,17 @@ pub(crate) unsafe fn softmax(x: &[f32], y: &mut [f32]) {
 pub(crate) unsafe fn rope_normal(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32]) {
     let n = x.len() / 8 * 8;
     for i in (0..n).step_by(8) {
-        let v = _mm256_loadu_ps(x.as_ptr().add(i));
-        // [x1, x0, x3, x2, ...]: each pair swapped.
-        let sw = _mm256_permute_ps::<0b1011_0001>(v);
-        let c = _mm256_loadu_ps(cos.as_ptr().add(i));
-        let s = _mm256_loadu_ps(sin.as_ptr().add(i));
-        // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
-        _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(sw, s)));
+        // SAFETY: i + 8 <= n <= the length of the four slices (the caller's contract).
+        unsafe {
+            let v = _mm256_loadu_ps(x.as_ptr().add(i));
+            // [x1, x0, x3, x2, ...]: each pair swapped.
+            let sw = _mm256_permute_ps::<0b1011_0001>(v);
+            let c = _mm256_loadu_ps(cos.as_ptr().add(i));
+            let s = _mm256_loadu_ps(sin.as_ptr().add(i));
+            // Even lanes x0 c - x1 s, odd lanes x1 c + x0 s.
+            let r = _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(sw, s));
+            _mm256_storeu_ps(y.as_mut_ptr().add(i), r);
+        }
     }
     scalar::rope_normal(&x[n..], &cos[n..], &sin[n..], &mut y[n..]);
 }
@@ -234,12 +262,16 @@ pub(crate) unsafe fn rope_neox(x: &[f32], cos: &[f32], sin: &[f32], y: &mut [f32
     let n = h / 8 * 8;
     let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
     for i in (0..n).step_by(8) {
-        let a = _mm256_loadu_ps(xp.add(i));
-        let b = _mm256_loadu_ps(xp.add(i + h));
-        let c = _mm256_loadu_ps(cos.as_ptr().add(i));
-        let s = _mm256_loadu_ps(sin.as_ptr().add(i));
-        _mm256_storeu_ps(yp.add(i), _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
-        _mm256_storeu_ps(yp.add(i + h), _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        // SAFETY: i + 8 <= n <= h, the length of `cos` and `sin` and half that of `x` and `y`
+        // (the caller's contract).
+        unsafe {
+            let a = _mm256_loadu_ps(xp.add(i));
+            let b = _mm256_loadu_ps(xp.add(i + h));
+            let c = _mm256_loadu_ps(cos.as_ptr().add(i));
+            let s = _mm256_loadu_ps(sin.as_ptr().add(i));
+            _mm256_storeu_ps(yp.add(i), _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+            _mm256_storeu_ps(yp.add(i + h), _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        }
     }
     for i in n..h {
         let (a, b) = (x[i], x[i + h]);

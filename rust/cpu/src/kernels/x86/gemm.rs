@@ -158,8 +158,6 @@ macro_rules! gemm_chunk {
                 let mut i = 0;
                 while i < m {
                     let mv = $MR.min(m - i);
-                    // SAFETY (whole block): the caller's contract covers rows i..i + mv, the
-                    // K-block, the scratch panel, the activation panels and the C tiles.
                     // The weight rows packed PREFETCH_AHEAD panels later (in this K-block or
                     // the next one).
                     let per = m.div_ceil($MR);
@@ -174,6 +172,9 @@ macro_rules! gemm_chunk {
                     } else {
                         (0, 0)
                     };
+                    // SAFETY: the caller's contract covers rows i..i + mv, the K-block, the
+                    // scratch panel, the activation panels and the C tiles; the prefetched rows
+                    // are rows of the weights (a prefetch of any address is harmless anyway).
                     unsafe {
                         pack_a::<{ $MR }, W>(a.add(i * lda + kb * wsize(W)), lda, mv, kc, scratch);
                         for p in 0..panels {

@@ -10,14 +10,15 @@
 //! [`PackLayout::R8W8`]: crate::kernels::repack::PackLayout::R8W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
+use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::TileFn;
 use std::arch::x86_64::*;
 use tessera_core::DType;
 
 /// Rows per group.
 const ROWS: usize = 8;
-/// Bytes of one activation block (f16 scale, i16 sum, 32 quants).
-const ACT_BLOCK: usize = 36;
+/// Bytes of one activation block (f16 scale, i16 sum, 32 quants: sized as Q8_1).
+const ACT_BLOCK: usize = q8_1::BYTES;
 /// The order of the rows in the lanes after `vphaddd` of rows 0..4 and rows 4..8 (its own
 /// inverse: the same permutation puts them back in order).
 const LANES: [i32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
@@ -34,7 +35,7 @@ unsafe fn act_header(p: *const u8) -> (f32, i32) {
         let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
             std::ptr::read_unaligned(p.cast::<u16>()),
         ))));
-        (d, i32::from(std::ptr::read_unaligned(p.add(2).cast::<i16>())))
+        (d, i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())))
     }
 }
 
@@ -68,7 +69,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the eight outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { 18 * ROWS } else { 34 * ROWS };
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let lanes = _mm256_loadu_si256(LANES.as_ptr().cast());
         let nib = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
@@ -76,7 +77,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
             let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(g.cast())), lanes);
-            let q = g.add(2 * ROWS);
+            let q = g.add(F16_BYTES * ROWS);
             if Q4 {
                 // raw[2h + half]: chunk h (bytes 8h..8h + 8 of qs), rows 4 * half .. + 4. Its low
                 // nibbles are values 8h.., its high nibbles values 16 + 8h..
@@ -87,7 +88,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * ACT_BLOCK);
                     let (bd, sum) = act_header(p);
-                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(4), t));
+                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(q8_1::QS), t));
                     // Each product pair is at most 2 * 15 * 127: four of them fit in i16.
                     let half = |h: usize| {
                         let s = _mm256_add_epi16(
@@ -119,7 +120,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * ACT_BLOCK);
                     let (bd, _) = act_header(p);
-                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(4), t));
+                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(q8_1::QS), t));
                     let half = |h: usize| {
                         let dot = |t: usize| {
                             let r = 2 * t + h;

@@ -12,7 +12,7 @@
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::kern::hsum;
-use crate::kernels::TileFn;
+use crate::kernels::{Operands, TileFn};
 use std::arch::x86_64::*;
 use tessera_core::DType;
 
@@ -144,33 +144,22 @@ macro_rules! f16_tier {
         ///
         /// As [`TileFn`]; `a` points to one group of repacked F16 rows and `mr` is 8.
         #[target_feature(enable = $feat)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $tile(
-            k: usize,
-            a: *const u8,
-            _lda: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-            mr: usize,
-            nr: usize,
-        ) {
+        unsafe fn $tile(o: Operands, mr: usize, nr: usize) {
             debug_assert_eq!(mr, ROWS);
             if nr == 1 {
                 // SAFETY: forwarded contract (column 0 of c is c[0..8]).
-                return unsafe { $gemv(k, a, b.cast(), c) };
+                return unsafe { $gemv(o.k, o.a, o.b.cast(), o.c) };
             }
             for r0 in (0..ROWS).step_by($sub) {
                 let mut j = 0;
                 while j < nr {
                     let left = nr - j;
                     // SAFETY: columns j.. of the tile (the caller's contract).
-                    let (bp, cp) = unsafe { (b.add(j * ldb), c.add(j * ldc)) };
+                    let t = unsafe { o.at(0, j) };
                     $(
                         if left >= $n {
                             // SAFETY: `$n` activation rows remain; the group is the caller's.
-                            unsafe { $group::<$n>(k, a, r0, bp, ldb, cp, ldc) };
+                            unsafe { $group::<$n>(t.k, t.a, r0, t.b, t.ldb, t.c, t.ldc) };
                             j += $n;
                             continue;
                         }

@@ -19,7 +19,7 @@ pub const GRAPH_FORMAT_VERSION: u32 = 2;
 /// A model file a version-2 document reads tensors from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileDesc {
+pub struct DocumentFile {
     /// The name tensors refer to it by.
     pub name: String,
     /// Its path on the device (a GGUF file).
@@ -30,7 +30,7 @@ pub struct FileDesc {
 /// `values`, or (version 2) names a tensor of a model file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TensorDesc {
+pub struct DocumentTensor {
     /// Unique name.
     pub name: String,
     /// Type name ("F32", "Q4_0", ...); optional for a file tensor (the file's type).
@@ -56,7 +56,7 @@ pub struct TensorDesc {
 /// A node: an op applied to named sources.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NodeDesc {
+pub struct DocumentNode {
     /// Unique name.
     pub name: String,
     /// Op name ("MUL_MAT", "SOFT_MAX", ...).
@@ -72,18 +72,18 @@ pub struct NodeDesc {
 /// A whole graph document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GraphDesc {
+pub struct GraphDocument {
     /// Format version: 1, or 2 ([`GRAPH_FORMAT_VERSION`]) with model files.
     pub version: u32,
     /// Model files whose tensors the document uses (version 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<FileDesc>,
+    pub files: Vec<DocumentFile>,
     /// Leaf tensors.
     #[serde(default)]
-    pub tensors: Vec<TensorDesc>,
+    pub tensors: Vec<DocumentTensor>,
     /// Nodes, in any order.
     #[serde(default)]
-    pub nodes: Vec<NodeDesc>,
+    pub nodes: Vec<DocumentNode>,
     /// Names of the tensors to return.
     pub outputs: Vec<String>,
 }
@@ -99,7 +99,7 @@ pub struct FileTensor {
     pub tensor: String,
 }
 
-/// Finds the tensors of model files for [`GraphDesc::build_with`] (the FFI reads GGUF files;
+/// Finds the tensors of model files for [`GraphDocument::build_with`] (the FFI reads GGUF files;
 /// tessera-core knows no file format).
 pub trait FileTensors {
     /// The layout (type and shape) of tensor `tensor` of the file at `path`.
@@ -132,9 +132,9 @@ pub struct BuiltGraph {
     pub outputs: Vec<(String, TensorId)>,
 }
 
-impl GraphDesc {
+impl GraphDocument {
     /// Parses a JSON document.
-    pub fn from_json(json: &str) -> Result<GraphDesc> {
+    pub fn from_json(json: &str) -> Result<GraphDocument> {
         let value: Value = serde_json::from_str(json)
             .map_err(|e| Error::InvalidGraph(format!("not valid JSON: {e}")))?;
         if let Some(v) = value.get("version") {
@@ -153,7 +153,7 @@ impl GraphDesc {
     }
 
     /// Checks the document and builds the graph; a document with file tensors needs
-    /// [`GraphDesc::build_with`].
+    /// [`GraphDocument::build_with`].
     pub fn build(&self) -> Result<BuiltGraph> {
         self.build_with(&NoFiles)
     }
@@ -225,7 +225,7 @@ impl GraphDesc {
             }
             ids.insert(&t.name, id);
         }
-        let by_name: HashMap<&str, &NodeDesc> = {
+        let by_name: HashMap<&str, &DocumentNode> = {
             let mut m = HashMap::new();
             for n in &self.nodes {
                 if n.name.is_empty() {
@@ -281,7 +281,7 @@ struct FileSource {
 /// Looks a file tensor up, checking the type and shape the document states (if any) against
 /// the file's.
 fn file_source(
-    t: &TensorDesc,
+    t: &DocumentTensor,
     file: &str,
     paths: &HashMap<&str, &str>,
     files: &dyn FileTensors,
@@ -328,10 +328,10 @@ fn in_graph(kind: &str, name: &str, error: Error) -> Error {
 
 /// The nodes in an order where every source comes before its readers; a cycle is an error.
 fn forward_order<'a>(
-    nodes: &'a [NodeDesc],
-    by_name: &HashMap<&str, &'a NodeDesc>,
+    nodes: &'a [DocumentNode],
+    by_name: &HashMap<&str, &'a DocumentNode>,
     leaves: &HashMap<&str, TensorId>,
-) -> Result<Vec<&'a NodeDesc>> {
+) -> Result<Vec<&'a DocumentNode>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
@@ -346,7 +346,7 @@ fn forward_order<'a>(
             continue;
         }
         // Iterative depth-first search: (node, index of the next source to visit).
-        let mut stack: Vec<(&NodeDesc, usize)> = vec![(root, 0)];
+        let mut stack: Vec<(&DocumentNode, usize)> = vec![(root, 0)];
         mark.insert(&root.name, Mark::Open);
         while let Some((node, next)) = stack.pop() {
             if next == node.src.len() {
@@ -378,7 +378,7 @@ fn forward_order<'a>(
     Ok(order)
 }
 
-fn leaf_data(t: &TensorDesc, layout: &Layout) -> Result<Option<Vec<u8>>> {
+fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
     let nbytes = layout.nbytes();
     match (&t.data, &t.values) {
         (Some(_), Some(_)) => {
@@ -431,16 +431,16 @@ pub fn values_to_bytes(dtype: DType, values: &[f64]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn param_map(n: &NodeDesc) -> Value {
+fn param_map(n: &DocumentNode) -> Value {
     Value::Object(n.params.clone())
 }
 
-fn params<T: for<'de> Deserialize<'de>>(n: &NodeDesc) -> Result<T> {
+fn params<T: for<'de> Deserialize<'de>>(n: &DocumentNode) -> Result<T> {
     serde_json::from_value(param_map(n))
         .map_err(|e| Error::InvalidArgument(format!("{} params: {e}", n.op)))
 }
 
-fn no_params(n: &NodeDesc) -> Result<()> {
+fn no_params(n: &DocumentNode) -> Result<()> {
     if n.params.is_empty() {
         Ok(())
     } else {
@@ -449,7 +449,7 @@ fn no_params(n: &NodeDesc) -> Result<()> {
     }
 }
 
-fn arity(n: &NodeDesc, srcs: &[TensorId], allowed: &[usize]) -> Result<()> {
+fn arity(n: &DocumentNode, srcs: &[TensorId], allowed: &[usize]) -> Result<()> {
     if allowed.contains(&srcs.len()) {
         Ok(())
     } else {
@@ -543,7 +543,7 @@ struct GluParams {
     swapped: bool,
 }
 
-fn add_node(g: &mut Graph, n: &NodeDesc, s: &[TensorId]) -> Result<TensorId> {
+fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> Result<TensorId> {
     let unary = |op: UnaryOp| -> Option<UnaryOp> { Some(op) };
     let un = match n.op.as_str() {
         "SILU" => unary(UnaryOp::Silu),

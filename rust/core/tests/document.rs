@@ -1,11 +1,11 @@
 //! Graph documents: valid documents build the expected graph; every invalid one is rejected
 //! with an error that names the tensor or node.
 
-use tessera_core::desc::{base64_encode, GraphDesc};
+use tessera_core::document::{base64_encode, GraphDocument};
 use tessera_core::{DType, Error, Op};
 
-fn build(json: &str) -> Result<tessera_core::desc::BuiltGraph, Error> {
-    GraphDesc::from_json(json)?.build()
+fn build(json: &str) -> Result<tessera_core::document::BuiltGraph, Error> {
+    GraphDocument::from_json(json)?.build()
 }
 
 const GOOD: &str = r#"{
@@ -46,8 +46,8 @@ fn a_valid_document_builds_in_forward_order() {
     assert_eq!(built.outputs.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(), ["p", "q"]);
     assert!(g.tensor(p).flags.output);
     // Round trip through serde.
-    let desc = GraphDesc::from_json(&good()).unwrap();
-    assert_eq!(GraphDesc::from_json(&desc.to_json()).unwrap(), desc);
+    let doc = GraphDocument::from_json(&good()).unwrap();
+    assert_eq!(GraphDocument::from_json(&doc.to_json()).unwrap(), doc);
 }
 
 fn expect_err(json: &str) -> Error {
