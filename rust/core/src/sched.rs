@@ -70,6 +70,7 @@ pub struct Scheduler {
     prepared: Option<Prepared>,
     n_copies: usize,
     cur_copy: usize,
+    budget: Option<usize>,
 }
 
 /// The largest number of copy sets for pipelining.
@@ -92,6 +93,7 @@ impl Scheduler {
             prepared: None,
             n_copies: 1,
             cur_copy: 0,
+            budget: None,
         })
     }
 
@@ -110,6 +112,19 @@ impl Scheduler {
         self.n_copies = n;
         self.prepared = None;
         Ok(())
+    }
+
+    /// Sets the memory budget: the most bytes one [`Scheduler::alloc_graph`] may plan over all
+    /// backends (compute buffers, weights placed in extra buffer types, copy sets). A graph
+    /// whose plan needs more is refused with [`Error::OverBudget`] before anything is
+    /// allocated. `None` (the default): no budget beyond what the buffer types can allocate.
+    pub fn set_memory_budget(&mut self, budget: Option<usize>) {
+        self.budget = budget;
+    }
+
+    /// The memory budget (see [`Scheduler::set_memory_budget`]).
+    pub fn memory_budget(&self) -> Option<usize> {
+        self.budget
     }
 
     /// Sets the extra buffer types of backend `backend` (ggml's extra buffer types of its
@@ -392,16 +407,20 @@ impl Scheduler {
 
     /// Assigns, splits and allocates `graph`; afterwards the caller sets its inputs and calls
     /// [`Scheduler::compute`]. Every tensor of `graph` gets its storage.
+    ///
+    /// Everything is planned before anything is allocated: a graph that writes into a weight
+    /// ([`Graph::check_constant_writes`]), whose plan a buffer type cannot hold, or that needs
+    /// more than the [memory budget](Scheduler::set_memory_budget) fails without allocating.
     pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<()> {
+        graph.check_constant_writes()?;
         let who = self.assign(graph)?;
         let mut g = graph.clone();
-        // Weights read only by MUL_MAT go to an extra buffer type that accepts them.
-        let mut weight_buffers = Vec::new();
-        for (bt, ids) in self.extra_placements(graph, &who) {
-            if let Some(buf) = alloc::place_sequentially(&mut g, &ids, bt.as_ref())? {
-                buf.set_usage(BufferUsage::Weights);
-                weight_buffers.push(buf);
-            }
+        // Weights read only by MUL_MAT go to an extra buffer type that accepts them (placed
+        // once the whole plan is known to fit).
+        let extra = self.extra_placements(graph, &who);
+        let mut in_extra = vec![false; graph.len()];
+        for id in extra.iter().flat_map(|(_, ids)| ids) {
+            in_extra[id.index()] = true;
         }
         let mut splits: Vec<Split> = Vec::new();
         let mut copies: Vec<Vec<Copy>> = Vec::new();
@@ -463,10 +482,11 @@ impl Scheduler {
             splits[si].nodes.push(id);
             order.push(id);
         }
-        // Allocate each backend's share in its own buffer (with several copy sets, the
-        // copies are placed separately below).
+        // Plan each backend's share in its own buffer (with several copy sets, the copies are
+        // placed separately below).
         let copy_ids: Vec<TensorId> = copies.iter().flatten().map(|c| c.to).collect();
         let pipelined = self.n_copies > 1;
+        let mut plans = Vec::with_capacity(self.backends.len());
         for b in 0..self.backends.len() {
             let bt = self.backends[b].buffer_type();
             let plan = alloc::plan(
@@ -474,14 +494,35 @@ impl Scheduler {
                 &order,
                 &|id| {
                     assignment.get(id.index()).copied().flatten() == Some(b)
+                        && !in_extra.get(id.index()).copied().unwrap_or(false)
                         && !(pipelined && copy_ids.contains(&id))
                 },
                 &|id| bt.alloc_size(&g.tensor(id).layout),
                 bt.alignment(),
             );
-            if plan.offsets.iter().all(|o| o.is_none()) {
-                continue;
+            plans.push((!plan.offsets.iter().all(|o| o.is_none())).then_some(plan));
+        }
+        let copy_sets: Vec<Vec<TensorId>> = (0..self.backends.len())
+            .map(|b| {
+                let mine = copy_ids.iter().copied().filter(|&c| assignment[c.index()] == Some(b));
+                if pipelined {
+                    mine.collect()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        self.check_budget(&g, &extra, &plans, &copy_sets)?;
+        let mut weight_buffers = Vec::new();
+        for (bt, ids) in &extra {
+            if let Some(buf) = alloc::place_sequentially(&mut g, ids, bt.as_ref())? {
+                buf.set_usage(BufferUsage::Weights);
+                weight_buffers.push(buf);
             }
+        }
+        for (b, plan) in plans.iter().enumerate() {
+            let Some(plan) = plan else { continue };
+            let bt = self.backends[b].buffer_type();
             let reuse = self.buffers[b].as_ref().is_some_and(|buf| buf.size() >= plan.size);
             if !reuse {
                 let buf = bt.alloc(plan.size)?;
@@ -491,21 +532,16 @@ impl Scheduler {
             let buf = self.buffers[b]
                 .clone()
                 .ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
-            alloc::apply_plan(&mut g, &plan, &buf)?;
+            alloc::apply_plan(&mut g, plan, &buf)?;
         }
         let mut graphs = Vec::with_capacity(self.n_copies);
         let mut copy_buffers = Vec::new();
         for _ in 0..self.n_copies {
             let mut gc = g.clone();
             if pipelined {
-                for b in 0..self.backends.len() {
-                    let mine: Vec<TensorId> = copy_ids
-                        .iter()
-                        .copied()
-                        .filter(|&c| assignment[c.index()] == Some(b))
-                        .collect();
+                for (b, mine) in copy_sets.iter().enumerate() {
                     let bt = self.backends[b].buffer_type();
-                    if let Some(buf) = alloc::place_sequentially(&mut gc, &mine, bt.as_ref())? {
+                    if let Some(buf) = alloc::place_sequentially(&mut gc, mine, bt.as_ref())? {
                         buf.set_usage(BufferUsage::Compute);
                         copy_buffers.push(buf);
                     }
@@ -549,6 +585,47 @@ impl Scheduler {
             _weight_buffers: weight_buffers,
         });
         Ok(())
+    }
+
+    /// Checks a planned graph before anything is allocated: each buffer within what its type
+    /// can hold, the total within the memory budget.
+    fn check_budget(
+        &self,
+        g: &Graph,
+        extra: &[(Arc<dyn BufferType>, Vec<TensorId>)],
+        plans: &[Option<alloc::AllocPlan>],
+        copy_sets: &[Vec<TensorId>],
+    ) -> Result<()> {
+        let mut parts: Vec<(String, usize)> = Vec::new();
+        for (bt, ids) in extra {
+            let size = alloc::sequential_size(g, ids, bt.as_ref());
+            alloc::check_size(bt.as_ref(), size)?;
+            parts.push((format!("{} weights", bt.name()), size));
+        }
+        for (b, plan) in plans.iter().enumerate() {
+            let bt = self.backends[b].buffer_type();
+            if let Some(plan) = plan {
+                alloc::check_size(bt.as_ref(), plan.size)?;
+                parts.push((format!("{} compute", bt.name()), plan.size));
+            }
+            if !copy_sets[b].is_empty() {
+                let size = alloc::sequential_size(g, &copy_sets[b], bt.as_ref());
+                alloc::check_size(bt.as_ref(), size)?;
+                parts.push((
+                    format!("{} copies x {}", bt.name(), self.n_copies),
+                    size.saturating_mul(self.n_copies),
+                ));
+            }
+        }
+        let needed = parts.iter().fold(0usize, |acc, (_, s)| acc.saturating_add(*s));
+        match self.budget {
+            Some(budget) if needed > budget => {
+                let detail =
+                    parts.iter().map(|(what, s)| format!("{what} {s}")).collect::<Vec<_>>();
+                Err(Error::OverBudget { needed, budget, detail: detail.join(", ") })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its

@@ -29,13 +29,22 @@ pub struct SessionOptions {
     /// CPU worker threads, 1 to 512; `None` for the number of performance cores.
     #[uniffi(default = None)]
     pub threads: Option<u32>,
+    /// The most bytes one graph may plan on this session's devices (compute buffers, weights,
+    /// copies), checked before anything is allocated: a graph that needs more fails with
+    /// `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+    /// devices (the device with the least), taken when a graph is planned.
+    #[uniffi(default = None)]
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for SessionOptions {
     fn default() -> SessionOptions {
-        SessionOptions { device: "auto".into(), threads: None }
+        SessionOptions { device: "auto".into(), threads: None, memory_budget: None }
     }
 }
+
+/// The default memory budget of a session, in percent of its devices' free memory.
+pub const DEFAULT_BUDGET_PERCENT: u64 = 75;
 
 /// A named tensor's bytes: an input to, or an output of, a compute.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -78,6 +87,7 @@ struct State {
 pub struct Session {
     device: String,
     backends: Vec<String>,
+    memory_budget: Option<u64>,
     state: Mutex<State>,
     idle: Condvar,
     engine: Mutex<Option<Engine>>,
@@ -134,6 +144,15 @@ fn check_threads(threads: Option<u32>) -> FfiResult<Option<usize>> {
     }
 }
 
+fn check_budget(budget: Option<u64>) -> FfiResult<Option<u64>> {
+    match budget {
+        Some(0) => Err(TesseraError::invalid_argument(
+            "memory budget 0 must be at least 1 byte (or null for the default)",
+        )),
+        b => Ok(b),
+    }
+}
+
 fn unknown_device(name: &str) -> TesseraError {
     let known: Vec<String> =
         crate::registry::registry().devices().iter().map(|d| d.name()).collect();
@@ -158,6 +177,7 @@ impl Session {
     /// Opens the backends for `options` (the blocking constructor behind [`Session::new`]).
     pub fn open(options: SessionOptions) -> FfiResult<Session> {
         let threads = check_threads(options.threads)?;
+        let memory_budget = check_budget(options.memory_budget)?;
         let registry = crate::registry::registry();
         let params = BackendParams { threads };
         let wanted = options.device.trim();
@@ -186,6 +206,7 @@ impl Session {
         Ok(Session {
             device: device.name(),
             backends: names,
+            memory_budget,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
             engine: Mutex::new(Some(Engine { scheduler, last: None })),
@@ -262,6 +283,7 @@ impl Session {
         set_abort_callback(scheduler, Some(abort));
         let result = (|| -> FfiResult<Vec<TensorData>> {
             if let Some(constants) = constants {
+                scheduler.set_memory_budget(Some(self.budget_now(scheduler)));
                 scheduler.alloc_graph(&mut prepared.graph)?;
                 for (id, bytes) in constants {
                     set_tensor(&prepared.graph, id, &bytes)?;
@@ -294,6 +316,16 @@ impl Session {
             engine.last = Some(prepared);
         }
         result
+    }
+
+    /// The memory budget for the graph planned now: the one given, or
+    /// [`DEFAULT_BUDGET_PERCENT`] of the least free memory among the session's devices.
+    fn budget_now(&self, scheduler: &Scheduler) -> usize {
+        let bytes = self.memory_budget.unwrap_or_else(|| {
+            let free = scheduler.backends().iter().map(|b| b.device().memory().free).min();
+            free.unwrap_or(0) / 100 * DEFAULT_BUDGET_PERCENT
+        });
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 
     /// How many graph documents this session has built: computing the document of the last
@@ -480,8 +512,12 @@ mod tests {
                     (0..k).map(|l| f64::from(wd[i * k + l]) * f64::from(x[j * k + l])).sum()
                 })
                 .collect();
-            let session =
-                Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+            let session = Session::open(SessionOptions {
+                device: "CPU".into(),
+                threads: Some(2),
+                ..Default::default()
+            })
+            .unwrap();
             let inputs = vec![TensorData {
                 name: "x".into(),
                 dtype: "F32".into(),
@@ -565,8 +601,12 @@ mod tests {
                 data: f32_bytes(x),
             }]
         };
-        let session =
-            Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+        let session = Session::open(SessionOptions {
+            device: "CPU".into(),
+            threads: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
         let (doc1, doc2) = (doc(1.0), doc(-2.0));
         let xs: Vec<Vec<f32>> = (1..=3)
             .map(|s| (0..k * n).map(|i| ((i * s * 13) % 29) as f32 / 7.0 - 2.0).collect())
