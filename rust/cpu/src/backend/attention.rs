@@ -12,9 +12,9 @@
 
 use super::fast_ops::Threads;
 use crate::kernels::vec;
-use crate::matmul::AbortFn;
+use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
-use rayon::prelude::*;
+use std::sync::Mutex;
 use tessera_core::{AttnParams, DType, Error, Result};
 
 /// Queries of one unit.
@@ -307,7 +307,26 @@ pub(super) unsafe fn flash_attn_ext(
         unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
     };
     let results: Result<Vec<(Unit, Vec<Running>)>> = if threads.n > 1 && units.len() > 1 {
-        threads.pool.install(|| units.par_iter().map(run_unit).collect())
+        let slots: Vec<Mutex<Option<(Unit, Vec<Running>)>>> =
+            units.iter().map(|_| Mutex::new(None)).collect();
+        try_chunks(threads.pool, threads.n, units.len(), aborted, |c| {
+            let r = run_unit(&units[c])?;
+            *slots[c].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            Ok(())
+        })
+        .and_then(|()| {
+            slots
+                .into_iter()
+                .map(|m| {
+                    m.into_inner().unwrap_or_else(|p| p.into_inner()).ok_or_else(|| {
+                        Error::Backend {
+                            backend: "CPU".into(),
+                            message: "an attention unit was not computed".into(),
+                        }
+                    })
+                })
+                .collect()
+        })
     } else {
         units.iter().map(run_unit).collect()
     };
