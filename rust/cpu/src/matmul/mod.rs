@@ -177,13 +177,20 @@ pub(crate) fn try_chunks(
     let failed = AtomicBool::new(false);
     let first = std::sync::Mutex::new(None);
     let stop = || failed.load(Ordering::Relaxed) || abort();
-    let done = parallel_chunks(pool, threads, chunks, &stop, || (), |c, _| {
-        if let Err(e) = work(c) {
-            let mut f = first.lock().unwrap_or_else(|p| p.into_inner());
-            f.get_or_insert(e);
-            failed.store(true, Ordering::Relaxed);
-        }
-    });
+    let done = parallel_chunks(
+        pool,
+        threads,
+        chunks,
+        &stop,
+        || (),
+        |c, _| {
+            if let Err(e) = work(c) {
+                let mut f = first.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(e);
+                failed.store(true, Ordering::Relaxed);
+            }
+        },
+    );
     match first.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None if !done => Err(Error::Aborted),
