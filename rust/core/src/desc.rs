@@ -167,12 +167,13 @@ impl GraphDesc {
             return Err(Error::InvalidGraph("the document names no outputs".into()));
         }
         let mut outputs = Vec::new();
+        let mut listed = std::collections::HashSet::new();
         for o in &self.outputs {
             let id = ids.get(o.as_str()).copied().ok_or_else(|| Error::UnknownTensor {
                 context: "outputs".into(),
                 name: o.clone(),
             })?;
-            if outputs.iter().any(|(name, _)| name == o) {
+            if !listed.insert(o.as_str()) {
                 return Err(Error::InvalidGraph(format!("output {o:?} is listed twice")));
             }
             graph.set_output(id)?;

@@ -200,7 +200,8 @@ pub enum Error {
     },
     /// A graph whose planned memory exceeds the memory budget it was given.
     #[error(
-        "the graph needs {needed} bytes ({detail}), more than the memory budget of {budget} bytes"
+        "the graph needs {}{needed} bytes ({detail}), more than the memory budget of {budget} bytes",
+        if *needed == usize::MAX { "more than " } else { "" }
     )]
     OverBudget {
         /// Bytes the graph's plan needs in total.

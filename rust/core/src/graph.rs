@@ -18,6 +18,9 @@ pub struct Graph {
     tensors: Vec<Tensor>,
     names: HashMap<String, TensorId>,
     outputs: Vec<TensorId>,
+    /// The same tensors as `outputs`, for constant-time membership (documents may mark tens
+    /// of thousands of outputs).
+    output_set: std::collections::HashSet<TensorId>,
 }
 
 fn fmt_shape(ne: &[usize; MAX_DIMS]) -> String {
@@ -103,7 +106,7 @@ impl Graph {
     /// Marks `id` as an output: its memory is never reused by the allocator.
     pub fn set_output(&mut self, id: TensorId) -> Result<()> {
         self.get_mut(id)?.flags.output = true;
-        if !self.outputs.contains(&id) {
+        if self.output_set.insert(id) {
             self.outputs.push(id);
         }
         Ok(())

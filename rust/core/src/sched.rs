@@ -371,14 +371,18 @@ impl Scheduler {
         }
         // Inputs without memory go to their first reader's backend (a node reading them
         // directly or through views); views follow their root.
+        let mut first_reader: Vec<Option<TensorId>> = vec![None; n];
+        for &node in &nodes {
+            for &s in &graph.tensor(node).src {
+                first_reader[graph.view_root(s).0.index()].get_or_insert(node);
+            }
+        }
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() && who[id.index()].is_none() {
-                let reader = nodes
-                    .iter()
-                    .find(|&&n| graph.tensor(n).src.iter().any(|&s| graph.view_root(s).0 == id));
+                let reader = first_reader[id.index()];
                 who[id.index()] =
-                    Some(reader.and_then(|&r| who[r.index()]).unwrap_or(self.backends.len() - 1));
+                    Some(reader.and_then(|r| who[r.index()]).unwrap_or(self.backends.len() - 1));
             }
         }
         for id in graph.ids() {
@@ -428,22 +432,30 @@ impl Scheduler {
             graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
         let mut assignment = who.clone();
         let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
-        // Where the current split's entries start in `order`.
-        let mut split_start = order.len();
+        // The entries of the current split after its copies: every copy of a split is made
+        // before its first node runs, so its memory must be live from the split's start, not
+        // from its first reader. `order` gets a split's copies, then these, when it ends.
+        let mut body: Vec<TensorId> = Vec::new();
+        let flush = |order: &mut Vec<TensorId>, copies: &[Vec<Copy>], body: &mut Vec<TensorId>| {
+            if let Some(last) = copies.last() {
+                order.extend(last.iter().map(|c| c.to));
+            }
+            order.append(body);
+        };
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() {
                 continue;
             }
             if !t.op.computes() {
-                order.push(id);
+                body.push(id);
                 continue;
             }
             let b = who[id.index()].unwrap_or(self.backends.len() - 1);
             if splits.last().is_none_or(|s| s.backend != b) {
+                flush(&mut order, &copies, &mut body);
                 splits.push(Split { backend: b, nodes: Vec::new(), inputs: Vec::new() });
                 copies.push(Vec::new());
-                split_start = order.len();
             }
             let si = splits.len() - 1;
             for (i, &s) in t.src.iter().enumerate() {
@@ -462,9 +474,6 @@ impl Scheduler {
                         copy_of.insert(key, c);
                         copies[si].push(Copy { from: root, to: c });
                         splits[si].inputs.push(root);
-                        // Every copy of a split is made before its first node runs: its memory
-                        // must be live from the split's start, not from its first reader.
-                        order.insert(split_start + copies[si].len() - 1, c);
                         c
                     }
                 };
@@ -474,18 +483,23 @@ impl Scheduler {
                     let st = graph.tensor(s);
                     let v = g.push_raw(copy_tensor(st, root_copy, Op::View, Some(root_copy), offs));
                     assignment.push(Some(b));
-                    order.push(v);
+                    body.push(v);
                     v
                 };
                 g.replace_src(id, i, replacement);
             }
             splits[si].nodes.push(id);
-            order.push(id);
+            body.push(id);
         }
+        flush(&mut order, &copies, &mut body);
         // Plan each backend's share in its own buffer (with several copy sets, the copies are
         // placed separately below).
         let copy_ids: Vec<TensorId> = copies.iter().flatten().map(|c| c.to).collect();
         let pipelined = self.n_copies > 1;
+        let mut is_copy = vec![false; g.len()];
+        for c in &copy_ids {
+            is_copy[c.index()] = true;
+        }
         let mut plans = Vec::with_capacity(self.backends.len());
         for b in 0..self.backends.len() {
             let bt = self.backends[b].buffer_type();
@@ -495,7 +509,7 @@ impl Scheduler {
                 &|id| {
                     assignment.get(id.index()).copied().flatten() == Some(b)
                         && !in_extra.get(id.index()).copied().unwrap_or(false)
-                        && !(pipelined && copy_ids.contains(&id))
+                        && !(pipelined && is_copy[id.index()])
                 },
                 &|id| bt.alloc_size(&g.tensor(id).layout),
                 bt.alignment(),
@@ -587,8 +601,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Checks a planned graph before anything is allocated: each buffer within what its type
-    /// can hold, the total within the memory budget.
+    /// Checks a planned graph before anything is allocated: the total within the memory
+    /// budget, each buffer within what its type can hold.
     fn check_budget(
         &self,
         g: &Graph,
@@ -596,36 +610,38 @@ impl Scheduler {
         plans: &[Option<alloc::AllocPlan>],
         copy_sets: &[Vec<TensorId>],
     ) -> Result<()> {
-        let mut parts: Vec<(String, usize)> = Vec::new();
+        // (what, buffer type, bytes of one buffer, buffers)
+        let mut parts: Vec<(String, Arc<dyn BufferType>, usize, usize)> = Vec::new();
         for (bt, ids) in extra {
             let size = alloc::sequential_size(g, ids, bt.as_ref());
-            alloc::check_size(bt.as_ref(), size)?;
-            parts.push((format!("{} weights", bt.name()), size));
+            parts.push((format!("{} weights", bt.name()), bt.clone(), size, 1));
         }
         for (b, plan) in plans.iter().enumerate() {
             let bt = self.backends[b].buffer_type();
             if let Some(plan) = plan {
-                alloc::check_size(bt.as_ref(), plan.size)?;
-                parts.push((format!("{} compute", bt.name()), plan.size));
+                parts.push((format!("{} compute", bt.name()), bt.clone(), plan.size, 1));
             }
             if !copy_sets[b].is_empty() {
                 let size = alloc::sequential_size(g, &copy_sets[b], bt.as_ref());
-                alloc::check_size(bt.as_ref(), size)?;
-                parts.push((
-                    format!("{} copies x {}", bt.name(), self.n_copies),
-                    size.saturating_mul(self.n_copies),
-                ));
+                parts.push((format!("{} copies", bt.name()), bt.clone(), size, self.n_copies));
             }
         }
-        let needed = parts.iter().fold(0usize, |acc, (_, s)| acc.saturating_add(*s));
-        match self.budget {
-            Some(budget) if needed > budget => {
-                let detail =
-                    parts.iter().map(|(what, s)| format!("{what} {s}")).collect::<Vec<_>>();
-                Err(Error::OverBudget { needed, budget, detail: detail.join(", ") })
-            }
-            _ => Ok(()),
+        let needed =
+            parts.iter().fold(0usize, |acc, (_, _, s, n)| acc.saturating_add(s.saturating_mul(*n)));
+        if let Some(budget) = self.budget.filter(|&b| needed > b) {
+            let detail = parts
+                .iter()
+                .map(|(what, _, s, n)| match n {
+                    1 => format!("{what} {s}"),
+                    n => format!("{what} {n} x {s}"),
+                })
+                .collect::<Vec<_>>();
+            return Err(Error::OverBudget { needed, budget, detail: detail.join(", ") });
         }
+        for (_, bt, size, _) in &parts {
+            alloc::check_size(bt.as_ref(), *size)?;
+        }
+        Ok(())
     }
 
     /// Computes the graph last given to [`Scheduler::alloc_graph`]: for each split, copies its
