@@ -2549,6 +2549,13 @@ public struct SessionOptions: Equatable, Hashable {
      * CPU worker threads, 1 to 512; `None` for the number of performance cores.
      */
     public var threads: UInt32?
+    /**
+     * The most bytes one graph may plan on this session's devices (compute buffers, weights,
+     * copies), checked before anything is allocated: a graph that needs more fails with
+     * `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+     * devices (the device with the least), taken when a graph is planned.
+     */
+    public var memoryBudget: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2559,9 +2566,16 @@ public struct SessionOptions: Equatable, Hashable {
          */device: String = "auto", 
         /**
          * CPU worker threads, 1 to 512; `None` for the number of performance cores.
-         */threads: UInt32? = nil) {
+         */threads: UInt32? = nil, 
+        /**
+         * The most bytes one graph may plan on this session's devices (compute buffers, weights,
+         * copies), checked before anything is allocated: a graph that needs more fails with
+         * `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+         * devices (the device with the least), taken when a graph is planned.
+         */memoryBudget: UInt64? = nil) {
         self.device = device
         self.threads = threads
+        self.memoryBudget = memoryBudget
     }
 
     
@@ -2581,13 +2595,15 @@ public struct FfiConverterTypeSessionOptions: FfiConverterRustBuffer {
         return
             try SessionOptions(
                 device: FfiConverterString.read(from: &buf), 
-                threads: FfiConverterOptionUInt32.read(from: &buf)
+                threads: FfiConverterOptionUInt32.read(from: &buf), 
+                memoryBudget: FfiConverterOptionUInt64.read(from: &buf)
         )
     }
 
     public static func write(_ value: SessionOptions, into buf: inout [UInt8]) {
         FfiConverterString.write(value.device, into: &buf)
         FfiConverterOptionUInt32.write(value.threads, into: &buf)
+        FfiConverterOptionUInt64.write(value.memoryBudget, into: &buf)
     }
 }
 

@@ -24,7 +24,9 @@ pub struct AllocPlan {
     pub unshared_size: usize,
 }
 
-/// Free regions of a growing arena, best-fit with merging of neighbours.
+/// Free regions of a growing arena, best-fit with merging of neighbours. Offsets and sizes
+/// saturate at `usize::MAX`: sizes come from requests, and a plan that reaches the limit must
+/// be refused as too large (every buffer type and memory budget does), never wrap to a small one.
 #[derive(Default)]
 struct FreeList {
     blocks: Vec<(usize, usize)>,
@@ -45,20 +47,18 @@ impl FreeList {
             if s == size {
                 self.blocks.remove(i);
             } else {
-                self.blocks[i] = (off + size, s - size);
+                self.blocks[i] = (off.saturating_add(size), s - size);
             }
             return off;
         }
         // Grow, reusing a free block that ends at the top.
         if let Some(&(off, s)) = self.blocks.last() {
-            if off + s == self.top {
+            if off.saturating_add(s) == self.top {
                 self.blocks.pop();
                 self.top = off.saturating_add(size);
                 return off;
             }
         }
-        // Saturating: a plan whose top reaches usize::MAX is refused by every buffer type
-        // (sizes come from requests and must never wrap to a small, wrong plan).
         let off = self.top;
         self.top = self.top.saturating_add(size);
         off
@@ -67,13 +67,13 @@ impl FreeList {
     fn free(&mut self, off: usize, size: usize) {
         let i = self.blocks.partition_point(|&(o, _)| o < off);
         self.blocks.insert(i, (off, size));
-        if i + 1 < self.blocks.len() && self.blocks[i].0 + self.blocks[i].1 == self.blocks[i + 1].0
-        {
-            self.blocks[i].1 += self.blocks[i + 1].1;
+        let end = |(o, s): (usize, usize)| o.saturating_add(s);
+        if i + 1 < self.blocks.len() && end(self.blocks[i]) == self.blocks[i + 1].0 {
+            self.blocks[i].1 = self.blocks[i].1.saturating_add(self.blocks[i + 1].1);
             self.blocks.remove(i + 1);
         }
-        if i > 0 && self.blocks[i - 1].0 + self.blocks[i - 1].1 == self.blocks[i].0 {
-            self.blocks[i - 1].1 += self.blocks[i].1;
+        if i > 0 && end(self.blocks[i - 1]) == self.blocks[i].0 {
+            self.blocks[i - 1].1 = self.blocks[i - 1].1.saturating_add(self.blocks[i].1);
             self.blocks.remove(i);
         }
     }
@@ -263,10 +263,9 @@ impl GraphAllocator {
     /// Places every tensor of `graph` that has no memory yet, reusing (or growing) this
     /// allocator's buffer; returns the plan.
     pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<AllocPlan> {
+        graph.check_constant_writes()?;
         let plan = self.plan(graph);
-        if plan.size > self.buffer_type.max_size() {
-            return Err(Error::OutOfMemory { device: self.buffer_type.name(), size: plan.size });
-        }
+        check_size(self.buffer_type.as_ref(), plan.size)?;
         let reuse = self.buffer.as_ref().is_some_and(|b| b.size() >= plan.size);
         if !reuse {
             let b = self.buffer_type.alloc(plan.size)?;
@@ -287,6 +286,15 @@ impl GraphAllocator {
     }
 }
 
+/// Refuses a buffer of `size` bytes that `buffer_type` cannot hold: above its
+/// [`BufferType::max_size`], or a saturated size (`usize::MAX`, a sum that overflowed).
+pub fn check_size(buffer_type: &dyn BufferType, size: usize) -> Result<()> {
+    if size == usize::MAX || size > buffer_type.max_size() {
+        return Err(Error::OutOfMemory { device: buffer_type.name(), size });
+    }
+    Ok(())
+}
+
 /// Gives each of `ids` its own range of one new buffer of `buffer_type` (aligned, no reuse):
 /// the simplest correct placement, for tests, tools and the scheduler's copy sets. Returns
 /// `None` when `ids` is empty.
@@ -298,18 +306,27 @@ pub fn place_sequentially(
     if ids.is_empty() {
         return Ok(None);
     }
-    let align = buffer_type.alignment().max(1);
-    let size = |g: &Graph, id: TensorId| {
-        buffer_type.alloc_size(&g.tensor(id).layout).max(1).div_ceil(align) * align
-    };
-    let total = ids.iter().map(|&id| size(graph, id)).sum::<usize>();
+    let total = sequential_size(graph, ids, buffer_type);
+    check_size(buffer_type, total)?;
     let buffer = buffer_type.alloc(total)?;
-    let mut offset = 0;
+    let mut offset = 0usize;
     for &id in ids {
         graph.set_storage(id, Storage { buffer: buffer.clone(), offset })?;
-        offset += size(graph, id);
+        offset = offset.saturating_add(aligned_size(graph, id, buffer_type));
     }
     Ok(Some(buffer))
+}
+
+/// The size of `id` in a buffer of `buffer_type`, rounded up to its alignment (saturating).
+fn aligned_size(graph: &Graph, id: TensorId, buffer_type: &dyn BufferType) -> usize {
+    let align = buffer_type.alignment().max(1);
+    buffer_type.alloc_size(&graph.tensor(id).layout).max(1).div_ceil(align).saturating_mul(align)
+}
+
+/// The bytes [`place_sequentially`] allocates for `ids` (saturating at `usize::MAX`, which no
+/// buffer type can allocate).
+pub fn sequential_size(graph: &Graph, ids: &[TensorId], buffer_type: &dyn BufferType) -> usize {
+    ids.iter().fold(0usize, |acc, &id| acc.saturating_add(aligned_size(graph, id, buffer_type)))
 }
 
 /// The tensors of `graph` that hold data of their own (not views) and have no memory yet.

@@ -133,9 +133,10 @@ pub struct BuiltGraph {
 }
 
 impl GraphDocument {
-    /// Parses a JSON document.
+    /// Parses a JSON document (strictly: an object with a key twice is an error, see
+    /// [`crate::strict_json`]).
     pub fn from_json(json: &str) -> Result<GraphDocument> {
-        let value: Value = serde_json::from_str(json)
+        let value: Value = crate::strict_json::from_str(json)
             .map_err(|e| Error::InvalidGraph(format!("not valid JSON: {e}")))?;
         if let Some(v) = value.get("version") {
             if !matches!(v.as_u64(), Some(1) | Some(2)) {
@@ -144,7 +145,7 @@ impl GraphDocument {
                 )));
             }
         }
-        serde_json::from_value(value).map_err(|e| Error::InvalidGraph(e.to_string()))
+        from_value(value).map_err(Error::InvalidGraph)
     }
 
     /// The document as JSON.
@@ -256,13 +257,14 @@ impl GraphDocument {
             return Err(Error::InvalidGraph("the document names no outputs".into()));
         }
         let mut outputs = Vec::new();
+        let mut listed = std::collections::HashSet::new();
         for o in &self.outputs {
             let id = ids.get(o.as_str()).copied().ok_or_else(|| Error::UnknownTensor {
                 context: "outputs".into(),
                 name: o.clone(),
             })?;
-            if outputs.iter().any(|(name, _)| name == o) {
-                return Err(Error::DuplicateName(o.clone()));
+            if !listed.insert(o.as_str()) {
+                return Err(Error::InvalidGraph(format!("output {o:?} is listed twice")));
             }
             graph.set_output(id)?;
             outputs.push((o.clone(), id));
@@ -399,8 +401,8 @@ fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
         (None, Some(values)) => {
             let n = layout.nelements();
             if values.len() != n {
-                return Err(Error::DataLength {
-                    context: format!("values of {} {:?} (elements)", layout.dtype, t.shape),
+                return Err(Error::ValueCount {
+                    context: format!("values of {} {:?}", layout.dtype, t.shape),
                     expected: n,
                     actual: values.len(),
                 });
@@ -431,13 +433,25 @@ pub fn values_to_bytes(dtype: DType, values: &[f64]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// `value` as a `T`; the error names where in the value it went wrong (`tensors[1].shape[0]:
+/// invalid value: integer `-1`, expected usize`).
+pub fn from_value<T: for<'de> Deserialize<'de>>(value: Value) -> std::result::Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{path}: {}", e.into_inner())
+        }
+    })
+}
+
 fn param_map(n: &DocumentNode) -> Value {
     Value::Object(n.params.clone())
 }
 
 fn params<T: for<'de> Deserialize<'de>>(n: &DocumentNode) -> Result<T> {
-    serde_json::from_value(param_map(n))
-        .map_err(|e| Error::InvalidArgument(format!("{} params: {e}", n.op)))
+    from_value(param_map(n)).map_err(|e| Error::param(&n.op, format!("params: {e}")))
 }
 
 fn no_params(n: &DocumentNode) -> Result<()> {
@@ -445,7 +459,7 @@ fn no_params(n: &DocumentNode) -> Result<()> {
         Ok(())
     } else {
         let keys: Vec<&String> = n.params.keys().collect();
-        Err(Error::InvalidArgument(format!("{} takes no params, got {keys:?}", n.op)))
+        Err(Error::param(&n.op, format!("takes no params, got {keys:?}")))
     }
 }
 
@@ -646,10 +660,7 @@ fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> Result<TensorId>
             let op = if n.op == "SWIGLU" { GluOp::Swiglu } else { GluOp::Geglu };
             if s.len() == 2 {
                 if p.swapped {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: swapped applies to one source only",
-                        n.op
-                    )));
+                    return Err(Error::param(&n.op, "swapped applies to one source only"));
                 }
                 g.glu_split(s[0], s[1], op)
             } else {
@@ -702,24 +713,35 @@ pub fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
-/// Decodes standard base64 (padding optional, whitespace not allowed).
+/// Decodes standard base64 (padding optional, whitespace not allowed). Errors are
+/// [`Error::Base64`], naming the offending character and its position.
 pub fn base64_decode(text: &str) -> Result<Vec<u8>> {
-    let bad = |why: &str| Error::InvalidGraph(format!("invalid base64 data: {why}"));
+    let bad = |why: String| Error::Base64(why);
     let trimmed = text.trim_end_matches('=');
     if text.len() - trimmed.len() > 2 {
-        return Err(bad("too much padding"));
+        return Err(bad(format!("{} padding characters (at most 2)", text.len() - trimmed.len())));
+    }
+    if text.len() != trimmed.len() && !text.len().is_multiple_of(4) {
+        return Err(bad(format!(
+            "{} characters with padding (a multiple of 4 needed)",
+            text.len()
+        )));
     }
     let mut out = Vec::with_capacity(trimmed.len() * 3 / 4);
     let mut acc: u32 = 0;
     let mut bits = 0;
-    for c in trimmed.bytes() {
+    for (pos, c) in trimmed.bytes().enumerate() {
         let v = match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,
             b'0'..=b'9' => c - b'0' + 52,
             b'+' => 62,
             b'/' => 63,
-            _ => return Err(bad(&format!("unexpected character {:?}", c as char))),
+            _ => {
+                // Name the character as written (it may be a byte of a multi-byte one).
+                let shown = trimmed.get(pos..).and_then(|t| t.chars().next()).unwrap_or(c as char);
+                return Err(bad(format!("unexpected character {shown:?} at position {pos}")));
+            }
         };
         acc = (acc << 6) | v as u32;
         bits += 6;
@@ -730,7 +752,7 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>> {
         }
     }
     if bits >= 6 {
-        return Err(bad("truncated"));
+        return Err(bad(format!("{} characters cannot end a base64 text", trimmed.len())));
     }
     Ok(out)
 }
@@ -747,6 +769,12 @@ mod tests {
         }
         assert_eq!(base64_encode(b"Man"), "TWFu");
         assert_eq!(base64_encode(b"Ma"), "TWE=");
-        assert!(base64_decode("TW!u").is_err());
+        assert_eq!(
+            base64_decode("TW!u").unwrap_err().to_string(),
+            "invalid base64: unexpected character '!' at position 2"
+        );
+        assert_eq!(base64_decode("TWE").unwrap(), b"Ma");
+        assert!(base64_decode("TWE==").is_err());
+        assert!(base64_decode("TWFuT").is_err());
     }
 }

@@ -166,7 +166,7 @@ impl DType {
         DType::ALL
             .into_iter()
             .find(|t| t.ggml_id() == id)
-            .ok_or_else(|| Error::UnknownType(format!("ggml type id {id}")))
+            .ok_or_else(|| Error::UnknownType(format!("with ggml id {id}")))
     }
 
     /// The name used in GGUF and in graph documents ("F32", "Q4_0", "Q4_K", ...).
@@ -213,13 +213,20 @@ impl fmt::Display for DType {
     }
 }
 
+/// Type names are canonical: exactly as [`DType::name`] writes them ("F32", "Q4_K"). A name
+/// that differs only in case is refused with the canonical one in the message.
 impl FromStr for DType {
     type Err = Error;
     fn from_str(s: &str) -> Result<DType> {
-        DType::ALL
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| Error::UnknownType(s.to_string()))
+        if let Some(t) = DType::ALL.into_iter().find(|t| t.name() == s) {
+            return Ok(t);
+        }
+        Err(Error::UnknownType(
+            match DType::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(s)) {
+                Some(t) => format!("{s:?} (type names are upper case: {:?})", t.name()),
+                None => format!("{s:?}"),
+            },
+        ))
     }
 }
 
@@ -245,6 +252,12 @@ mod tests {
             assert_eq!(DType::from_ggml_id(t.ggml_id()).unwrap(), t);
         }
         assert!("Q9_9".parse::<DType>().is_err());
+        // Canonical names only; the message gives the canonical one.
+        let e = "q4_k".parse::<DType>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"unknown tensor type "q4_k" (type names are upper case: "Q4_K")"#
+        );
         assert!(DType::from_ggml_id(4).is_err());
     }
 }

@@ -10,8 +10,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A type name or id that Tessera does not know.
-    #[error("unknown tensor type {0:?}")]
+    /// A type name or id that Tessera does not know (the text says which, and the canonical
+    /// name when only the case differs).
+    #[error("unknown tensor type {0}")]
     UnknownType(String),
     /// An op name that Tessera does not know.
     #[error("unknown op {0:?}")]
@@ -166,6 +167,50 @@ pub enum Error {
         /// What is wrong.
         error: Box<Error>,
     },
+    /// An op parameter out of range or of the wrong kind (CLAMP's `min` above `max`, ROPE's
+    /// `n_dims`, a document node's `params` ...): a mistake in the graph, not in its data.
+    #[error("{op}: {reason}")]
+    InvalidParam {
+        /// The op.
+        op: String,
+        /// Which parameter, the value given and what is accepted.
+        reason: String,
+    },
+    /// Numbers given for a tensor (a document's `values`) whose count does not fit it.
+    #[error("{context}: expected {expected} values, got {actual}")]
+    ValueCount {
+        /// The tensor.
+        context: String,
+        /// Expected number of values (the tensor's elements).
+        expected: usize,
+        /// Given number of values.
+        actual: usize,
+    },
+    /// Text that is not valid base64.
+    #[error("invalid base64: {0}")]
+    Base64(String),
+    /// An op that would write into a constant (a weight, or a document's constant): the kept
+    /// graph would compute with the overwritten value next time, so such graphs are refused.
+    #[error("{op} writes into {constant:?}, a constant (weights and constants are read-only: make it an input, or copy into a tensor of its own)")]
+    WriteToConstant {
+        /// The writing op.
+        op: String,
+        /// The constant's name.
+        constant: String,
+    },
+    /// A graph whose planned memory exceeds the memory budget it was given.
+    #[error(
+        "the graph needs {}{needed} bytes ({detail}), more than the memory budget of {budget} bytes",
+        if *needed == usize::MAX { "more than " } else { "" }
+    )]
+    OverBudget {
+        /// Bytes the graph's plan needs in total.
+        needed: usize,
+        /// The budget.
+        budget: usize,
+        /// Where the bytes go (per device).
+        detail: String,
+    },
     /// A panic caught at a boundary.
     #[error("internal error (panic): {0}")]
     Panic(String),
@@ -175,6 +220,11 @@ impl Error {
     /// A [`Error::ShapeMismatch`] for `op` with `reason`.
     pub fn shape(op: impl Into<String>, reason: impl Into<String>) -> Error {
         Error::ShapeMismatch { op: op.into(), reason: reason.into() }
+    }
+
+    /// An [`Error::InvalidParam`] for `op` with `reason`.
+    pub fn param(op: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::InvalidParam { op: op.into(), reason: reason.into() }
     }
 
     /// An [`Error::UnsupportedType`] for `op`.

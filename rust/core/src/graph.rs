@@ -18,6 +18,9 @@ pub struct Graph {
     tensors: Vec<Tensor>,
     names: HashMap<String, TensorId>,
     outputs: Vec<TensorId>,
+    /// The same tensors as `outputs`, for constant-time membership (documents may mark tens
+    /// of thousands of outputs).
+    output_set: std::collections::HashSet<TensorId>,
 }
 
 fn fmt_shape(ne: &[usize; MAX_DIMS]) -> String {
@@ -103,7 +106,7 @@ impl Graph {
     /// Marks `id` as an output: its memory is never reused by the allocator.
     pub fn set_output(&mut self, id: TensorId) -> Result<()> {
         self.get_mut(id)?.flags.output = true;
-        if !self.outputs.contains(&id) {
+        if self.output_set.insert(id) {
             self.outputs.push(id);
         }
         Ok(())
@@ -172,6 +175,35 @@ impl Graph {
 
     fn check(&self, id: TensorId) -> Result<&Tensor> {
         self.get(id)
+    }
+
+    /// Refuses `op` writing into `dst` when `dst`'s memory (its view root) is a weight: a
+    /// constant must read the same at every compute of a graph kept for the next one.
+    fn check_writable(&self, op: &str, dst: TensorId) -> Result<()> {
+        self.get(dst)?;
+        let root = self.view_root(dst).0;
+        let t = &self.tensors[root.0];
+        if t.flags.weight {
+            return Err(Error::WriteToConstant { op: op.into(), constant: t.label(root) });
+        }
+        Ok(())
+    }
+
+    /// Checks that no node writes into a weight (CPY or SET_ROWS whose destination's memory is
+    /// a tensor flagged [`TensorFlags::weight`]): the builders refuse such nodes, and this
+    /// catches a flag set afterwards. The error names the node.
+    pub fn check_constant_writes(&self) -> Result<()> {
+        for (i, t) in self.tensors.iter().enumerate() {
+            if let Some(d) = t.op.destination_operand() {
+                let dst = t.src.get(d).copied().ok_or(Error::InvalidTensorId(i))?;
+                self.check_writable(t.op.name(), dst).map_err(|e| Error::InGraph {
+                    kind: "node".into(),
+                    name: t.label(TensorId(i)),
+                    error: Box::new(e),
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Appends a tensor as given (for the scheduler's copies); its sources must exist.
@@ -330,9 +362,7 @@ impl Graph {
     /// `a` clamped to `[min, max]`.
     pub fn clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId> {
         if min.is_nan() || max.is_nan() || min > max {
-            return Err(Error::InvalidArgument(format!(
-                "CLAMP: min {min} must not be above max {max}"
-            )));
+            return Err(Error::param("CLAMP", format!("min {min} must not be above max {max}")));
         }
         self.elementwise(Op::Clamp { min, max }, a)
     }
@@ -421,7 +451,7 @@ impl Graph {
         let ta = self.float_operand("CONCAT", a, "src0")?;
         let tb = self.float_operand("CONCAT", b, "src1")?;
         if dim >= MAX_DIMS {
-            return Err(Error::InvalidArgument(format!("CONCAT: dim {dim} is not below 4")));
+            return Err(Error::param("CONCAT", format!("dim {dim} is not below 4")));
         }
         if ta.dtype() != tb.dtype() {
             return Err(Error::dtype(
@@ -517,6 +547,7 @@ impl Graph {
     /// a view of `a` (as CPY's), so later readers of it see the written rows. Indices outside
     /// `0..rows` are an error at compute time.
     pub fn set_rows(&mut self, a: TensorId, b: TensorId, c: TensorId) -> Result<TensorId> {
+        self.check_writable("SET_ROWS", a)?;
         let ta = self.float_operand("SET_ROWS", a, "destination")?;
         let tb = self.check(b)?;
         let tc = self.check(c)?;
@@ -593,13 +624,16 @@ impl Graph {
             }
         }
         if ![scale, max_bias, softcap].iter().all(|f| f.is_finite()) || max_bias < 0.0 {
-            return Err(Error::InvalidArgument(format!(
-                "{OP}: scale {scale}, max_bias {max_bias} and softcap {softcap} must be finite, \
+            return Err(Error::param(
+                OP,
+                format!(
+                    "scale {scale}, max_bias {max_bias} and softcap {softcap} must be finite, \
                  max_bias >= 0"
-            )));
+                ),
+            ));
         }
         if softcap < 0.0 {
-            return Err(Error::InvalidArgument(format!("{OP}: softcap {softcap} must be >= 0")));
+            return Err(Error::param(OP, format!("softcap {softcap} must be >= 0")));
         }
         let (nq, nk, nv) = (tq.ne(), tk.ne(), tv.ne());
         if nk[0] != nq[0]
@@ -643,7 +677,7 @@ impl Graph {
             }
             src.push(m);
         } else if max_bias > 0.0 {
-            return Err(Error::InvalidArgument(format!("{OP}: max_bias > 0 needs a mask")));
+            return Err(Error::param(OP, "max_bias > 0 needs a mask"));
         }
         let layout = Layout::contiguous(DType::F32, &[nv[0], nq[2], nq[1], nq[3]])?;
         Ok(self.push_node(Op::FlashAttnExt(params), layout, src))
@@ -669,9 +703,10 @@ impl Graph {
             return Err(Error::dtype("SOFT_MAX", ta.dtype(), "src0 must be F32"));
         }
         if !scale.is_finite() || !max_bias.is_finite() || max_bias < 0.0 {
-            return Err(Error::InvalidArgument(format!(
-                "SOFT_MAX: scale {scale} must be finite and max_bias {max_bias} finite and >= 0"
-            )));
+            return Err(Error::param(
+                "SOFT_MAX",
+                format!("scale {scale} must be finite and max_bias {max_bias} finite and >= 0"),
+            ));
         }
         let na = ta.ne();
         let mut src = vec![a];
@@ -694,7 +729,7 @@ impl Graph {
             }
             src.push(m);
         } else if max_bias > 0.0 {
-            return Err(Error::InvalidArgument("SOFT_MAX: max_bias > 0 needs a mask".into()));
+            return Err(Error::param("SOFT_MAX", "max_bias > 0 needs a mask"));
         }
         let layout = Layout::contiguous(DType::F32, &na)?;
         Ok(self.push_node(Op::SoftMax { scale, max_bias }, layout, src))
@@ -717,7 +752,7 @@ impl Graph {
             return Err(Error::dtype(name, ta.dtype(), "src0 must be F32"));
         }
         if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::InvalidArgument(format!("{name}: eps {eps} must be finite, >= 0")));
+            return Err(Error::param(name, format!("eps {eps} must be finite, >= 0")));
         }
         let layout = Layout::contiguous(DType::F32, &ta.ne())?;
         Ok(self.push_node(op, layout, vec![a]))
@@ -775,31 +810,48 @@ impl Graph {
             ));
         }
         if p.n_dims == 0 || !p.n_dims.is_multiple_of(2) || p.n_dims > na[0] {
-            return Err(Error::InvalidArgument(format!(
-                "ROPE: n_dims {} must be even, > 0 and at most ne0 = {}",
-                p.n_dims, na[0]
-            )));
+            return Err(Error::param(
+                "ROPE",
+                format!("n_dims {} must be even, > 0 and at most ne0 = {}", p.n_dims, na[0]),
+            ));
         }
         if p.mode != ROPE_MODE_NORMAL && p.mode != ROPE_MODE_NEOX {
-            return Err(Error::InvalidArgument(format!(
-                "ROPE: mode {} is not 0 (normal) or 2 (NeoX)",
-                p.mode
-            )));
+            return Err(Error::param(
+                "ROPE",
+                format!("mode {} is not 0 (normal) or 2 (NeoX)", p.mode),
+            ));
         }
         let floats =
             [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow];
         if floats.iter().any(|f| !f.is_finite()) || p.freq_base <= 0.0 {
-            return Err(Error::InvalidArgument(
-                "ROPE: parameters must be finite, freq_base > 0".into(),
+            return Err(Error::param(
+                "ROPE",
+                format!(
+                    "freq_base {}, freq_scale {}, ext_factor {}, attn_factor {}, beta_fast {} and \
+                     beta_slow {} must be finite, freq_base > 0",
+                    p.freq_base,
+                    p.freq_scale,
+                    p.ext_factor,
+                    p.attn_factor,
+                    p.beta_fast,
+                    p.beta_slow
+                ),
             ));
         }
         let mut src = vec![a, pos];
         if let Some(f) = freq_factors {
             let tf = self.check(f)?;
-            if tf.dtype() != DType::F32 || tf.ne()[0] < p.n_dims / 2 {
+            if tf.dtype() != DType::F32 {
+                return Err(Error::dtype("ROPE", tf.dtype(), "frequency factors must be F32"));
+            }
+            if tf.ne()[0] < p.n_dims / 2 {
                 return Err(Error::shape(
                     "ROPE",
-                    format!("frequency factors must be F32 with at least {} values", p.n_dims / 2),
+                    format!(
+                        "frequency factors {} need at least n_dims / 2 = {} values",
+                        fmt_shape(&tf.ne()),
+                        p.n_dims / 2
+                    ),
                 ));
             }
             src.push(f);
@@ -867,6 +919,7 @@ impl Graph {
     /// Converts `a` into the memory of `b` (same number of elements, any types but I32 to
     /// or from another type); the result is a view of `b`.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.check_writable("CPY", b)?;
         let ta = self.check(a)?;
         let tb = self.check(b)?;
         if ta.nelements() != tb.nelements() {
@@ -942,12 +995,10 @@ impl Graph {
         let dtype = ta.dtype();
         let full = normalize_shape(ne)?;
         if nb.len() + 1 != ne.len() {
-            return Err(Error::InvalidArgument(format!(
-                "VIEW: {} dims need {} strides, got {}",
-                ne.len(),
-                ne.len() - 1,
-                nb.len()
-            )));
+            return Err(Error::param(
+                "VIEW",
+                format!("{} dims need {} strides, got {}", ne.len(), ne.len() - 1, nb.len()),
+            ));
         }
         let mut layout = Layout::contiguous(dtype, &full)?;
         for (i, &s) in nb.iter().enumerate() {
@@ -996,9 +1047,10 @@ impl Graph {
         let mut seen = [false; MAX_DIMS];
         for &ax in &axes {
             if ax >= MAX_DIMS || seen[ax] {
-                return Err(Error::InvalidArgument(format!(
-                    "PERMUTE: axes {axes:?} are not a permutation of 0..4"
-                )));
+                return Err(Error::param(
+                    "PERMUTE",
+                    format!("axes {axes:?} are not a permutation of 0..4"),
+                ));
             }
             seen[ax] = true;
         }

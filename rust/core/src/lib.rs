@@ -18,6 +18,7 @@ pub mod quant;
 pub mod registry;
 pub mod sched;
 pub mod storage;
+pub mod strict_json;
 pub mod tensor;
 pub mod tensor_data;
 

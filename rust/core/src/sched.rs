@@ -70,6 +70,7 @@ pub struct Scheduler {
     prepared: Option<Prepared>,
     n_copies: usize,
     cur_copy: usize,
+    budget: Option<usize>,
 }
 
 /// The largest number of copy sets for pipelining.
@@ -92,6 +93,7 @@ impl Scheduler {
             prepared: None,
             n_copies: 1,
             cur_copy: 0,
+            budget: None,
         })
     }
 
@@ -110,6 +112,19 @@ impl Scheduler {
         self.n_copies = n;
         self.prepared = None;
         Ok(())
+    }
+
+    /// Sets the memory budget: the most bytes one [`Scheduler::alloc_graph`] may plan over all
+    /// backends (compute buffers, weights placed in extra buffer types, copy sets). A graph
+    /// whose plan needs more is refused with [`Error::OverBudget`] before anything is
+    /// allocated. `None` (the default): no budget beyond what the buffer types can allocate.
+    pub fn set_memory_budget(&mut self, budget: Option<usize>) {
+        self.budget = budget;
+    }
+
+    /// The memory budget (see [`Scheduler::set_memory_budget`]).
+    pub fn memory_budget(&self) -> Option<usize> {
+        self.budget
     }
 
     /// Sets the extra buffer types of backend `backend` (ggml's extra buffer types of its
@@ -359,14 +374,18 @@ impl Scheduler {
         }
         // Inputs without memory go to their first reader's backend (a node reading them
         // directly or through views); views follow their root.
+        let mut first_reader: Vec<Option<TensorId>> = vec![None; n];
+        for &node in &nodes {
+            for &s in &graph.tensor(node).src {
+                first_reader[graph.view_root(s).0.index()].get_or_insert(node);
+            }
+        }
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() && backend_of[id.index()].is_none() {
-                let reader = nodes
-                    .iter()
-                    .find(|&&n| graph.tensor(n).src.iter().any(|&s| graph.view_root(s).0 == id));
+                let reader = first_reader[id.index()];
                 backend_of[id.index()] = Some(
-                    reader.and_then(|&r| backend_of[r.index()]).unwrap_or(self.backends.len() - 1),
+                    reader.and_then(|r| backend_of[r.index()]).unwrap_or(self.backends.len() - 1),
                 );
             }
         }
@@ -402,16 +421,20 @@ impl Scheduler {
 
     /// Assigns, splits and allocates `graph`; afterwards the caller sets its inputs and calls
     /// [`Scheduler::compute`]. Every tensor of `graph` gets its storage.
+    ///
+    /// Everything is planned before anything is allocated: a graph that writes into a weight
+    /// ([`Graph::check_constant_writes`]), whose plan a buffer type cannot hold, or that needs
+    /// more than the [memory budget](Scheduler::set_memory_budget) fails without allocating.
     pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<()> {
+        graph.check_constant_writes()?;
         let backend_of = self.assign(graph)?;
         let mut g = graph.clone();
-        // Weights read only by MUL_MAT go to an extra buffer type that accepts them.
-        let mut weight_buffers = Vec::new();
-        for (bt, ids) in self.extra_placements(graph, &backend_of) {
-            if let Some(buf) = alloc::place_sequentially(&mut g, &ids, bt.as_ref())? {
-                buf.set_usage(BufferUsage::Weights);
-                weight_buffers.push(buf);
-            }
+        // Weights read only by MUL_MAT go to an extra buffer type that accepts them (placed
+        // once the whole plan is known to fit).
+        let extra = self.extra_placements(graph, &backend_of);
+        let mut in_extra = vec![false; graph.len()];
+        for id in extra.iter().flat_map(|(_, ids)| ids) {
+            in_extra[id.index()] = true;
         }
         let mut splits: Vec<Split> = Vec::new();
         let mut copies: Vec<Vec<Copy>> = Vec::new();
@@ -419,22 +442,30 @@ impl Scheduler {
             graph.ids().filter(|&id| graph.tensor(id).is_leaf()).collect();
         let mut assignment = backend_of.clone();
         let mut copy_of: HashMap<(TensorId, usize), TensorId> = HashMap::new();
-        // Where the current split's entries start in `order`.
-        let mut split_start = order.len();
+        // The entries of the current split after its copies: every copy of a split is made
+        // before its first node runs, so its memory must be live from the split's start, not
+        // from its first reader. `order` gets a split's copies, then these, when it ends.
+        let mut body: Vec<TensorId> = Vec::new();
+        let flush = |order: &mut Vec<TensorId>, copies: &[Vec<Copy>], body: &mut Vec<TensorId>| {
+            if let Some(last) = copies.last() {
+                order.extend(last.iter().map(|c| c.to));
+            }
+            order.append(body);
+        };
         for id in graph.ids() {
             let t = graph.tensor(id);
             if t.is_leaf() {
                 continue;
             }
             if !t.op.computes() {
-                order.push(id);
+                body.push(id);
                 continue;
             }
             let b = backend_of[id.index()].unwrap_or(self.backends.len() - 1);
             if splits.last().is_none_or(|s| s.backend != b) {
+                flush(&mut order, &copies, &mut body);
                 splits.push(Split { backend: b, nodes: Vec::new(), inputs: Vec::new() });
                 copies.push(Vec::new());
-                split_start = order.len();
             }
             let si = splits.len() - 1;
             for (i, &s) in t.src.iter().enumerate() {
@@ -453,9 +484,6 @@ impl Scheduler {
                         copy_of.insert(key, c);
                         copies[si].push(Copy { from: root, to: c });
                         splits[si].inputs.push(root);
-                        // Every copy of a split is made before its first node runs: its memory
-                        // must be live from the split's start, not from its first reader.
-                        order.insert(split_start + copies[si].len() - 1, c);
                         c
                     }
                 };
@@ -465,18 +493,24 @@ impl Scheduler {
                     let st = graph.tensor(s);
                     let v = g.push_raw(copy_tensor(st, root_copy, Op::View, Some(root_copy), offs));
                     assignment.push(Some(b));
-                    order.push(v);
+                    body.push(v);
                     v
                 };
                 g.replace_src(id, i, replacement);
             }
             splits[si].nodes.push(id);
-            order.push(id);
+            body.push(id);
         }
-        // Allocate each backend's share in its own buffer (with several copy sets, the
-        // copies are placed separately below).
+        flush(&mut order, &copies, &mut body);
+        // Plan each backend's share in its own buffer (with several copy sets, the copies are
+        // placed separately below).
         let copy_ids: Vec<TensorId> = copies.iter().flatten().map(|c| c.to).collect();
         let pipelined = self.n_copies > 1;
+        let mut is_copy = vec![false; g.len()];
+        for c in &copy_ids {
+            is_copy[c.index()] = true;
+        }
+        let mut plans = Vec::with_capacity(self.backends.len());
         for b in 0..self.backends.len() {
             let bt = self.backends[b].buffer_type();
             let plan = alloc::plan(
@@ -484,14 +518,35 @@ impl Scheduler {
                 &order,
                 &|id| {
                     assignment.get(id.index()).copied().flatten() == Some(b)
-                        && !(pipelined && copy_ids.contains(&id))
+                        && !in_extra.get(id.index()).copied().unwrap_or(false)
+                        && !(pipelined && is_copy[id.index()])
                 },
                 &|id| bt.alloc_size(&g.tensor(id).layout),
                 bt.alignment(),
             );
-            if plan.offsets.iter().all(|o| o.is_none()) {
-                continue;
+            plans.push((!plan.offsets.iter().all(|o| o.is_none())).then_some(plan));
+        }
+        let copy_sets: Vec<Vec<TensorId>> = (0..self.backends.len())
+            .map(|b| {
+                let mine = copy_ids.iter().copied().filter(|&c| assignment[c.index()] == Some(b));
+                if pipelined {
+                    mine.collect()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        self.check_budget(&g, &extra, &plans, &copy_sets)?;
+        let mut weight_buffers = Vec::new();
+        for (bt, ids) in &extra {
+            if let Some(buf) = alloc::place_sequentially(&mut g, ids, bt.as_ref())? {
+                buf.set_usage(BufferUsage::Weights);
+                weight_buffers.push(buf);
             }
+        }
+        for (b, plan) in plans.iter().enumerate() {
+            let Some(plan) = plan else { continue };
+            let bt = self.backends[b].buffer_type();
             let reuse = self.buffers[b].as_ref().is_some_and(|buf| buf.size() >= plan.size);
             if !reuse {
                 let buf = bt.alloc(plan.size)?;
@@ -501,21 +556,16 @@ impl Scheduler {
             let buf = self.buffers[b]
                 .clone()
                 .ok_or(Error::OutOfMemory { device: bt.name(), size: plan.size })?;
-            alloc::apply_plan(&mut g, &plan, &buf)?;
+            alloc::apply_plan(&mut g, plan, &buf)?;
         }
         let mut graphs = Vec::with_capacity(self.n_copies);
         let mut copy_buffers = Vec::new();
         for _ in 0..self.n_copies {
             let mut gc = g.clone();
             if pipelined {
-                for b in 0..self.backends.len() {
-                    let mine: Vec<TensorId> = copy_ids
-                        .iter()
-                        .copied()
-                        .filter(|&c| assignment[c.index()] == Some(b))
-                        .collect();
+                for (b, mine) in copy_sets.iter().enumerate() {
                     let bt = self.backends[b].buffer_type();
-                    if let Some(buf) = alloc::place_sequentially(&mut gc, &mine, bt.as_ref())? {
+                    if let Some(buf) = alloc::place_sequentially(&mut gc, mine, bt.as_ref())? {
                         buf.set_usage(BufferUsage::Compute);
                         copy_buffers.push(buf);
                     }
@@ -558,6 +608,49 @@ impl Scheduler {
             _copy_buffers: copy_buffers,
             _weight_buffers: weight_buffers,
         });
+        Ok(())
+    }
+
+    /// Checks a planned graph before anything is allocated: the total within the memory
+    /// budget, each buffer within what its type can hold.
+    fn check_budget(
+        &self,
+        g: &Graph,
+        extra: &[(Arc<dyn BufferType>, Vec<TensorId>)],
+        plans: &[Option<alloc::AllocPlan>],
+        copy_sets: &[Vec<TensorId>],
+    ) -> Result<()> {
+        // (what, buffer type, bytes of one buffer, buffers)
+        let mut parts: Vec<(String, Arc<dyn BufferType>, usize, usize)> = Vec::new();
+        for (bt, ids) in extra {
+            let size = alloc::sequential_size(g, ids, bt.as_ref());
+            parts.push((format!("{} weights", bt.name()), bt.clone(), size, 1));
+        }
+        for (b, plan) in plans.iter().enumerate() {
+            let bt = self.backends[b].buffer_type();
+            if let Some(plan) = plan {
+                parts.push((format!("{} compute", bt.name()), bt.clone(), plan.size, 1));
+            }
+            if !copy_sets[b].is_empty() {
+                let size = alloc::sequential_size(g, &copy_sets[b], bt.as_ref());
+                parts.push((format!("{} copies", bt.name()), bt.clone(), size, self.n_copies));
+            }
+        }
+        let needed =
+            parts.iter().fold(0usize, |acc, (_, _, s, n)| acc.saturating_add(s.saturating_mul(*n)));
+        if let Some(budget) = self.budget.filter(|&b| needed > b) {
+            let detail = parts
+                .iter()
+                .map(|(what, _, s, n)| match n {
+                    1 => format!("{what} {s}"),
+                    n => format!("{what} {n} x {s}"),
+                })
+                .collect::<Vec<_>>();
+            return Err(Error::OverBudget { needed, budget, detail: detail.join(", ") });
+        }
+        for (_, bt, size, _) in &parts {
+            alloc::check_size(bt.as_ref(), *size)?;
+        }
         Ok(())
     }
 

@@ -64,7 +64,10 @@ impl Layout {
     /// overflow.
     pub fn contiguous(dtype: DType, ne: &[usize]) -> Result<Layout> {
         let ne = normalize_shape(ne)?;
-        let row = dtype.row_size(ne[0])?;
+        let row = dtype.row_size(ne[0]).map_err(|e| match e {
+            Error::Overflow { .. } => overflow(dtype, &ne),
+            e => e,
+        })?;
         let mut nb = [dtype.type_size(), row, 0, 0];
         for i in 2..MAX_DIMS {
             nb[i] = nb[i - 1].checked_mul(ne[i - 1]).ok_or_else(|| overflow(dtype, &ne))?;
@@ -158,7 +161,10 @@ impl Layout {
 }
 
 fn overflow(dtype: DType, ne: &[usize]) -> Error {
-    Error::Overflow { what: format!("tensor of {dtype} with shape {ne:?}") }
+    Error::InvalidShape {
+        shape: ne.to_vec(),
+        reason: format!("the size of {dtype} data overflows (limit {MAX_TENSOR_BYTES} bytes)"),
+    }
 }
 
 /// Pads a shape of 1 to 4 dimensions to 4 with ones, rejecting zero, over-large and too many
@@ -188,9 +194,10 @@ pub fn normalize_shape(shape: &[usize]) -> Result<[usize; MAX_DIMS]> {
     }
     let mut total: usize = 1;
     for &n in &ne {
-        total = total
-            .checked_mul(n)
-            .ok_or_else(|| Error::Overflow { what: format!("element count of shape {shape:?}") })?;
+        total = total.checked_mul(n).ok_or_else(|| Error::InvalidShape {
+            shape: shape.to_vec(),
+            reason: "the element count overflows".into(),
+        })?;
     }
     Ok(ne)
 }

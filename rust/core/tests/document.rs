@@ -120,7 +120,7 @@ fn wrong_data_length_is_rejected() {
     let e =
         expect_err(&doc(r#"{"name":"c","type":"F32","shape":[4],"values":[1,2,3]}"#, "", r#""c""#));
     assert!(
-        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::DataLength { expected: 4, actual: 3, .. })),
+        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::ValueCount { expected: 4, actual: 3, .. })),
         "{e}"
     );
     let e = expect_err(&doc(r#"{"name":"c","type":"F32","shape":[1],"data":"@@"}"#, "", r#""c""#));
@@ -143,7 +143,7 @@ fn duplicate_names_are_rejected() {
     ));
     assert_eq!(e, Error::DuplicateName("y".into()));
     let e = expect_err(&doc(X, "", r#""x","x""#));
-    assert_eq!(e, Error::DuplicateName("x".into()));
+    assert_eq!(e, Error::InvalidGraph("output \"x\" is listed twice".into()));
 }
 
 #[test]

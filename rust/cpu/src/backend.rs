@@ -1,4 +1,5 @@
-//! The CPU backend: computes graphs on host memory with a thread pool of its own.
+//! The CPU backend: computes graphs on host memory with `n` threads of the process's shared
+//! worker pool ([`crate::workers`]).
 
 mod attention;
 mod fast_ops;
@@ -8,9 +9,9 @@ mod rows;
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
 use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
-use crate::matmul::{self, AbortFn, MatMul, TensorRef};
+use crate::matmul::{self, try_chunks, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
-use rayon::prelude::*;
+use crate::workers::Lease;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,7 +40,7 @@ impl GraphPlan for CpuGraphPlan {
 /// The CPU backend.
 pub struct CpuBackend {
     threads: usize,
-    pool: rayon::ThreadPool,
+    workers: Lease,
     abort: Option<AbortCallback>,
     matmul: MatMul,
     vectorized: AtomicU64,
@@ -60,14 +61,6 @@ fn check_threads(n: usize) -> Result<usize> {
     Ok(n)
 }
 
-fn make_pool(threads: usize) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("tessera-cpu-{i}"))
-        .build()
-        .map_err(|e| Error::Backend { backend: CPU_NAME.into(), message: e.to_string() })
-}
-
 /// A host pointer that may cross to pool threads.
 #[derive(Clone, Copy)]
 struct SendTensor(HostTensor);
@@ -83,7 +76,7 @@ impl CpuBackend {
         let threads = check_threads(threads.unwrap_or_else(default_threads))?;
         Ok(CpuBackend {
             threads,
-            pool: make_pool(threads)?,
+            workers: Lease::new(threads)?,
             abort: None,
             matmul: MatMul::new(),
             vectorized: AtomicU64::new(0),
@@ -113,7 +106,13 @@ impl CpuBackend {
         Ok(HostTensor { layout: t.layout, ptr })
     }
 
-    fn compute_node(&self, graph: &Graph, id: TensorId, aborted: AbortFn<'_>) -> Result<()> {
+    fn compute_node(
+        &self,
+        pool: &rayon::ThreadPool,
+        graph: &Graph,
+        id: TensorId,
+        aborted: AbortFn<'_>,
+    ) -> Result<()> {
         let t = graph.get(id)?;
         if !t.op.computes() {
             return Ok(());
@@ -133,9 +132,9 @@ impl CpuBackend {
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
-            return self.mul_mat(dst, &srcs, weights_packed, aborted);
+            return self.mul_mat(pool, dst, &srcs, weights_packed, aborted);
         }
-        let threads = fast_ops::Threads { pool: &self.pool, n: self.threads };
+        let threads = fast_ops::Threads { pool, n: self.threads };
         // The three fast paths: as for the reference below; `supports` validated the operands
         // for the op.
         let fast = match &t.op {
@@ -204,6 +203,7 @@ impl CpuBackend {
     /// the weight rows among the pool's threads.
     fn mul_mat(
         &self,
+        pool: &rayon::ThreadPool,
         dst: HostTensor,
         srcs: &[HostTensor],
         packed: Option<PackLayout>,
@@ -216,7 +216,7 @@ impl CpuBackend {
             // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
             // result never shares memory with its operands (it cannot run in place).
             return unsafe {
-                self.matmul.run(&self.pool, self.threads, (dst.layout, dst.ptr), a, b, aborted)
+                self.matmul.run(pool, self.threads, (dst.layout, dst.ptr), a, b, aborted)
             };
         }
         if packed.is_some() {
@@ -231,20 +231,18 @@ impl CpuBackend {
         let m = a.layout.ne[1];
         let per = m.div_ceil((self.threads * 4).min(m).max(1));
         let (d, a, b) = (SendTensor(dst), SendTensor(a), SendTensor(b));
-        self.pool.install(|| {
-            (0..m.div_ceil(per)).into_par_iter().try_for_each(|c| {
-                let (start, end) = (c * per, ((c + 1) * per).min(m));
-                let mut a_part = a.0;
-                a_part.layout.ne[1] = end - start;
-                // SAFETY: rows start..end of src0 lie within it.
-                a_part.ptr = unsafe { a.0.ptr.add(start * a.0.layout.nb[1]) };
-                let mut d_part = d.0;
-                d_part.layout.ne[0] = end - start;
-                // SAFETY: columns start..end of dst lie within it; parts write disjoint columns.
-                d_part.ptr = unsafe { d.0.ptr.add(start * d.0.layout.nb[0]) };
-                // SAFETY: the parts are sub-views of valid tensors (see above).
-                unsafe { reference::compute_op(&Op::MulMat, d_part, &[a_part, b.0], aborted) }
-            })
+        try_chunks(pool, self.threads, m.div_ceil(per), aborted, |c| {
+            let (start, end) = (c * per, ((c + 1) * per).min(m));
+            let mut a_part = a.0;
+            a_part.layout.ne[1] = end - start;
+            // SAFETY: rows start..end of src0 lie within it.
+            a_part.ptr = unsafe { a.0.ptr.add(start * a.0.layout.nb[1]) };
+            let mut d_part = d.0;
+            d_part.layout.ne[0] = end - start;
+            // SAFETY: columns start..end of dst lie within it; parts write disjoint columns.
+            d_part.ptr = unsafe { d.0.ptr.add(start * d.0.layout.nb[0]) };
+            // SAFETY: the parts are sub-views of valid tensors (see above).
+            unsafe { reference::compute_op(&Op::MulMat, d_part, &[a_part, b.0], aborted) }
         })
     }
 }
@@ -260,10 +258,8 @@ impl Backend for CpuBackend {
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
         let n = check_threads(n)?;
-        if n != self.threads {
-            self.pool = make_pool(n)?;
-            self.threads = n;
-        }
+        self.workers.set(n)?;
+        self.threads = n;
         Ok(())
     }
 
@@ -300,11 +296,13 @@ impl Backend for CpuBackend {
     fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
         let abort = self.abort.clone();
         let aborted = move || abort.as_ref().is_some_and(|f| f());
+        // The shared pool as it is now, held for this call only.
+        let pool = self.workers.pool()?;
         for &id in nodes {
             if aborted() {
                 return Err(Error::Aborted);
             }
-            self.compute_node(graph, id, &aborted)?;
+            self.compute_node(&pool, graph, id, &aborted)?;
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ pub mod features;
 pub mod kernels;
 pub mod matmul;
 pub mod reference;
+pub mod workers;
 
 pub use backend::CpuBackend;
 pub use device::{CpuBackendReg, CpuDevice};

@@ -272,5 +272,5 @@ fn flash_attention_checks_its_operands() {
     assert!(matches!(e, Error::ShapeMismatch { .. }), "mask of 9 keys for 10: {e:?}");
     let p = AttnParams { scale: f32::NAN, ..AttnParams::default() };
     let e = g.flash_attn_ext(q, k3, v2, None, p).unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument(_)), "NaN scale: {e:?}");
+    assert!(matches!(e, Error::InvalidParam { .. }), "NaN scale: {e:?}");
 }

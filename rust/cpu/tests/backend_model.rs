@@ -853,9 +853,15 @@ fn read_only_memory_is_computed_from_in_place_and_never_written() {
     sched.compute().unwrap();
     assert_eq!(get_f32(&g, y).unwrap(), vec![10.0, 1.75]);
 
-    // A graph that would write into the weight is refused and leaves it unchanged.
+    // A graph that would write into the weight is refused when built.
     let mut g2 = Graph::new();
     let wt2 = g2.weight("w", DType::F32, &[4, 2]).unwrap();
+    let src = g2.input("src", DType::F32, &[4, 2]).unwrap();
+    assert!(matches!(g2.cpy(src, wt2), Err(Error::WriteToConstant { .. })));
+    // A write into the read-only memory through a tensor that is not a weight is refused when
+    // computed, and leaves the memory unchanged.
+    let mut g2 = Graph::new();
+    let wt2 = g2.new_tensor(DType::F32, &[4, 2]).unwrap();
     g2.set_storage(wt2, tessera_core::Storage { buffer: buffer.clone(), offset: 0 }).unwrap();
     let src = g2.input("src", DType::F32, &[4, 2]).unwrap();
     let c = g2.cpy(src, wt2).unwrap();

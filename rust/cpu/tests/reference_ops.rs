@@ -1389,8 +1389,8 @@ fn expect_type(r: tessera_core::Result<TensorId>, op: &str) {
 
 fn expect_arg(r: tessera_core::Result<TensorId>, op: &str) {
     match r {
-        Err(Error::InvalidArgument(msg)) => assert!(msg.contains(op), "{msg}"),
-        other => panic!("{op}: expected InvalidArgument, got {other:?}"),
+        Err(Error::InvalidParam { op: o, .. }) => assert_eq!(o, op),
+        other => panic!("{op}: expected InvalidParam, got {other:?}"),
     }
 }
 

@@ -180,35 +180,55 @@ impl TesseraError {
     }
 }
 
-/// The variant for a core error (without its context wrapper).
+/// The variant for a core error (without its context wrapper): the one place deciding the kind
+/// of every core error, as the tables of docs/c-api.md and docs/native-protocol.md give them.
 fn classify(error: &Error) -> fn(String) -> TesseraError {
     match error {
         Error::UnknownType(_) => |message| TesseraError::UnknownType { message },
         Error::UnknownOp(_) => |message| TesseraError::UnknownOp { message },
-        Error::BlockAlignment { .. }
-        | Error::InvalidShape { .. }
-        | Error::ShapeMismatch { .. }
-        | Error::ViewOutOfBounds { .. } => |message| TesseraError::ShapeMismatch { message },
-        Error::Overflow { .. }
-        | Error::InvalidArgument(_)
-        | Error::IndexOutOfRange { .. }
-        | Error::ReadOnly(_) => |message| TesseraError::InvalidArgument { message },
-        Error::UnsupportedType { .. } | Error::UnsupportedOp { .. } | Error::TierUnsupported(_) => {
-            |message| TesseraError::Unsupported { message }
+        // Operands that do not fit each other, or a view outside its source.
+        Error::ShapeMismatch { .. } | Error::ViewOutOfBounds { .. } => {
+            |message| TesseraError::ShapeMismatch { message }
         }
-        Error::Cycle(_)
+        // Mistakes in the document itself: invalid shapes (no, too many, zero or too large
+        // dimensions, rows that are not whole blocks), parameters, base64 of constants,
+        // structure, and writes into constants.
+        Error::InvalidShape { .. }
+        | Error::BlockAlignment { .. }
+        | Error::InvalidParam { .. }
+        | Error::Base64(_)
+        | Error::WriteToConstant { .. }
+        | Error::Cycle(_)
         | Error::DuplicateName(_)
         | Error::UnknownTensor { .. }
         | Error::InvalidGraph(_) => |message| TesseraError::InvalidGraph { message },
-        Error::DataLength { .. } => |message| TesseraError::DataLength { message },
+        Error::DataLength { .. } | Error::ValueCount { .. } => {
+            |message| TesseraError::DataLength { message }
+        }
+        // Arguments and data found wrong when used (an index read at compute time, a write
+        // into read-only memory).
+        Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::ReadOnly(_) => {
+            |message| TesseraError::InvalidArgument { message }
+        }
+        Error::UnsupportedType { .. } | Error::UnsupportedOp { .. } | Error::TierUnsupported(_) => {
+            |message| TesseraError::Unsupported { message }
+        }
         Error::UnknownDevice(_) => |message| TesseraError::UnknownDevice { message },
-        Error::OutOfMemory { .. } => |message| TesseraError::OutOfMemory { message },
+        // A size beyond what can be addressed is memory that cannot be had.
+        Error::OutOfMemory { .. } | Error::OverBudget { .. } | Error::Overflow { .. } => {
+            |message| TesseraError::OutOfMemory { message }
+        }
         Error::Aborted => |message| TesseraError::Aborted { message },
         Error::Cancelled => |message| TesseraError::Cancelled { message },
         Error::Backend { .. } => |message| TesseraError::Backend { message },
         Error::Closed(_) => |message| TesseraError::Closed { message },
         Error::InGraph { error, .. } => classify(error),
-        // InvalidTensorId, OutOfBounds, NotAllocated, Panic and future kinds are bugs.
+        // Bugs: a tensor id from another graph, an access outside a buffer, compute before
+        // allocation, a caught panic, and kinds added later until classified here.
+        Error::InvalidTensorId(_)
+        | Error::OutOfBounds(_)
+        | Error::NotAllocated(_)
+        | Error::Panic(_) => |message| TesseraError::Internal { message },
         _ => |message| TesseraError::Internal { message },
     }
 }
@@ -276,5 +296,40 @@ mod tests {
         let e: TesseraError = Error::Panic("x".into()).into();
         assert_eq!(e.kind(), "Internal");
         assert_eq!(e.to_string(), e.message());
+    }
+
+    /// The kinds of the docs' tables, one core error of each family at a time.
+    #[test]
+    fn core_errors_get_the_documented_kinds() {
+        let s = || String::from("x");
+        let cases: Vec<(Error, &str)> = vec![
+            (Error::InvalidShape { shape: vec![0], reason: s() }, "InvalidGraph"),
+            (
+                Error::BlockAlignment { dtype: tessera_core::DType::Q4_0, n: 3, block: 32 },
+                "InvalidGraph",
+            ),
+            (Error::param("CLAMP", s()), "InvalidGraph"),
+            (Error::Base64(s()), "InvalidGraph"),
+            (Error::WriteToConstant { op: "CPY".into(), constant: s() }, "InvalidGraph"),
+            (Error::ValueCount { context: s(), expected: 3, actual: 2 }, "DataLength"),
+            (Error::DataLength { context: s(), expected: 3, actual: 2 }, "DataLength"),
+            (Error::shape("ADD", s()), "ShapeMismatch"),
+            (Error::ViewOutOfBounds { op: "VIEW".into(), reason: s() }, "ShapeMismatch"),
+            (Error::dtype("ROPE", tessera_core::DType::I32, s()), "Unsupported"),
+            (Error::IndexOutOfRange { op: "GET_ROWS".into(), reason: s() }, "InvalidArgument"),
+            (Error::OverBudget { needed: 2, budget: 1, detail: s() }, "OutOfMemory"),
+            (Error::Overflow { what: s() }, "OutOfMemory"),
+            (Error::OutOfBounds(s()), "Internal"),
+            (Error::NotAllocated(s()), "Internal"),
+        ];
+        for (e, kind) in cases {
+            let wrapped = Error::InGraph {
+                kind: "node".into(),
+                name: "n".into(),
+                error: Box::new(e.clone()),
+            };
+            assert_eq!(TesseraError::from(e.clone()).kind(), kind, "{e:?}");
+            assert_eq!(TesseraError::from(wrapped).kind(), kind, "{e:?} in a node");
+        }
     }
 }

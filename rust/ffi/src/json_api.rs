@@ -8,7 +8,7 @@
 use crate::error::{guard_or, TesseraError};
 use crate::info::{build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceInfo};
 use crate::logging::{set_log_level, LogLevel};
-use crate::session::{CancelToken, Session, SessionOptions, TensorData};
+use crate::session::{CancelToken, Session, SessionOptions, TensorData, MAX_THREADS};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -104,9 +104,21 @@ fn string_field(obj: &Map<String, Value>, key: &str, what: &str) -> Result<Strin
         .ok_or_else(|| bad_request(format!("{what}: \"{key}\" must be a string")))
 }
 
+/// Refuses keys of `obj` outside `known` (`what` names the object in the message).
+fn known_keys(obj: &Map<String, Value>, what: &str, known: &[&str]) -> Result<(), TesseraError> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(bad_request(format!(
+            "{what}: unknown key {key:?} (known: {})",
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        ))),
+    }
+}
+
 fn parse_input(index: usize, v: &Value) -> Result<TensorData, TesseraError> {
     let what = format!("inputs[{index}]");
     let obj = v.as_object().ok_or_else(|| bad_request(format!("{what} must be an object")))?;
+    known_keys(obj, &what, &["name", "dtype", "shape", "data"])?;
     let name = string_field(obj, "name", &what)?;
     let what = format!("input {name:?}");
     let dtype = string_field(obj, "dtype", &what)?;
@@ -115,37 +127,52 @@ fn parse_input(index: usize, v: &Value) -> Result<TensorData, TesseraError> {
         .ok_or_else(|| bad_request(format!("{what}: \"shape\" must be an array")))?
         .iter()
         .map(|d| {
-            d.as_u64()
-                .ok_or_else(|| bad_request(format!("{what}: shape entries must be integers >= 0")))
+            d.as_u64().ok_or_else(|| {
+                bad_request(format!("{what}: shape entry {d} is not an integer >= 0"))
+            })
         })
         .collect::<Result<Vec<u64>, _>>()?;
-    let data = base64_decode(&string_field(obj, "data", &what)?)
-        .map_err(|e| bad_request(format!("{what}: {}", TesseraError::from(e).message())))?;
+    let data = base64_decode(&string_field(obj, "data", &what)?).map_err(|e| {
+        let why = match e {
+            tessera_core::Error::Base64(why) => why,
+            e => e.to_string(),
+        };
+        bad_request(format!("{what}: \"data\" is not valid base64: {why}"))
+    })?;
     Ok(TensorData { name, dtype, shape, data })
 }
+
+/// The keys of `options` (sessions and one-shot computes).
+const OPTION_KEYS: &[&str] = &["device", "threads", "memoryBudget"];
 
 fn parse_options(v: Option<&Value>) -> Result<SessionOptions, TesseraError> {
     let mut options = SessionOptions::default();
     let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(options) };
     let obj = v.as_object().ok_or_else(|| bad_request("\"options\" must be an object"))?;
-    for key in obj.keys() {
-        if key != "device" && key != "threads" {
-            return Err(bad_request(format!(
-                "options: unknown key {key:?} (known: device, threads)"
-            )));
-        }
-    }
+    known_keys(obj, "options", OPTION_KEYS)?;
     if let Some(d) = obj.get("device").filter(|d| !d.is_null()) {
         options.device = d
             .as_str()
-            .ok_or_else(|| bad_request("options: \"device\" must be a string"))?
+            .ok_or_else(|| bad_request(format!("options: device {d} must be a string")))?
             .to_string();
     }
     if let Some(t) = obj.get("threads").filter(|t| !t.is_null()) {
-        let n = t
-            .as_u64()
-            .ok_or_else(|| bad_request(format!("options: threads {t} must be an integer >= 1")))?;
-        options.threads = Some(u32::try_from(n).unwrap_or(u32::MAX));
+        // Out-of-range counts are reported as given (not clamped to 32 bits first).
+        let n =
+            t.as_u64().filter(|n| (1..=u64::from(MAX_THREADS)).contains(n)).ok_or_else(|| {
+                bad_request(format!(
+                    "options: thread count {t} must be an integer between 1 and {MAX_THREADS}"
+                ))
+            })?;
+        options.threads = u32::try_from(n).ok();
+    }
+    if let Some(b) = obj.get("memoryBudget").filter(|b| !b.is_null()) {
+        let n = b.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
+            bad_request(format!(
+                "options: memoryBudget {b} must be a number of bytes >= 1 (or null for the default)"
+            ))
+        })?;
+        options.memory_budget = Some(n);
     }
     Ok(options)
 }
@@ -174,17 +201,20 @@ fn compute(request: &Map<String, Value>) -> Reply {
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(bad_request("compute: \"inputs\" must be an array")),
     };
+    let options = request.get("options").filter(|o| !o.is_null());
     let outputs = match request.get("session").filter(|s| !s.is_null()) {
+        Some(_) if options.is_some() => {
+            return Err(bad_request(
+                "compute: give either \"session\" (a session opened with its options) or \
+                 \"options\" (a one-shot compute), not both",
+            ))
+        }
         Some(_) => {
             let session = lookup(session_id(request)?)?;
             session.run(Arc::new(CancelToken::default()), &graph, inputs)?
         }
         // A session kept for one-shot computes with these options.
-        None => crate::oneshot_sessions::compute(
-            parse_options(request.get("options"))?,
-            &graph,
-            inputs,
-        )?,
+        None => crate::oneshot_sessions::compute(parse_options(options)?, &graph, inputs)?,
     };
     Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
 }
@@ -281,11 +311,34 @@ fn parse_level(text: &str) -> Result<LogLevel, TesseraError> {
     })
 }
 
+/// The keys each method takes besides `method`; `None` for an unknown method. Model methods
+/// take `requestId` too (events of the call carry it).
+fn method_keys(method: &str) -> Option<&'static [&'static str]> {
+    Some(match method {
+        "devices" | "cpuFeatures" | "buildInfo" | "closeAllSessions" => &[],
+        "openSession" => &["options"],
+        "compute" => &["graph", "inputs", "session", "options"],
+        "cancel" | "closeSession" => &["session"],
+        "setLogLevel" => &["level"],
+        "loadModel" => &["path", "options", "requestId"],
+        "modelInfo" | "cancelGeneration" | "releaseModel" => &["model", "requestId"],
+        "tokenize" | "detokenize" | "applyChatTemplate" | "generate" | "embed" => {
+            &["model", "params", "requestId"]
+        }
+        _ => return None,
+    })
+}
+
 fn dispatch(request: &str) -> Reply {
-    let value: Value = serde_json::from_str(request)
+    let value: Value = tessera_core::strict_json::from_str(request)
         .map_err(|e| bad_request(format!("the request is not valid JSON: {e}")))?;
     let obj = value.as_object().ok_or_else(|| bad_request("the request must be a JSON object"))?;
     let method = string_field(obj, "method", "request")?;
+    if let Some(keys) = method_keys(&method) {
+        let mut known = vec!["method"];
+        known.extend_from_slice(keys);
+        known_keys(obj, &format!("{method} request"), &known)?;
+    }
     match method.as_str() {
         "devices" => Ok(Value::Array(devices()?.iter().map(device_json).collect())),
         "cpuFeatures" => Ok(cpu_features_json(&cpu_features()?)),

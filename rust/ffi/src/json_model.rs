@@ -59,7 +59,7 @@ fn model_of(request: &Map<String, Value>) -> Result<Arc<Model>, TesseraError> {
 /// The request's `params` object as `T` (an absent one as `{}`), unknown keys refused.
 fn params<T: for<'de> Deserialize<'de>>(v: Option<&Value>, what: &str) -> Result<T, TesseraError> {
     let v = v.cloned().unwrap_or_else(|| json!({}));
-    serde_json::from_value(v).map_err(|e| bad(format!("{what}: {e}")))
+    tessera_core::document::from_value(v).map_err(|e| bad(format!("{what}: {e}")))
 }
 
 fn request_id(request: &Map<String, Value>) -> Value {

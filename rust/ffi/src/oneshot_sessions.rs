@@ -15,9 +15,9 @@ use crate::session::{CancelToken, Session, SessionOptions, TensorData};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// What sessions are shared by: the device as asked for (case-insensitive, trimmed) and the
-/// thread count.
-type Key = (String, Option<u32>);
+/// What sessions are shared by: the device as asked for (case-insensitive, trimmed), the
+/// thread count and the memory budget.
+type Key = (String, Option<u32>, Option<u64>);
 
 #[derive(Default)]
 struct Pool {
@@ -32,7 +32,7 @@ fn pool() -> MutexGuard<'static, Pool> {
 }
 
 fn key(options: &SessionOptions) -> Key {
-    (options.device.trim().to_ascii_lowercase(), options.threads)
+    (options.device.trim().to_ascii_lowercase(), options.threads, options.memory_budget)
 }
 
 /// Computes `graph_json` on a kept session for `options` (opened on first use).
@@ -134,7 +134,7 @@ mod tests {
             let reply = handle(&request.to_string());
             f32s(reply["ok"]["outputs"][0]["data"].as_str().expect("an output"))
         };
-        let key = SessionOptions { device: "CPU".into(), threads: Some(3) };
+        let key = SessionOptions { device: "CPU".into(), threads: Some(3), ..Default::default() };
         let (a, b) = (doc([1., 2., 3., 4.]), doc([0., 1., 1., 0.]));
         // y[i] = sum_k w[k + 2 i] x[k]
         assert_eq!(run(&a, [1., 0.]), [1., 3.]);

@@ -180,8 +180,8 @@ impl PreparedGraph {
                 )));
             }
             let t = self.graph.get(spec.id)?;
-            let dtype: DType = input.dtype.parse().map_err(|_| TesseraError::UnknownType {
-                message: format!("input {name:?}: unknown tensor type {:?}", input.dtype),
+            let dtype: DType = input.dtype.parse().map_err(|e: Error| {
+                TesseraError::UnknownType { message: format!("input {name:?}: {e}") }
             })?;
             if dtype != t.dtype() {
                 return Err(TesseraError::invalid_argument(format!(

@@ -30,13 +30,22 @@ pub struct SessionOptions {
     /// CPU worker threads, 1 to 512; `None` for the number of performance cores.
     #[uniffi(default = None)]
     pub threads: Option<u32>,
+    /// The most bytes one graph may plan on this session's devices (compute buffers, weights,
+    /// copies), checked before anything is allocated: a graph that needs more fails with
+    /// `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+    /// devices (the device with the least), taken when a graph is planned.
+    #[uniffi(default = None)]
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for SessionOptions {
     fn default() -> SessionOptions {
-        SessionOptions { device: "auto".into(), threads: None }
+        SessionOptions { device: "auto".into(), threads: None, memory_budget: None }
     }
 }
+
+/// The default memory budget of a session, in percent of its devices' free memory.
+pub const DEFAULT_BUDGET_PERCENT: u64 = 75;
 
 /// A named tensor's bytes: an input to, or an output of, a compute.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -141,6 +150,15 @@ fn check_threads(threads: Option<u32>) -> FfiResult<Option<usize>> {
     }
 }
 
+fn check_budget(budget: Option<u64>) -> FfiResult<Option<u64>> {
+    match budget {
+        Some(0) => Err(TesseraError::invalid_argument(
+            "memory budget 0 must be at least 1 byte (or null for the default)",
+        )),
+        b => Ok(b),
+    }
+}
+
 fn unknown_device(name: &str) -> TesseraError {
     let known: Vec<String> =
         crate::registry::registry().devices().iter().map(|d| d.name()).collect();
@@ -200,12 +218,14 @@ fn build(
     PreparedGraph::build(json, fingerprint, &device, crate::registry::registry())
 }
 
-/// Allocates a built graph on `scheduler` and writes its constants.
+/// Allocates a built graph on `scheduler` within `budget` bytes and writes its constants.
 fn allocate(
     prepared: &mut PreparedGraph,
     constants: Constants,
     scheduler: &mut Scheduler,
+    budget: usize,
 ) -> FfiResult<()> {
+    scheduler.set_memory_budget(Some(budget));
     scheduler.alloc_graph(&mut prepared.graph)?;
     for (id, bytes) in constants {
         set_tensor(&prepared.graph, id, bytes.bytes())?;
@@ -253,6 +273,7 @@ fn compute_prepared(
 impl Session {
     /// Opens the backends for `options` (the blocking constructor behind [`Session::new`]).
     pub fn open(options: SessionOptions) -> FfiResult<Session> {
+        check_budget(options.memory_budget)?;
         let scheduler = new_scheduler(&options)?;
         let device = scheduler.backends()[0].device();
         let names = scheduler.backends().iter().map(|b| b.name()).collect();
@@ -365,13 +386,24 @@ impl Session {
             }
         };
         if let Some(constants) = constants {
-            allocate(&mut prepared, constants, &mut engine.scheduler)?;
+            let budget = self.budget_now(&engine.scheduler);
+            allocate(&mut prepared, constants, &mut engine.scheduler, budget)?;
         }
         let result = compute_prepared(&mut engine.scheduler, &prepared, &inputs, token);
         if result.is_ok() {
             engine.last = Some(prepared);
         }
         result
+    }
+
+    /// The memory budget for the graph planned now: the one given, or
+    /// [`DEFAULT_BUDGET_PERCENT`] of the least free memory among the session's devices.
+    fn budget_now(&self, scheduler: &Scheduler) -> usize {
+        let bytes = self.options.memory_budget.unwrap_or_else(|| {
+            let free = scheduler.backends().iter().map(|b| b.device().memory().free).min();
+            free.unwrap_or(0) / 100 * DEFAULT_BUDGET_PERCENT
+        });
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 
     /// How many graph documents this session has built: computing the document of the last
@@ -488,7 +520,8 @@ impl Session {
             let mut scheduler = new_scheduler(&self.options)?;
             let fingerprint = self.hasher.fingerprint(&graph_json);
             let (mut prepared, constants) = build(&graph_json, fingerprint, &scheduler)?;
-            allocate(&mut prepared, constants, &mut scheduler)?;
+            let budget = self.budget_now(&scheduler);
+            allocate(&mut prepared, constants, &mut scheduler, budget)?;
             let mut slot = lock(&self.engine);
             let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
             let handle = engine.next;
@@ -602,8 +635,12 @@ mod tests {
             ],
             "outputs": ["y", "r"]
         });
-        let session =
-            Session::open(SessionOptions { device: "CPU".into(), threads: Some(1) }).unwrap();
+        let session = Session::open(SessionOptions {
+            device: "CPU".into(),
+            threads: Some(1),
+            memory_budget: None,
+        })
+        .unwrap();
         let handle = session.load_graph(doc.to_string()).unwrap();
         let file = crate::files::open(&path).unwrap();
         let map = file.bytes().as_ptr_range();
@@ -659,8 +696,12 @@ mod tests {
                     (0..k).map(|l| f64::from(wd[i * k + l]) * f64::from(x[j * k + l])).sum()
                 })
                 .collect();
-            let session =
-                Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+            let session = Session::open(SessionOptions {
+                device: "CPU".into(),
+                threads: Some(2),
+                ..Default::default()
+            })
+            .unwrap();
             let inputs = vec![TensorData {
                 name: "x".into(),
                 dtype: "F32".into(),
@@ -744,8 +785,12 @@ mod tests {
                 data: f32_bytes(x),
             }]
         };
-        let session =
-            Session::open(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+        let session = Session::open(SessionOptions {
+            device: "CPU".into(),
+            threads: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
         let (doc1, doc2) = (doc(1.0), doc(-2.0));
         let xs: Vec<Vec<f32>> = (1..=3)
             .map(|s| (0..k * n).map(|i| ((i * s * 13) % 29) as f32 / 7.0 - 2.0).collect())

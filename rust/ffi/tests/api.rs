@@ -31,7 +31,8 @@ fn input(name: &str, shape: &[u64], values: &[f32]) -> TensorData {
 }
 
 fn cpu_session() -> Arc<Session> {
-    Session::new(SessionOptions { device: "CPU".into(), threads: Some(2) }).expect("CPU session")
+    Session::new(SessionOptions { device: "CPU".into(), threads: Some(2), ..Default::default() })
+        .expect("CPU session")
 }
 
 fn assert_close(actual: &[f32], expected: &[f32], tol: f32) {
@@ -327,23 +328,36 @@ fn input_errors_name_the_input() {
 #[test]
 fn options_are_checked() {
     assert_error(
-        Session::new(SessionOptions { device: "CPU".into(), threads: Some(0) }),
+        Session::new(SessionOptions {
+            device: "CPU".into(),
+            threads: Some(0),
+            ..Default::default()
+        }),
         "InvalidArgument",
         &["0"],
     );
     assert_error(
-        Session::new(SessionOptions { device: "CPU".into(), threads: Some(100_000) }),
+        Session::new(SessionOptions {
+            device: "CPU".into(),
+            threads: Some(100_000),
+            ..Default::default()
+        }),
         "InvalidArgument",
         &["100000"],
     );
     assert_error(
-        Session::new(SessionOptions { device: "TPU9".into(), threads: None }),
+        Session::new(SessionOptions { device: "TPU9".into(), threads: None, ..Default::default() }),
         "UnknownDevice",
         &["TPU9", "CPU"],
     );
     let auto = Session::new(SessionOptions::default()).unwrap();
     assert!(!auto.device().is_empty());
-    let lower = Session::new(SessionOptions { device: "cpu".into(), threads: Some(1) }).unwrap();
+    let lower = Session::new(SessionOptions {
+        device: "cpu".into(),
+        threads: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
     assert_eq!(lower.device(), "CPU");
     assert_eq!(lower.backends(), vec!["CPU".to_string()]);
 }

@@ -96,7 +96,12 @@ fn file_tensors_compute_like_gguf_py_dequantized_in_f64() {
     let r = reference(&specs);
     let (up, rows) = (&r[0], &r[1]);
     assert_eq!(up.len(), 640 * 2048);
-    let session = Session::new(SessionOptions { device: "CPU".into(), threads: Some(2) }).unwrap();
+    let session = Session::new(SessionOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        memory_budget: None,
+    })
+    .unwrap();
     let handle = session.load_graph(document().to_string()).unwrap();
     for seed in 0..3u32 {
         let x: Vec<f32> = (0..640 * 3)
@@ -173,7 +178,12 @@ fn a_loaded_document_computes_with_only_its_inputs_through_the_protocol() {
 
 #[test]
 fn documents_that_misstate_a_file_tensor_are_errors_naming_both() {
-    let session = Session::new(SessionOptions { device: "CPU".into(), threads: Some(1) }).unwrap();
+    let session = Session::new(SessionOptions {
+        device: "CPU".into(),
+        threads: Some(1),
+        memory_budget: None,
+    })
+    .unwrap();
     let mut doc = document();
     doc["tensors"][1]["type"] = json!("Q4_0");
     let e = session.load_graph(doc.to_string()).unwrap_err();

@@ -32,8 +32,10 @@ fn align_down(v: u64) -> u64 {
     v / COPY_ALIGN * COPY_ALIGN
 }
 
+/// `v` rounded up to [`COPY_ALIGN`]; saturates to the largest aligned value (only reachable
+/// with sizes no device can allocate, which [`GpuBuffer::new`] refuses first).
 fn align_up(v: u64) -> u64 {
-    v.div_ceil(COPY_ALIGN) * COPY_ALIGN
+    v.checked_next_multiple_of(COPY_ALIGN).unwrap_or(u64::MAX / COPY_ALIGN * COPY_ALIGN)
 }
 
 /// The memory of one GPU device (named after the device, e.g. "Vulkan0").
@@ -101,10 +103,11 @@ impl std::fmt::Debug for GpuBuffer {
 impl GpuBuffer {
     pub(crate) fn new(ctx: Arc<Context>, size: usize) -> Result<GpuBuffer> {
         let oom = || Error::OutOfMemory { device: ctx.name.clone(), size };
-        let alloc = align_up(size.max(1) as u64);
-        if alloc > ctx.limits.max_buffer_size {
-            return Err(oom());
-        }
+        let alloc = u64::try_from(size.max(1))
+            .ok()
+            .and_then(|s| s.checked_next_multiple_of(COPY_ALIGN))
+            .filter(|&a| a <= ctx.limits.max_buffer_size)
+            .ok_or_else(oom)?;
         let buffer = ctx.guarded(oom, || {
             Ok(ctx.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("tessera"),

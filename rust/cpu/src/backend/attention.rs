@@ -12,9 +12,9 @@
 
 use super::fast_ops::Threads;
 use crate::kernels::vec;
-use crate::matmul::AbortFn;
+use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
-use rayon::prelude::*;
+use std::sync::Mutex;
 use tessera_core::{AttnParams, DType, Error, Result};
 
 /// Queries of one unit.
@@ -109,6 +109,9 @@ struct Unit {
     k0: usize,
     k1: usize,
 }
+
+/// A unit with the running softmax state of each of its query rows.
+type UnitResult = (Unit, Vec<Running>);
 
 /// Reads `n` elements of an F16 or F32 row at `ptr` into `out` as F32.
 ///
@@ -302,12 +305,31 @@ pub(super) unsafe fn flash_attn_ext(
             }
         }
     }
-    let run_unit = |u: &Unit| -> Result<(Unit, Vec<Running>)> {
+    let run_unit = |u: &Unit| -> Result<UnitResult> {
         // SAFETY: forwarded caller contract.
         unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
     };
-    let results: Result<Vec<(Unit, Vec<Running>)>> = if threads.n > 1 && units.len() > 1 {
-        threads.pool.install(|| units.par_iter().map(run_unit).collect())
+    let results: Result<Vec<UnitResult>> = if threads.n > 1 && units.len() > 1 {
+        let slots: Vec<Mutex<Option<UnitResult>>> =
+            units.iter().map(|_| Mutex::new(None)).collect();
+        try_chunks(threads.pool, threads.n, units.len(), aborted, |c| {
+            let r = run_unit(&units[c])?;
+            *slots[c].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            Ok(())
+        })
+        .and_then(|()| {
+            slots
+                .into_iter()
+                .map(|m| {
+                    m.into_inner().unwrap_or_else(|p| p.into_inner()).ok_or_else(|| {
+                        Error::Backend {
+                            backend: "CPU".into(),
+                            message: "an attention unit was not computed".into(),
+                        }
+                    })
+                })
+                .collect()
+        })
     } else {
         units.iter().map(run_unit).collect()
     };

@@ -7,9 +7,8 @@
 
 use super::rope::{RopeCache, RowCache};
 use crate::kernels::ew;
-use crate::matmul::AbortFn;
+use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
-use rayon::prelude::*;
 use std::ops::Range;
 use tessera_core::{DType, Error, Layout, Op, Result, UnaryOp};
 
@@ -23,9 +22,10 @@ const POLL_ROWS: usize = 64;
 
 /// Where the backend's threads come from.
 pub(super) struct Threads<'a> {
-    /// The backend's pool.
+    /// The shared pool (see [`crate::workers`]).
     pub pool: &'a rayon::ThreadPool,
-    /// Its size.
+    /// The backend's thread count: how many threads of the pool (the caller included) an op
+    /// uses.
     pub n: usize,
 }
 
@@ -318,12 +318,7 @@ fn split_rows(
         return run(0..n_rows);
     }
     let per = n_rows.div_ceil(chunks);
-    threads.pool.install(|| {
-        (0..n_rows.div_ceil(per)).into_par_iter().try_for_each(|c| {
-            if aborted() {
-                return Err(Error::Aborted);
-            }
-            run(c * per..((c + 1) * per).min(n_rows))
-        })
+    try_chunks(threads.pool, threads.n, n_rows.div_ceil(per), aborted, |c| {
+        run(c * per..((c + 1) * per).min(n_rows))
     })
 }

@@ -126,9 +126,10 @@ impl Ranges {
 }
 
 /// Runs `work(chunk, state)` for every chunk on `threads` threads of `pool` (the calling thread
-/// included), each thread with its own `state()`; the threads take chunks from their
-/// [`Ranges`] and poll `abort` between chunks. Returns `false` when aborted.
-fn parallel_chunks<S>(
+/// included, with `threads - 1` helpers spawned into the pool, whatever its size), each thread
+/// with its own `state()`; the threads take chunks from their [`Ranges`] and poll `abort`
+/// between chunks. Returns `false` when aborted.
+pub(crate) fn parallel_chunks<S>(
     pool: &rayon::ThreadPool,
     threads: usize,
     chunks: usize,
@@ -182,6 +183,40 @@ fn parallel_chunks<S>(
 
 /// The abort poll: returns `true` to stop.
 pub type AbortFn<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// Runs `work(chunk)` for every chunk in `0..chunks` on `threads` threads of `pool` (see
+/// [`parallel_chunks`]); the first error stops the others and is returned, `abort` gives
+/// [`Error::Aborted`].
+pub(crate) fn try_chunks(
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    chunks: usize,
+    abort: AbortFn<'_>,
+    work: impl Fn(usize) -> Result<()> + Sync,
+) -> Result<()> {
+    let failed = AtomicBool::new(false);
+    let first = std::sync::Mutex::new(None);
+    let stop = || failed.load(Ordering::Relaxed) || abort();
+    let done = parallel_chunks(
+        pool,
+        threads,
+        chunks,
+        &stop,
+        || (),
+        |c, _| {
+            if let Err(e) = work(c) {
+                let mut f = first.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert(e);
+                failed.store(true, Ordering::Relaxed);
+            }
+        },
+    );
+    match first.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None if !done => Err(Error::Aborted),
+        None => Ok(()),
+    }
+}
 
 /// A raw pointer that pool threads may share; every use writes disjoint bytes or only reads.
 #[derive(Clone, Copy)]

@@ -34,6 +34,16 @@ fn oom(bytes: usize) -> Error {
     Error::OutOfMemory { device: "CPU (reference scratch)".into(), size: bytes }
 }
 
+/// Values per span: ops that treat elements independently (element-wise ops, reductions,
+/// conversions, row copies) read and write rows in spans of at most this many values, so their
+/// scratch is bounded whatever the row length (a multiple of every block size).
+pub(crate) const SPAN: usize = 4096;
+
+/// The spans of a row of `ne0` values: `[start, end)` ranges of at most [`SPAN`] values.
+pub(crate) fn spans(ne0: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..ne0.div_ceil(SPAN)).map(move |i| i * SPAN..((i + 1) * SPAN).min(ne0))
+}
+
 /// A zeroed `Vec<f32>` of `n` values, or [`Error::OutOfMemory`].
 pub(crate) fn scratch_f32(n: usize) -> Result<Vec<f32>> {
     let mut v = Vec::new();
@@ -261,6 +271,55 @@ impl Mem {
         }
         for (i0, &v) in src.iter().enumerate() {
             self.set([i0, r[0], r[1], r[2]], v);
+        }
+        Ok(())
+    }
+
+    /// Reads values `start..start + out.len()` of row `r` as f32 into `out`, dequantizing block
+    /// types (`start` and the length then whole blocks, or the length reaching the row's end).
+    pub(crate) fn read_span(
+        &self,
+        r: [usize; 3],
+        start: usize,
+        out: &mut [f32],
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let dtype = self.layout.dtype;
+        if dtype.is_quantized() {
+            let bs = dtype.block_size();
+            debug_assert!(start.is_multiple_of(bs) && out.len().is_multiple_of(bs));
+            let off = self.dense_row_offset(r)? + start / bs * dtype.type_size();
+            let bytes = s.row(out.len() / bs * dtype.type_size())?;
+            self.read_bytes(off, bytes);
+            return tessera_core::quant::dequantize_row(dtype, bytes, out);
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = self.get([start + i, r[0], r[1], r[2]]);
+        }
+        Ok(())
+    }
+
+    /// Writes values `start..start + src.len()` of row `r` from `src`, quantizing block types
+    /// (whole blocks, as for [`Mem::read_span`]).
+    pub(crate) fn write_span(
+        &self,
+        r: [usize; 3],
+        start: usize,
+        src: &[f32],
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let dtype = self.layout.dtype;
+        if dtype.is_quantized() {
+            let bs = dtype.block_size();
+            debug_assert!(start.is_multiple_of(bs) && src.len().is_multiple_of(bs));
+            let off = self.dense_row_offset(r)? + start / bs * dtype.type_size();
+            let bytes = s.row(src.len() / bs * dtype.type_size())?;
+            tessera_core::quant::quantize_row(dtype, src, bytes)?;
+            self.write_bytes(off, bytes);
+            return Ok(());
+        }
+        for (i, &v) in src.iter().enumerate() {
+            self.set([start + i, r[0], r[1], r[2]], v);
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Data movement: DUP, CONT and CPY (with type conversion), REPEAT, CONCAT and GET_ROWS.
 
-use super::access::{nrows, row_at, rows, scratch_f32, Mem, Poller, Scratch, DIMS};
+use super::access::{nrows, row_at, rows, scratch_f32, spans, Mem, Poller, Scratch, DIMS, SPAN};
 use tessera_core::{DType, Error, Result};
 
 /// DUP, CONT, CPY: the elements of `src` in row-major order (`ne0` fastest) into the elements of
@@ -14,21 +14,31 @@ pub(crate) fn copy(dst: &Mem, src: &Mem, p: &mut Poller) -> Result<()> {
     }
     let (ns, nd) = (src.ne(), dst.ne());
     let mut s = Scratch::default();
-    let mut sbuf = scratch_f32(ns[0])?;
-    let mut dbuf = scratch_f32(nd[0])?;
-    let (mut dk, mut dpos) = (0usize, 0usize);
+    let mut sbuf = scratch_f32(ns[0].min(SPAN))?;
+    // The destination's current span: values dbuf[..dlen] go to row dk from value dstart.
+    let dspan = nd[0].min(SPAN);
+    let mut dbuf = scratch_f32(dspan)?;
+    let (mut dk, mut dstart, mut dlen) = (0usize, 0usize, 0usize);
     for r in rows(ns) {
-        src.read_row(r, &mut sbuf, &mut s)?;
-        let mut spos = 0;
-        while spos < ns[0] {
-            let n = (ns[0] - spos).min(nd[0] - dpos);
-            dbuf[dpos..dpos + n].copy_from_slice(&sbuf[spos..spos + n]);
-            spos += n;
-            dpos += n;
-            if dpos == nd[0] {
-                dst.write_row(row_at(nd, dk), &dbuf, &mut s)?;
-                dk += 1;
-                dpos = 0;
+        for span in spans(ns[0]) {
+            let part = &mut sbuf[..span.len()];
+            src.read_span(r, span.start, part, &mut s)?;
+            let mut spos = 0;
+            while spos < part.len() {
+                let room = dspan.min(nd[0] - dstart) - dlen;
+                let n = (part.len() - spos).min(room);
+                dbuf[dlen..dlen + n].copy_from_slice(&part[spos..spos + n]);
+                spos += n;
+                dlen += n;
+                if dlen == dspan.min(nd[0] - dstart) {
+                    dst.write_span(row_at(nd, dk), dstart, &dbuf[..dlen], &mut s)?;
+                    dstart += dlen;
+                    dlen = 0;
+                    if dstart == nd[0] {
+                        dk += 1;
+                        dstart = 0;
+                    }
+                }
             }
         }
         p.tick(ns[0])?;
@@ -107,7 +117,7 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
     let (na, nb) = (a.ne(), b.ne());
     let mut s = Scratch::default();
     let raw = a.dtype() == DType::I32;
-    let mut row = scratch_f32(if raw { 0 } else { na[0] })?;
+    let mut row = scratch_f32(if raw { 0 } else { na[0].min(SPAN) })?;
     let mut unit = [0u8; 4];
     for r in rows(nb) {
         let (i11, i12) = (r[0], r[1]);
@@ -131,8 +141,11 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
                     dst.write_unit([i0, i10, i11, i12], &unit);
                 }
             } else {
-                a.read_row([src_row, i11, i12], &mut row, &mut s)?;
-                dst.write_row([i10, i11, i12], &row, &mut s)?;
+                for span in spans(na[0]) {
+                    let part = &mut row[..span.len()];
+                    a.read_span([src_row, i11, i12], span.start, part, &mut s)?;
+                    dst.write_span([i10, i11, i12], span.start, part, &mut s)?;
+                }
             }
             p.tick(na[0])?;
         }
@@ -147,7 +160,7 @@ pub(crate) fn get_rows(dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Result<()
 pub(crate) fn set_rows(dst: &Mem, b: &Mem, c: &Mem, p: &mut Poller) -> Result<()> {
     let (nd, nb, nc) = (dst.ne(), b.ne(), c.ne());
     let mut s = Scratch::default();
-    let mut row = scratch_f32(nb[0])?;
+    let mut row = scratch_f32(nb[0].min(SPAN))?;
     for r in rows(nb) {
         let (i1, i2, i3) = (r[0], r[1], r[2]);
         let idx = c.get_i32([i1, i2 % nc[1], i3 % nc[2], 0]);
@@ -165,8 +178,11 @@ pub(crate) fn set_rows(dst: &Mem, b: &Mem, c: &Mem, p: &mut Poller) -> Result<()
                 })
             }
         };
-        b.read_row(r, &mut row, &mut s)?;
-        dst.write_row([to, i2, i3], &row, &mut s)?;
+        for span in spans(nb[0]) {
+            let part = &mut row[..span.len()];
+            b.read_span(r, span.start, part, &mut s)?;
+            dst.write_span([to, i2, i3], span.start, part, &mut s)?;
+        }
         p.tick(nb[0])?;
     }
     Ok(())

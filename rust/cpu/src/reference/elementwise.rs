@@ -2,7 +2,7 @@
 //! the gated linear units. Every value is converted to f32, computed, and rounded to the
 //! destination's type (as ggml does for F16 and BF16).
 
-use super::access::{rows, scratch_f32, Mem, Poller, Scratch};
+use super::access::{rows, scratch_f32, spans, Mem, Poller, Scratch, SPAN};
 use tessera_core::{GluOp, Op, Result, UnaryOp};
 
 /// `sqrt(2 / pi)`.
@@ -50,15 +50,18 @@ pub(crate) fn binary(op: &Op, dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Re
     };
     let (ne, nb) = (dst.ne(), b.ne());
     let mut s = Scratch::default();
-    let mut ra = scratch_f32(ne[0])?;
-    let mut rb = scratch_f32(nb[0])?;
+    let mut ra = scratch_f32(ne[0].min(SPAN))?;
     for r in rows(ne) {
-        a.read_row(r, &mut ra, &mut s)?;
-        b.read_row([r[0] % nb[1], r[1] % nb[2], r[2] % nb[3]], &mut rb, &mut s)?;
-        for (i0, x) in ra.iter_mut().enumerate() {
-            *x = f(*x, rb[i0 % nb[0]]);
+        let rb = [r[0] % nb[1], r[1] % nb[2], r[2] % nb[3]];
+        for span in spans(ne[0]) {
+            let part = &mut ra[..span.len()];
+            a.read_span(r, span.start, part, &mut s)?;
+            for (i, x) in part.iter_mut().enumerate() {
+                // The operands are float types: b is read element by element.
+                *x = f(*x, b.get([(span.start + i) % nb[0], rb[0], rb[1], rb[2]]));
+            }
+            dst.write_span(r, span.start, part, &mut s)?;
         }
-        dst.write_row(r, &ra, &mut s)?;
         p.tick(ne[0])?;
     }
     Ok(())
@@ -68,13 +71,16 @@ pub(crate) fn binary(op: &Op, dst: &Mem, a: &Mem, b: &Mem, p: &mut Poller) -> Re
 pub(crate) fn map(dst: &Mem, a: &Mem, f: impl Fn(f32) -> f32, p: &mut Poller) -> Result<()> {
     let ne = dst.ne();
     let mut s = Scratch::default();
-    let mut row = scratch_f32(ne[0])?;
+    let mut buf = scratch_f32(ne[0].min(SPAN))?;
     for r in rows(ne) {
-        a.read_row(r, &mut row, &mut s)?;
-        for x in row.iter_mut() {
-            *x = f(*x);
+        for span in spans(ne[0]) {
+            let part = &mut buf[..span.len()];
+            a.read_span(r, span.start, part, &mut s)?;
+            for x in part.iter_mut() {
+                *x = f(*x);
+            }
+            dst.write_span(r, span.start, part, &mut s)?;
         }
-        dst.write_row(r, &row, &mut s)?;
         p.tick(ne[0])?;
     }
     Ok(())

@@ -3519,6 +3519,14 @@ data class SessionOptions (
      * CPU worker threads, 1 to 512; `None` for the number of performance cores.
      */
     var `threads`: kotlin.UInt? = null 
+    , 
+    /**
+     * The most bytes one graph may plan on this session's devices (compute buffers, weights,
+     * copies), checked before anything is allocated: a graph that needs more fails with
+     * `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+     * devices (the device with the least), taken when a graph is planned.
+     */
+    var `memoryBudget`: kotlin.ULong? = null 
     
 ){
     
@@ -3537,17 +3545,20 @@ public object FfiConverterTypeSessionOptions: FfiConverterRustBuffer<SessionOpti
         return SessionOptions(
             FfiConverterString.read(buf),
             FfiConverterOptionalUInt.read(buf),
+            FfiConverterOptionalULong.read(buf),
         )
     }
 
     override fun allocationSize(value: SessionOptions) = (
             FfiConverterString.allocationSize(value.`device`) +
-            FfiConverterOptionalUInt.allocationSize(value.`threads`)
+            FfiConverterOptionalUInt.allocationSize(value.`threads`) +
+            FfiConverterOptionalULong.allocationSize(value.`memoryBudget`)
     )
 
     override fun write(value: SessionOptions, buf: ByteBuffer) {
             FfiConverterString.write(value.`device`, buf)
             FfiConverterOptionalUInt.write(value.`threads`, buf)
+            FfiConverterOptionalULong.write(value.`memoryBudget`, buf)
     }
 }
 
