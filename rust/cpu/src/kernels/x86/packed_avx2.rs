@@ -5,12 +5,14 @@
 //! serves every activation row of the tile (GEMM) and the GEMV streams the weights once.
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
-//! Q4_0 nibbles are used unsigned (0..15) and `8 * sum` of the activation quants subtracted.
+//! Q4_0 nibbles are used unsigned (0..15) and `8 * sum` of the activation quants subtracted;
+//! Q5_0 the same with the fifth bits (stored as byte masks, four bytes per 32 quants) at bit 4
+//! and `16 * sum`.
 //!
 //! [`PackLayout::R8W8`]: crate::kernels::repack::PackLayout::R8W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
+use crate::kernels::blocks::{q4_0, q5_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::TileFn;
 use std::arch::x86_64::*;
 use tessera_core::DType;
@@ -50,7 +52,31 @@ unsafe fn word(y: *const u8, t: usize) -> __m256i {
     unsafe { _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(8 * t).cast::<i64>())) }
 }
 
-/// One group of eight repacked rows times `NR` activation rows: Q4_0 (`Q4`) or Q8_0 weights.
+/// Packed kernel kind: Q4_0 weights.
+const P_Q4_0: u8 = 0;
+/// Packed kernel kind: Q8_0 weights.
+const P_Q8_0: u8 = 1;
+/// Packed kernel kind: Q5_0 weights.
+const P_Q5_0: u8 = 2;
+
+/// A 32-bit mask as 32 bytes, `0x10` where its bit is set (Q5_0's fifth bits).
+///
+/// # Safety
+///
+/// The CPU supports AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fifth_bits(m: u32) -> __m256i {
+    // Byte t gets byte t / 8 of the mask, then tests its bit t % 8.
+    let idx =
+        _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303);
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(m as i32), idx);
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// One group of eight repacked rows times `NR` activation rows: Q4_0, Q5_0 or Q8_0 weights
+/// (`KIND`).
 ///
 /// # Safety
 ///
@@ -58,7 +84,7 @@ unsafe fn word(y: *const u8, t: usize) -> __m256i {
 /// in 8 x 8; `b + j * ldb` (`j < NR`) are activation rows of `k` values in the Q8_0-with-sums
 /// format; `c + j * ldc .. + 8` are writable.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn group<const NR: usize, const Q4: bool>(
+unsafe fn group<const NR: usize, const KIND: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -69,7 +95,11 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the eight outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let (gsize, zp, qs_at) = match KIND {
+            P_Q4_0 => (q4_0::BYTES * ROWS, 8, F16_BYTES * ROWS),
+            P_Q5_0 => (q5_0::BYTES * ROWS, 16, q5_0::QS * ROWS),
+            _ => (q8_0::BYTES * ROWS, 0, F16_BYTES * ROWS),
+        };
         let lanes = _mm256_loadu_si256(LANES.as_ptr().cast());
         let nib = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
@@ -77,19 +107,28 @@ unsafe fn group<const NR: usize, const Q4: bool>(
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
             let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(g.cast())), lanes);
-            let q = g.add(F16_BYTES * ROWS);
-            if Q4 {
+            let q = g.add(qs_at);
+            if KIND != P_Q8_0 {
                 // raw[2h + half]: chunk h (bytes 8h..8h + 8 of qs), rows 4 * half .. + 4. Its low
                 // nibbles are values 8h.., its high nibbles values 16 + 8h..
                 let raw: [__m256i; 4] =
                     std::array::from_fn(|t| _mm256_loadu_si256(q.add(32 * t).cast()));
-                let lo = raw.map(|r| _mm256_and_si256(r, nib));
-                let hi = raw.map(|r| _mm256_and_si256(_mm256_srli_epi16::<4>(r), nib));
+                let mut lo = raw.map(|r| _mm256_and_si256(r, nib));
+                let mut hi = raw.map(|r| _mm256_and_si256(_mm256_srli_epi16::<4>(r), nib));
+                if KIND == P_Q5_0 {
+                    // Mask t: the fifth bits of lo[t], mask 4 + t those of hi[t].
+                    let masks = g.add(F16_BYTES * ROWS).cast::<u32>();
+                    for t in 0..4 {
+                        let m = |i: usize| u32::from_le(std::ptr::read_unaligned(masks.add(i)));
+                        lo[t] = _mm256_or_si256(lo[t], fifth_bits(m(t)));
+                        hi[t] = _mm256_or_si256(hi[t], fifth_bits(m(4 + t)));
+                    }
+                }
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * ACT_BLOCK);
                     let (bd, sum) = act_header(p);
                     let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(q8_1::QS), t));
-                    // Each product pair is at most 2 * 15 * 127: four of them fit in i16.
+                    // Each product pair is at most 2 * 31 * 127: four of them fit in i16.
                     let half = |h: usize| {
                         let s = _mm256_add_epi16(
                             _mm256_add_epi16(
@@ -104,7 +143,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
                         _mm256_madd_epi16(s, ones)
                     };
                     let s = _mm256_hadd_epi32(half(0), half(1));
-                    let s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * sum));
+                    let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zp * sum));
                     acc[j] = _mm256_fmadd_ps(
                         _mm256_cvtepi32_ps(s),
                         _mm256_mul_ps(dw, _mm256_set1_ps(bd)),
@@ -149,14 +188,16 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
-packed_tiled!("avx2,fma,f16c", packed_q4_0, group, true, ROWS, [4, 3, 2, 1]);
-packed_tiled!("avx2,fma,f16c", packed_q8_0, group, false, ROWS, [4, 3, 2, 1]);
+packed_tiled!("avx2,fma,f16c", packed_q4_0, group, P_Q4_0, ROWS, [4, 3, 2, 1]);
+packed_tiled!("avx2,fma,f16c", packed_q5_0, group, P_Q5_0, ROWS, [4, 3, 2, 1]);
+packed_tiled!("avx2,fma,f16c", packed_q8_0, group, P_Q8_0, ROWS, [4, 3, 2, 1]);
 
 /// The kernel for 8 x 8 repacked weights of `wt`, with its tile size (8 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
+        DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 4)),
         _ => None,
     }
 }
