@@ -5,7 +5,9 @@
 # Usage: scripts/fuzz.sh [TARGET] [SECONDS]   (default: gguf 60)
 #
 # A target is a binary src/bin/TARGET.rs of a fuzz crate rust/*/fuzz (its own workspace, so the
-# main build never needs afl); its seeds are in that crate's seeds/TARGET/. Needs cargo-afl
+# main build never needs afl); its seeds are in that crate's seeds/TARGET/, and an AFL++
+# dictionary in dict/TARGET.dict when the crate has one. Targets: gguf (the GGUF parser),
+# protocol (the JSON protocol through the C ABI, rust/ffi/fuzz). Needs cargo-afl
 # (scripts/setup.sh installs it). Findings are kept in target/fuzz/TARGET/default/{crashes,hangs};
 # replay one with `target/afl/release/TARGET < FILE`.
 set -euo pipefail
@@ -46,11 +48,14 @@ echo "fuzz $target: $n seeds pass"
 rm -rf "$out"
 mkdir -p "$out"
 
+dict=()
+if [ -f "$crate/dict/$target.dict" ]; then dict=(-x "$crate/dict/$target.dict"); fi
+
 # No UI; do not insist on a core_pattern, CPU governor or free core (shared CI machines);
 # 1 s per input, so only a real hang counts as one; 512 MB of memory, so a huge allocation
 # is a crash.
 AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1 \
-    cargo afl fuzz -V "$seconds" -t 1000 -m 512 -i "$seeds" -o "$out" -- "$bin" \
+    cargo afl fuzz -V "$seconds" -t 1000 -m 512 ${dict[@]+"${dict[@]}"} -i "$seeds" -o "$out" -- "$bin" \
     > "$out/afl.log" 2>&1 || { tail -n 30 "$out/afl.log"; echo "fuzz.sh: afl-fuzz failed" >&2; exit 1; }
 
 stats="$out/default/fuzzer_stats"

@@ -18,6 +18,9 @@ cargo test --workspace --quiet
 step "fuzz the GGUF parser: its seed corpus, then 60 s of AFL++ (scripts/fuzz.sh)"
 bash scripts/fuzz.sh gguf 60
 
+step "fuzz the JSON protocol through the C ABI (one release build of tessera-ffi without the GPU): its seeds, then 60 s of AFL++"
+bash scripts/fuzz.sh protocol 60
+
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
 cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
     cat target/backend-ops.txt; exit 1; }

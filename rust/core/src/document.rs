@@ -382,6 +382,8 @@ fn forward_order<'a>(
 
 fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
     let nbytes = layout.nbytes();
+    // The shape as the document gives it (`[3]`, not `Some([3])`).
+    let shape = t.shape.as_deref().unwrap_or_default();
     match (&t.data, &t.values) {
         (Some(_), Some(_)) => {
             Err(Error::InvalidGraph("give either \"data\" or \"values\", not both".into()))
@@ -391,7 +393,7 @@ fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
             let bytes = base64_decode(b64)?;
             if bytes.len() != nbytes {
                 return Err(Error::DataLength {
-                    context: format!("data of {} {:?}", layout.dtype, t.shape),
+                    context: format!("data of {} {shape:?}", layout.dtype),
                     expected: nbytes,
                     actual: bytes.len(),
                 });
@@ -402,7 +404,7 @@ fn leaf_data(t: &DocumentTensor, layout: &Layout) -> Result<Option<Vec<u8>>> {
             let n = layout.nelements();
             if values.len() != n {
                 return Err(Error::ValueCount {
-                    context: format!("values of {} {:?}", layout.dtype, t.shape),
+                    context: format!("values of {} {shape:?}", layout.dtype),
                     expected: n,
                     actual: values.len(),
                 });

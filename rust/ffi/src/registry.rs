@@ -27,6 +27,7 @@ pub const NO_GPU_ENV: &str = "TESSERA_NO_GPU";
 /// never prevents the CPU from being used.
 pub fn default_registry() -> Registry {
     let mut registry = Registry::new();
+    #[cfg(feature = "gpu")]
     if std::env::var_os(NO_GPU_ENV).is_none_or(|v| v.is_empty() || v == "0") {
         registry.register_with("GPU", tessera_gpu::register);
     }

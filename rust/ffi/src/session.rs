@@ -10,7 +10,7 @@ use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::oneshot;
 use crate::prepared::{quoted, Constants, DocHasher, PreparedGraph};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tessera_core::backend::{AbortCallback, Backend, BackendParams, DeviceType};
 use tessera_core::sched::Scheduler;
@@ -46,6 +46,17 @@ impl Default for SessionOptions {
 
 /// The default memory budget of a session, in percent of its devices' free memory.
 pub const DEFAULT_BUDGET_PERCENT: u64 = 75;
+
+/// The budget of sessions opened without one, when set (0: none set).
+static DEFAULT_BUDGET: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the memory budget of sessions opened without one (and of those already open without
+/// one): `Some(bytes)`, or `None` for [`DEFAULT_BUDGET_PERCENT`] of the free memory (the
+/// default). For hosts that know their memory limits better than the free memory tells (the
+/// protocol fuzz target runs under a memory limit of its own).
+pub fn set_default_memory_budget(bytes: Option<u64>) {
+    DEFAULT_BUDGET.store(bytes.unwrap_or(0), Ordering::Relaxed);
+}
 
 /// A named tensor's bytes: an input to, or an output of, a compute.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -396,10 +407,12 @@ impl Session {
         result
     }
 
-    /// The memory budget for the graph planned now: the one given, or
-    /// [`DEFAULT_BUDGET_PERCENT`] of the least free memory among the session's devices.
+    /// The memory budget for the graph planned now: the one given, else the one of
+    /// [`set_default_memory_budget`], else [`DEFAULT_BUDGET_PERCENT`] of the least free memory
+    /// among the session's devices.
     fn budget_now(&self, scheduler: &Scheduler) -> usize {
-        let bytes = self.options.memory_budget.unwrap_or_else(|| {
+        let fixed = Some(DEFAULT_BUDGET.load(Ordering::Relaxed)).filter(|&b| b > 0);
+        let bytes = self.options.memory_budget.or(fixed).unwrap_or_else(|| {
             let free = scheduler.backends().iter().map(|b| b.device().memory().free).min();
             free.unwrap_or(0) / 100 * DEFAULT_BUDGET_PERCENT
         });

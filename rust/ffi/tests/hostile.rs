@@ -305,7 +305,7 @@ fn simple_graph() -> Value {
 fn finding_6a_value_counts_and_base64_are_named_as_such() {
     let doc = json!({"version": 1, "tensors": [{"name": "a", "type": "F32", "shape": [3], "values": [0, 1]}], "outputs": ["a"]});
     let r = call(&json!({"method": "compute", "graph": doc}));
-    expect_error(&r, "DataLength", &["\"a\"", "expected 3 values, got 2"]);
+    expect_error(&r, "DataLength", &["\"a\"", "values of F32 [3]", "expected 3 values, got 2"]);
     let doc = json!({"version": 1, "tensors": [{"name": "a", "type": "F32", "shape": [1]}], "outputs": ["a"]});
     let r = call(
         &json!({"method": "compute", "graph": doc, "inputs": [{"name": "a", "dtype": "F32", "shape": [1], "data": "AA!A"}]}),
@@ -479,13 +479,15 @@ fn finding_6g_requests_are_strict() {
         json!({"method": "closeAllSessions", "force": true}),
         json!({"method": "modelInfo", "model": 1, "extra": 0}),
         json!({"method": "tokenize", "model": 1, "text": "hi"}),
+        json!({"method": "loadGraph", "session": s, "graph": simple_graph(), "inputs": []}),
+        json!({"method": "computeLoaded", "session": s, "graph": 1, "input": []}),
+        json!({"method": "releaseGraph", "session": s, "graph": 1, "all": true}),
+        json!({"method": "ggufInfo", "path": "/no/such.gguf", "arrays": 2}),
     ];
     for r in unknown {
-        let key = r
-            .as_object()
-            .unwrap()
-            .keys()
-            .find(|k| !["method", "session", "graph", "level", "model"].contains(&k.as_str()));
+        let key = r.as_object().unwrap().keys().find(|k| {
+            !["method", "session", "graph", "level", "model", "path"].contains(&k.as_str())
+        });
         let key = format!("{:?}", key.unwrap());
         expect_error(&call(&r), "InvalidArgument", &["unknown key", &key]);
     }
