@@ -73,9 +73,11 @@ fn scale_body(y: &mut [f32], s: f32) {
 }
 
 /// `out[i * nk + j] = a_i . b_j` for rows `a_i` of `a` (`na` rows of `d`) and `b_j` of `b`
-/// (`nk` rows of `d`), in 4 x 4 register tiles (each loaded value used four times).
+/// (`nk` rows of `d`), in `TI x TJ` register tiles of [`LANES`]-wide accumulators (each loaded
+/// `a` value used `TJ` times, each `b` value `TI` times); the tile must fit the registers (4 x 4
+/// in AVX-512's 32, 2 x 2 in AVX2's 16 and NEON's 32 of 4 lanes), or it spills.
 #[inline(always)]
-fn dots_body<const FMA: bool>(
+fn dots_body<const FMA: bool, const TI: usize, const TJ: usize>(
     a: &[f32],
     na: usize,
     b: &[f32],
@@ -84,7 +86,7 @@ fn dots_body<const FMA: bool>(
     out: &mut [f32],
 ) {
     let tile = |i0: usize, j0: usize, ni: usize, nj: usize, out: &mut [f32]| {
-        let mut acc = [[[0f32; LANES]; 4]; 4];
+        let mut acc = [[[0f32; LANES]; TJ]; TI];
         let full = d / LANES * LANES;
         let mut t = 0;
         while t < full {
@@ -117,9 +119,9 @@ fn dots_body<const FMA: bool>(
             }
         }
     };
-    for i0 in (0..na).step_by(4) {
-        for j0 in (0..nk).step_by(4) {
-            tile(i0, j0, (na - i0).min(4), (nk - j0).min(4), out);
+    for i0 in (0..na).step_by(TI) {
+        for j0 in (0..nk).step_by(TJ) {
+            tile(i0, j0, (na - i0).min(TI), (nk - j0).min(TJ), out);
         }
     }
 }
@@ -170,7 +172,19 @@ fn weighted_sum_body<const FMA: bool>(
 mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn dots(a: &[f32], na: usize, b: &[f32], nk: usize, d: usize, out: &mut [f32]) {
-        super::dots_body::<true>(a, na, b, nk, d, out)
+        super::dots_body::<true, 2, 2>(a, na, b, nk, d, out)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    pub(super) fn dots_avx512(
+        a: &[f32],
+        na: usize,
+        b: &[f32],
+        nk: usize,
+        d: usize,
+        out: &mut [f32],
+    ) {
+        super::dots_body::<true, 4, 4>(a, na, b, nk, d, out)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -254,10 +268,16 @@ pub fn dots(a: &[f32], na: usize, b: &[f32], nk: usize, d: usize, out: &mut [f32
     assert!(a.len() >= na * d && b.len() >= nk * d && out.len() >= na * nk, "dots: slice lengths");
     match flavor() {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: the AVX-512 VNNI tier was chosen only on a CPU with AVX-512 F (and AVX2, FMA,
+        // F16C).
+        Flavor::X86Fma if active_tier() == Tier::Avx512Vnni => unsafe {
+            x86::dots_avx512(a, na, b, nk, d, out)
+        },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `dot`.
         Flavor::X86Fma => unsafe { x86::dots(a, na, b, nk, d, out) },
-        Flavor::ArmFma => dots_body::<true>(a, na, b, nk, d, out),
-        _ => dots_body::<false>(a, na, b, nk, d, out),
+        Flavor::ArmFma => dots_body::<true, 2, 2>(a, na, b, nk, d, out),
+        _ => dots_body::<false, 2, 2>(a, na, b, nk, d, out),
     }
 }
 
