@@ -53,7 +53,10 @@ fn small_file() -> Vec<u8> {
 
 fn write_small() -> (std::path::PathBuf, String) {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(format!("cli_gguf_{}.gguf", std::process::id()));
+    // One file per call: the tests run in parallel and each removes its own file.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("cli_gguf_{}_{n}.gguf", std::process::id()));
     std::fs::write(&path, small_file()).unwrap();
     let s = path.to_str().unwrap().to_string();
     (path, s)
