@@ -39,9 +39,17 @@ trap step_table EXIT
 suite_log() {
   awk '
     /^ *(Compiling|Checking|Fresh|Downloaded|Downloading|Blocking|Locking|Adding|Updating) / { next }
-    /^ *(Running|Doc-tests) / {
-      sub(/^ +/, ""); sub(/\(([^)]*\/)?deps\//, "("); sub(/-[0-9a-f]+\)$/, ")"); suite = $0; next
+    # "Running unittests src/lib.rs (target/debug/deps/tessera_cli-0123abcd)" names the crate;
+    # its binaries and integration tests ("Running tests/x.rs (...)") follow it (cargo orders
+    # the suites by package: library, binaries, tests).
+    /^ *Running unittests / {
+      name = $0; sub(/^.*deps\//, "", name); sub(/-[0-9a-f]+\)$/, "", name)
+      if ($3 == "src/lib.rs" || (kind != "lib" && kind != "bin")) crate = name
+      kind = ($3 == "src/lib.rs") ? "lib" : "bin"
+      suite = crate " " $3; next
     }
+    /^ *Running / { kind = "test"; suite = crate " " $2; next }
+    /^ *Doc-tests / { kind = "doc"; suite = $2 " doc-tests"; next }
     /^running [0-9]+ tests?$/ || /^$/ { next }
     /^test .* \.\.\. ok$/ { next }
     /^test result: / {
