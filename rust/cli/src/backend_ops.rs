@@ -452,6 +452,15 @@ fn matches_filter(case: &Case, filter: Option<&str>) -> bool {
 
 /// `backend-ops test`: every case on every device of `registry` (optionally one op).
 pub fn test(registry: &Registry, op: Option<&str>) -> Report {
+    test_streaming(registry, op, &mut |_| {})
+}
+
+/// [`test`], handing each result line to `on_line` as soon as its case has run.
+pub fn test_streaming(
+    registry: &Registry,
+    op: Option<&str>,
+    on_line: &mut dyn FnMut(&str),
+) -> Report {
     let mut report = Report::default();
     for device in registry.devices() {
         for c in cases(false).iter().filter(|c| matches_filter(c, op)) {
@@ -462,6 +471,7 @@ pub fn test(registry: &Registry, op: Option<&str>) -> Report {
                 Outcome::Fail(_) => report.failed.push(line.clone()),
                 Outcome::NotSupported => report.unsupported += 1,
             }
+            on_line(&line);
             report.lines.push(line);
         }
     }

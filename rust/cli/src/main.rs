@@ -1,5 +1,6 @@
 //! `tessera`: info, backend-ops, bench and gguf.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use tessera_cli::{backend_ops, bench, bench_ew, gguf, info, llm, registry};
 
@@ -62,10 +63,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             let op = flag(args, &["-o", "--op"]);
             match args.get(1).map(String::as_str) {
                 Some("test") | None => {
-                    let r = backend_ops::test(&reg, op.as_deref());
-                    for l in &r.lines {
-                        println!("{l}");
-                    }
+                    let r = backend_ops::test_streaming(&reg, op.as_deref(), &mut |line| {
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{line}");
+                        let _ = out.flush();
+                    });
                     println!(
                         "{} passed, {} failed, {} not supported",
                         r.passed,

@@ -193,3 +193,19 @@ fn perf_flushes_each_line_as_it_is_measured() {
     assert!(lines[1..].iter().all(|l| l.starts_with("CPU") && l.contains(" ms ")), "{text}");
     assert_eq!(log.lines_at_flush, (1..=n + 1).collect::<Vec<_>>());
 }
+
+/// `backend-ops test` hands every result line on as its case finishes: the streamed lines are
+/// the report's, in order, one per case.
+#[test]
+fn test_streams_every_line() {
+    let mut streamed = Vec::new();
+    let report =
+        backend_ops::test_streaming(&tessera_cli::cpu_registry(), Some("SCALE"), &mut |l| {
+            streamed.push(l.to_string())
+        });
+    let n = cases(false).iter().filter(|c| c.op == "SCALE").count();
+    assert!(n > 0);
+    assert_eq!(streamed.len(), n);
+    assert_eq!(streamed, report.lines);
+    assert_eq!(report.passed, n, "{streamed:?}");
+}
