@@ -66,7 +66,7 @@ step "fuzz the GGUF parser: its seed corpus, then 60 s of AFL++ (scripts/fuzz.sh
 bash scripts/fuzz.sh gguf 60
 
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
-cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
+cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>&1 || {
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 
