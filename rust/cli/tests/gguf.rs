@@ -51,11 +51,11 @@ fn small_file() -> Vec<u8> {
     b
 }
 
+/// Writes the small file under a name of its own per call (tests run in parallel threads).
 fn write_small() -> (std::path::PathBuf, String) {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    // One file per call: the tests run in parallel and each removes its own file.
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join(format!("cli_gguf_{}_{n}.gguf", std::process::id()));
     std::fs::write(&path, small_file()).unwrap();
     let s = path.to_str().unwrap().to_string();

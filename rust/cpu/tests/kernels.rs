@@ -326,7 +326,7 @@ mod repacked {
 
     #[test]
     fn pack_unpack_round_trip() {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K] {
             for (k, m) in [(256usize, 16usize), (512, 32), (768, 48)] {
                 let (a, _) = weights(dtype, k, m, 11);
                 let mut p = vec![0u8; a.len()];
@@ -381,7 +381,7 @@ mod repacked {
         };
         assert!(repack::repack_buffer_type().is_some());
         let k_big = if small() { 512 } else { 4096 };
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4_K] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K] {
             if tessera_cpu::kernels::repacked_kernel(dtype).is_none() {
                 continue;
             }

@@ -91,7 +91,12 @@ fn matmul(
 /// Checks the stored bytes of a tensor against the layout's definition: per group and block,
 /// the rows' scales, then word `h` of every row's quants.
 fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[u8]) {
-    let (bsize, qlen) = if dtype == DType::Q4_0 { (18, 16) } else { (34, 32) };
+    // Block bytes, offset of the quants, their length; Q5_0 has 4 bytes of fifth bits after d.
+    let (bsize, qat, qlen) = match dtype {
+        DType::Q4_0 => (18, 2, 16),
+        DType::Q5_0 => (22, 6, 16),
+        _ => (34, 2, 32),
+    };
     let row = k / 32 * bsize;
     let mut o = 0;
     for g in 0..plain.len() / (row * pl.rows) {
@@ -101,9 +106,25 @@ fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[
                 assert_eq!(stored[o..o + 2], plain[at(r, 0)..at(r, 2)], "{pl:?} scale g{g} b{b}");
                 o += 2;
             }
+            if dtype == DType::Q5_0 {
+                // The fifth bits as masks: per half (values 0..16, 16..32) and chunk of quant
+                // bytes, one bit per byte of the chunk's vector (row r's word at r * word).
+                let masks = &stored[o..o + 4 * pl.rows];
+                for r in 0..pl.rows {
+                    let qh = u32::from_le_bytes(plain[at(r, 2)..at(r, 6)].try_into().unwrap());
+                    for t in 0..32 {
+                        let (chunk, byte) = (t % 16 / pl.word, t % 16 % pl.word);
+                        let bit =
+                            ((t / 16 * (16 / pl.word) + chunk) * pl.rows + r) * pl.word + byte;
+                        let got = masks[bit / 8] >> (bit % 8) & 1;
+                        assert_eq!(u32::from(got), qh >> t & 1, "{pl:?} g{g} b{b} row {r} bit {t}");
+                    }
+                }
+                o += 4 * pl.rows;
+            }
             for h in 0..qlen / pl.word {
                 for r in 0..pl.rows {
-                    let p = at(r, 2 + pl.word * h);
+                    let p = at(r, qat + pl.word * h);
                     assert_eq!(stored[o..o + pl.word], plain[p..p + pl.word], "{pl:?} word {h}");
                     o += pl.word;
                 }
@@ -138,7 +159,10 @@ fn every_layout_round_trips_and_matches_exact() {
     assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
     let k_big = if small() { 32 * 9 } else { 32 * 33 };
     for (tier, pl) in tiers {
-        for dtype in [DType::Q4_0, DType::Q8_0] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0] {
+            if repack::kernel_for(pl, dtype).is_none() {
+                continue;
+            }
             for (m, k) in [(pl.rows, 32), (3 * pl.rows, 7 * 32), (48, k_big)] {
                 let x = rand_vec(k * m, (m * 7 + k) as u64);
                 let plain = quantize_to_vec(dtype, &x).unwrap();
@@ -225,7 +249,9 @@ fn can_repack_refuses_other_rows_views_and_types() {
             assert_eq!(repack::can_repack(&f16(256, 16)), x86, "{tier:?} F16");
             assert!(!repack::can_repack(&f16(40, 16)), "{tier:?} F16 rows of 40 values");
             assert!(!repack::can_repack(&f16(256, 12)), "{tier:?} F16 12 rows");
-            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_0, DType::Q6_K] {
+            let q5 = Layout::contiguous(DType::Q5_0, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&q5), tier == Tier::Avx512Vnni, "{tier:?} Q5_0");
+            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1, DType::Q6_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
@@ -249,7 +275,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
 #[test]
 fn pack_as_round_trips_every_layout() {
     for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
-        for dtype in [DType::Q4_0, DType::Q8_0] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0] {
             let (k, m) = (5 * 32, 3 * pl.rows);
             let plain = quantize_to_vec(dtype, &rand_vec(k * m, 8)).unwrap();
             let mut packed = vec![0u8; plain.len()];
@@ -300,7 +326,10 @@ fn rewrites_follow_the_active_tier() {
 fn planes_of_repacked_weights_match_exact() {
     let _g = lock();
     for (tier, pl) in packing_tiers() {
-        for dtype in [DType::Q4_0, DType::Q8_0] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0] {
+            if repack::kernel_for(pl, dtype).is_none() {
+                continue;
+            }
             let (k, m, n) = (96, 2 * pl.rows, 5);
             let al = Layout::contiguous(dtype, &[k, m, 2]).unwrap();
             let plain = quantize_to_vec(dtype, &rand_vec(k * m * 2, 21)).unwrap();

@@ -261,7 +261,7 @@ fn graph_document_errors_are_typed_and_named() {
         &["duplicate", "\"x\""],
     );
     assert_error(
-        doc_error(json!({"version": 2, "tensors": [x], "outputs": ["x"]})),
+        doc_error(json!({"version": 3, "tensors": [x], "outputs": ["x"]})),
         "InvalidGraph",
         &["version"],
     );

@@ -105,7 +105,9 @@ fn file_tensors_compute_like_gguf_py_dequantized_in_f64() {
     let handle = session.load_graph(document().to_string()).unwrap();
     for seed in 0..3u32 {
         let x: Vec<f32> = (0..640 * 3)
-            .map(|i| (((i as u32 * 2654435761) ^ (seed * 97)) % 2000) as f32 / 1000.0 - 1.0)
+            .map(|i| {
+                (((i as u32).wrapping_mul(2654435761) ^ (seed * 97)) % 2000) as f32 / 1000.0 - 1.0
+            })
             .collect();
         let out = session.compute_loaded(handle, inputs(&x)).unwrap();
         let y = f32s(&out[0].data);

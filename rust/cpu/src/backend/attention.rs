@@ -4,7 +4,9 @@
 //! Work is split into units of (batch `i3`, KV head, block of up to [`Q_BLOCK`] queries, range of
 //! keys): every query head of a KV head's group and every query of the block share each block of
 //! [`K_BLOCK`] keys and values, converted to F32 once. Key blocks that the mask hides from every
-//! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache). When
+//! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache).
+//! Within a block, the scores of every (query, head) row against every key are one tiled product
+//! ([`vec::dots`]) and the weighted values another ([`vec::weighted_sum`]). When
 //! there are fewer (query, KV head) units than threads (generation: one query), the keys are split
 //! into ranges whose partial results (max, sum, weighted values) are merged at the end.
 //!
@@ -33,33 +35,6 @@ struct Running {
 }
 
 impl Running {
-    fn new(dv: usize) -> Running {
-        Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; dv] }
-    }
-
-    /// Folds in one block of `scores` (`-inf` for hidden keys) with their value rows.
-    fn update(&mut self, scores: &[f32], values: &[f32], dv: usize) {
-        let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        if block_max == f32::NEG_INFINITY {
-            return;
-        }
-        let new_max = self.max.max(block_max);
-        if self.max != new_max {
-            let c = (self.max - new_max).exp();
-            self.sum *= c;
-            vec::scale(&mut self.acc, c);
-            self.max = new_max;
-        }
-        for (j, &s) in scores.iter().enumerate() {
-            if s == f32::NEG_INFINITY {
-                continue;
-            }
-            let p = (s - new_max).exp();
-            self.sum += p;
-            vec::axpy(&mut self.acc, &values[j * dv..(j + 1) * dv], p);
-        }
-    }
-
     /// Merges another partial result of the same query.
     fn merge(&mut self, other: &Running) {
         if other.max == f32::NEG_INFINITY {
@@ -168,13 +143,18 @@ impl Attn {
                 unsafe { read_f32(DType::F32, Self::row(&self.q, iq, h, u.i3), d, dst) };
             }
         }
+        let g = heads.len();
+        let rows = nq * g;
         let slopes: Vec<f32> =
             heads.iter().map(|&h| alibi_slope(self.p.max_bias, h, self.n_head)).collect();
-        let mut run = vec![Running::new(dv); nq * heads.len()];
+        let mut max = vec![f32::NEG_INFINITY; rows];
+        let mut sum = vec![0f32; rows];
+        let mut acc = vec![0f32; rows * dv];
         let mut kb = vec![0f32; K_BLOCK * d];
         let mut vb = vec![0f32; K_BLOCK * dv];
         let mut mask = vec![0f32; nq * K_BLOCK];
-        let mut scores = vec![0f32; K_BLOCK];
+        // Scores of the block, then (in place) their softmax weights.
+        let mut w = vec![0f32; rows * K_BLOCK];
         let cap = self.p.softcap;
         let mut j0 = u.k0;
         while j0 < u.k1 {
@@ -188,7 +168,7 @@ impl Attn {
             if let Some(m) = &self.mask {
                 for (qi, iq) in (u.q0..u.q1).enumerate() {
                     let row = Self::row(m, iq, 0, 0).wrapping_add(j0 * m.layout.nb[0]);
-                    let out = &mut mask[qi * K_BLOCK..qi * K_BLOCK + nk];
+                    let out = &mut mask[qi * nk..(qi + 1) * nk];
                     // SAFETY: mask row iq has n_kv elements from j0 (validated shape).
                     unsafe { read_f32(m.layout.dtype, row, nk, out) };
                     any |= out.iter().any(|&x| x != f32::NEG_INFINITY);
@@ -209,30 +189,46 @@ impl Attn {
                     read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
                 }
             }
-            for qi in 0..nq {
-                let m = &mask[qi * K_BLOCK..qi * K_BLOCK + nk];
-                for (hi, &slope) in slopes.iter().enumerate() {
-                    let q = &qs[(qi * heads.len() + hi) * d..][..d];
-                    for j in 0..nk {
-                        let hidden = self.mask.is_some() && m[j] == f32::NEG_INFINITY;
-                        scores[j] = if hidden {
-                            f32::NEG_INFINITY
-                        } else {
-                            let mut s = vec::dot(q, &kb[j * d..(j + 1) * d]) * self.p.scale;
-                            if cap > 0.0 {
-                                s = cap * (s / cap).tanh();
-                            }
-                            if self.mask.is_some() {
-                                s += slope * m[j];
-                            }
-                            s
-                        };
+            // Every (query, head) row against every key of the block at once.
+            vec::dots(&qs, rows, &kb[..nk * d], nk, d, &mut w[..rows * nk]);
+            for r in 0..rows {
+                let (qi, slope) = (r / g, slopes[r % g]);
+                let row = &mut w[r * nk..(r + 1) * nk];
+                for (j, s) in row.iter_mut().enumerate() {
+                    *s *= self.p.scale;
+                    if cap > 0.0 {
+                        *s = cap * (*s / cap).tanh();
                     }
-                    run[qi * heads.len() + hi].update(&scores[..nk], &vb[..nk * dv], dv);
+                    if self.mask.is_some() {
+                        let m = mask[qi * nk + j];
+                        *s = if m == f32::NEG_INFINITY { m } else { *s + slope * m };
+                    }
                 }
+                let block_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                if block_max == f32::NEG_INFINITY {
+                    row.fill(0.0);
+                    continue;
+                }
+                if block_max > max[r] {
+                    let c = (max[r] - block_max).exp();
+                    sum[r] *= c;
+                    vec::scale(&mut acc[r * dv..(r + 1) * dv], c);
+                    max[r] = block_max;
+                }
+                let mut block_sum = 0.0;
+                for s in row.iter_mut() {
+                    // exp(-inf) = 0: hidden keys weigh nothing.
+                    *s = (*s - max[r]).exp();
+                    block_sum += *s;
+                }
+                sum[r] += block_sum;
             }
+            vec::weighted_sum(&mut acc, rows, &w[..rows * nk], &vb[..nk * dv], nk, dv);
             j0 = j1;
         }
+        let run = (0..rows)
+            .map(|r| Running { max: max[r], sum: sum[r], acc: acc[r * dv..(r + 1) * dv].to_vec() })
+            .collect();
         Ok(run)
     }
 }

@@ -81,6 +81,11 @@ type BinaryRow = fn(&[f32], &[f32], &mut [f32]) -> Result<()>;
 enum Kernel {
     Unary(UnaryRow),
     Binary(BinaryRow),
+    /// `x * scale + bias`.
+    Scale {
+        scale: f32,
+        bias: f32,
+    },
     RmsNorm(f32),
     SoftMax {
         scale: f32,
@@ -118,6 +123,7 @@ pub(super) unsafe fn compute(
     let kernel = match op {
         Op::Unary(UnaryOp::Silu) => Kernel::Unary(ew::silu),
         Op::Unary(UnaryOp::Gelu) => Kernel::Unary(ew::gelu),
+        Op::Scale { scale, bias } => Kernel::Scale { scale: *scale, bias: *bias },
         Op::Add | Op::Mul => {
             let b = srcs[1].layout.ne[0];
             if !rows_ok(&srcs[1], DType::F32) || (b != ne0 && b < MIN_BROADCAST_ROW) {
@@ -188,6 +194,11 @@ pub(super) unsafe fn compute(
             let y = unsafe { std::slice::from_raw_parts_mut(y_rows.row(i), ne0) };
             match &kernel {
                 Kernel::Unary(f) => f(x, y)?,
+                Kernel::Scale { scale, bias } => {
+                    for (y, &x) in y.iter_mut().zip(x) {
+                        *y = x * scale + bias;
+                    }
+                }
                 Kernel::Binary(f) => {
                     let bx = bx.expect("binary ops have two operands");
                     for (xc, yc) in x.chunks(bx.len()).zip(y.chunks_mut(bx.len())) {

@@ -1,4 +1,4 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q8_0 and Q4_K rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0 and Q4_K rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -18,8 +18,9 @@
 //! (32-byte words), so that a matrix-vector product streams the weights sequentially.
 //!
 //! A group's block `b` follows block `b - 1`:
-//! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q4_K:
-//! the `d`, the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12), then
+//! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
+//! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
+//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12), then
 //! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
 //! (`qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
 //! GGUF size and offsets.
@@ -33,13 +34,13 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q4_0, q4_k, q8_0, F16_BYTES};
+use super::blocks::{q4_0, q4_k, q5_0, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferType};
-use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK8_0, QK_K};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK5_0, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -101,6 +102,9 @@ struct Geometry {
     fields: &'static [(usize, usize)],
     quants: (usize, usize),
     own: Option<PackLayout>,
+    /// Q5_0: the rows' `qh` fields (the second field) are stored as byte masks
+    /// ([`qh_to_masks`]).
+    qh_masks: bool,
 }
 
 impl Geometry {
@@ -144,6 +148,15 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             fields: &[(0, F16_BYTES)],
             quants: quants(q4_0::QS, q4_0::BYTES),
             own: None,
+            qh_masks: false,
+        }),
+        DType::Q5_0 => Some(Geometry {
+            values: QK5_0,
+            size: q5_0::BYTES,
+            fields: &[(0, F16_BYTES), (q5_0::QH, q5_0::QS - q5_0::QH)],
+            quants: quants(q5_0::QS, q5_0::BYTES),
+            own: None,
+            qh_masks: true,
         }),
         DType::Q8_0 => Some(Geometry {
             values: QK8_0,
@@ -151,6 +164,7 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             fields: &[(0, F16_BYTES)],
             quants: quants(q8_0::QS, q8_0::BYTES),
             own: None,
+            qh_masks: false,
         }),
         DType::F16 => Some(Geometry {
             values: F16_GROUP.word / F16_BYTES,
@@ -158,6 +172,7 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             fields: &[],
             quants: (0, F16_GROUP.word),
             own: Some(F16_GROUP),
+            qh_masks: false,
         }),
         DType::Q4_K => Some(Geometry {
             values: QK_K,
@@ -165,13 +180,14 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             fields: &Q4_K_FIELDS,
             quants: quants(q4_k::QS, q4_k::BYTES),
             own: None,
+            qh_masks: false,
         }),
         _ => None,
     }
 }
 
-/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q8_0, Q4_K
-/// or F16 (rows of a multiple of 16 values), contiguous, rows of every plane a multiple of the
+/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
+/// Q4_K or F16 (rows of a multiple of 16 values), contiguous, rows of every plane a multiple of the
 /// group, and the tier has repacked kernels for the type.
 pub fn can_repack(layout: &Layout) -> bool {
     PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
@@ -199,7 +215,11 @@ fn check_len(
 ) -> Result<(usize, Geometry)> {
     let row = dtype.row_size(k)?;
     let Some(g) = geometry(dtype) else {
-        return Err(Error::dtype("repack", dtype, "only Q4_0, Q8_0, Q4_K and F16 are repacked"));
+        return Err(Error::dtype(
+            "repack",
+            dtype,
+            "only Q4_0, Q5_0, Q8_0, Q4_K and F16 are repacked",
+        ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));
     let group = row * gl.rows;
@@ -247,6 +267,54 @@ fn block_map(
     }
 }
 
+/// The bytes of block `b`'s `qh` fields (the second field, every row's) in a packed group.
+fn qh_field(g: &Geometry, pl: PackLayout, b: usize) -> std::ops::Range<usize> {
+    let rows = g.group(pl).rows;
+    let start = b * g.size * rows + g.fields[0].1 * rows;
+    start..start + g.fields[1].1 * rows
+}
+
+/// Where bit `t` of row `r`'s 32 fifth bits goes among the masks of [`qh_to_masks`].
+fn mask_bit(pl: PackLayout, r: usize, t: usize) -> usize {
+    // Value t: high nibble (t >= 16) or low, in quant byte t % 16, which is byte t % 16 % word
+    // of chunk t % 16 / word.
+    let (half, byte) = (t / 16, t % 16);
+    let (chunk, at) = (byte / pl.word, byte % pl.word);
+    let chunks = 16 / pl.word;
+    ((half * chunks + chunk) * pl.rows + r) * pl.word + at
+}
+
+/// Rewrites one packed block's `qh` fields (`rows` little-endian u32, bit `t` of row `r` the
+/// fifth bit of its value `t`) as masks: for each half (low nibbles, then high) and chunk `h` of
+/// quants, one bit per byte of the chunk as the kernel loads it (row by row, `word` bytes each),
+/// so that a byte-masked move gives the fifth bits of every row at once.
+fn qh_to_masks(pl: PackLayout, qh: &mut [u8]) {
+    let src = qh.to_vec();
+    qh.fill(0);
+    for r in 0..pl.rows {
+        let bits = u32::from_le_bytes([src[4 * r], src[4 * r + 1], src[4 * r + 2], src[4 * r + 3]]);
+        for t in 0..32 {
+            if bits >> t & 1 == 1 {
+                let m = mask_bit(pl, r, t);
+                qh[m / 8] |= 1 << (m % 8);
+            }
+        }
+    }
+}
+
+/// Undoes [`qh_to_masks`].
+fn masks_to_qh(pl: PackLayout, qh: &mut [u8]) {
+    let src = qh.to_vec();
+    for r in 0..pl.rows {
+        let mut bits = 0u32;
+        for t in 0..32 {
+            let m = mask_bit(pl, r, t);
+            bits |= u32::from(src[m / 8] >> (m % 8) & 1) << t;
+        }
+        qh[4 * r..4 * r + 4].copy_from_slice(&bits.to_le_bytes());
+    }
+}
+
 /// Repacks plain rows of `k` values of `dtype` (`src`, a whole number of groups of `pl`) into
 /// `dst` (same length).
 pub fn pack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
@@ -255,6 +323,10 @@ pub fn pack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8
     for (sg, dg) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
         for b in 0..k / g.values {
             block_map(&g, pl, row, b, |p, q, n| dg[q..q + n].copy_from_slice(&sg[p..p + n]));
+            if g.qh_masks {
+                let qh = qh_field(&g, pl, b);
+                qh_to_masks(pl, &mut dg[qh]);
+            }
         }
     }
     Ok(())
@@ -265,6 +337,18 @@ pub fn unpack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [
     let (row, g) = check_len(pl, dtype, k, src.len(), dst.len())?;
     let group = row * g.group(pl).rows;
     for (sg, dg) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
+        // Q5_0: the fifth bits back from masks first (in a copy of the group).
+        let restored;
+        let sg = if g.qh_masks {
+            let mut copy = sg.to_vec();
+            for b in 0..k / g.values {
+                masks_to_qh(pl, &mut copy[qh_field(&g, pl, b)]);
+            }
+            restored = copy;
+            &restored[..]
+        } else {
+            sg
+        };
         for b in 0..k / g.values {
             block_map(&g, pl, row, b, |p, q, n| dg[p..p + n].copy_from_slice(&sg[q..q + n]));
         }

@@ -18,16 +18,24 @@ super::kern::x86_tier!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", vnn
 use super::kern::X86Tiles;
 use crate::kernels::Tiles;
 // (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q8_0 and q8_k among them.)
-use crate::kernels::blocks::{q8_1, F16_BYTES};
+use crate::kernels::blocks::{q5_0, q8_1, F16_BYTES};
 
 /// Rows per repacked group (the 16 x 4 layout).
 const ROWS: usize = 16;
 
-/// Repacked Q4_0 / Q8_0 weights (one group of sixteen rows, see [`crate::kernels::repack`]) times
-/// `NR` activation rows in the "Q8_0 with sums" format: one `vpdpbusd` multiplies four quants
-/// of all sixteen rows by a broadcast word of one activation row.
+/// Packed kernel kind: Q4_0 weights.
+const P_Q4_0: u8 = 0;
+/// Packed kernel kind: Q8_0 weights.
+const P_Q8_0: u8 = 1;
+/// Packed kernel kind: Q5_0 weights.
+const P_Q5_0: u8 = 2;
+
+/// Repacked Q4_0 / Q8_0 / Q5_0 weights (`KIND`; one group of sixteen rows, see
+/// [`crate::kernels::repack`]) times `NR` activation rows in the "Q8_0 with sums" format: one
+/// `vpdpbusd` multiplies four quants of all sixteen rows by a broadcast word of one activation
+/// row. Q5_0's fifth bits are stored as byte masks: one masked move per 64 quants.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn packed<const NR: usize, const Q4: bool>(
+unsafe fn packed<const NR: usize, const KIND: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -36,30 +44,41 @@ unsafe fn packed<const NR: usize, const Q4: bool>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features and its operands: `a` one
-    // group of sixteen repacked Q4_0 / Q8_0 rows of `k` values, `NR` activation rows of `k` values
+    // group of sixteen repacked rows of `KIND` of `k` values, `NR` activation rows of `k` values
     // in the Q8_0-with-sums format at `b + j * ldb`, and 16 writable outputs at `c + j * ldc`;
     // every load and store below stays within them.
     unsafe {
-        // A group's block: the sixteen f16 scales, then the quants.
-        let bsz = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
-        let zp: i32 = if Q4 { 8 } else { 128 };
+        // A group's block: the sixteen f16 scales, (Q5_0) the fifth-bit masks, then the quants.
+        let (bsz, zp, qs_at) = match KIND {
+            P_Q4_0 => (q4_0::BYTES * ROWS, 8, F16_BYTES * ROWS),
+            P_Q5_0 => (q5_0::BYTES * ROWS, 16, q5_0::QS * ROWS),
+            _ => (q8_0::BYTES * ROWS, 128, F16_BYTES * ROWS),
+        };
         let nib = _mm512_set1_epi8(0x0f);
         let flip = _mm512_set1_epi8(-128);
+        let fifth = _mm512_set1_epi8(0x10);
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 32 {
             let g = a.add(blk * bsz);
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
-            let qs = g.add(F16_BYTES * ROWS);
+            let qs = g.add(qs_at);
             let mut w = [_mm512_setzero_si512(); 8];
-            if Q4 {
+            if KIND == P_Q8_0 {
+                for (h, v) in w.iter_mut().enumerate() {
+                    *v = _mm512_xor_si512(_mm512_loadu_si512(qs.add(64 * h).cast()), flip);
+                }
+            } else {
                 for h in 0..4 {
                     let q = _mm512_loadu_si512(qs.add(64 * h).cast());
                     w[h] = _mm512_and_si512(q, nib);
                     w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
                 }
-            } else {
-                for (h, v) in w.iter_mut().enumerate() {
-                    *v = _mm512_xor_si512(_mm512_loadu_si512(qs.add(64 * h).cast()), flip);
+                if KIND == P_Q5_0 {
+                    let masks = g.add(F16_BYTES * ROWS).cast::<u64>();
+                    for (i, wi) in w.iter_mut().enumerate() {
+                        let m = u64::from_le(std::ptr::read_unaligned(masks.add(i)));
+                        *wi = _mm512_or_si512(*wi, _mm512_maskz_mov_epi8(m, fifth));
+                    }
                 }
             }
             for (j, acc_j) in acc.iter_mut().enumerate() {
@@ -92,7 +111,7 @@ packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     packed_q4_0,
     packed,
-    true,
+    P_Q4_0,
     16,
     [8, 4, 1]
 );
@@ -100,7 +119,15 @@ packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     packed_q8_0,
     packed,
-    false,
+    P_Q8_0,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q5_0,
+    packed,
+    P_Q5_0,
     16,
     [8, 4, 1]
 );
@@ -118,6 +145,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 8)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
+        DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
         _ => None,
     }
