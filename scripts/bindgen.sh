@@ -40,12 +40,24 @@ done
 cd "$ROOT"
 target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"
 case "$target_dir" in /*) ;; *) target_dir="$ROOT/$target_dir" ;; esac
+# uniffi's generator is the crate rust/bindgen, its own workspace: built here it does not change
+# the features of tessera-ffi's dependencies, so the library below is the one already built
+# (as a feature of tessera-ffi it rebuilt the engine under a second feature set).
+uniffi_version() { # uniffi_version Cargo.lock
+  sed -n '/^name = "uniffi"$/{n;s/^version = "\(.*\)"$/\1/p;}' "$1"
+}
+want_uniffi="$(uniffi_version Cargo.lock)"
+have_uniffi="$(uniffi_version rust/bindgen/Cargo.lock)"
+if [ -z "$want_uniffi" ] || [ "$want_uniffi" != "$have_uniffi" ]; then
+  echo "bindgen.sh: tessera-ffi links uniffi '$want_uniffi' (Cargo.lock), rust/bindgen has" \
+    "'$have_uniffi' (rust/bindgen/Cargo.lock): make them equal (rust/bindgen/Cargo.toml pins it)" >&2
+  exit 1
+fi
+gen_args=(--manifest-path rust/bindgen/Cargo.toml --target-dir "$target_dir" --quiet)
 if [ -n "$library" ]; then
   # Only the generator (for the host); the library is the one given.
   case "$library" in /*) lib="$library" ;; *) lib="$ROOT/$library" ;; esac
-  cargo_args=(-p tessera-ffi --features bindgen --bin uniffi-bindgen --quiet)
 else
-  cargo_args=(-p tessera-ffi --features bindgen --lib --bin uniffi-bindgen --quiet)
   case "$(uname -s)" in
     Darwin) lib="$target_dir/$profile/libtessera_ffi.dylib" ;;
     MINGW* | MSYS* | CYGWIN*) lib="$target_dir/$profile/tessera_ffi.dll" ;;
@@ -54,10 +66,13 @@ else
   # uniffi reads the metadata from the symbol table, which the release profile strips from
   # shared libraries: use the staticlib of the same build.
   [ "$profile" = release ] && lib="$target_dir/release/libtessera_ffi.a"
+  lib_args=(-p tessera-ffi --lib --quiet)
+  [ "$profile" = release ] && lib_args+=(--release)
+  cargo build "${lib_args[@]}"
 fi
-[ "$profile" = release ] && cargo_args+=(--release)
-cargo build "${cargo_args[@]}"
-bindgen="$target_dir/$profile/uniffi-bindgen"
+# The generator itself is always a debug build: it only reads metadata.
+cargo build "${gen_args[@]}"
+bindgen="$target_dir/debug/uniffi-bindgen"
 [ -f "$lib" ] || { echo "bindgen.sh: $lib not found" >&2; exit 1; }
 
 KOTLIN_DIR="android/src/main/java"

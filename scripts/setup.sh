@@ -3,10 +3,30 @@
 # Python 3 and Node.js: apt packages, rustup components and targets, the gguf reference package
 # (in a venv under target/), and the npm packages. Idempotent and quiet; safe to run often.
 #
+# Prerequisites (checked first, with what to install when missing): rustup (cargo), python3,
+# and for `all` Node.js >= 20 with npm; apt-get with root or sudo for the apt packages (demo:
+# python3-venv; all: also Mesa's lavapipe, an aarch64 cross toolchain, qemu-user, a JDK, JNA,
+# ProGuard, Ruby).
+#
 # Usage: scripts/setup.sh [demo|all]   (default all)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what=${1:-all}
+case "$what" in demo | all) ;; *) echo "usage: scripts/setup.sh [demo|all]" >&2; exit 2 ;; esac
+
+need() { # need COMMAND WHAT-TO-INSTALL
+    command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 not found: install $2" >&2; exit 1; }
+}
+need cargo "Rust with rustup (https://rustup.rs: curl --proto '=https' -sSf https://sh.rustup.rs | sh)"
+need rustup "rustup (https://rustup.rs); a distribution's cargo without rustup cannot add targets"
+need python3 "Python 3 (apt-get install python3)"
+if [ "$what" = all ]; then
+    need node "Node.js 20 or newer (https://nodejs.org, or nvm)"
+    need npm "npm (comes with Node.js)"
+    node_major="$(node -p 'process.versions.node.split(".")[0]')"
+    [ "$node_major" -ge 20 ] || { echo "setup: Node.js $(node -v) is too old: 20 or newer is needed" >&2; exit 1; }
+fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -16,6 +36,14 @@ apt_install() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
+        if ! command -v apt-get >/dev/null 2>&1; then
+            echo "setup: no apt-get here: install ${missing[*]} (or your system's equivalents) and run again" >&2
+            exit 1
+        fi
+        if [ -n "$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then
+            echo "setup: apt-get install ${missing[*]} needs root: run it as root (no sudo here), then run again" >&2
+            exit 1
+        fi
         echo "setup: apt-get install ${missing[*]}" >&2
         $SUDO apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -27,10 +55,12 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # A Python venv of our own (stock Debian / Ubuntu Pythons lack the venv module: python3-venv).
 VENV=target/venv
 if [ ! -x "$VENV/bin/python" ]; then
-    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" 2>/dev/null; then
+    # Debian and Ubuntu ship venv and ensurepip apart from python3 (python3-venv, which depends
+    # on the python3.X-venv of the installed version).
+    if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
         apt_install python3-venv
     fi
-    python3 -m venv "$VENV"
+    python3 -m venv "$VENV" || { rm -rf "$VENV"; echo "setup: python3 -m venv failed" >&2; exit 1; }
 fi
 
 # The model the demo runs and the tests compare with llama.cpp: Gemma 3 270M Q4_K_M (253 MB)

@@ -10,10 +10,57 @@ bash scripts/setup.sh all
 export TESSERA_PYTHON="$PWD/target/venv/bin/python"
 export TESSERA_GEMMA_GGUF="$PWD/target/models/gemma3-270m-q4_k_m.gguf"
 
-step() { echo; echo "=== $*"; }
+# No colour codes in the logs (vitest, npm, cargo, ...).
+export NO_COLOR=1 FORCE_COLOR=0 CARGO_TERM_COLOR=never
+
+# Each step's wall time, printed as a table at the end, also when a step fails.
+step_names=() step_secs=() step_start=""
+step_end() {
+  [ -n "$step_start" ] && step_secs+=("$(( $(date +%s) - step_start ))")
+  step_start=""
+}
+step() { step_end; echo; echo "=== $*"; step_names+=("$*"); step_start=$(date +%s); }
+step_table() {
+  local rc=$? i total=0
+  step_end
+  echo
+  echo "=== time per step$([ "$rc" = 0 ] || echo " (failed in the last one, exit status $rc)")"
+  for i in "${!step_secs[@]}"; do
+    printf '%5d s  %s\n' "${step_secs[$i]}" "${step_names[$i]:0:100}"
+    total=$(( total + step_secs[i] ))
+  done
+  printf '%5d s  in all\n' "$total"
+}
+trap step_table EXIT
+
+# `cargo test` names each suite and its result on one line ("suite: test result: ok. N
+# passed; ..."), leaves out the suites with no tests (doc-tests of crates without any), and the
+# per-test "ok" lines; failures, panics and warnings pass through whole.
+suite_log() {
+  awk '
+    /^ *(Compiling|Checking|Fresh|Downloaded|Downloading|Blocking|Locking|Adding|Updating) / { next }
+    # "Running unittests src/lib.rs (target/debug/deps/tessera_cli-0123abcd)" names the crate;
+    # its binaries and integration tests ("Running tests/x.rs (...)") follow it (cargo orders
+    # the suites by package: library, binaries, tests).
+    /^ *Running unittests / {
+      name = $0; sub(/^.*deps\//, "", name); sub(/-[0-9a-f]+\)$/, "", name)
+      if ($3 == "src/lib.rs" || (kind != "lib" && kind != "bin")) crate = name
+      kind = ($3 == "src/lib.rs") ? "lib" : "bin"
+      suite = crate " " $3; next
+    }
+    /^ *Running / { kind = "test"; suite = crate " " $2; next }
+    /^ *Doc-tests / { kind = "doc"; suite = $2 " doc-tests"; next }
+    /^running [0-9]+ tests?$/ || /^$/ { next }
+    /^test .* \.\.\. ok$/ { next }
+    /^test result: / {
+      if ($0 ~ / 0 passed; 0 failed; 0 ignored; 0 measured;/) next
+      print suite ": " $0; fflush(); next
+    }
+    { print; fflush() }'
+}
 
 step "cargo test (workspace)"
-cargo test --workspace --quiet
+cargo test --workspace 2>&1 | suite_log
 
 step "fuzz the GGUF parser: its seed corpus, then 60 s of AFL++ (scripts/fuzz.sh)"
 bash scripts/fuzz.sh gguf 60
@@ -22,7 +69,7 @@ step "fuzz the JSON protocol through the C ABI (one release build of tessera-ffi
 bash scripts/fuzz.sh protocol 60
 
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
-cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>/dev/null || {
+cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>&1 || {
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 

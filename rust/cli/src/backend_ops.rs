@@ -452,6 +452,15 @@ fn matches_filter(case: &Case, filter: Option<&str>) -> bool {
 
 /// `backend-ops test`: every case on every device of `registry` (optionally one op).
 pub fn test(registry: &Registry, op: Option<&str>) -> Report {
+    test_streaming(registry, op, &mut |_| {})
+}
+
+/// [`test`], handing each result line to `on_line` as soon as its case has run.
+pub fn test_streaming(
+    registry: &Registry,
+    op: Option<&str>,
+    on_line: &mut dyn FnMut(&str),
+) -> Report {
     let mut report = Report::default();
     for device in registry.devices() {
         for c in cases(false).iter().filter(|c| matches_filter(c, op)) {
@@ -462,39 +471,70 @@ pub fn test(registry: &Registry, op: Option<&str>) -> Report {
                 Outcome::Fail(_) => report.failed.push(line.clone()),
                 Outcome::NotSupported => report.unsupported += 1,
             }
+            on_line(&line);
             report.lines.push(line);
         }
     }
     report
 }
 
-/// `backend-ops support`: which ops each device supports, as a table.
+/// `backend-ops support`: which ops each device supports, as a table, each device's ending
+/// with its total ("N of M cases supported"), and one total line per device at the end.
 pub fn support(registry: &Registry) -> Result<String> {
     let mut out = String::new();
+    let mut totals = Vec::new();
     for device in registry.devices() {
         let _ = writeln!(out, "{} ({}):", device.name(), device.description());
-        for c in cases(false) {
+        let all = cases(false);
+        let mut supported = 0;
+        for c in &all {
             let mut g = Graph::new();
             let id = (c.build)(&mut g)?;
             let yes = device.supports_op(&g, id);
+            supported += yes as usize;
             let _ = writeln!(out, "  {:14} {:60} {}", c.op, c.desc, if yes { "yes" } else { "no" });
         }
+        let total = format!("{}: {supported} of {} cases supported", device.name(), all.len());
+        let _ = writeln!(out, "  {total}");
+        totals.push(total);
+    }
+    let _ = writeln!(out, "\ntotals:");
+    for t in totals {
+        let _ = writeln!(out, "  {t}");
     }
     Ok(out)
 }
 
-/// `backend-ops perf`: time of each large case on each device, as GFLOPS or GB/s.
-pub fn perf(registry: &Registry, op: Option<&str>, threads: Option<usize>) -> Result<String> {
-    let mut out = String::new();
+/// `backend-ops perf`: time of each large case on each device, as GFLOPS or GB/s, written to
+/// `out` line by line (and flushed) as each case is measured; each device starts with a line
+/// naming it and how many cases it will measure.
+pub fn perf(
+    registry: &Registry,
+    op: Option<&str>,
+    threads: Option<usize>,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let runs = 5;
     for device in registry.devices() {
         let mut backend = device.init_backend(&BackendParams { threads })?;
-        for c in cases(true).iter().filter(|c| matches_filter(c, op)) {
+        let chosen: Vec<_> = cases(true).into_iter().filter(|c| matches_filter(c, op)).collect();
+        let _ = writeln!(
+            out,
+            "{}: {} case(s), {runs} timed runs each after one warm-up ({})",
+            device.name(),
+            chosen.len(),
+            device.description()
+        );
+        let _ = out.flush();
+        for c in &chosen {
             let (g, _out, _alloc) = prepare(c, device.as_ref())?;
             if !supported(device.as_ref(), &g) {
+                let _ =
+                    writeln!(out, "{:8} {:14} {:60} not supported", device.name(), c.op, c.desc);
+                let _ = out.flush();
                 continue;
             }
             backend.graph_compute(&g)?;
-            let runs = 5;
             let start = Instant::now();
             for _ in 0..runs {
                 backend.graph_compute(&g)?;
@@ -516,7 +556,8 @@ pub fn perf(registry: &Registry, op: Option<&str>, threads: Option<usize>) -> Re
                 c.desc,
                 secs * 1e3
             );
+            let _ = out.flush();
         }
     }
-    Ok(out)
+    Ok(())
 }

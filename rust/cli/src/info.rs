@@ -49,20 +49,69 @@ pub fn info(registry: &Registry) -> Result<(String, bool)> {
         let m = d.memory();
         let _ = writeln!(
             out,
-            "  {:8} {:5} {} ({:.1} / {:.1} GiB)",
+            "  {:8} {:5} {} ({:.1} / {:.1} GiB){}",
             d.name(),
             d.device_type().short_name(),
             d.description(),
             gib(m.free),
-            gib(m.total)
+            gib(m.total),
+            if d.is_software() { ", a software GPU: runs on the CPU" } else { "" }
         );
     }
     for s in registry.skipped() {
         let _ = writeln!(out, "  (skipped: {s})");
     }
+    if registry.devices().iter().all(|d| d.device_type() == DeviceType::Cpu) {
+        let _ = writeln!(out, "  {}", no_gpu_hint());
+    }
     let (text, ok) = demo(registry)?;
     out.push_str(&text);
     Ok((out, ok))
+}
+
+/// What to do when no GPU device was found.
+fn no_gpu_hint() -> String {
+    if std::env::var("TESSERA_NO_GPU").is_ok_and(|v| v == "1") {
+        return "no GPU device: TESSERA_NO_GPU=1 leaves it out".to_string();
+    }
+    let how = if cfg!(target_vendor = "apple") {
+        "Metal found no usable GPU"
+    } else if cfg!(target_os = "android") {
+        "this device's Vulkan driver offers no usable GPU"
+    } else {
+        "install a Vulkan driver: your GPU's (Mesa's mesa-vulkan-drivers covers AMD and Intel) \
+         with libvulkan1; mesa-vulkan-drivers also brings lavapipe, a software GPU for tests; \
+         `vulkaninfo --summary` (vulkan-tools) lists what the loader sees"
+    };
+    format!("no GPU device, everything runs on the CPU: {how}")
+}
+
+/// Why `chosen` runs the demo: the preferred device of `registry` (GPUs first, the CPU next,
+/// software GPUs never before the CPU).
+fn choice_reason(registry: &Registry, chosen: &dyn tessera_core::backend::Device) -> String {
+    if chosen.device_type() != DeviceType::Cpu {
+        return if chosen.is_software() {
+            "a software GPU: the only device".to_string()
+        } else {
+            "the preferred device: a GPU (what it cannot run goes to the CPU)".to_string()
+        };
+    }
+    let software: Vec<String> = registry
+        .devices()
+        .iter()
+        .filter(|d| d.device_type() != DeviceType::Cpu && d.is_software())
+        .map(|d| format!("{} ({})", d.name(), d.description()))
+        .collect();
+    if software.is_empty() {
+        "no GPU device was found".to_string()
+    } else {
+        format!(
+            "{} {} a software GPU, which runs on the CPU and is slower than the CPU's own \
+             kernels, so it is never preferred",
+            software.join(", "),
+            if software.len() == 1 { "is" } else { "are" }
+        )
+    }
 }
 
 fn gib(b: u64) -> f64 {
@@ -101,6 +150,10 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
         .map(|d| d.init_backend(&BackendParams::default()))
         .collect::<Result<Vec<_>>>()?;
     let names: Vec<String> = backends.iter().map(|b| b.name()).collect();
+    let reason = match devices.first() {
+        Some(d) => format!("{}: {}", d.name(), choice_reason(registry, d.as_ref())),
+        None => "no device".to_string(),
+    };
     let mut sched = Scheduler::new(backends)?;
     sched.alloc_graph(&mut g)?;
     tensor_data::set_tensor(&g, wt, &wq)?;
@@ -141,6 +194,7 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
         .iter()
         .map(|s| format!("{} node(s) on {}", s.nodes.len(), names[s.backend]))
         .collect();
+    let _ = writeln!(out, "  device: {reason}");
     let _ = writeln!(out, "  scheduled: {}", splits.join(", "));
     for n in 0..DEMO_N {
         let row: Vec<String> =

@@ -1,5 +1,6 @@
 //! `tessera`: info, backend-ops, bench and gguf.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use tessera_cli::{backend_ops, bench, bench_ew, gguf, info, llm, registry};
 
@@ -33,6 +34,24 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         print!("{}", gguf::run(&args[1..])?);
         return Ok(ExitCode::SUCCESS);
     }
+    // Commands that need no device are answered before the registry opens the GPU.
+    match args.first().map(String::as_str) {
+        Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("info") | Some("backend-ops") | Some("run") | None => {}
+        Some("bench") if args.get(1).is_some_and(|a| a == "model") => {}
+        Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
+            bench_ew::run(&args[2..])?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("bench") => {
+            bench::run(&args[1..])?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(other) => return Err(format!("unknown command {other:?}\n{USAGE}")),
+    }
     let reg = registry();
     match args.first().map(String::as_str) {
         Some("info") | None => {
@@ -44,10 +63,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             let op = flag(args, &["-o", "--op"]);
             match args.get(1).map(String::as_str) {
                 Some("test") | None => {
-                    let r = backend_ops::test(&reg, op.as_deref());
-                    for l in &r.lines {
-                        println!("{l}");
-                    }
+                    let r = backend_ops::test_streaming(&reg, op.as_deref(), &mut |line| {
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{line}");
+                        let _ = out.flush();
+                    });
                     println!(
                         "{} passed, {} failed, {} not supported",
                         r.passed,
@@ -64,11 +84,8 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
                     let threads = flag(args, &["-t", "--threads"])
                         .map(|t| t.parse::<usize>().map_err(|_| format!("bad thread count {t:?}")))
                         .transpose()?;
-                    print!(
-                        "{}",
-                        backend_ops::perf(&reg, op.as_deref(), threads)
-                            .map_err(|e| e.to_string())?
-                    );
+                    backend_ops::perf(&reg, op.as_deref(), threads, &mut std::io::stdout().lock())
+                        .map_err(|e| e.to_string())?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(other) => Err(format!("unknown backend-ops mode {other:?}\n{USAGE}")),
@@ -80,18 +97,6 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("run") => {
             llm::run(&reg, &args[1..])?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
-            bench_ew::run(&args[2..])?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some("bench") => {
-            bench::run(&args[1..])?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some("-h") | Some("--help") | Some("help") => {
-            println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
         }
         Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),

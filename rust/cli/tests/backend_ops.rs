@@ -148,3 +148,64 @@ fn the_demo_computes_and_checks_its_graph() {
     let (_, ok) = tessera_cli::info::info(&tessera_cli::cpu_registry()).unwrap();
     assert!(ok);
 }
+
+/// Each device's table ends with its total, and the totals are repeated at the end: the CPU
+/// supports every case.
+#[test]
+fn support_totals_count_each_device() {
+    let text = backend_ops::support(&tessera_cli::cpu_registry()).unwrap();
+    let n = cases(false).len();
+    let total = format!("CPU: {n} of {n} cases supported");
+    assert_eq!(text.matches(&total).count(), 2, "{text}");
+    assert!(text.contains(&format!("totals:\n  {total}\n")), "{text}");
+}
+
+/// A writer that records, at each flush, how many lines it has received.
+#[derive(Default)]
+struct FlushLog {
+    text: Vec<u8>,
+    lines_at_flush: Vec<usize>,
+}
+
+impl std::io::Write for FlushLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lines_at_flush.push(self.text.iter().filter(|&&b| b == b'\n').count());
+        Ok(())
+    }
+}
+
+/// `backend-ops perf` streams: a heading per device, then one line per case, each flushed as
+/// soon as it is measured (the n-th flush has n lines).
+#[test]
+fn perf_flushes_each_line_as_it_is_measured() {
+    let mut log = FlushLog::default();
+    backend_ops::perf(&tessera_cli::cpu_registry(), Some("SCALE"), Some(1), &mut log).unwrap();
+    let text = String::from_utf8(log.text).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let n = cases(true).iter().filter(|c| c.op == "SCALE").count();
+    assert!(n > 0);
+    assert_eq!(lines.len(), n + 1, "{text}");
+    assert!(lines[0].starts_with(&format!("CPU: {n} case(s)")), "{text}");
+    assert!(lines[1..].iter().all(|l| l.starts_with("CPU") && l.contains(" ms ")), "{text}");
+    assert_eq!(log.lines_at_flush, (1..=n + 1).collect::<Vec<_>>());
+}
+
+/// `backend-ops test` hands every result line on as its case finishes: the streamed lines are
+/// the report's, in order, one per case.
+#[test]
+fn test_streams_every_line() {
+    let mut streamed = Vec::new();
+    let report =
+        backend_ops::test_streaming(&tessera_cli::cpu_registry(), Some("SCALE"), &mut |l| {
+            streamed.push(l.to_string())
+        });
+    let n = cases(false).iter().filter(|c| c.op == "SCALE").count();
+    assert!(n > 0);
+    assert_eq!(streamed.len(), n);
+    assert_eq!(streamed, report.lines);
+    assert_eq!(report.passed, n, "{streamed:?}");
+}

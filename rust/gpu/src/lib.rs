@@ -17,6 +17,7 @@ pub mod alloc;
 pub mod backend;
 pub mod buffer;
 pub mod device;
+pub mod headless;
 pub mod kernels;
 pub mod registry;
 pub mod supports;
@@ -27,6 +28,7 @@ pub use alloc::allocate_graph;
 pub use backend::GpuBackend;
 pub use buffer::{GpuBuffer, GpuBufferType};
 pub use device::GpuDevice;
+pub use headless::quiet_device_select;
 pub use registry::{api_name, default_backends, register, register_with, GpuOptions, GpuReg};
 
 /// The wgpu version this crate is built on, re-exported so that callers of

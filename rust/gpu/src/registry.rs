@@ -160,6 +160,14 @@ impl GpuReg {
             log::warn!("{api}: {message}");
             Error::Backend { backend: api.to_string(), message }
         };
+        if backends.contains(wgpu::Backends::VULKAN) {
+            static QUIET: std::sync::Once = std::sync::Once::new();
+            QUIET.call_once(|| {
+                if crate::headless::quiet_device_select() {
+                    log::debug!("{api}: no Wayland session; Mesa's device-select layer disabled (NODEVICE_SELECT=1)");
+                }
+            });
+        }
         let enumerated = catch_unwind(AssertUnwindSafe(|| {
             let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
                 backends,
