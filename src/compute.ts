@@ -103,6 +103,12 @@ export interface SessionOptions {
   device?: string;
   /** CPU threads, or `null` / absent for the core's choice (the performance cores). */
   threads?: number | null;
+  /**
+   * The most bytes one graph may plan on the session's devices (compute buffers, weights,
+   * copies), checked before anything is allocated: a graph that needs more fails with kind
+   * `OutOfMemory`. `null` / absent: 75% of the free memory of the session's devices.
+   */
+  memoryBudget?: number | null;
 }
 
 /** Options of {@link compute}. */
@@ -260,7 +266,7 @@ function computeRequest(p: Prepared, session: number | null, options: SessionOpt
   return `${head},"graph":${p.graphJson}${tail}}`;
 }
 
-function sessionOptions(o: SessionOptions): { device: string; threads: number | null } {
+function sessionOptions(o: SessionOptions): { device: string; threads: number | null; memoryBudget?: number } {
   const device = o.device ?? 'auto';
   if (typeof device !== 'string' || device === '') {
     throw new InvalidArgumentError('device must be "auto" or a device name from getDevices()');
@@ -269,7 +275,12 @@ function sessionOptions(o: SessionOptions): { device: string; threads: number | 
   if (threads !== null && (!Number.isSafeInteger(threads) || threads < 1)) {
     throw new InvalidArgumentError(`threads ${String(threads)} must be a positive integer or null`);
   }
-  return { device, threads };
+  const budget = o.memoryBudget ?? null;
+  if (budget === null) return { device, threads };
+  if (!Number.isSafeInteger(budget) || budget < 1) {
+    throw new InvalidArgumentError(`memoryBudget ${String(budget)} must be a positive integer number of bytes or null`);
+  }
+  return { device, threads, memoryBudget: budget };
 }
 
 const ARRAY_CTORS = {

@@ -172,6 +172,25 @@ describe('a graph loaded once', () => {
     }
   });
 
+  it('a memoryBudget smaller than the graph: loadGraph fails with OutOfMemory', async () => {
+    const session = await Session.open({ device: 'CPU', threads: 1, memoryBudget: 16 });
+    try {
+      const err = await session.load(DOC).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TesseraError);
+      expect((err as TesseraError).kind).toBe('OutOfMemory');
+    } finally {
+      await session.close();
+    }
+    // The same document within a budget of 1 MiB.
+    const roomy = await Session.open({ device: 'CPU', threads: 1, memoryBudget: 1 << 20 });
+    try {
+      const x = Float32Array.from({ length: K * N }, (_, i) => 2 * i - 7);
+      expect(Array.from((await (await roomy.load(DOC)).compute({ x })).z!.data)).toEqual(expected(x));
+    } finally {
+      await roomy.close();
+    }
+  });
+
   it('computes after the session closed reject with ClosedError', async () => {
     const session = await Session.open({ device: 'CPU', threads: 1 });
     const loaded = await session.load(JSON.stringify(DOC));

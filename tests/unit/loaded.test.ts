@@ -176,6 +176,25 @@ describe('Session.load', () => {
   });
 });
 
+describe('the memoryBudget option', () => {
+  it('is sent when given, and checked', async () => {
+    const fake = loadingNative();
+    setNativeCaller(fake);
+    await Session.open({ device: 'CPU', memoryBudget: 1 << 20 });
+    await Session.open({ device: 'CPU', memoryBudget: null });
+    expect(fake.requests.map((r) => r.options)).toEqual([
+      { device: 'CPU', threads: null, memoryBudget: 1048576 },
+      { device: 'CPU', threads: null },
+    ]);
+    for (const bad of [0, -5, 1.5, Number.NaN]) {
+      await expect(Session.open({ memoryBudget: bad })).rejects.toThrow(
+        new InvalidArgumentError(`memoryBudget ${bad} must be a positive integer number of bytes or null`)
+      );
+    }
+    expect(fake.requests).toHaveLength(2);
+  });
+});
+
 describe('ggufInfo', () => {
   const answer = {
     file: '/m.gguf',
