@@ -10,6 +10,10 @@
  * - getCpuFeatures(): an ARMv8.2 phone (NEON, ARM_FMA, FP16_VA, DOTPROD; no i8mm, SVE, SME);
  * - getBuildInfo(): version of this package, target "mock", profile "mock";
  * - compute() / Session: every output is zeros of its type and shape;
+ * - session.load(graph) of a version-1 graph: its LoadedGraph computes zeros too; release()
+ *   works as on a phone (compute after it rejects with ClosedError); version-2 documents
+ *   (model files) reject with kind Unsupported, and ggufInfo(path) with an InvalidModelError:
+ *   the mock has no files;
  * - cancel, close / release, closeAllSessions, setLogLevel, toggleNativeLog: accepted, no
  *   effect;
  * - loadModel(path): any path loads "Mock model" (info in `__mock.modelInfo`), with progress
@@ -22,8 +26,9 @@
  *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
  *   values computed from the text; after release, calls reject with ClosedError.
  *
- * The mock's `__mock` export gives the requests received (`__mock.requests`) and lets a test
- * emit a native log record (`__mock.emitLog({ level, target, message })`).
+ * The mock's `__mock` export gives the requests received (`__mock.requests`), its native side
+ * (`__mock.caller`) and lets a test emit a native log record
+ * (`__mock.emitLog({ level, target, message })`).
  *
  * It works with React Native's Jest preset as it is (`preset: 'react-native'`): the preset does
  * not transform node_modules/react-native-tessera, and Jest loads the package's CommonJS build
@@ -109,6 +114,51 @@ const completionTokens = DEFAULT_COMPLETION.slice();
 /** Loaded models by number: { cancel: boolean, released: boolean }. */
 const models = new Map();
 let nextModel = 1;
+/** Graphs loaded with loadGraph, by handle (null once released). */
+const loadedGraphs = new Map();
+let nextGraph = 1;
+
+/** Zeros of the types and shapes of a version-1 document's outputs. */
+function zeroOutputs(graph) {
+  // The real document reader gives every output's type and shape.
+  const g = actual.graphFromDocument(graph);
+  return {
+    outputs: g.outputs.map((t) => ({
+      name: t.name,
+      dtype: t.dtype,
+      shape: Array.from(t.shape),
+      data: zeros(t.dtype, t.shape),
+    })),
+  };
+}
+
+function loadedAnswer(req) {
+  switch (req.method) {
+    case 'loadGraph': {
+      if (req.graph && req.graph.version === 2) {
+        const e = new actual.TesseraError('Unsupported', 'the Jest mock has no model files: it loads version-1 documents only');
+        throw e;
+      }
+      zeroOutputs(req.graph);
+      const id = nextGraph++;
+      loadedGraphs.set(id, req.graph);
+      return { graph: id };
+    }
+    case 'computeLoaded': {
+      const graph = loadedGraphs.get(req.graph);
+      if (graph === undefined) throw new actual.InvalidArgumentError('unknown graph handle ' + req.graph);
+      if (graph === null) throw new actual.ClosedError('graph ' + req.graph + ' was released');
+      return zeroOutputs(graph);
+    }
+    case 'releaseGraph':
+      if (loadedGraphs.has(req.graph)) loadedGraphs.set(req.graph, null);
+      return { released: true };
+    case 'ggufInfo':
+      throw new actual.InvalidModelError(req.path + ': the Jest mock has no model files');
+    default:
+      return undefined;
+  }
+}
 
 function emitEvent(event) {
   const json = JSON.stringify(event);
@@ -244,20 +294,10 @@ function answer(req) {
       return { closed: 0 };
     case 'setLogLevel':
       return {};
-    case 'compute': {
-      // The real document reader gives every output's type and shape.
-      const g = actual.graphFromDocument(req.graph);
-      return {
-        outputs: g.outputs.map((t) => ({
-          name: t.name,
-          dtype: t.dtype,
-          shape: Array.from(t.shape),
-          data: zeros(t.dtype, t.shape),
-        })),
-      };
-    }
+    case 'compute':
+      return zeroOutputs(req.graph);
     default: {
-      const r = modelAnswer(req);
+      const r = modelAnswer(req) ?? loadedAnswer(req);
       if (r === undefined) throw new actual.InvalidArgumentError('unknown method ' + JSON.stringify(req.method));
       return r;
     }
@@ -297,6 +337,8 @@ module.exports = {
   },
   __mock: {
     requests,
+    /** The mock's native side, for raw protocol requests (`caller.call(requestJson)`). */
+    caller: mockCaller,
     devices,
     cpuFeatures,
     buildInfo,
@@ -311,6 +353,8 @@ module.exports = {
       nextSession = 1;
       nextModel = 1;
       models.clear();
+      nextGraph = 1;
+      loadedGraphs.clear();
       completionTokens.splice(0, completionTokens.length, ...DEFAULT_COMPLETION);
       actual.setNativeCaller(mockCaller);
     },

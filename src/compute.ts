@@ -28,7 +28,14 @@ import {
   ShapeError,
   TesseraError,
 } from './errors';
-import { GraphBuilder, GRAPH_FORMAT_VERSION, type GraphDocument } from './graph';
+import {
+  GraphBuilder,
+  GRAPH_FORMAT_VERSION,
+  type FileTensorDocument,
+  type GraphDocument,
+  type GraphDocumentV2,
+  type TensorDocument,
+} from './graph';
 import { contiguous, fmtShape, nbytes, nelements, normalizeShape } from './layout';
 
 // A timer exists in every JavaScript host (Hermes, JSC, Node); declared here because the
@@ -96,6 +103,12 @@ export interface SessionOptions {
   device?: string;
   /** CPU threads, or `null` / absent for the core's choice (the performance cores). */
   threads?: number | null;
+  /**
+   * The most bytes one graph may plan on the session's devices (compute buffers, weights,
+   * copies), checked before anything is allocated: a graph that needs more fails with kind
+   * `OutOfMemory`. `null` / absent: 75% of the free memory of the session's devices.
+   */
+  memoryBudget?: number | null;
 }
 
 /** Options of {@link compute}. */
@@ -112,6 +125,15 @@ export interface SessionComputeOptions {
 
 /** Anything {@link compute} runs: a builder, or a graph document (e.g. loaded from JSON). */
 export type GraphLike<O extends Record<string, DType> = Record<never, never>> = GraphBuilder<O> | GraphDocument;
+
+/** A graph document {@link Session.load} reads: version 1, or version 2 with model files. */
+export type LoadableDocument = GraphDocument | GraphDocumentV2;
+
+/**
+ * Anything {@link Session.load} loads: a builder, a graph document of version 1 or 2, or the
+ * document's JSON text.
+ */
+export type LoadableGraph<O extends Record<string, DType> = Record<never, never>> = GraphLike<O> | GraphDocumentV2 | string;
 
 interface DeclaredInput {
   name: string;
@@ -131,13 +153,16 @@ interface NativeOutput {
   data?: unknown;
 }
 
-function declaredInputs(g: GraphLike<any>): DeclaredInput[] {
+function declaredInputs(g: GraphLike<any> | LoadableDocument): DeclaredInput[] {
   if (g instanceof GraphBuilder) {
     return g.inputs.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape] }));
   }
-  return g.tensors
+  // Inputs are the tensors without data, values or a file (version 2's file tensors).
+  return (g.tensors as (TensorDocument | FileTensorDocument)[])
+    .filter((t) => !('file' in t && t.file !== undefined))
+    .map((t) => t as TensorDocument)
     .filter((t) => t.data === undefined && t.values === undefined)
-    .map((t) => ({ name: t.name, dtype: t.type, shape: [...t.shape] }));
+    .map((t) => ({ name: t.name, dtype: t.type, shape: Array.isArray(t.shape) ? [...t.shape] : [] }));
 }
 
 function graphJson(g: GraphLike<any>): string {
@@ -153,10 +178,43 @@ function graphJson(g: GraphLike<any>): string {
   return JSON.stringify(g);
 }
 
+/**
+ * The JSON of a graph to load and the document it was read from: a builder, a document of
+ * version 1 or 2 (which may name model files), or the document's JSON text.
+ */
+function loadableJson(g: LoadableGraph<any>): { json: string; doc: GraphBuilder<any> | LoadableDocument } {
+  if (g instanceof GraphBuilder) return { json: g.toJSONString(), doc: g };
+  let doc: unknown = g;
+  if (typeof g === 'string') {
+    try {
+      doc = JSON.parse(g);
+    } catch (e) {
+      throw new InvalidGraphError(`load: the graph is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  if (doc === null || typeof doc !== 'object' || !Array.isArray((doc as LoadableDocument).outputs)) {
+    throw new InvalidArgumentError(
+      'load: expected a GraphBuilder, a graph document { version, tensors, nodes, outputs } or its JSON text'
+    );
+  }
+  const d = doc as LoadableDocument;
+  const version: unknown = d.version;
+  if (version !== 1 && version !== 2) {
+    throw new InvalidGraphError(`unsupported graph document version ${String(version)}: load reads versions 1 and 2`);
+  }
+  if (d.outputs.length === 0) throw new InvalidGraphError('the document names no outputs');
+  if (!Array.isArray(d.tensors)) throw new InvalidGraphError('the document has no tensors list');
+  return { json: typeof g === 'string' ? g : JSON.stringify(d), doc: d };
+}
+
 /** Checks the inputs against the graph's declared inputs and encodes them. */
 export function prepareCompute(g: GraphLike<any>, inputs: ComputeInputs): Prepared {
   const json = graphJson(g);
-  const declared = declaredInputs(g);
+  return { graphJson: json, inputsJson: encodeInputs(declaredInputs(g), inputs) };
+}
+
+/** Checks `inputs` against the declared inputs and encodes them as the protocol's JSON array. */
+function encodeInputs(declared: DeclaredInput[], inputs: ComputeInputs): string {
   if (inputs === null || typeof inputs !== 'object') {
     throw new InvalidArgumentError('compute: inputs must be an object of typed arrays by input name');
   }
@@ -197,7 +255,7 @@ export function prepareCompute(g: GraphLike<any>, inputs: ComputeInputs): Prepar
     }
     return { name: d.name, dtype: d.dtype, shape: d.shape, data: base64FromArray(data) };
   });
-  return { graphJson: json, inputsJson: JSON.stringify(encoded) };
+  return JSON.stringify(encoded);
 }
 
 function computeRequest(p: Prepared, session: number | null, options: SessionOptions | null): string {
@@ -208,7 +266,7 @@ function computeRequest(p: Prepared, session: number | null, options: SessionOpt
   return `${head},"graph":${p.graphJson}${tail}}`;
 }
 
-function sessionOptions(o: SessionOptions): { device: string; threads: number | null } {
+function sessionOptions(o: SessionOptions): { device: string; threads: number | null; memoryBudget?: number } {
   const device = o.device ?? 'auto';
   if (typeof device !== 'string' || device === '') {
     throw new InvalidArgumentError('device must be "auto" or a device name from getDevices()');
@@ -217,7 +275,12 @@ function sessionOptions(o: SessionOptions): { device: string; threads: number | 
   if (threads !== null && (!Number.isSafeInteger(threads) || threads < 1)) {
     throw new InvalidArgumentError(`threads ${String(threads)} must be a positive integer or null`);
   }
-  return { device, threads };
+  const budget = o.memoryBudget ?? null;
+  if (budget === null) return { device, threads };
+  if (!Number.isSafeInteger(budget) || budget < 1) {
+    throw new InvalidArgumentError(`memoryBudget ${String(budget)} must be a positive integer number of bytes or null`);
+  }
+  return { device, threads, memoryBudget: budget };
 }
 
 const ARRAY_CTORS = {
@@ -420,6 +483,47 @@ export class Session {
     prepared: Prepared,
     signal: AbortSignalLike | undefined
   ): { result: Promise<Record<string, AnyTensorValue>>; settled: Promise<void> } {
+    return this._start(() => computeRequest(prepared, this.id, null), signal);
+  }
+
+  /**
+   * Loads `graph` into this session once: its constants are placed (model files mapped, weights
+   * repacked or uploaded) and kept until {@link LoadedGraph.release} or {@link Session.close};
+   * each {@link LoadedGraph.compute} then sends only the inputs.
+   *
+   * ```ts
+   * const loaded = await session.load(g);
+   * const a = await loaded.compute({ x: x1 });
+   * const b = await loaded.compute({ x: x2 });
+   * await loaded.release();
+   * ```
+   *
+   * @param graph - a {@link GraphBuilder} with outputs, a graph document (version 1, or 2 with
+   *   model files: docs/graph-format.md), or the document's JSON text
+   * @returns the loaded graph; rejects with the core's typed error (`InvalidGraph`,
+   *   `ShapeMismatch` for a file tensor misstated, `InvalidModel` for a file that cannot be read,
+   *   ...) or a {@link ClosedError} when the session is closed
+   */
+  async load<O extends Record<string, DType> = Record<never, never>>(graph: LoadableGraph<O>): Promise<LoadedGraph<O>> {
+    const { json, doc } = loadableJson(graph);
+    const declared = declaredInputs(doc);
+    if (this.isClosed) throw new ClosedError(`session ${this.id} is closed`);
+    const r = await request<{ graph?: unknown }>(`{"method":"loadGraph","session":${this.id},"graph":${json}}`);
+    const handle = r?.graph;
+    if (typeof handle !== 'number' || !Number.isSafeInteger(handle) || handle < 1) {
+      throw new TesseraError('Internal', 'malformed loadGraph response: no graph handle');
+    }
+    return new LoadedGraph<O>(this, handle, declared);
+  }
+
+  /**
+   * @internal Sends the compute request `requestJson()` builds (unless the session is closed or
+   * `signal` aborted); `settled` resolves when the native side is done.
+   */
+  _start(
+    requestJson: () => string,
+    signal: AbortSignalLike | undefined
+  ): { result: Promise<Record<string, AnyTensorValue>>; settled: Promise<void> } {
     if (this.isClosed) {
       const result = Promise.reject(new ClosedError(`session ${this.id} is closed`));
       return { result, settled: Promise.resolve() };
@@ -427,7 +531,7 @@ export class Session {
     if (signal?.aborted) {
       return { result: Promise.reject(abortError(signal)), settled: Promise.resolve() };
     }
-    const pending = request(computeRequest(prepared, this.id, null));
+    const pending = request(requestJson());
     let isSettled = false;
     const settled = pending.then(
       () => {
@@ -472,6 +576,82 @@ export class Session {
   }
 }
 
+/**
+ * A graph loaded once into a {@link Session} ({@link Session.load}): its weights stay placed on
+ * the session's device until {@link LoadedGraph.release} or the session closes, and each
+ * {@link LoadedGraph.compute} sends only the inputs (the protocol's `computeLoaded`).
+ *
+ * @typeParam O - the output types by name, when loaded from a typed {@link GraphBuilder}
+ */
+export class LoadedGraph<O extends Record<string, DType> = Record<never, never>> {
+  /** The session it is loaded in. */
+  readonly session: Session;
+  /** The native graph handle (the `graph` of `loadGraph`'s answer). */
+  readonly handle: number;
+  private readonly declared: DeclaredInput[];
+  private isReleased = false;
+
+  /** @internal Made by {@link Session.load}. */
+  constructor(session: Session, handle: number, declared: DeclaredInput[]) {
+    this.session = session;
+    this.handle = handle;
+    this.declared = declared;
+  }
+
+  /** The inputs each compute needs: name, type and shape. */
+  get inputs(): { name: string; dtype: DType; shape: number[] }[] {
+    return this.declared.map((d) => ({ name: d.name, dtype: d.dtype, shape: [...d.shape] }));
+  }
+
+  /** Whether {@link LoadedGraph.release} was called or the session closed. */
+  get released(): boolean {
+    return this.isReleased || this.session.closed;
+  }
+
+  /**
+   * Computes the loaded graph with `inputs` (checked in JavaScript as {@link Session.compute}
+   * checks them) and resolves to its outputs by name. Computations on one session run one after
+   * the other; `signal` cancels this one.
+   *
+   * @param inputs - the data of every input, by name
+   * @param options - an abort signal
+   * @returns the outputs; rejects with a {@link ClosedError} after {@link LoadedGraph.release}
+   *   or once the session is closed
+   */
+  async compute(inputs: ComputeInputs, options: SessionComputeOptions = {}): Promise<ComputeResult<O>> {
+    if (this.isReleased) throw new ClosedError(`graph ${this.handle} of session ${this.session.id} was released`);
+    const inputsJson = encodeInputs(this.declared, inputs);
+    checkSignal(options.signal);
+    const requestJson = (): string =>
+      `{"method":"computeLoaded","session":${this.session.id},"graph":${this.handle},"inputs":${inputsJson}}`;
+    return (await this.session._start(requestJson, options.signal).result) as ComputeResult<O>;
+  }
+
+  /**
+   * Frees the graph's weights and buffers (a computation in flight finishes first). Later
+   * computes fail with a {@link ClosedError}. Idempotent; nothing to do once the session is
+   * closed (closing frees every graph loaded in it). Also `Symbol.asyncDispose`.
+   */
+  async release(): Promise<void> {
+    if (this.isReleased) return;
+    this.isReleased = true;
+    if (this.session.closed) return;
+    try {
+      await request({ method: 'releaseGraph', session: this.session.id, graph: this.handle });
+    } catch (e) {
+      // The session closed meanwhile: its graphs are freed with it.
+      if (e instanceof ClosedError) return;
+      throw e;
+    }
+  }
+}
+
+/** `LoadedGraph` is `AsyncDisposable`: `[Symbol.asyncDispose]()` is {@link LoadedGraph.release}. */
+export interface LoadedGraph<O extends Record<string, DType> = Record<never, never>> {
+  /** {@link LoadedGraph.release}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 /** `Session` is `AsyncDisposable`: `[Symbol.asyncDispose]()` is {@link Session.release}. */
 export interface Session {
   /** {@link Session.release}, for `await using`. */
@@ -503,6 +683,7 @@ export function defineAsyncDispose(proto: { release(): Promise<void> }): void {
 }
 
 defineAsyncDispose(Session.prototype);
+defineAsyncDispose(LoadedGraph.prototype);
 
 // ------------------------------------------------------------------------------ logs
 

@@ -124,6 +124,48 @@ export interface GraphDocument {
   outputs: string[];
 }
 
+/** A model file (GGUF) that a version-2 document takes constants from. */
+export interface FileDocument {
+  /** Unique name, which file tensors refer to. */
+  name: string;
+  /** The file's path on the device. */
+  path: string;
+}
+
+/**
+ * A constant of a version-2 document read in place from a model file's tensor: no bytes in the
+ * document. `type` and `shape` come from the file; when given they must equal the file's.
+ */
+export interface FileTensorDocument {
+  /** Unique name in the document. */
+  name: string;
+  /** The `name` of one of the document's {@link GraphDocumentV2.files}. */
+  file: string;
+  /** The tensor's name in the file (e.g. `blk.0.ffn_up.weight`). */
+  tensor: string;
+  /** The type the document expects (checked against the file's). */
+  type?: DType;
+  /** The shape the document expects, innermost first (checked against the file's). */
+  shape?: number[];
+}
+
+/**
+ * A graph document of version 2 (docs/graph-format.md): version 1's fields, plus model files
+ * whose tensors constants name. Run it with {@link Session.load}.
+ */
+export interface GraphDocumentV2 {
+  /** Format version 2. */
+  version: 2;
+  /** The model files the document uses. */
+  files?: FileDocument[];
+  /** Inputs, constants and file tensors. */
+  tensors: (TensorDocument | FileTensorDocument)[];
+  /** Nodes, in any order (they are sorted so that sources come first). */
+  nodes: NodeDocument[];
+  /** Names of the tensors to return. */
+  outputs: string[];
+}
+
 /** How a tensor came to be. */
 export type TensorKind = 'input' | 'constant' | 'node';
 

@@ -4,7 +4,10 @@
  *
  * - {@link getDevices}, {@link getCpuFeatures}, {@link getBuildInfo}: what the device offers;
  * - {@link graph} / {@link GraphBuilder}: build a graph of tensor ops, checked as it is built;
- * - {@link compute} and {@link Session}: run it off the JS thread;
+ * - {@link compute} and {@link Session}: run it off the JS thread; {@link Session.load} /
+ *   {@link LoadedGraph}: load a graph once (with weights read in place from model files) and
+ *   compute it many times with only its inputs;
+ * - {@link ggufInfo}: a GGUF model file's metadata and tensor table;
  * - {@link loadModel} / {@link LanguageModel}: language models (GGUF): tokenize, chat
  *   templates, streaming completions, embeddings;
  * - {@link toggleNativeLog}, {@link addNativeLogListener}: the Rust core's log.
@@ -49,6 +52,9 @@ export {
   Tensor,
   graph,
   type ConstantOptions,
+  type FileDocument,
+  type FileTensorDocument,
+  type GraphDocumentV2,
   type GluOptions,
   type GraphDocument,
   type NodeDocument,
@@ -62,6 +68,16 @@ export {
 } from './graph';
 export { graphFromDocument } from './document';
 export {
+  ggufInfo,
+  type GgufInfo,
+  type GgufInfoOptions,
+  type GgufMetadataEntry,
+  type GgufTensorInfo,
+  type GgufValue,
+  type GgufValueType,
+} from './gguf';
+export {
+  LoadedGraph,
   Session,
   compute,
   setLogLevel,
@@ -73,6 +89,8 @@ export {
   type ComputeResult,
   type GraphLike,
   type InputValue,
+  type LoadableDocument,
+  type LoadableGraph,
   type LogLevel,
   type SessionComputeOptions,
   type SessionOptions,

@@ -119,6 +119,45 @@ private fun longChain(n: Int): Pair<String, List<TensorData>> {
 
 private fun cpuSession() = Session(SessionOptions(device = "CPU", threads = 2u))
 
+/**
+ * A GGUF v3 file written byte by byte: F32 tensors [tensors] (name, shape, values) at 32-byte
+ * aligned offsets of the data section, no metadata.
+ */
+private fun writeGguf(file: java.io.File, tensors: List<Triple<String, List<Long>, FloatArray>>) {
+  val header = java.io.ByteArrayOutputStream()
+  fun put(n: Int, f: (ByteBuffer) -> Unit) {
+    val b = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN)
+    f(b)
+    header.write(b.array())
+  }
+  fun str(s: String) {
+    val bytes = s.toByteArray()
+    put(8) { it.putLong(bytes.size.toLong()) }
+    header.write(bytes)
+  }
+  header.write("GGUF".toByteArray())
+  put(4) { it.putInt(3) }
+  put(8) { it.putLong(tensors.size.toLong()) }
+  put(8) { it.putLong(0) }
+  val offsets = mutableListOf<Int>()
+  var offset = 0
+  for ((name, shape, values) in tensors) {
+    offsets.add(offset)
+    str(name)
+    put(4) { it.putInt(shape.size) }
+    shape.forEach { d -> put(8) { it.putLong(d) } }
+    put(4) { it.putInt(0) } // F32
+    put(8) { it.putLong(offset.toLong()) }
+    offset += (values.size * 4 + 31) / 32 * 32
+  }
+  val head = header.toByteArray()
+  val dataStart = (head.size + 31) / 32 * 32
+  val out = ByteBuffer.allocate(dataStart + offset).order(ByteOrder.LITTLE_ENDIAN)
+  out.put(head)
+  tensors.forEachIndexed { i, t -> t.third.forEachIndexed { j, v -> out.putFloat(dataStart + offsets[i] + 4 * j, v) } }
+  file.writeBytes(out.array())
+}
+
 fun main() {
   val logs = Collections.synchronizedList(mutableListOf<Triple<LogLevel, String, String>>())
   setLogListener(
@@ -328,6 +367,49 @@ fun main() {
     }
     setLogListener(null)
     setLogLevel(LogLevel.INFO)
+  }
+
+  test("a document loaded once (loadGraph) computes three times with only its inputs, then releaseGraph") {
+    // W: 3 rows of 4 and b: 3 values, in a GGUF file the document names (version 2); small
+    // integers, so that z = W x + b is exact in f32 and equals the f64 product below.
+    val k = 4
+    val m = 3
+    val n = 2
+    val w = FloatArray(k * m) { ((it * 7) % 11 - 5).toFloat() }
+    val bias = floatArrayOf(0.5f, -1f, 2f)
+    val file = java.io.File.createTempFile("tessera-loaded", ".gguf")
+    try {
+      writeGguf(file, listOf(Triple("w.f32", listOf(k.toLong(), m.toLong()), w), Triple("b.f32", listOf(m.toLong()), bias)))
+      val doc = """{"version": 2, "files": [{"name": "m", "path": "${file.absolutePath}"}],
+        "tensors": [{"name": "w", "file": "m", "tensor": "w.f32"},
+                    {"name": "b", "file": "m", "tensor": "b.f32"},
+                    {"name": "x", "type": "F32", "shape": [$k, $n]}],
+        "nodes": [{"name": "y", "op": "MUL_MAT", "src": ["w", "x"]}, {"name": "z", "op": "ADD", "src": ["y", "b"]}],
+        "outputs": ["z"]}"""
+      cpuSession().use { s ->
+        val handle = s.loadGraph(doc)
+        for (seed in 1..3) {
+          val x = FloatArray(k * n) { ((it * seed * 5 + seed) % 9 - 4).toFloat() }
+          val out = s.computeLoaded(handle, listOf(TensorData("x", "F32", listOf(k.toULong(), n.toULong()), floats(*x))))
+          require(out.size == 1 && out[0].name == "z" && out[0].shape == listOf(m.toULong(), n.toULong())) { "$out" }
+          val want = FloatArray(m * n) { i ->
+            val (col, row) = i / m to i % m
+            ((0 until k).sumOf { w[row * k + it].toDouble() * x[col * k + it].toDouble() } + bias[row]).toFloat()
+          }
+          val got = floatsOf(out[0].data)
+          require(got.contentEquals(want)) { "seed $seed: ${got.toList()} vs ${want.toList()}" }
+        }
+        expectError<TesseraException.InvalidArgument>("\"x\"") { s.computeLoaded(handle, emptyList()) }
+        s.releaseGraph(handle)
+        s.releaseGraph(handle) // twice is fine
+        expectError<TesseraException.Closed>("released") {
+          s.computeLoaded(handle, listOf(TensorData("x", "F32", listOf(k.toULong(), n.toULong()), ByteArray(4 * k * n))))
+        }
+        expectError<TesseraException.InvalidArgument>("unknown graph handle") { s.releaseGraph(handle + 100uL) }
+      }
+    } finally {
+      file.delete()
+    }
   }
 
   modelTests()

@@ -55,6 +55,29 @@ describe('jest/mock.js', () => {
     expect(mock.__mock.requests.map((r: { method: string }) => r.method)).toContain('closeSession');
   });
 
+  it('loads version-1 graphs (zeros), releases them; model files are not there', async () => {
+    const g = mock.graph();
+    g.output(g.scale(g.input('x', 'F32', [4, 2]), 2), 'y');
+    const s = await mock.Session.open();
+    const loaded = await s.load(g);
+    for (let i = 0; i < 2; i++) {
+      const out = await loaded.compute({ x: new Float32Array(8).fill(i + 1) });
+      expect([out.y.shape, Array.from(out.y.data)]).toEqual([[4, 2], [0, 0, 0, 0, 0, 0, 0, 0]]);
+    }
+    await expect(loaded.compute({ x: new Float32Array(3) })).rejects.toBeInstanceOf(tessera.DataLengthError);
+    await loaded.release();
+    await expect(loaded.compute({ x: new Float32Array(8) })).rejects.toBeInstanceOf(tessera.ClosedError);
+    // The mock's native side answers Closed for the released handle too.
+    const raw = JSON.parse(
+      await mock.__mock.caller.call(JSON.stringify({ method: 'computeLoaded', session: s.id, graph: loaded.handle, inputs: [] }))
+    );
+    expect(raw.error.kind).toBe('Closed');
+    const v2 = { version: 2, files: [{ name: 'm', path: '/m.gguf' }], tensors: [{ name: 'w', file: 'm', tensor: 't' }], nodes: [], outputs: ['w'] };
+    await expect(s.load(v2)).rejects.toMatchObject({ kind: 'Unsupported' });
+    await expect(mock.ggufInfo('/m.gguf')).rejects.toBeInstanceOf(tessera.InvalidModelError);
+    await s.close();
+  });
+
   it('forwards log records emitted by the test', () => {
     const seen: unknown[] = [];
     const off = mock.addNativeLogListener((e: unknown) => seen.push(e));
