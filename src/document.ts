@@ -7,7 +7,7 @@
 
 import { arrayFromBase64, type TypedArrayCtor } from './base64';
 import { arrayKindFor, isDType, type DType, type TensorArray } from './dtype';
-import { DTypeError, InvalidArgumentError, InvalidGraphError, TesseraError } from './errors';
+import { DTypeError, InvalidGraphError, TesseraError } from './errors';
 import { GRAPH_FORMAT_VERSION, GraphBuilder, type GraphDocument, type NodeDocument, type Tensor } from './graph';
 
 const CTORS = { Float32Array, Int32Array, Uint16Array, Uint8Array } as const;
@@ -147,12 +147,12 @@ function addNode(g: GraphBuilder<any>, n: NodeDocument, byName: Map<string, Tens
   const allowed = PARAMS[n.op] ?? [];
   const unknown = Object.keys(p).filter((k) => !allowed.includes(k));
   if (unknown.length > 0) {
-    throw new InvalidArgumentError(
+    throw new InvalidGraphError(
       allowed.length === 0 ? `${n.op} takes no params, got ${JSON.stringify(unknown)}` : `${n.op} params: unknown field ${JSON.stringify(unknown[0])}`
     );
   }
   for (const k of REQUIRED[n.op] ?? []) {
-    if (p[k] === undefined) throw new InvalidArgumentError(`${n.op} params: missing field ${JSON.stringify(k)}`);
+    if (p[k] === undefined) throw new InvalidGraphError(`${n.op} params: missing field ${JSON.stringify(k)}`);
   }
   const [a, b, c] = src as [Tensor<any>, Tensor<any>, Tensor<any> | undefined];
   let t: Tensor;

@@ -556,7 +556,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
   clamp<D extends FloatDType>(a: Tensor<D>, min: number, max: number): Tensor<D> {
     finite('CLAMP', 'min', min);
     finite('CLAMP', 'max', max);
-    if (min > max) throw new InvalidArgumentError(`CLAMP: min ${min} must not be above max ${max}`);
+    if (min > max) throw new InvalidGraphError(`CLAMP: min ${min} must not be above max ${max}`);
     return this.elementwise('CLAMP', a, { min, max });
   }
 
@@ -637,7 +637,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const ta = this.floatOperand('CONCAT', a, 'src0');
     const tb = this.floatOperand('CONCAT', b, 'src1');
     index('CONCAT', 'dim', dim);
-    if (dim >= MAX_DIMS) throw new InvalidArgumentError(`CONCAT: dim ${dim} is not below 4`);
+    if (dim >= MAX_DIMS) throw new InvalidGraphError(`CONCAT: dim ${dim} is not below 4`);
     if (ta.dtype !== tb.dtype) {
       throw new DTypeError(`CONCAT: type ${tb.dtype} is not supported (src1 must have src0's type ${ta.dtype})`);
     }
@@ -677,7 +677,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     if (!Array.isArray(strides)) throw new InvalidArgumentError('VIEW: strides must be an array of byte strides');
     strides.forEach((s, i) => index('VIEW', `strides[${i}]`, s));
     if (strides.length + 1 !== shape.length) {
-      throw new InvalidArgumentError(
+      throw new InvalidGraphError(
         `VIEW: ${shape.length} dims need ${shape.length - 1} strides, got ${strides.length}`
       );
     }
@@ -713,7 +713,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
         seen[ax] = true;
         return true;
       });
-    if (!ok) throw new InvalidArgumentError(`PERMUTE: axes ${JSON.stringify(axes)} are not a permutation of 0..4`);
+    if (!ok) throw new InvalidGraphError(`PERMUTE: axes ${JSON.stringify(axes)} are not a permutation of 0..4`);
     if (isQuantized(ta.dtype) && axes[0] !== 0) {
       throw new ShapeError("PERMUTE: a quantized tensor's dim 0 must stay in place");
     }
@@ -838,7 +838,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const maxBias = options.maxBias ?? 0;
     if (ta.dtype !== 'F32') throw new DTypeError(`SOFT_MAX: type ${ta.dtype} is not supported (src0 must be F32)`);
     if (!isFiniteNumber(scale) || !isFiniteNumber(maxBias) || maxBias < 0) {
-      throw new InvalidArgumentError(
+      throw new InvalidGraphError(
         `SOFT_MAX: scale ${scale} must be finite and max_bias ${maxBias} finite and >= 0`
       );
     }
@@ -858,7 +858,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
       }
       src.push(tm);
     } else if (maxBias > 0) {
-      throw new InvalidArgumentError('SOFT_MAX: max_bias > 0 needs a mask');
+      throw new InvalidGraphError('SOFT_MAX: max_bias > 0 needs a mask');
     }
     return this.node('SOFT_MAX', src, contiguous('F32', ta.ne, 'SOFT_MAX'), { scale, max_bias: maxBias });
   }
@@ -902,12 +902,12 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const nCtxOrig = options.nCtxOrig ?? 0;
     index('ROPE', 'n_ctx_orig', nCtxOrig);
     if (nDims === 0 || nDims % 2 !== 0 || nDims > na[0]) {
-      throw new InvalidArgumentError(`ROPE: n_dims ${nDims} must be even, > 0 and at most ne0 = ${na[0]}`);
+      throw new InvalidGraphError(`ROPE: n_dims ${nDims} must be even, > 0 and at most ne0 = ${na[0]}`);
     }
     const modeOpt = options.mode ?? 'normal';
     const mode = modeOpt === 'normal' ? 0 : modeOpt === 'neox' ? 2 : modeOpt;
     if (mode !== 0 && mode !== 2) {
-      throw new InvalidArgumentError(`ROPE: mode ${JSON.stringify(modeOpt)} is not 'normal' (0) or 'neox' (2)`);
+      throw new InvalidGraphError(`ROPE: mode ${JSON.stringify(modeOpt)} is not 'normal' (0) or 'neox' (2)`);
     }
     const p = {
       freq_base: options.freqBase ?? 10000,
@@ -918,7 +918,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
       beta_slow: options.betaSlow ?? 1,
     };
     if (Object.values(p).some((v) => !isFiniteNumber(v)) || p.freq_base <= 0) {
-      throw new InvalidArgumentError('ROPE: parameters must be finite, freq_base > 0');
+      throw new InvalidGraphError('ROPE: parameters must be finite, freq_base > 0');
     }
     const src: Tensor[] = [a, pos];
     if (options.freqFactors !== undefined) {
@@ -1033,7 +1033,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
   private normOp(op: 'RMS_NORM' | 'NORM', a: Tensor<'F32'>, eps: number): Tensor<'F32'> {
     const ta = this.operand(op, a);
     if (ta.dtype !== 'F32') throw new DTypeError(`${op}: type ${ta.dtype} is not supported (src0 must be F32)`);
-    if (!isFiniteNumber(eps) || eps < 0) throw new InvalidArgumentError(`${op}: eps ${eps} must be finite, >= 0`);
+    if (!isFiniteNumber(eps) || eps < 0) throw new InvalidGraphError(`${op}: eps ${eps} must be finite, >= 0`);
     return this.node(op, [a], contiguous('F32', ta.ne, op), { eps });
   }
 
@@ -1087,13 +1087,13 @@ function isFiniteNumber(v: unknown): v is number {
 
 function finite(op: string, param: string, v: unknown): void {
   if (!isFiniteNumber(v)) {
-    throw new InvalidArgumentError(`${op}: ${param} ${String(v)} must be a finite number`);
+    throw new InvalidGraphError(`${op}: ${param} ${String(v)} must be a finite number`);
   }
 }
 
 function index(op: string, param: string, v: unknown): void {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
-    throw new InvalidArgumentError(`${op}: ${param} ${String(v)} must be a non-negative integer`);
+    throw new InvalidGraphError(`${op}: ${param} ${String(v)} must be a non-negative integer`);
   }
 }
 

@@ -7,7 +7,7 @@
  */
 
 import { DTYPE_INFO, type DType } from './dtype';
-import { DTypeError, ShapeError } from './errors';
+import { DTypeError, InvalidGraphError, ShapeError } from './errors';
 
 /** Maximum number of dimensions, as in ggml. */
 export const MAX_DIMS = 4;
@@ -71,11 +71,14 @@ function show(shape: unknown): string {
   }
 }
 
-/** Bytes of a row of `n` values of `dtype`; a {@link ShapeError} when `n` is not whole blocks. */
+/**
+ * Bytes of a row of `n` values of `dtype`; an {@link InvalidGraphError} when `n` is not whole
+ * blocks (an invalid shape, as the core classifies it).
+ */
 export function rowSize(dtype: DType, n: number, what: string): number {
   const { blockSize, typeSize } = DTYPE_INFO[dtype];
   if (n % blockSize !== 0) {
-    throw new ShapeError(`${what}: ${n} values of ${dtype} are not a whole number of blocks of ${blockSize}`);
+    throw new InvalidGraphError(`${what}: ${n} values of ${dtype} are not a whole number of blocks of ${blockSize}`);
   }
   return (n / blockSize) * typeSize;
 }

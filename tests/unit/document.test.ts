@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   DTypeError,
-  InvalidArgumentError,
   InvalidGraphError,
   ShapeError,
   TesseraError,
@@ -66,9 +65,9 @@ describe('graphFromDocument', () => {
         /cycle/,
       ],
       [base([{ name: 'a', op: 'RELU', src: ['b'] }], ['a']), InvalidGraphError, 'InvalidGraph', 'duplicate tensor name "a"'],
-      [base([{ name: 'c', op: 'RELU', src: ['a'], params: { x: 1 } }]), InvalidArgumentError, 'InvalidArgument', 'RELU takes no params, got ["x"]'],
-      [base([{ name: 'c', op: 'SCALE', src: ['a'], params: { scal: 1 } }]), InvalidArgumentError, 'InvalidArgument', /unknown field "scal"/],
-      [base([{ name: 'c', op: 'SCALE', src: ['a'] }]), InvalidArgumentError, 'InvalidArgument', 'SCALE params: missing field "scale"'],
+      [base([{ name: 'c', op: 'RELU', src: ['a'], params: { x: 1 } }]), InvalidGraphError, 'InvalidGraph', 'RELU takes no params, got ["x"]'],
+      [base([{ name: 'c', op: 'SCALE', src: ['a'], params: { scal: 1 } }]), InvalidGraphError, 'InvalidGraph', /unknown field "scal"/],
+      [base([{ name: 'c', op: 'SCALE', src: ['a'] }]), InvalidGraphError, 'InvalidGraph', 'SCALE params: missing field "scale"'],
       [base([{ name: 'c', op: 'RELU', src: ['a'] }], ['q']), InvalidGraphError, 'InvalidGraph', 'outputs: unknown tensor "q"'],
       [base([{ name: 'c', op: 'RELU', src: ['a'] }], []), InvalidGraphError, 'InvalidGraph', /no outputs/],
       [{ ...base([]), version: 2 } as unknown as GraphDocument, InvalidGraphError, 'InvalidGraph', /unsupported version 2/],
@@ -85,7 +84,7 @@ describe('graphFromDocument', () => {
         'DataLength',
         /needs 2 values, got 1/,
       ],
-      [base([{ name: 'c', op: 'CONCAT', src: ['a', 'b'], params: { dim: 9 } }]), InvalidArgumentError, 'InvalidArgument', 'node "c": CONCAT: dim 9 is not below 4'],
+      [base([{ name: 'c', op: 'CONCAT', src: ['a', 'b'], params: { dim: 9 } }]), InvalidGraphError, 'InvalidGraph', 'node "c": CONCAT: dim 9 is not below 4'],
       [base([{ name: 'c', op: 'SOFT_MAX', src: ['a', 'b'] }]), ShapeError, 'ShapeMismatch', /mask/],
       [base([{ name: 'c', op: 'GET_ROWS', src: ['a', 'b'] }]), DTypeError, 'Unsupported', /indices/],
     ];

@@ -52,7 +52,8 @@ describe('errors', () => {
       ['UnknownType', thrown(() => g.input('q', 'Q9_9' as 'F32', [1]))],
       ['UnknownType', thrown(() => graphFromDocument({ version: 1, tensors: [{ name: 'a', type: 'F99' as 'F32', shape: [1] }], nodes: [], outputs: ['a'] }))],
       ['ShapeMismatch', thrown(() => g.add(x, g.input('y', 'F32', [5])))],
-      ['InvalidArgument', thrown(() => g.scale(x, Number.NaN))],
+      ['InvalidArgument', thrown(() => g.add(x, {} as never))],
+      ['InvalidGraph', thrown(() => g.scale(x, Number.NaN))],
       ['InvalidGraph', thrown(() => g.input('x', 'F32', [4]))],
     ];
     for (const [kind, jsError] of found) {
