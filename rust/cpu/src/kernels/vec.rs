@@ -38,7 +38,12 @@ fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     for (x, y) in ar.iter().zip(br) {
         tail = madd::<FMA>(*x, *y, tail);
     }
-    // Pairwise reduction of the lanes.
+    sum_lanes(acc) + tail
+}
+
+/// The sum of the lanes, reduced pairwise.
+#[inline(always)]
+fn sum_lanes(mut acc: [f32; LANES]) -> f32 {
     let mut w = LANES;
     while w > 1 {
         w /= 2;
@@ -46,7 +51,7 @@ fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
             acc[l] += acc[l + w];
         }
     }
-    acc[0] + tail
+    acc[0]
 }
 
 #[inline(always)]
@@ -103,15 +108,7 @@ fn dots_body<const FMA: bool, const TI: usize, const TJ: usize>(
         }
         for ii in 0..ni {
             for jj in 0..nj {
-                let mut s = acc[ii][jj];
-                let mut w = LANES;
-                while w > 1 {
-                    w /= 2;
-                    for l in 0..w {
-                        s[l] += s[l + w];
-                    }
-                }
-                let mut v = s[0];
+                let mut v = sum_lanes(acc[ii][jj]);
                 for tt in full..d {
                     v = madd::<FMA>(a[(i0 + ii) * d + tt], b[(j0 + jj) * d + tt], v);
                 }
