@@ -104,6 +104,7 @@ macro_rules! packed_tiled {
 
 pub mod tier;
 
+pub mod attn_tiles;
 mod blocks;
 pub mod ew;
 mod kquant;
