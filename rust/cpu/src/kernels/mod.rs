@@ -123,6 +123,7 @@ pub use tier::{
     tier_use_count, tiers_by_type, Tier, TIER_ENV,
 };
 
+use crate::error::CpuError;
 use tessera_core::{DType, Error, Result};
 
 /// The operands of one tile-kernel call: weight rows `A_i` at `a + i * lda`, activation rows
@@ -332,11 +333,11 @@ fn raw_tile(tier: Tier, dtype: DType) -> Option<(TileFn, usize, usize)> {
 }
 
 /// The matmul kernel for weights of `dtype` under `tier` (falling back to lower tiers for
-/// types `tier` has no kernel for); [`Error::TierUnsupported`] when the CPU lacks `tier`,
-/// [`Error::UnsupportedType`] when no tier handles `dtype`.
+/// types `tier` has no kernel for); [`CpuError::TierUnsupported`] (converted) when the CPU
+/// lacks `tier`, [`Error::UnsupportedType`] when no tier handles `dtype`.
 pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
     if !tier.is_supported() {
-        return Err(Error::TierUnsupported(tier.name().into()));
+        return Err(CpuError::TierUnsupported(tier.name().into()).into());
     }
     let t = tier::tier_for_in(tier, dtype);
     let (tile, mr, nr) = raw_tile(t, dtype)
@@ -436,7 +437,7 @@ pub fn quantize_act(tier: Tier, act: DType, src: &[f32], dst: &mut [u8]) -> Resu
         });
     }
     if !tier.is_supported() {
-        return Err(Error::TierUnsupported(tier.name().into()));
+        return Err(CpuError::TierUnsupported(tier.name().into()).into());
     }
     #[cfg(target_arch = "x86_64")]
     if tier >= Tier::Avx2 && x86::quantize_act(act, src, dst) {
