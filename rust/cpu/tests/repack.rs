@@ -257,6 +257,8 @@ fn can_repack_refuses_other_rows_views_and_types() {
             }
             let q4k = Layout::contiguous(DType::Q4_K, &[256, 16]).unwrap();
             assert_eq!(repack::can_repack(&q4k), tier == Tier::Avx512Vnni, "{tier:?} Q4_K");
+            let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&q6k), tier == Tier::Avx512Vnni, "{tier:?} Q6_K");
             // A tensor that cannot be repacked is stored as written.
             let odd = Layout::contiguous(DType::Q4_0, &[64, pl.rows + 2]).unwrap();
             let plain = quantize_to_vec(DType::Q4_0, &rand_vec(64 * (pl.rows + 2), 4)).unwrap();

@@ -375,9 +375,9 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         repack::PackLayout::for_tier(tier).map(|l| repack::group_rows(l, dtype)),
         Some(mr)
     );
-    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K; F16: F32.
+    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K, Q6_K: plain Q8_K; F16: F32.
     let act = match dtype {
-        DType::Q4_K => DType::Q8_K,
+        DType::Q4_K | DType::Q6_K => DType::Q8_K,
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };

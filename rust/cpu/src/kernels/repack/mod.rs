@@ -34,7 +34,7 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q4_0, q4_k, q5_0, q8_0, F16_BYTES};
+use super::blocks::{q4_0, q4_k, q5_0, q6_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
@@ -139,6 +139,18 @@ const Q4_K_FIELDS: [(usize, usize); 14] = {
     f
 };
 
+/// The per-row header of a Q6_K block in a group: `d`, then each of the 16 signed scale bytes
+/// on its own (byte-planar), so that the kernel converts the scales of all rows at once.
+const Q6_K_FIELDS: [(usize, usize); 17] = {
+    let mut f = [(q6_k::D, F16_BYTES); 17];
+    let mut s = 0;
+    while s < QK_K / 16 {
+        f[1 + s] = (q6_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
 fn geometry(dtype: DType) -> Option<Geometry> {
     let quants = |at: usize, size: usize| (at, size - at);
     match dtype {
@@ -182,6 +194,15 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // The quants are `ql` then `qh` (192 bytes from the start of the block).
+        DType::Q6_K => Some(Geometry {
+            values: QK_K,
+            size: q6_k::BYTES,
+            fields: &Q6_K_FIELDS,
+            quants: (q6_k::QL, q6_k::SCALES - q6_k::QL),
+            own: None,
+            qh_masks: false,
+        }),
         _ => None,
     }
 }
@@ -218,7 +239,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q5_0, Q8_0, Q4_K and F16 are repacked",
+            "only Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));
