@@ -1,4 +1,4 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0 and Q4_K rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, Q4_K and Q6_K rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -20,9 +20,10 @@
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
-//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12), then
+//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12; Q6_K: the `d`, then byte `s`
+//! of every row's 16 `scales`), then
 //! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
-//! (`qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
+//! (`qs`; Q6_K's `ql` and `qh`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
 //! GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
