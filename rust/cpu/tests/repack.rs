@@ -251,7 +251,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
             assert!(!repack::can_repack(&f16(256, 12)), "{tier:?} F16 12 rows");
             let q5 = Layout::contiguous(DType::Q5_0, &[256, 16]).unwrap();
             assert_eq!(repack::can_repack(&q5), x86, "{tier:?} Q5_0");
-            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1, DType::Q6_K] {
+            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1, DType::Q5_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
