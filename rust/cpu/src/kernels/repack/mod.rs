@@ -1,4 +1,4 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, Q4_K and Q6_K rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -20,10 +20,10 @@
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
-//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12; Q6_K: the `d`, then byte `s`
+//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K: the `d`, then byte `s`
 //! of every row's 16 `scales`), then
 //! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
-//! (`qs`; Q6_K's `ql` and `qh`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
+//! (`qs`; Q5_K's `qh` and `qs`; Q6_K's `ql` and `qh`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
 //! GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
@@ -35,7 +35,7 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q4_0, q4_k, q5_0, q6_k, q8_0, F16_BYTES};
+use super::blocks::{q4_0, q4_k, q5_0, q5_k, q6_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
@@ -195,6 +195,15 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // Q4_K's header; the quants are `qh` then the nibbles (160 bytes).
+        DType::Q5_K => Some(Geometry {
+            values: QK_K,
+            size: q5_k::BYTES,
+            fields: &Q4_K_FIELDS,
+            quants: quants(q5_k::QH, q5_k::BYTES),
+            own: None,
+            qh_masks: false,
+        }),
         // The quants are `ql` then `qh` (192 bytes from the start of the block).
         DType::Q6_K => Some(Geometry {
             values: QK_K,
@@ -240,7 +249,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and F16 are repacked",
+            "only Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));

@@ -17,7 +17,8 @@ super::kern::x86_tier!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", vnn
 
 use super::kern::X86Tiles;
 use crate::kernels::Tiles;
-// (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q8_0 and q8_k among them.)
+// (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q5_k, q6_k, q8_0 and q8_k
+// among them.)
 use crate::kernels::blocks::{q5_0, q8_1, F16_BYTES};
 
 /// Rows per repacked group (the 16 x 4 layout).
@@ -134,8 +135,16 @@ packed_tiled!(
 packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     packed_q4_k,
-    packed_q4k,
-    0,
+    packed_q45k,
+    P_Q4_K,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q5_k,
+    packed_q45k,
+    P_Q5_K,
     16,
     [8, 4, 1]
 );
@@ -155,16 +164,29 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
+        DType::Q5_K => Some((packed_q5_k as TileFn, ROWS, 8)),
         DType::Q6_K => Some((packed_q6_k as TileFn, ROWS, 8)),
         _ => None,
     }
 }
 
-/// Repacked Q4_K weights (one group of sixteen rows) times `NR` Q8_K activation rows: per
-/// 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer sums, scaled in f32 by
-/// `d * sc`; the mins are applied with the activations' `bsums`.
+/// Packed kernel kind of [`packed_q45k`]: Q4_K weights.
+const P_Q4_K: u8 = 0;
+/// Packed kernel kind of [`packed_q45k`]: Q5_K weights (Q4_K's layout with the fifth bits'
+/// `qh` words before the nibbles).
+const P_Q5_K: u8 = 1;
+
+// Q5_K's header is Q4_K's (d, dmin, 12 scale bytes), so both share the group's field layout.
+const _: () = assert!(q5_k::DMIN == q4_k::DMIN && q5_k::SCALES == q4_k::SCALES);
+const _: () = assert!(q5_k::QS == q5_k::QH + 32 && q4_k::QS == q4_k::SCALES + 12);
+
+/// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
+/// activation rows: per 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer
+/// sums, scaled in f32 by `d * sc`; the mins are applied with the activations' `bsums`. Q5_K's
+/// fifth bits come from its `qh` words (bit `2 ch` for the low nibbles of chunk `ch`, `2 ch + 1`
+/// for the high), moved to bit 4 of each quant.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
+unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -173,17 +195,19 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features and its operands: `a` one
-    // group of sixteen repacked Q4_K rows of `k` values, `NR` Q8_K activation rows at
+    // group of sixteen repacked Q4_K / Q5_K rows of `k` values, `NR` Q8_K activation rows at
     // `b + j * ldb`, and 16 writable outputs at `c + j * ldc`; every load and store below stays
     // within them.
     unsafe {
         let nib = _mm512_set1_epi8(0x0f);
+        let bit4 = _mm512_set1_epi8(0x10);
         let ones16 = _mm256_set1_epi16(1);
+        let bsz = if KIND == P_Q5_K { q5_k::BYTES } else { q4_k::BYTES };
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
             // A group's block: the sixteen d, the sixteen dmin, the 12 scale bytes byte-planar
-            // (16 rows each), then the quants.
-            let g = a.add(blk * q4_k::BYTES * ROWS);
+            // (16 rows each), then the quants (Q5_K: `qh`, then the nibbles).
+            let g = a.add(blk * bsz * ROWS);
             let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
             let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
             // Per sub-block, the sixteen rows' scales and mins as f32 (d * sc, dmin * m), decoded
@@ -210,7 +234,11 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
                 wsc[t] = to_f(scb, d);
                 wmn[t] = to_f(mnb, dmin);
             }
-            let q = g.add(q4_k::QS * ROWS);
+            let (qh, q) = if KIND == P_Q5_K {
+                (g.add(q5_k::QH * ROWS), g.add(q5_k::QS * ROWS))
+            } else {
+                (g, g.add(q4_k::QS * ROWS))
+            };
             let mut tj = [_mm512_setzero_ps(); NR];
             for ch in 0..4 {
                 let mut lo = [_mm512_setzero_si512(); 8];
@@ -219,6 +247,21 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
                     let w = _mm512_loadu_si512(q.add(64 * (8 * ch + h)).cast());
                     lo[h] = _mm512_and_si512(w, nib);
                     hi[h] = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib);
+                    if KIND == P_Q5_K {
+                        // Bits 2ch and 2ch + 1 of qh bytes 4h.. (word h) to bit 4.
+                        let bits = _mm512_loadu_si512(qh.add(64 * h).cast());
+                        let shift = _mm_cvtsi32_si128(2 * ch as i32);
+                        let b_lo = _mm512_srl_epi16(bits, shift);
+                        let b_hi = _mm512_srli_epi16::<1>(b_lo);
+                        lo[h] = _mm512_or_si512(
+                            lo[h],
+                            _mm512_and_si512(_mm512_slli_epi16::<4>(b_lo), bit4),
+                        );
+                        hi[h] = _mm512_or_si512(
+                            hi[h],
+                            _mm512_and_si512(_mm512_slli_epi16::<4>(b_hi), bit4),
+                        );
+                    }
                 }
                 for j in 0..NR {
                     let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 64 * ch);
