@@ -326,10 +326,21 @@ mod repacked {
     use tessera_core::backend::BufferType;
     use tessera_cpu::kernels::repack::{self, PackedWeights, RepackBufferType};
 
+    /// The types some tier repacks.
+    const REPACKED: [DType; 8] = [
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q5_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+
     #[test]
     fn pack_unpack_round_trip() {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
-        {
+        for dtype in REPACKED {
             for (k, m) in [(256usize, 16usize), (512, 32), (768, 48)] {
                 let (a, _) = weights(dtype, k, m, 11);
                 let mut p = vec![0u8; a.len()];
@@ -384,13 +395,11 @@ mod repacked {
         };
         assert!(repack::repack_buffer_type().is_some());
         let k_big = if small() { 512 } else { 4096 };
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
-        {
+        for dtype in REPACKED {
             if tessera_cpu::kernels::repacked_kernel(dtype).is_none() {
                 continue;
             }
-            let kq =
-                if matches!(dtype, DType::Q4_K | DType::Q5_K | DType::Q6_K) { 256 } else { 32 };
+            let kq = dtype.block_size();
             for &(m, k) in &[(16usize, kq), (48, 3 * kq), (64, k_big)] {
                 for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);

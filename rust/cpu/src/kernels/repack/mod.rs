@@ -1,4 +1,4 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0 and k-quant rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -21,9 +21,10 @@
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
 //! then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K: the `d`, then byte `s`
-//! of every row's 16 `scales`), then
+//! of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes; Q2_K: the `d`, the
+//! `dmin`, then its 16 `scales` bytes), then
 //! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
-//! (`qs`; Q5_K's `qh` and `qs`; Q6_K's `ql` and `qh`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
+//! (`qs`; Q5_K's `qh` and `qs`; Q6_K's `ql` and `qh`; Q3_K's `hmask` and `qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
 //! GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
@@ -35,7 +36,7 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q4_0, q4_k, q5_0, q5_k, q6_k, q8_0, F16_BYTES};
+use super::blocks::{q2_k, q3_k, q4_0, q4_k, q5_0, q5_k, q6_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
@@ -152,6 +153,31 @@ const Q6_K_FIELDS: [(usize, usize); 17] = {
     f
 };
 
+/// The per-row header of a Q3_K block in a group: `d`, then each of the 12 packed scale bytes on
+/// its own (byte-planar).
+const Q3_K_FIELDS: [(usize, usize); 13] = {
+    let mut f = [(q3_k::D, F16_BYTES); 13];
+    let mut s = 0;
+    while s < K_SCALE_SIZE {
+        f[1 + s] = (q3_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
+/// The per-row header of a Q2_K block in a group: `d`, `dmin`, then each of the 16 scale / min
+/// bytes on its own (byte-planar).
+const Q2_K_FIELDS: [(usize, usize); 18] = {
+    let mut f = [(q2_k::D, F16_BYTES); 18];
+    f[1] = (q2_k::DMIN, F16_BYTES);
+    let mut s = 0;
+    while s < QK_K / 16 {
+        f[2 + s] = (q2_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
 fn geometry(dtype: DType) -> Option<Geometry> {
     let quants = |at: usize, size: usize| (at, size - at);
     match dtype {
@@ -204,6 +230,23 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // The quants are `hmask` then `qs` (96 bytes from the start of the block).
+        DType::Q3_K => Some(Geometry {
+            values: QK_K,
+            size: q3_k::BYTES,
+            fields: &Q3_K_FIELDS,
+            quants: (q3_k::HMASK, q3_k::SCALES - q3_k::HMASK),
+            own: None,
+            qh_masks: false,
+        }),
+        DType::Q2_K => Some(Geometry {
+            values: QK_K,
+            size: q2_k::BYTES,
+            fields: &Q2_K_FIELDS,
+            quants: (q2_k::QS, q2_k::D - q2_k::QS),
+            own: None,
+            qh_masks: false,
+        }),
         // The quants are `ql` then `qh` (192 bytes from the start of the block).
         DType::Q6_K => Some(Geometry {
             values: QK_K,
@@ -249,7 +292,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and F16 are repacked",
+            "only Q4_0, Q5_0, Q8_0, the k-quants and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));

@@ -151,8 +151,24 @@ packed_tiled!(
 packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     packed_q6_k,
-    packed_q6k,
-    0,
+    packed_k16,
+    P_Q6_K,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q3_k,
+    packed_k16,
+    P_Q3_K,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q2_k,
+    packed_k16,
+    P_Q2_K,
     16,
     [8, 4, 1]
 );
@@ -164,6 +180,8 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
+        DType::Q2_K => Some((packed_q2_k as TileFn, ROWS, 8)),
+        DType::Q3_K => Some((packed_q3_k as TileFn, ROWS, 8)),
         DType::Q5_K => Some((packed_q5_k as TileFn, ROWS, 8)),
         DType::Q6_K => Some((packed_q6_k as TileFn, ROWS, 8)),
         _ => None,
@@ -302,15 +320,46 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
     }
 }
 
-// The kernel reads `qh` as the words after `ql`'s (both in the repacked quants).
-const _: () = assert!(q6_k::QH == q6_k::QL + 128 && q6_k::SCALES == q6_k::QH + 64);
+/// Packed kernel kind of [`packed_k16`]: Q6_K weights.
+const P_Q6_K: u8 = 0;
+/// Packed kernel kind of [`packed_k16`]: Q3_K weights.
+const P_Q3_K: u8 = 1;
+/// Packed kernel kind of [`packed_k16`]: Q2_K weights.
+const P_Q2_K: u8 = 2;
 
-/// Repacked Q6_K weights (one group of sixteen rows) times `NR` Q8_K activation rows: each
-/// 4-value word of the sixteen rows' quants assembled as unsigned `q + 32` from its `ql` nibbles
-/// and `qh` bit pairs; per 16-value sub-block, four `vpdpbusd` give the rows' integer sums,
-/// scaled in f32 by `d * sc`; the offset 32 comes off with the activations' `bsums`.
+// The kernel reads the high bits' words next to the low bits' (both in the repacked quants):
+// Q6_K's `qh` after `ql`, Q3_K's `hmask` before `qs`.
+const _: () = assert!(q6_k::QH == q6_k::QL + 128 && q6_k::SCALES == q6_k::QH + 64);
+const _: () = assert!(q3_k::QS == q3_k::HMASK + 32 && q3_k::SCALES == q3_k::QS + 64);
+
+/// The sixteen rows' 6-bit Q3_K scales of sub-blocks 0..16, biased by 32, from the 12
+/// byte-planar scale bytes `sb` (ggml's unpacking of `scales`, on byte vectors).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn packed_q6k<const NR: usize, const UNUSED: u8>(
+fn q3_k_scales(sb: &[__m128i; 12]) -> [__m128i; 16] {
+    let (m0f, m03) = (_mm_set1_epi8(0x0f), _mm_set1_epi8(0x03));
+    let hi2 = |x: __m128i| _mm_slli_epi16::<4>(_mm_and_si128(x, m03));
+    std::array::from_fn(|t| match t {
+        0..4 => _mm_or_si128(_mm_and_si128(sb[t], m0f), hi2(sb[8 + t])),
+        4..8 => _mm_or_si128(_mm_and_si128(sb[t], m0f), hi2(_mm_srli_epi16::<2>(sb[t + 4]))),
+        8..12 => _mm_or_si128(
+            _mm_and_si128(_mm_srli_epi16::<4>(sb[t - 8]), m0f),
+            hi2(_mm_srli_epi16::<4>(sb[t])),
+        ),
+        _ => _mm_or_si128(
+            _mm_and_si128(_mm_srli_epi16::<4>(sb[t - 8]), m0f),
+            hi2(_mm_srli_epi16::<6>(sb[t - 4])),
+        ),
+    })
+}
+
+/// Repacked Q6_K, Q3_K or Q2_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
+/// activation rows, per 16-value sub-block: each 4-value word of the sixteen rows' quants
+/// assembled as unsigned bytes (Q6_K: `q + 32` from `ql` nibbles and `qh` bit pairs; Q3_K:
+/// `q + 4` from `qs` bit pairs and `hmask` bits; Q2_K: `qs` bit pairs), four `vpdpbusd` give the
+/// rows' integer sums, scaled in f32 by `d * sc`; the offsets (32, 4) or Q2_K's mins
+/// (`dmin * m`) come off with the activations' `bsums`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn packed_k16<const NR: usize, const KIND: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -319,42 +368,103 @@ unsafe fn packed_q6k<const NR: usize, const UNUSED: u8>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features and its operands: `a` one
-    // group of sixteen repacked Q6_K rows of `k` values, `NR` Q8_K activation rows at
+    // group of sixteen repacked rows of `KIND` of `k` values, `NR` Q8_K activation rows at
     // `b + j * ldb`, and 16 writable outputs at `c + j * ldc`; every load and store below stays
     // within them.
     unsafe {
-        let low4 = _mm512_set1_epi8(0x0f);
+        let m0f = _mm512_set1_epi8(0x0f);
+        let m03 = _mm512_set1_epi8(0x03);
         let bits45 = _mm512_set1_epi8(0x30);
+        let bit2 = _mm512_set1_epi8(0x04);
+        let bsz = match KIND {
+            P_Q6_K => q6_k::BYTES,
+            P_Q3_K => q3_k::BYTES,
+            _ => q2_k::BYTES,
+        };
+        // The group's header: the d (and Q2_K's dmin) of the sixteen rows, then the scale
+        // bytes byte-planar (16 rows each; 16 bytes per row, Q3_K's 12), then the quants in
+        // 4-byte words of the sixteen rows.
+        let (n_sc, n_d) = match KIND {
+            P_Q6_K => (16, 1),
+            P_Q3_K => (12, 1),
+            _ => (16, 2),
+        };
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
-            // A group's block: the sixteen d, the 16 scale bytes byte-planar (16 rows each),
-            // then the quants (`ql` then `qh`) in 4-byte words of the sixteen rows.
-            let g = a.add(blk * q6_k::BYTES * ROWS);
+            let g = a.add(blk * bsz * ROWS);
             let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
-            let sp = g.add(F16_BYTES * ROWS);
-            let wsc: [__m512; 16] = std::array::from_fn(|t| {
-                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(sp.add(16 * t).cast()));
-                _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc))
-            });
-            let q = g.add((F16_BYTES + 16) * ROWS);
+            let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
+            let sp = g.add(n_d * F16_BYTES * ROWS);
+            let plane = |t: usize| _mm_loadu_si128(sp.add(16 * t).cast());
+            let to_f = |x: __m128i, m: __m512, signed: bool| {
+                let v = if signed { _mm512_cvtepi8_epi32(x) } else { _mm512_cvtepu8_epi32(x) };
+                _mm512_mul_ps(m, _mm512_cvtepi32_ps(v))
+            };
+            // d * sc per sub-block, and what multiplies the activations' sums (the offset
+            // times d * sc, or dmin * m).
+            let mut wsc = [_mm512_setzero_ps(); 16];
+            let mut wof = [_mm512_setzero_ps(); 16];
+            match KIND {
+                P_Q6_K => {
+                    for t in 0..16 {
+                        wsc[t] = to_f(plane(t), d, true);
+                        wof[t] = _mm512_mul_ps(wsc[t], _mm512_set1_ps(32.0));
+                    }
+                }
+                P_Q3_K => {
+                    let sb: [__m128i; 12] = std::array::from_fn(plane);
+                    let sc = q3_k_scales(&sb);
+                    for t in 0..16 {
+                        wsc[t] = to_f(_mm_sub_epi8(sc[t], _mm_set1_epi8(32)), d, true);
+                        wof[t] = _mm512_mul_ps(wsc[t], _mm512_set1_ps(4.0));
+                    }
+                }
+                _ => {
+                    let m0f_128 = _mm_set1_epi8(0x0f);
+                    for t in 0..16 {
+                        let x = plane(t);
+                        wsc[t] = to_f(_mm_and_si128(x, m0f_128), d, false);
+                        wof[t] = to_f(_mm_and_si128(_mm_srli_epi16::<4>(x), m0f_128), dmin, false);
+                    }
+                }
+            }
+            let q = sp.add(n_sc * ROWS);
             let word = |h: usize| _mm512_loadu_si512(q.add(64 * h).cast());
             let mut tj = [_mm512_setzero_ps(); NR];
             for n in 0..2 {
                 for m in 0..4 {
-                    // Values 128n + 32m + 4w..: the low or high nibbles of ql bytes
-                    // 64n + 32(m % 2) + 4w.. (word 16n + 8(m % 2) + w) and bits 2m, 2m + 1 of
-                    // qh bytes 32n + 4w.. (word 32 + 8n + w), moved to bits 4 and 5.
-                    let w: [__m512i; 8] = std::array::from_fn(|w| {
-                        let ql = word(16 * n + 8 * (m % 2) + w);
-                        let lo = if m < 2 { ql } else { _mm512_srli_epi16::<4>(ql) };
-                        let qh = word(32 + 8 * n + w);
-                        let hi = match m {
-                            0 => _mm512_slli_epi16::<4>(qh),
-                            1 => _mm512_slli_epi16::<2>(qh),
-                            2 => qh,
-                            _ => _mm512_srli_epi16::<2>(qh),
-                        };
-                        _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_and_si512(hi, bits45))
+                    // The words of values 128n + 32m + 4w.. (w in 0..8).
+                    let w: [__m512i; 8] = std::array::from_fn(|w| match KIND {
+                        P_Q6_K => {
+                            // Low or high nibbles of ql bytes 64n + 32(m % 2) + 4w.. (word
+                            // 16n + 8(m % 2) + w), bits 2m, 2m + 1 of qh bytes 32n + 4w.. (word
+                            // 32 + 8n + w) moved to bits 4 and 5.
+                            let ql = word(16 * n + 8 * (m % 2) + w);
+                            let lo = if m < 2 { ql } else { _mm512_srli_epi16::<4>(ql) };
+                            let qh = word(32 + 8 * n + w);
+                            let hi = match m {
+                                0 => _mm512_slli_epi16::<4>(qh),
+                                1 => _mm512_slli_epi16::<2>(qh),
+                                2 => qh,
+                                _ => _mm512_srli_epi16::<2>(qh),
+                            };
+                            _mm512_or_si512(_mm512_and_si512(lo, m0f), _mm512_and_si512(hi, bits45))
+                        }
+                        P_Q3_K => {
+                            // Bits 2m, 2m + 1 of qs bytes 32n + 4w.. (word 8 + 8n + w) and bit
+                            // 4n + m of hmask bytes 4w.. (word w), moved to bit 2.
+                            let shift = _mm_cvtsi32_si128(2 * m as i32);
+                            let lo =
+                                _mm512_and_si512(_mm512_srl_epi16(word(8 + 8 * n + w), shift), m03);
+                            let hb = _mm_cvtsi32_si128((4 * n + m) as i32);
+                            let hm = _mm512_srl_epi16(word(w), hb);
+                            _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16::<2>(hm), bit2))
+                        }
+                        _ => {
+                            // Bits 2m, 2m + 1 of qs bytes 32n + 4w.. (word 8n + w).
+                            let shift = _mm_cvtsi32_si128(2 * m as i32);
+                            _mm512_and_si512(_mm512_srl_epi16(word(8 * n + w), shift), m03)
+                        }
                     });
                     let t = 8 * n + 2 * m;
                     for (j, tj) in tj.iter_mut().enumerate() {
@@ -376,16 +486,16 @@ unsafe fn packed_q6k<const NR: usize, const UNUSED: u8>(
             for (j, acc_j) in acc.iter_mut().enumerate() {
                 let p = b.add(j * ldb + blk * q8_k::BYTES);
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                // 32 times the activation sums of the 16 sub-blocks, as f32 in memory so that
-                // the FMAs below broadcast them straight from L1.
+                // The activation sums of the 16 sub-blocks, as f32 in memory so that the FMAs
+                // below broadcast them straight from L1.
                 let bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
                     p.add(q8_k::BSUMS).cast(),
                 )));
                 let mut sums = [0f32; 16];
-                _mm512_storeu_ps(sums.as_mut_ptr(), _mm512_mul_ps(bs, _mm512_set1_ps(32.0)));
+                _mm512_storeu_ps(sums.as_mut_ptr(), bs);
                 let mut off = _mm512_setzero_ps();
                 for t in 0..16 {
-                    off = _mm512_fmadd_ps(wsc[t], _mm512_set1_ps(sums[t]), off);
+                    off = _mm512_fmadd_ps(wof[t], _mm512_set1_ps(sums[t]), off);
                 }
                 *acc_j = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], off), _mm512_set1_ps(bd), *acc_j);
             }
