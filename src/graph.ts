@@ -607,6 +607,7 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const ta = this.floatOperand('ARGMAX', a, 'src0');
     const ne = ta.ne;
     if (ne[2] !== 1 || ne[3] !== 1) throw new ShapeError(`ARGMAX: src0 ${fmtShape(ne)} is not a matrix`);
+    if (ne[0] > 2 ** 31) throw new ShapeError(`ARGMAX: src0 rows of ${ne[0]} values do not fit I32 indices`);
     return this.node('ARGMAX', [a], contiguous('I32', [ne[1]], 'ARGMAX'));
   }
 
@@ -923,7 +924,10 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const src: Tensor[] = [a, pos];
     if (options.freqFactors !== undefined) {
       const tf = this.operand('ROPE', options.freqFactors);
-      if (tf.dtype !== 'F32' || tf.ne[0] < nDims / 2) {
+      if (tf.dtype !== 'F32') {
+        throw new DTypeError(`ROPE: type ${tf.dtype} is not supported (frequency factors must be F32)`);
+      }
+      if (tf.ne[0] < nDims / 2) {
         throw new ShapeError(`ROPE: frequency factors must be F32 with at least ${nDims / 2} values`);
       }
       src.push(tf);
@@ -1055,10 +1059,10 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
     const opts = (bOrOptions instanceof Tensor ? options : bOrOptions) ?? {};
     const swapped = opts.swapped ?? false;
     if (typeof swapped !== 'boolean') throw new InvalidArgumentError(`${op}: swapped must be a boolean`);
+    if (b !== undefined && swapped) throw new InvalidGraphError(`${op}: swapped applies to one source only`);
     const ta = this.floatOperand(op, a, 'src0');
     if (b !== undefined) {
       const tb = this.floatOperand(op, b, 'src1');
-      if (swapped) throw new InvalidArgumentError(`${op}: swapped applies to one source only`);
       if (!sameDims(ta.ne, tb.ne)) {
         throw new ShapeError(`${op}: src0 ${fmtShape(ta.ne)} and src1 ${fmtShape(tb.ne)} differ`);
       }

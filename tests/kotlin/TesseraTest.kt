@@ -158,6 +158,13 @@ private fun writeGguf(file: java.io.File, tensors: List<Triple<String, List<Long
   file.writeBytes(out.array())
 }
 
+/** The text of [path], or null where it cannot be read (not Linux). */
+private fun procFile(path: String): String? = runCatching { java.io.File(path).readText() }.getOrNull()
+
+/** The first value of [key] in /proc/cpuinfo, read independently of the library. */
+private fun cpuinfoField(key: String): String? =
+  procFile("/proc/cpuinfo")?.lineSequence()?.firstOrNull { it.substringBefore(':').trim() == key }?.substringAfter(':')?.trim()
+
 fun main() {
   val logs = Collections.synchronizedList(mutableListOf<Triple<LogLevel, String, String>>())
   setLogListener(
@@ -169,26 +176,49 @@ fun main() {
   )
   setLogLevel(LogLevel.DEBUG)
 
-  test("devices lists the CPU") {
+  test("devices lists the CPU with what /proc says of the machine") {
     val list = devices()
     val cpu = list.firstOrNull { it.deviceType == DeviceType.CPU } ?: throw AssertionError("no CPU in $list")
     require(cpu.name == "CPU" && cpu.backend == "CPU") { "$cpu" }
-    require(cpu.description.isNotEmpty()) { "$cpu" }
-    require(cpu.memoryTotal > 0uL && cpu.memoryFree <= cpu.memoryTotal) { "$cpu" }
+    val model = cpuinfoField("model name")
+    if (model != null) require(cpu.description == model) { "description ${cpu.description} vs /proc/cpuinfo $model" }
+    else require(cpu.description.isNotEmpty()) { "$cpu" }
+    val memTotal = procFile("/proc/meminfo")?.let { Regex("^MemTotal:\\s+(\\d+) kB", RegexOption.MULTILINE).find(it) }
+    if (memTotal != null) {
+      val want = memTotal.groupValues[1].toULong() * 1024uL
+      require(cpu.memoryTotal == want) { "memoryTotal ${cpu.memoryTotal} vs /proc/meminfo $want" }
+    } else {
+      require(cpu.memoryTotal > 0uL) { "$cpu" }
+    }
+    require(cpu.memoryFree > 0uL && cpu.memoryFree <= cpu.memoryTotal) { "$cpu" }
   }
 
-  test("cpu features and kernel tiers") {
+  test("cpu features agree with /proc/cpuinfo, one known tier per weight type") {
     val f = cpuFeatures()
-    require(f.pairs.isNotEmpty()) { "no feature pairs" }
-    require(f.tiers.any { it.dtype == "Q4_0" } && f.tiers.all { it.tier.isNotEmpty() }) { "${f.tiers}" }
+    val pairs = f.pairs.associate { it.name to it.value }
+    val flags = (cpuinfoField("flags") ?: "").split(Regex("\\s+")).toSet()
+    if (System.getProperty("os.arch") in setOf("amd64", "x86_64") && flags.size > 1) {
+      val want = if ("avx2" in flags) "1" else "0"
+      require(pairs["AVX2"] == want) { "AVX2 = ${pairs["AVX2"]}, /proc/cpuinfo says $want" }
+    }
+    val tiers = setOf("scalar", "neon", "dotprod", "i8mm", "avx2", "avx512_vnni")
+    require(f.tiers.map { it.dtype }.containsAll(listOf("Q4_0", "Q8_0", "Q4_K", "Q6_K"))) { "${f.tiers}" }
+    require(f.tiers.all { it.tier in tiers }) { "${f.tiers}" }
+    require(f.tiers.map { it.dtype }.toSet().size == f.tiers.size) { "a type listed twice: ${f.tiers}" }
     println("     features: ${f.pairs.joinToString { "${it.name}=${it.value}" }}")
     println("     tiers: ${f.tiers.joinToString { "${it.dtype}:${it.tier}" }}")
   }
 
-  test("build info") {
+  test("build info: the workspace version, this machine's target, the default features") {
     val b: BuildInfo = buildInfo()
-    require(b.version.isNotEmpty() && b.target.contains("-")) { "$b" }
-    require(b.profile == "debug" || b.profile == "release") { "$b" }
+    val cargo = java.io.File("Cargo.toml").readText()
+    val version = Regex("\\[workspace\\.package\\][^\\[]*?version = \"([^\"]+)\"").find(cargo)?.groupValues?.get(1)
+    require(b.version == version) { "version ${b.version} vs Cargo.toml $version" }
+    val arch = mapOf("amd64" to "x86_64", "x86_64" to "x86_64", "aarch64" to "aarch64")[System.getProperty("os.arch")]
+    if (arch != null) require(b.target.startsWith("$arch-")) { "$b" }
+    if (System.getProperty("os.name") == "Linux") require(b.target.contains("-linux")) { "$b" }
+    require("gpu" in b.features) { "$b" }
+    require(b.profile == "debug") { "scripts/kotlin-test.sh builds the debug library: $b" }
   }
 
   test("compute matmul + softmax, by hand") {

@@ -3,12 +3,14 @@
  * GraphBuilder and, independently, written as raw graph documents and sent to the Rust core.
  * Whatever the builder refuses, the core refuses with the same error kind; whatever it
  * accepts, the core builds (it may still lack a kernel for a type, which is not a graph
- * error).
+ * error) and, where it computes it, returns with the type and shape the builder gave the
+ * output.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DTYPE_INFO, TesseraError, graph, graphFromDocument, setNativeCaller, type DType, type GraphBuilder, type Tensor } from '../../src/index';
 import { base64FromBytes } from '../../src/base64';
+import { trimShape } from '../../src/layout';
 import { koffiCaller } from './koffi-caller';
 
 const native = koffiCaller();
@@ -140,7 +142,7 @@ function randomCase(): Case {
       const x = leaf('a', chance(0.9) ? 'F32' : t0, [pick([4, 8, 6, 3]), pick([1, 2]), pick([1, 2, 3])]);
       const p = leaf('p', chance(0.9) ? 'I32' : 'F32', chance(0.85) ? [x.shape[2]!] : randomShape());
       const leaves = [x, p];
-      if (chance(0.2)) leaves.push(leaf('f', 'F32', [pick([1, 2, 4])]));
+      if (chance(0.2)) leaves.push(leaf('f', chance(0.8) ? 'F32' : pick(TYPES), [pick([1, 2, 4])]));
       return {
         op,
         leaves,
@@ -149,7 +151,10 @@ function randomCase(): Case {
     }
     case 'SWIGLU':
     case 'GEGLU':
-      if (chance(0.4)) return { op, leaves: [a, leaf('b', chance(0.8) ? t0 : pick(TYPES), near(s0))], params: {} };
+      if (chance(0.4)) {
+        const params = chance(0.15) ? { swapped: true } : {};
+        return { op, leaves: [a, leaf('b', chance(0.8) ? t0 : pick(TYPES), near(s0))], params };
+      }
       return { op, leaves: [a], params: chance(0.3) ? { swapped: true } : {} };
     case 'RESHAPE':
       return { op, leaves: [a], params: { shape: chance(0.5) ? [s0.reduce((x, y) => x * y, 1)] : randomShape() } };
@@ -237,8 +242,8 @@ function buildOf(c: Case): GraphBuilder {
     case 'ROPE':
       out = g.rope(a, b, { nDims: p.n_dims, mode: p.mode, freqBase: p.freq_base, ...(f ? { freqFactors: f } : {}) });
       break;
-    case 'SWIGLU': out = b ? g.swiglu(a, b) : g.swiglu(a, { swapped: p.swapped ?? false }); break;
-    case 'GEGLU': out = b ? g.geglu(a, b) : g.geglu(a, { swapped: p.swapped ?? false }); break;
+    case 'SWIGLU': out = b ? g.swiglu(a, b, { swapped: p.swapped ?? false }) : g.swiglu(a, { swapped: p.swapped ?? false }); break;
+    case 'GEGLU': out = b ? g.geglu(a, b, { swapped: p.swapped ?? false }) : g.geglu(a, { swapped: p.swapped ?? false }); break;
     case 'RESHAPE': out = g.reshape(a, p.shape); break;
     case 'VIEW': out = g.view(a, p.shape, { offset: p.offset, ...(p.strides ? { strides: p.strides } : {}) }); break;
     case 'PERMUTE': out = g.permute(a, p.axes); break;
@@ -254,26 +259,40 @@ function zeros(l: Leaf): string {
   return base64FromBytes(new Uint8Array((count / blockSize) * typeSize));
 }
 
-function nativeResult(c: Case): { ok: boolean; kind?: string; message?: string } {
+/** A verdict: accepted with the output's type and shape, or refused with an error kind. */
+interface Verdict {
+  ok: boolean;
+  kind?: string;
+  message?: string;
+  dtype?: string;
+  shape?: number[];
+}
+
+function nativeResult(c: Case): Verdict {
   const inputs = c.leaves
     .filter((l) => Number.isInteger(l.shape.reduce((x, y) => x * y, 1) / DTYPE_INFO[l.dtype].blockSize))
     .map((l) => ({ name: l.name, dtype: l.dtype, shape: l.shape, data: zeros(l) }));
   const r = JSON.parse(
     native.callSync(JSON.stringify({ method: 'compute', graph: documentOf(c), inputs, options: { device: 'CPU', threads: 1 } }))
   );
-  return r.error ? { ok: false, kind: r.error.kind, message: r.error.message } : { ok: true };
+  if (r.error) return { ok: false, kind: r.error.kind, message: r.error.message };
+  const out = r.ok.outputs[0];
+  return { ok: true, dtype: out.dtype, shape: out.shape };
 }
 
 describe('the builder checks graphs like the core', () => {
   it('agrees on 1500 random one-op graphs', () => {
     const disagreements: string[] = [];
     let refused = 0;
+    let computed = 0;
     for (let n = 0; n < 1500; n++) {
       const c = randomCase();
-      let js: { ok: boolean; kind?: string; message?: string };
+      let js: Verdict;
       try {
-        buildOf(c).toJSON();
-        js = { ok: true };
+        const g = buildOf(c);
+        g.toJSON();
+        const out = g.outputs[0]!;
+        js = { ok: true, dtype: out.dtype, shape: trimShape(out.ne) };
       } catch (e) {
         if (!(e instanceof TesseraError)) throw e;
         js = { ok: false, kind: e.kind, message: e.message };
@@ -293,18 +312,19 @@ describe('the builder checks graphs like the core', () => {
       }
       const rs = nativeResult(c);
       const kernelMissing = !rs.ok && rs.kind === 'Unsupported' && /op .* is not supported/.test(rs.message ?? '');
-      const agree = js.ok ? rs.ok || kernelMissing : !rs.ok && rs.kind === js.kind;
+      // Both accept: the output has the same type and shape on both sides.
+      const sameOutput = rs.dtype === js.dtype && JSON.stringify(rs.shape) === JSON.stringify(js.shape);
+      const agree = js.ok ? (rs.ok && sameOutput) || kernelMissing : !rs.ok && rs.kind === js.kind;
+      if (js.ok && rs.ok) computed++;
       if (!agree) {
-        disagreements.push(
-          `${JSON.stringify(documentOf(c))}\n   JS: ${js.ok ? 'ok' : `${js.kind}: ${js.message}`}\n   core: ${
-            rs.ok ? 'ok' : `${rs.kind}: ${rs.message}`
-          }`
-        );
+        const show = (v: Verdict) => (v.ok ? `ok ${v.dtype} ${JSON.stringify(v.shape)}` : `${v.kind}: ${v.message}`);
+        disagreements.push(`${JSON.stringify(documentOf(c))}\n   JS: ${show(js)}\n   core: ${show(rs)}`);
       }
     }
     expect(disagreements.slice(0, 8).join('\n')).toBe('');
-    // The generator exercises both sides
+    // The generator exercises both sides, and the outputs of many accepted graphs are compared.
     expect(refused).toBeGreaterThan(300);
     expect(1500 - refused).toBeGreaterThan(300);
+    expect(computed).toBeGreaterThan(300);
   });
 });

@@ -22,6 +22,7 @@ import {
   toFloat32,
   type GraphDocument,
 } from '../../src/index';
+import { readFileSync } from 'node:fs';
 import { koffiCaller, type KoffiCaller } from './koffi-caller';
 
 const native: KoffiCaller = koffiCaller();
@@ -67,36 +68,67 @@ function expectClose(actual: ArrayLike<number>, expected: number[], tol = 1e-6):
   }
 }
 
+/** The first value of `key` in /proc/cpuinfo (Linux), read independently of the core. */
+function cpuinfoField(key: string): string | undefined {
+  if (process.platform !== 'linux') return undefined;
+  const line = readFileSync('/proc/cpuinfo', 'utf8')
+    .split('\n')
+    .find((l) => l.split(':')[0]!.trim() === key);
+  return line?.slice(line.indexOf(':') + 1).trim();
+}
+
+/** The tier names of tessera-cpu (`Tier::name`). */
+const TIERS = ['scalar', 'neon', 'dotprod', 'i8mm', 'avx2', 'avx512_vnni'];
+
 describe('device information', () => {
   it('lists the CPU with a real description and memory', async () => {
     const devices = await getDevices();
     const cpu = devices.find((d) => d.type === 'cpu');
-    expect(cpu, JSON.stringify(devices)).toBeDefined();
-    expect(cpu!.name.length).toBeGreaterThan(0);
-    expect(cpu!.description.length).toBeGreaterThan(0);
-    expect(cpu!.memoryTotal).toBeGreaterThan(0);
-    expect(cpu!.memoryFree).toBeLessThanOrEqual(cpu!.memoryTotal);
+    if (cpu === undefined) throw new Error(`no CPU among ${JSON.stringify(devices)}`);
+    expect([cpu.name, cpu.backend]).toEqual(['CPU', 'CPU']);
+    // What the machine says of itself, read here from /proc (Linux).
+    const model = cpuinfoField('model name');
+    if (model) expect(cpu.description).toBe(model);
+    else expect(cpu.description).not.toBe('');
+    const memTotal = process.platform === 'linux' ? /^MemTotal:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8')) : null;
+    if (memTotal) expect(cpu.memoryTotal).toBe(Number(memTotal[1]) * 1024);
+    else expect(cpu.memoryTotal).toBeGreaterThan(0);
+    expect(cpu.memoryFree).toBeGreaterThan(0);
+    expect(cpu.memoryFree).toBeLessThanOrEqual(cpu.memoryTotal);
   });
 
   it('reports CPU features of this machine, typed', async () => {
     const f = await getCpuFeatures();
-    expect(f.pairs.length).toBeGreaterThan(0);
+    const flags = new Set((cpuinfoField('flags') ?? cpuinfoField('Features') ?? '').split(/\s+/));
     if (process.arch === 'x64') {
       expect(f.raw).toHaveProperty('AVX2');
       expect(f.avx2).toBe(f.raw.AVX2 === '1');
+      // The core's detection agrees with the kernel's list of the CPU's flags.
+      if (flags.size > 1) expect(f.avx2).toBe(flags.has('avx2'));
       expect(f.neon).toBe(false);
     } else if (process.arch === 'arm64') {
       expect(f.neon).toBe(true);
     }
+    // One tier per weight type, each a tier of tessera-cpu, the same in the typed view.
     expect(f.tiers.length).toBeGreaterThan(0);
-    expect(typeof f.tierByType.Q8_0).toBe('string');
+    for (const t of f.tiers) {
+      expect(TIERS).toContain(t.tier);
+      expect(f.tierByType[t.dtype as keyof typeof f.tierByType]).toBe(t.tier);
+    }
+    expect(TIERS).toContain(f.tierByType.Q8_0);
+    if (process.arch === 'x64') expect(['scalar', 'avx2', 'avx512_vnni']).toContain(f.tierByType.Q8_0);
   });
 
   it('reports the build', async () => {
     const b = await getBuildInfo();
-    expect(b.version).toMatch(/^\d+\.\d+\.\d+/);
-    expect(b.target.length).toBeGreaterThan(0);
-    expect(Array.isArray(b.features)).toBe(true);
+    // The workspace's version (Cargo.toml), the host's target, the default features.
+    const cargo = readFileSync(new URL('../../Cargo.toml', import.meta.url), 'utf8');
+    const version = /\[workspace\.package\][^[]*?version = "([^"]+)"/.exec(cargo)?.[1];
+    expect(b.version).toBe(version);
+    const arch = { x64: 'x86_64', arm64: 'aarch64' }[process.arch as string];
+    if (arch) expect(b.target.startsWith(`${arch}-`), b.target).toBe(true);
+    if (process.platform === 'linux') expect(b.target).toContain('-linux');
+    expect(b.features).toContain('gpu');
   });
 });
 
@@ -306,8 +338,16 @@ describe('cancellation', () => {
     const { g, x } = longGraph();
     const ac = new AbortController();
     const from = native.log.length;
+    const sentFrom = native.sent.length;
     const p = compute(g, { x }, { signal: ac.signal, device: 'CPU' });
-    setTimeout(() => ac.abort(), 100);
+    // Abort once the compute request has been handed to the core (the client repeats its
+    // cancel until the core has registered the computation).
+    const isCompute = (r: string) => r.startsWith('{"method":"compute","session"');
+    for (let i = 0; i < 60_000 && !native.sent.slice(sentFrom).some(isCompute); i++) {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(native.sent.slice(sentFrom).some(isCompute), 'the compute request was never sent').toBe(true);
+    ac.abort();
     const e = (await p.catch((err: unknown) => err)) as TesseraError;
     expect(e).toBeInstanceOf(CancelledError);
     expect(e.kind).toBe('Cancelled');

@@ -39,6 +39,8 @@ export interface KoffiCaller extends NativeCaller {
   callSync(requestJson: string): string;
   /** Every request and its response, in completion order. */
   log: { request: string; response: string }[];
+  /** Every request passed to the library by `call`, in the order it was sent. */
+  sent: string[];
   /** Every event received (its JSON text), in order. */
   events: string[];
   /** Removes the event callback from the library. */
@@ -59,6 +61,7 @@ export function koffiCaller(path = libraryPath()): KoffiCaller {
   const ResponseString = koffi.disposable('TesseraResponse', 'char *', free);
   const callJson = lib.func('tessera_call_json', ResponseString, ['const char *']);
   const log: { request: string; response: string }[] = [];
+  const sent: string[] = [];
   const events: string[] = [];
 
   const EventCallback = koffi.proto('void TesseraEventCallback(const char *eventJson)');
@@ -78,6 +81,7 @@ export function koffiCaller(path = libraryPath()): KoffiCaller {
 
   return {
     log,
+    sent,
     events,
     addEventListener(listener: NativeEventListener): () => void {
       listeners.add(listener);
@@ -92,6 +96,7 @@ export function koffiCaller(path = libraryPath()): KoffiCaller {
     },
     call(requestJson: string): Promise<string> {
       return new Promise((resolvePromise, reject) => {
+        sent.push(requestJson);
         callJson.async(requestJson, (err: unknown, response: string) => {
           if (err) {
             reject(err instanceof Error ? err : new Error(String(err)));

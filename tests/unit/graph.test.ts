@@ -391,6 +391,12 @@ describe('validation errors name the op and the shapes', () => {
       'ShapeMismatch',
       'ROPE: frequency factors must be F32 with at least 4 values'
     );
+    expectError(
+      () => g.rope(x, pos, { nDims: 8, freqFactors: any(g.input('ffh', 'F16', [4])) }),
+      DTypeError,
+      'Unsupported',
+      'ROPE: type F16 is not supported (frequency factors must be F32)'
+    );
     expect(g.rope(x, pos).params.n_dims).toBe(8);
   });
 
@@ -403,7 +409,7 @@ describe('validation errors name the op and the shapes', () => {
     expectError(() => g.argmax(g.input('a3d', 'F32', [2, 2, 2])), ShapeError, 'ShapeMismatch', 'ARGMAX: src0 [2, 2, 2, 1] is not a matrix');
     expectError(() => g.swiglu(b), ShapeError, 'ShapeMismatch', 'SWIGLU: src0 ne0 = 3 is not even');
     expectError(() => g.geglu(a, b), ShapeError, 'ShapeMismatch', 'GEGLU: src0 [4, 3, 1, 1] and src1 [3, 3, 1, 1] differ');
-    expectError(() => g.swiglu(a, a, { swapped: true }), InvalidArgumentError, 'InvalidArgument', 'SWIGLU: swapped applies to one source only');
+    expectError(() => g.swiglu(a, a, { swapped: true }), InvalidGraphError, 'InvalidGraph', 'SWIGLU: swapped applies to one source only');
     expectError(() => g.clamp(a, 1, 0), InvalidGraphError, 'InvalidGraph', 'CLAMP: min 1 must not be above max 0');
     expectError(() => g.clamp(a, -Infinity, 0), InvalidGraphError, 'InvalidGraph', 'CLAMP: min -Infinity must be a finite number');
     expectError(() => g.rmsNorm(a, -1), InvalidGraphError, 'InvalidGraph', 'RMS_NORM: eps -1 must be finite, >= 0');

@@ -77,6 +77,11 @@ function scripted(extra: (req: Request) => unknown = () => undefined): Scripted 
   return { fake, gens, methods: () => fake.requests.map((r) => r.method) };
 }
 
+/** Lets queued promise callbacks and zero-delay timers run: 50 turns of the event loop. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 50; i++) await new Promise((r) => setTimeout(r, 0));
+}
+
 /** Lets queued promise callbacks and timers run until `cond` holds. */
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
@@ -320,7 +325,9 @@ describe('LanguageModel', () => {
     const second = model.complete('two');
     const third = model.complete('three');
     await until(() => gens.length === 1, 'the first generate');
-    await new Promise((r) => setTimeout(r, 5));
+    // Every callback the three calls queued has run (the fake answers within the event loop's
+    // turns), and still only the first generate was sent.
+    await settle();
     expect(gens.length).toBe(1);
     second.stop();
     gens[0]!.done.resolve(nativeResult([1], 'a'));
@@ -419,13 +426,15 @@ describe('LanguageModel', () => {
 describe('the TurboModule', () => {
   it('delivers TesseraEvent { json } events to the requests they name', async () => {
     const pending = deferred<string>();
+    const respond = deferred<void>();
     const subscriptions: string[] = [];
     __setNativeModule('Tessera', {
       call: async (json: string) => {
         const req = JSON.parse(json);
         if (req.method === 'loadModel') {
           pending.resolve(req.requestId);
-          await new Promise((r) => setTimeout(r, 5));
+          // The response comes after the events, as the core sends them.
+          await respond.promise;
           return JSON.stringify({ ok: { model: 9, info: INFO } });
         }
         return JSON.stringify({ ok: {} });
@@ -442,6 +451,7 @@ describe('the TurboModule', () => {
       __emit('TesseraEvent', { json: '{not json' });
       __emit('TesseraEvent', { other: 1 });
       __emit('TesseraEvent', { json: JSON.stringify({ type: 'loadProgress', requestId, progress: 1 }) });
+      respond.resolve();
       expect((await load).id).toBe(9);
       expect(seen).toEqual([0.5, 1]);
       expect(subscriptions).toEqual(['TesseraEvent']);

@@ -660,14 +660,7 @@ fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> Result<TensorId>
             arity(n, s, &[1, 2])?;
             let p: GluParams = params(n)?;
             let op = if n.op == "SWIGLU" { GluOp::Swiglu } else { GluOp::Geglu };
-            if s.len() == 2 {
-                if p.swapped {
-                    return Err(Error::param(&n.op, "swapped applies to one source only"));
-                }
-                g.glu_split(s[0], s[1], op)
-            } else {
-                g.glu(s[0], op, p.swapped)
-            }
+            g.glu_node(op, p.swapped, s)
         }
         "RESHAPE" => {
             arity(n, s, &[1])?;

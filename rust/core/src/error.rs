@@ -1,4 +1,6 @@
-//! The error type shared by every Tessera crate.
+//! The error type of the engine's core, which every crate's backend traits return. Errors
+//! about layers above it (a CPU kernel tier, an FFI session's state) are those crates' own
+//! types (`tessera_cpu::CpuError`, the FFI's `TesseraError`), converted where they meet.
 
 use crate::dtype::DType;
 
@@ -140,9 +142,6 @@ pub enum Error {
     /// The abort callback asked compute to stop.
     #[error("computation aborted")]
     Aborted,
-    /// The caller cancelled the computation.
-    #[error("computation cancelled")]
-    Cancelled,
     /// A backend failed (driver error, lost device ...).
     #[error("backend {backend}: {message}")]
     Backend {
@@ -151,12 +150,15 @@ pub enum Error {
         /// What happened.
         message: String,
     },
-    /// A kernel tier that the CPU does not support was requested.
-    #[error("kernel tier {0} is not supported by this CPU")]
-    TierUnsupported(String),
-    /// The session or object was closed.
-    #[error("closed: {0}")]
-    Closed(String),
+    /// Something a device cannot do on this machine, as the device's own crate names it (a CPU
+    /// kernel tier the processor lacks, ...).
+    #[error("{device} does not support {what}")]
+    Unsupported {
+        /// The device.
+        device: String,
+        /// What it lacks.
+        what: String,
+    },
     /// An error in one node or tensor of a graph document, naming it.
     #[error("{kind} {name:?}: {error}")]
     InGraph {

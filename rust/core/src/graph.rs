@@ -1,15 +1,17 @@
 //! Graphs: an arena of tensors addressed by [`TensorId`], built op by op.
 //!
-//! Every builder method checks its operands the way ggml's constructors assert them, but returns
-//! a typed [`Error`] naming the op and the shapes instead of aborting. A tensor can only refer
+//! Every builder method checks its operands the way ggml's constructors assert them, through
+//! the op's rule in [`crate::shape_rules`], and returns a typed [`Error`] naming the op and the
+//! shapes instead of aborting. A tensor can only refer
 //! to tensors created before it, so the arena order is a valid forward (topological) order and
 //! a graph built here has no cycles.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::op::{AttnParams, GluOp, Op, RopeParams, UnaryOp, ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
+use crate::op::{AttnParams, GluOp, Op, RopeParams, UnaryOp};
+use crate::shape_rules;
 use crate::storage::Storage;
-use crate::tensor::{normalize_shape, Layout, Tensor, TensorFlags, TensorId, MAX_DIMS};
+use crate::tensor::{normalize_shape, Layout, Tensor, TensorFlags, TensorId};
 use std::collections::HashMap;
 
 /// A computation graph: tensors (leaves, views and op results) in forward order.
@@ -23,15 +25,7 @@ pub struct Graph {
     output_set: std::collections::HashSet<TensorId>,
 }
 
-fn fmt_shape(ne: &[usize; MAX_DIMS]) -> String {
-    format!("[{}, {}, {}, {}]", ne[0], ne[1], ne[2], ne[3])
-}
-
-/// Whether `small` can be tiled to `big` (each dim of `big` a multiple of `small`'s), as
-/// ggml's `ggml_can_repeat`.
-pub fn can_repeat(small: &[usize; MAX_DIMS], big: &[usize; MAX_DIMS]) -> bool {
-    (0..MAX_DIMS).all(|i| big[i].is_multiple_of(small[i]))
-}
+pub use crate::shape_rules::can_repeat;
 
 impl Graph {
     /// An empty graph.
@@ -283,60 +277,56 @@ impl Graph {
         Ok(id)
     }
 
-    fn float_operand(&self, op: &str, id: TensorId, which: &str) -> Result<&Tensor> {
-        let t = self.check(id)?;
-        if !t.dtype().is_float() {
-            return Err(Error::dtype(op, t.dtype(), format!("{which} must be F32, F16 or BF16")));
-        }
-        Ok(t)
+    /// The layouts of `src`, checking that each id belongs to this graph.
+    fn layouts(&self, src: &[TensorId]) -> Result<Vec<Layout>> {
+        src.iter().map(|&s| self.get(s).map(|t| t.layout)).collect()
     }
 
-    fn contiguous_like(&self, dtype: DType, ne: [usize; MAX_DIMS]) -> Result<Layout> {
-        Layout::contiguous(dtype, &ne)
-    }
-
-    fn binary(&mut self, op: Op, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let name = op.name();
-        let ta = self.float_operand(name, a, "src0")?;
-        let tb = self.float_operand(name, b, "src1")?;
-        if !can_repeat(&tb.ne(), &ta.ne()) {
-            return Err(Error::shape(
-                name,
-                format!(
-                    "src1 {} cannot be broadcast to src0 {}",
-                    fmt_shape(&tb.ne()),
-                    fmt_shape(&ta.ne())
-                ),
-            ));
-        }
-        let layout = self.contiguous_like(ta.dtype(), ta.ne())?;
-        Ok(self.push_node(op, layout, vec![a, b]))
+    /// Appends the node of `op` on `src`, its layout from [`shape_rules::output_layout`]:
+    /// a view of the destination for CPY and SET_ROWS, of the operand for PERMUTE and
+    /// TRANSPOSE, a new tensor otherwise.
+    fn node(&mut self, op: Op, src: Vec<TensorId>) -> Result<TensorId> {
+        let layouts = self.layouts(&src)?;
+        let refs: Vec<&Layout> = layouts.iter().collect();
+        let layout = shape_rules::output_layout(&op, &refs)?.ok_or_else(|| {
+            Error::InvalidGraph(format!("{} takes its layout from its own parameters", op.name()))
+        })?;
+        let view_of = match op.destination_operand() {
+            Some(d) => Some(src[d]),
+            None if op.is_view() => Some(src[0]),
+            None => None,
+        };
+        let id = self.push(Tensor {
+            layout,
+            name: String::new(),
+            flags: TensorFlags::default(),
+            op,
+            src,
+            view_src: view_of,
+            view_offs: 0,
+            storage: None,
+        });
+        Ok(id)
     }
 
     /// `a + b`, `b` broadcast to `a`'s shape.
     pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        self.binary(Op::Add, a, b)
+        self.node(Op::Add, vec![a, b])
     }
 
     /// `a - b`, `b` broadcast to `a`'s shape.
     pub fn sub(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        self.binary(Op::Sub, a, b)
+        self.node(Op::Sub, vec![a, b])
     }
 
     /// `a * b` element-wise, `b` broadcast to `a`'s shape.
     pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        self.binary(Op::Mul, a, b)
+        self.node(Op::Mul, vec![a, b])
     }
 
     /// `a / b` element-wise, `b` broadcast to `a`'s shape.
     pub fn div(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        self.binary(Op::Div, a, b)
-    }
-
-    fn elementwise(&mut self, op: Op, a: TensorId) -> Result<TensorId> {
-        let ta = self.float_operand(op.name(), a, "src0")?;
-        let layout = self.contiguous_like(ta.dtype(), ta.ne())?;
-        Ok(self.push_node(op, layout, vec![a]))
+        self.node(Op::Div, vec![a, b])
     }
 
     /// `a * scale`.
@@ -346,30 +336,27 @@ impl Graph {
 
     /// `a * scale + bias`.
     pub fn scale_bias(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
-        self.elementwise(Op::Scale { scale, bias }, a)
+        self.node(Op::Scale { scale, bias }, vec![a])
     }
 
     /// `a * a`.
     pub fn sqr(&mut self, a: TensorId) -> Result<TensorId> {
-        self.elementwise(Op::Sqr, a)
+        self.node(Op::Sqr, vec![a])
     }
 
     /// `sqrt(a)`.
     pub fn sqrt(&mut self, a: TensorId) -> Result<TensorId> {
-        self.elementwise(Op::Sqrt, a)
+        self.node(Op::Sqrt, vec![a])
     }
 
     /// `a` clamped to `[min, max]`.
     pub fn clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId> {
-        if min.is_nan() || max.is_nan() || min > max {
-            return Err(Error::param("CLAMP", format!("min {min} must not be above max {max}")));
-        }
-        self.elementwise(Op::Clamp { min, max }, a)
+        self.node(Op::Clamp { min, max }, vec![a])
     }
 
     /// An element-wise activation.
     pub fn unary(&mut self, a: TensorId, op: UnaryOp) -> Result<TensorId> {
-        self.elementwise(Op::Unary(op), a)
+        self.node(Op::Unary(op), vec![a])
     }
 
     /// `silu(a)`.
@@ -394,36 +381,22 @@ impl Graph {
 
     /// Sum of all elements of `a`: a 1-element tensor of `a`'s type.
     pub fn sum(&mut self, a: TensorId) -> Result<TensorId> {
-        let ta = self.float_operand("SUM", a, "src0")?;
-        let layout = Layout::contiguous(ta.dtype(), &[1])?;
-        Ok(self.push_node(Op::Sum, layout, vec![a]))
+        self.node(Op::Sum, vec![a])
     }
 
     /// Sum of each row of `a`: `[1, ne1, ne2, ne3]`.
     pub fn sum_rows(&mut self, a: TensorId) -> Result<TensorId> {
-        let ta = self.float_operand("SUM_ROWS", a, "src0")?;
-        let ne = ta.ne();
-        let layout = Layout::contiguous(ta.dtype(), &[1, ne[1], ne[2], ne[3]])?;
-        Ok(self.push_node(Op::SumRows, layout, vec![a]))
+        self.node(Op::SumRows, vec![a])
     }
 
     /// Mean of each row of `a`: F32 `[1, ne1, ne2, ne3]`.
     pub fn mean(&mut self, a: TensorId) -> Result<TensorId> {
-        let ta = self.float_operand("MEAN", a, "src0")?;
-        let ne = ta.ne();
-        let layout = Layout::contiguous(DType::F32, &[1, ne[1], ne[2], ne[3]])?;
-        Ok(self.push_node(Op::Mean, layout, vec![a]))
+        self.node(Op::Mean, vec![a])
     }
 
     /// Index of the largest element of each row of the F32 matrix `a`: I32 `[ne1]`.
     pub fn argmax(&mut self, a: TensorId) -> Result<TensorId> {
-        let ta = self.float_operand("ARGMAX", a, "src0")?;
-        let ne = ta.ne();
-        if ne[2] != 1 || ne[3] != 1 {
-            return Err(Error::shape("ARGMAX", format!("src0 {} is not a matrix", fmt_shape(&ne))));
-        }
-        let layout = Layout::contiguous(DType::I32, &[ne[1]])?;
-        Ok(self.push_node(Op::Argmax, layout, vec![a]))
+        self.node(Op::Argmax, vec![a])
     }
 
     /// `a` tiled to the shape of `b` (only `b`'s shape is used).
@@ -434,111 +407,35 @@ impl Graph {
 
     /// `a` tiled to shape `ne` (each dim a multiple of `a`'s).
     pub fn repeat_to(&mut self, a: TensorId, ne: &[usize]) -> Result<TensorId> {
-        let ta = self.float_operand("REPEAT", a, "src0")?;
-        let target = normalize_shape(ne)?;
-        if !can_repeat(&ta.ne(), &target) {
-            return Err(Error::shape(
-                "REPEAT",
-                format!("src0 {} cannot be tiled to {}", fmt_shape(&ta.ne()), fmt_shape(&target)),
-            ));
-        }
-        let layout = Layout::contiguous(ta.dtype(), &target)?;
-        Ok(self.push_node(Op::Repeat, layout, vec![a]))
+        let ne = match normalize_shape(ne) {
+            Ok(ne) => ne,
+            Err(e) => {
+                // The rule checks the operand before the target shape: with `a`'s own shape
+                // as the target only the operand can fail, so its error comes first.
+                let la = self.check(a)?.layout;
+                shape_rules::output_layout(&Op::Repeat { ne: la.ne }, &[&la])?;
+                return Err(e);
+            }
+        };
+        self.node(Op::Repeat { ne }, vec![a])
     }
 
     /// `a` and `b` joined along `dim`.
     pub fn concat(&mut self, a: TensorId, b: TensorId, dim: usize) -> Result<TensorId> {
-        let ta = self.float_operand("CONCAT", a, "src0")?;
-        let tb = self.float_operand("CONCAT", b, "src1")?;
-        if dim >= MAX_DIMS {
-            return Err(Error::param("CONCAT", format!("dim {dim} is not below 4")));
-        }
-        if ta.dtype() != tb.dtype() {
-            return Err(Error::dtype(
-                "CONCAT",
-                tb.dtype(),
-                format!("src1 must have src0's type {}", ta.dtype()),
-            ));
-        }
-        let (na, nb) = (ta.ne(), tb.ne());
-        if (0..MAX_DIMS).any(|i| i != dim && na[i] != nb[i]) {
-            return Err(Error::shape(
-                "CONCAT",
-                format!(
-                    "src0 {} and src1 {} differ outside dim {dim}",
-                    fmt_shape(&na),
-                    fmt_shape(&nb)
-                ),
-            ));
-        }
-        let mut ne = na;
-        ne[dim] += nb[dim];
-        let layout = Layout::contiguous(ta.dtype(), &ne)?;
-        Ok(self.push_node(Op::Concat { dim }, layout, vec![a, b]))
+        self.node(Op::Concat { dim }, vec![a, b])
     }
 
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` weights `[K, M, ne2, ne3]` of any type but I32,
     /// `b` activations (F32, F16 or BF16, as ggml accepts) `[K, N, ne12, ne13]` with `ne12`,
     /// `ne13` multiples of `a`'s; result F32 `[M, N, ne12, ne13]`.
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        let tb = self.check(b)?;
-        if ta.dtype() == DType::I32 {
-            return Err(Error::dtype("MUL_MAT", DType::I32, "src0 (weights) must not be I32"));
-        }
-        if !tb.dtype().is_float() {
-            return Err(Error::dtype(
-                "MUL_MAT",
-                tb.dtype(),
-                "src1 (activations) must be F32, F16 or BF16",
-            ));
-        }
-        let (na, nb) = (ta.ne(), tb.ne());
-        if na[0] != nb[0] || nb[2] % na[2] != 0 || nb[3] % na[3] != 0 {
-            return Err(Error::shape(
-                "MUL_MAT",
-                format!(
-                    "src0 {} and src1 {} need equal ne0 and src1's ne2, ne3 multiples of src0's",
-                    fmt_shape(&na),
-                    fmt_shape(&nb)
-                ),
-            ));
-        }
-        if ta.layout.is_transposed() {
-            return Err(Error::shape("MUL_MAT", "src0 must not be transposed (make it CONT)"));
-        }
-        if ta.dtype().is_quantized() && !ta.layout.rows_contiguous() {
-            return Err(Error::shape("MUL_MAT", "quantized src0 must have contiguous rows"));
-        }
-        let layout = Layout::contiguous(DType::F32, &[na[1], nb[1], nb[2], nb[3]])?;
-        Ok(self.push_node(Op::MulMat, layout, vec![a, b]))
+        self.node(Op::MulMat, vec![a, b])
     }
 
     /// Rows of `a` (`[ne0, rows, ne2, ne3]`, any type) picked by the I32 indices `b`
     /// (`[n, ne2, ne3]`): F32 `[ne0, n, ne2, ne3]` (I32 when `a` is I32).
     pub fn get_rows(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        let tb = self.check(b)?;
-        if tb.dtype() != DType::I32 {
-            return Err(Error::dtype("GET_ROWS", tb.dtype(), "src1 (indices) must be I32"));
-        }
-        let (na, nb) = (ta.ne(), tb.ne());
-        if na[2] != nb[1] || na[3] != nb[2] || nb[3] != 1 {
-            return Err(Error::shape(
-                "GET_ROWS",
-                format!(
-                    "src0 {} and indices {}: need src0 ne2 == indices ne1, src0 ne3 == indices ne2",
-                    fmt_shape(&na),
-                    fmt_shape(&nb)
-                ),
-            ));
-        }
-        if ta.dtype().is_quantized() && !ta.layout.rows_contiguous() {
-            return Err(Error::shape("GET_ROWS", "quantized src0 must have contiguous rows"));
-        }
-        let out = if ta.dtype() == DType::I32 { DType::I32 } else { DType::F32 };
-        let layout = Layout::contiguous(out, &[na[0], nb[0], nb[1], nb[2]])?;
-        Ok(self.push_node(Op::GetRows, layout, vec![a, b]))
+        self.node(Op::GetRows, vec![a, b])
     }
 
     /// Writes row `i` of `b` (F32 `[ne0, n, ne2, ne3]`) into row `c[i]` of `a` (F32, F16 or
@@ -548,50 +445,7 @@ impl Graph {
     /// `0..rows` are an error at compute time.
     pub fn set_rows(&mut self, a: TensorId, b: TensorId, c: TensorId) -> Result<TensorId> {
         self.check_writable("SET_ROWS", a)?;
-        let ta = self.float_operand("SET_ROWS", a, "destination")?;
-        let tb = self.check(b)?;
-        let tc = self.check(c)?;
-        if tb.dtype() != DType::F32 {
-            return Err(Error::dtype("SET_ROWS", tb.dtype(), "src (rows) must be F32"));
-        }
-        if tc.dtype() != DType::I32 {
-            return Err(Error::dtype("SET_ROWS", tc.dtype(), "indices must be I32"));
-        }
-        if !ta.layout.rows_contiguous() {
-            return Err(Error::shape("SET_ROWS", "the destination must have dense rows"));
-        }
-        let (na, nb, nc) = (ta.ne(), tb.ne(), tc.ne());
-        if na[0] != nb[0]
-            || nb[1] != nc[0]
-            || na[2] != nb[2]
-            || na[3] != nb[3]
-            || nc[3] != 1
-            || !nb[2].is_multiple_of(nc[1])
-            || !nb[3].is_multiple_of(nc[2])
-        {
-            return Err(Error::shape(
-                "SET_ROWS",
-                format!(
-                    "destination {}, rows {} and indices {}: need equal ne0, one index per row \
-                     (indices ne0 == rows ne1), equal ne2 and ne3 for destination and rows, and \
-                     rows' ne2, ne3 multiples of the indices' ne1, ne2",
-                    fmt_shape(&na),
-                    fmt_shape(&nb),
-                    fmt_shape(&nc)
-                ),
-            ));
-        }
-        let layout = ta.layout;
-        Ok(self.push(Tensor {
-            layout,
-            name: String::new(),
-            flags: TensorFlags::default(),
-            op: Op::SetRows,
-            src: vec![a, b, c],
-            view_src: Some(a),
-            view_offs: 0,
-            storage: None,
-        }))
+        self.node(Op::SetRows, vec![a, b, c])
     }
 
     /// Fused attention, as ggml's `ggml_flash_attn_ext`: `q` F32 `[D, n_q, n_head, ne3]`, `k`
@@ -607,80 +461,9 @@ impl Graph {
         mask: Option<TensorId>,
         params: AttnParams,
     ) -> Result<TensorId> {
-        const OP: &str = "FLASH_ATTN_EXT";
-        let AttnParams { scale, max_bias, softcap } = params;
-        let tq = self.check(q)?;
-        let tk = self.check(k)?;
-        let tv = self.check(v)?;
-        if tq.dtype() != DType::F32 {
-            return Err(Error::dtype(OP, tq.dtype(), "q must be F32"));
-        }
-        for (t, which) in [(tk, "k"), (tv, "v")] {
-            if !matches!(t.dtype(), DType::F16 | DType::F32) {
-                return Err(Error::dtype(OP, t.dtype(), format!("{which} must be F16 or F32")));
-            }
-            if !t.layout.rows_contiguous() {
-                return Err(Error::shape(OP, format!("{which} must have dense rows")));
-            }
-        }
-        if ![scale, max_bias, softcap].iter().all(|f| f.is_finite()) || max_bias < 0.0 {
-            return Err(Error::param(
-                OP,
-                format!(
-                    "scale {scale}, max_bias {max_bias} and softcap {softcap} must be finite, \
-                 max_bias >= 0"
-                ),
-            ));
-        }
-        if softcap < 0.0 {
-            return Err(Error::param(OP, format!("softcap {softcap} must be >= 0")));
-        }
-        let (nq, nk, nv) = (tq.ne(), tk.ne(), tv.ne());
-        if nk[0] != nq[0]
-            || nv[1] != nk[1]
-            || nv[2] != nk[2]
-            || nk[3] != nq[3]
-            || nv[3] != nq[3]
-            || !nq[2].is_multiple_of(nk[2])
-        {
-            return Err(Error::shape(
-                OP,
-                format!(
-                    "q {}, k {} and v {}: need q and k with equal ne0, k and v with equal ne1 \
-                     and ne2, equal ne3, and q's heads (ne2) a multiple of k's",
-                    fmt_shape(&nq),
-                    fmt_shape(&nk),
-                    fmt_shape(&nv)
-                ),
-            ));
-        }
         let mut src = vec![q, k, v];
-        if let Some(m) = mask {
-            let tm = self.check(m)?;
-            if !matches!(tm.dtype(), DType::F16 | DType::F32) {
-                return Err(Error::dtype(OP, tm.dtype(), "mask must be F16 or F32"));
-            }
-            let nm = tm.ne();
-            if nm[0] != nk[1] || nm[1] < nq[1] || nm[2] != 1 || nm[3] != 1 {
-                return Err(Error::shape(
-                    OP,
-                    format!(
-                        "mask {} does not fit: need ne0 = n_kv = {} and at least n_q = {} rows",
-                        fmt_shape(&nm),
-                        nk[1],
-                        nq[1]
-                    ),
-                ));
-            }
-            if !tm.layout.rows_contiguous() {
-                return Err(Error::shape(OP, "the mask must have dense rows"));
-            }
-            src.push(m);
-        } else if max_bias > 0.0 {
-            return Err(Error::param(OP, "max_bias > 0 needs a mask"));
-        }
-        let layout = Layout::contiguous(DType::F32, &[nv[0], nq[2], nq[1], nq[3]])?;
-        Ok(self.push_node(Op::FlashAttnExt(params), layout, src))
+        src.extend(mask);
+        self.node(Op::FlashAttnExt(params), src)
     }
 
     /// `softmax(a)` along rows.
@@ -698,74 +481,24 @@ impl Graph {
         scale: f32,
         max_bias: f32,
     ) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        if ta.dtype() != DType::F32 {
-            return Err(Error::dtype("SOFT_MAX", ta.dtype(), "src0 must be F32"));
-        }
-        if !scale.is_finite() || !max_bias.is_finite() || max_bias < 0.0 {
-            return Err(Error::param(
-                "SOFT_MAX",
-                format!("scale {scale} must be finite and max_bias {max_bias} finite and >= 0"),
-            ));
-        }
-        let na = ta.ne();
         let mut src = vec![a];
-        if let Some(m) = mask {
-            let tm = self.check(m)?;
-            if !matches!(tm.dtype(), DType::F32 | DType::F16) {
-                return Err(Error::dtype("SOFT_MAX", tm.dtype(), "mask must be F32 or F16"));
-            }
-            let nm = tm.ne();
-            if nm[0] != na[0] || nm[1] < na[1] || na[2] % nm[2] != 0 || na[3] % nm[3] != 0 {
-                return Err(Error::shape(
-                    "SOFT_MAX",
-                    format!(
-                        "mask {} does not fit src0 {}: need equal ne0, at least as many rows, \
-                         and ne2, ne3 dividing src0's",
-                        fmt_shape(&nm),
-                        fmt_shape(&na)
-                    ),
-                ));
-            }
-            src.push(m);
-        } else if max_bias > 0.0 {
-            return Err(Error::param("SOFT_MAX", "max_bias > 0 needs a mask"));
-        }
-        let layout = Layout::contiguous(DType::F32, &na)?;
-        Ok(self.push_node(Op::SoftMax { scale, max_bias }, layout, src))
+        src.extend(mask);
+        self.node(Op::SoftMax { scale, max_bias }, src)
     }
 
     /// Sets `a[i0, i1] = -inf` for `i0 > n_past + i1` (a causal mask).
     pub fn diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        if ta.dtype() != DType::F32 {
-            return Err(Error::dtype("DIAG_MASK_INF", ta.dtype(), "src0 must be F32"));
-        }
-        let layout = Layout::contiguous(DType::F32, &ta.ne())?;
-        Ok(self.push_node(Op::DiagMaskInf { n_past }, layout, vec![a]))
-    }
-
-    fn norm_op(&mut self, op: Op, a: TensorId, eps: f32) -> Result<TensorId> {
-        let name = op.name();
-        let ta = self.check(a)?;
-        if ta.dtype() != DType::F32 {
-            return Err(Error::dtype(name, ta.dtype(), "src0 must be F32"));
-        }
-        if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::param(name, format!("eps {eps} must be finite, >= 0")));
-        }
-        let layout = Layout::contiguous(DType::F32, &ta.ne())?;
-        Ok(self.push_node(op, layout, vec![a]))
+        self.node(Op::DiagMaskInf { n_past }, vec![a])
     }
 
     /// Each row divided by its root mean square (plus `eps`).
     pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
-        self.norm_op(Op::RmsNorm { eps }, a, eps)
+        self.node(Op::RmsNorm { eps }, vec![a])
     }
 
     /// Each row normalized to zero mean and unit variance (plus `eps`).
     pub fn norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
-        self.norm_op(Op::Norm { eps }, a, eps)
+        self.node(Op::Norm { eps }, vec![a])
     }
 
     /// Rotary position embedding of `a` (`[head_dim, n_head, n_tokens, 1]`, F32) at the I32
@@ -789,102 +522,31 @@ impl Graph {
         freq_factors: Option<TensorId>,
         p: RopeParams,
     ) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        let tp = self.check(pos)?;
-        if ta.dtype() != DType::F32 {
-            return Err(Error::dtype("ROPE", ta.dtype(), "src0 must be F32"));
-        }
-        if tp.dtype() != DType::I32 {
-            return Err(Error::dtype("ROPE", tp.dtype(), "positions must be I32"));
-        }
-        let (na, np) = (ta.ne(), tp.ne());
-        if np[1..] != [1, 1, 1] || np[0] != na[2] {
-            return Err(Error::shape(
-                "ROPE",
-                format!(
-                    "positions {} must be a vector of src0's ne2 = {} (src0 {})",
-                    fmt_shape(&np),
-                    na[2],
-                    fmt_shape(&na)
-                ),
-            ));
-        }
-        if p.n_dims == 0 || !p.n_dims.is_multiple_of(2) || p.n_dims > na[0] {
-            return Err(Error::param(
-                "ROPE",
-                format!("n_dims {} must be even, > 0 and at most ne0 = {}", p.n_dims, na[0]),
-            ));
-        }
-        if p.mode != ROPE_MODE_NORMAL && p.mode != ROPE_MODE_NEOX {
-            return Err(Error::param(
-                "ROPE",
-                format!("mode {} is not 0 (normal) or 2 (NeoX)", p.mode),
-            ));
-        }
-        let floats =
-            [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow];
-        if floats.iter().any(|f| !f.is_finite()) || p.freq_base <= 0.0 {
-            return Err(Error::param(
-                "ROPE",
-                format!(
-                    "freq_base {}, freq_scale {}, ext_factor {}, attn_factor {}, beta_fast {} and \
-                     beta_slow {} must be finite, freq_base > 0",
-                    p.freq_base,
-                    p.freq_scale,
-                    p.ext_factor,
-                    p.attn_factor,
-                    p.beta_fast,
-                    p.beta_slow
-                ),
-            ));
-        }
         let mut src = vec![a, pos];
-        if let Some(f) = freq_factors {
-            let tf = self.check(f)?;
-            if tf.dtype() != DType::F32 {
-                return Err(Error::dtype("ROPE", tf.dtype(), "frequency factors must be F32"));
-            }
-            if tf.ne()[0] < p.n_dims / 2 {
-                return Err(Error::shape(
-                    "ROPE",
-                    format!(
-                        "frequency factors {} need at least n_dims / 2 = {} values",
-                        fmt_shape(&tf.ne()),
-                        p.n_dims / 2
-                    ),
-                ));
-            }
-            src.push(f);
-        }
-        let layout = Layout::contiguous(DType::F32, &na)?;
-        Ok(self.push_node(Op::Rope(p), layout, src))
+        src.extend(freq_factors);
+        self.node(Op::Rope(p), src)
     }
 
     /// A gated linear unit on the halves of `a`'s rows: `act(x) * g` with `[x, g]` the two
     /// halves (`[g, x]` when `swapped`); result `[ne0 / 2, ne1, ne2, ne3]`.
     pub fn glu(&mut self, a: TensorId, op: GluOp, swapped: bool) -> Result<TensorId> {
-        let ta = self.float_operand(op.name(), a, "src0")?;
-        let mut ne = ta.ne();
-        if ne[0] % 2 != 0 {
-            return Err(Error::shape(op.name(), format!("src0 ne0 = {} is not even", ne[0])));
-        }
-        ne[0] /= 2;
-        let layout = Layout::contiguous(ta.dtype(), &ne)?;
-        Ok(self.push_node(Op::Glu { op, swapped }, layout, vec![a]))
+        self.node(Op::Glu { op, swapped }, vec![a])
     }
 
     /// A gated linear unit of two tensors of equal shape: `act(a) * b`.
     pub fn glu_split(&mut self, a: TensorId, b: TensorId, op: GluOp) -> Result<TensorId> {
-        let ta = self.float_operand(op.name(), a, "src0")?;
-        let tb = self.float_operand(op.name(), b, "src1")?;
-        if ta.ne() != tb.ne() {
-            return Err(Error::shape(
-                op.name(),
-                format!("src0 {} and src1 {} differ", fmt_shape(&ta.ne()), fmt_shape(&tb.ne())),
-            ));
-        }
-        let layout = Layout::contiguous(ta.dtype(), &ta.ne())?;
-        Ok(self.push_node(Op::Glu { op, swapped: false }, layout, vec![a, b]))
+        self.node(Op::Glu { op, swapped: false }, vec![a, b])
+    }
+
+    /// A gated linear unit of one operand (`glu`) or two (`glu_split`) with its `swapped` flag
+    /// as a graph document gives it (with two operands, `swapped` is refused).
+    pub(crate) fn glu_node(
+        &mut self,
+        op: GluOp,
+        swapped: bool,
+        src: &[TensorId],
+    ) -> Result<TensorId> {
+        self.node(Op::Glu { op, swapped }, src.to_vec())
     }
 
     /// `silu(x) * g` on the halves of `a`'s rows.
@@ -899,86 +561,24 @@ impl Graph {
 
     /// A contiguous copy of `a`.
     pub fn dup(&mut self, a: TensorId) -> Result<TensorId> {
-        self.copy_op(Op::Dup, a)
+        self.node(Op::Dup, vec![a])
     }
 
     /// A contiguous copy of a possibly strided `a`.
     pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
-        self.copy_op(Op::Cont, a)
-    }
-
-    fn copy_op(&mut self, op: Op, a: TensorId) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        if ta.dtype().is_quantized() && !ta.layout.rows_contiguous() {
-            return Err(Error::shape(op.name(), "quantized src0 must have contiguous rows"));
-        }
-        let layout = Layout::contiguous(ta.dtype(), &ta.ne())?;
-        Ok(self.push_node(op, layout, vec![a]))
+        self.node(Op::Cont, vec![a])
     }
 
     /// Converts `a` into the memory of `b` (same number of elements, any types but I32 to
     /// or from another type); the result is a view of `b`.
     pub fn cpy(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.check_writable("CPY", b)?;
-        let ta = self.check(a)?;
-        let tb = self.check(b)?;
-        if ta.nelements() != tb.nelements() {
-            return Err(Error::shape(
-                "CPY",
-                format!(
-                    "src0 {} and destination {} have different element counts",
-                    fmt_shape(&ta.ne()),
-                    fmt_shape(&tb.ne())
-                ),
-            ));
-        }
-        if (ta.dtype() == DType::I32) != (tb.dtype() == DType::I32) {
-            return Err(Error::dtype("CPY", DType::I32, "I32 copies only to I32"));
-        }
-        for (t, which) in [(ta, "src0"), (tb, "destination")] {
-            if t.dtype().is_quantized() && !t.layout.rows_contiguous() {
-                return Err(Error::shape("CPY", format!("quantized {which} must have dense rows")));
-            }
-        }
-        if tb.dtype().is_quantized() && ta.ne()[0] % tb.dtype().block_size() != 0 {
-            return Err(Error::shape(
-                "CPY",
-                format!("src0 rows of {} are not whole {} blocks", ta.ne()[0], tb.dtype()),
-            ));
-        }
-        let layout = tb.layout;
-        let id = self.push(Tensor {
-            layout,
-            name: String::new(),
-            flags: TensorFlags::default(),
-            op: Op::Cpy,
-            src: vec![a, b],
-            view_src: Some(b),
-            view_offs: 0,
-            storage: None,
-        });
-        Ok(id)
+        self.node(Op::Cpy, vec![a, b])
     }
 
     /// A view of the contiguous `a` with shape `ne` (same element count).
     pub fn reshape(&mut self, a: TensorId, ne: &[usize]) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        if !ta.layout.is_contiguous() {
-            return Err(Error::shape("RESHAPE", "src0 is not contiguous (make it CONT first)"));
-        }
-        let layout = Layout::contiguous(ta.dtype(), ne)?;
-        if layout.nelements() != ta.nelements() {
-            return Err(Error::shape(
-                "RESHAPE",
-                format!(
-                    "src0 {} has {} elements, shape {:?} has {}",
-                    fmt_shape(&ta.ne()),
-                    ta.nelements(),
-                    ne,
-                    layout.nelements()
-                ),
-            ));
-        }
+        let layout = shape_rules::reshape_layout(&self.check(a)?.layout, ne)?;
         Ok(self.push_view(Op::Reshape, layout, a, 0))
     }
 
@@ -991,90 +591,18 @@ impl Graph {
         nb: &[usize],
         offset: usize,
     ) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        let dtype = ta.dtype();
-        let full = normalize_shape(ne)?;
-        if nb.len() + 1 != ne.len() {
-            return Err(Error::param(
-                "VIEW",
-                format!("{} dims need {} strides, got {}", ne.len(), ne.len() - 1, nb.len()),
-            ));
-        }
-        let mut layout = Layout::contiguous(dtype, &full)?;
-        for (i, &s) in nb.iter().enumerate() {
-            layout.nb[i + 1] = s;
-        }
-        for i in nb.len() + 1..MAX_DIMS {
-            // An overflow here needs a stride above usize::MAX / 2 on a dim of 2 or more: such a
-            // view spans more than any tensor, so it is out of bounds (and must not panic).
-            layout.nb[i] = layout.nb[i - 1].checked_mul(layout.ne[i - 1]).ok_or_else(|| {
-                Error::ViewOutOfBounds {
-                    op: "VIEW".into(),
-                    reason: format!("strides {nb:?} of shape {ne:?} overflow"),
-                }
-            })?;
-        }
-        let span = (0..MAX_DIMS).try_fold(layout.row_bytes(), |acc: usize, i| {
-            let extra = if i == 0 { Some(0) } else { (layout.ne[i] - 1).checked_mul(layout.nb[i]) };
-            extra.and_then(|e| acc.checked_add(e))
-        });
-        let end = span.and_then(|s| s.checked_add(offset));
-        match end {
-            Some(end) if end <= ta.nbytes() => {}
-            _ => {
-                return Err(Error::ViewOutOfBounds {
-                    op: "VIEW".into(),
-                    reason: format!(
-                    "shape {ne:?} strides {nb:?} at offset {offset} exceed the {} bytes of src0 {}",
-                    ta.nbytes(),
-                    fmt_shape(&ta.ne())
-                ),
-                })
-            }
-        }
-        if dtype.is_quantized() && !offset.is_multiple_of(dtype.type_size()) {
-            return Err(Error::ViewOutOfBounds {
-                op: "VIEW".into(),
-                reason: format!("offset {offset} is not at a {dtype} block boundary"),
-            });
-        }
+        let layout = shape_rules::view_layout(&self.check(a)?.layout, ne, nb, offset)?;
         Ok(self.push_view(Op::View, layout, a, offset))
     }
 
     /// A view of `a` with its dims reordered: source dim `i` goes to position `axes[i]`.
     pub fn permute(&mut self, a: TensorId, axes: [usize; 4]) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        let mut seen = [false; MAX_DIMS];
-        for &ax in &axes {
-            if ax >= MAX_DIMS || seen[ax] {
-                return Err(Error::param(
-                    "PERMUTE",
-                    format!("axes {axes:?} are not a permutation of 0..4"),
-                ));
-            }
-            seen[ax] = true;
-        }
-        if ta.dtype().is_quantized() && axes[0] != 0 {
-            return Err(Error::shape("PERMUTE", "a quantized tensor's dim 0 must stay in place"));
-        }
-        let mut layout = ta.layout;
-        for (i, &ax) in axes.iter().enumerate() {
-            layout.ne[ax] = ta.layout.ne[i];
-            layout.nb[ax] = ta.layout.nb[i];
-        }
-        Ok(self.push_view(Op::Permute { axes }, layout, a, 0))
+        self.node(Op::Permute { axes }, vec![a])
     }
 
     /// A view of `a` with dims 0 and 1 swapped.
     pub fn transpose(&mut self, a: TensorId) -> Result<TensorId> {
-        let ta = self.check(a)?;
-        if ta.dtype().is_quantized() {
-            return Err(Error::shape("TRANSPOSE", "a quantized tensor cannot be transposed"));
-        }
-        let mut layout = ta.layout;
-        layout.ne.swap(0, 1);
-        layout.nb.swap(0, 1);
-        Ok(self.push_view(Op::Transpose, layout, a, 0))
+        self.node(Op::Transpose, vec![a])
     }
 
     /// For every tensor, the index (in forward order) of the last tensor that reads it, or

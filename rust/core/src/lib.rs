@@ -9,7 +9,6 @@
 pub mod alloc;
 pub mod backend;
 pub mod document;
-/// The old name of [`document`], kept while branches that use it merge (to be removed).
 pub mod dtype;
 pub mod error;
 pub mod graph;
@@ -17,6 +16,7 @@ pub mod op;
 pub mod quant;
 pub mod registry;
 pub mod sched;
+pub mod shape_rules;
 pub mod storage;
 pub mod strict_json;
 pub mod tensor;

@@ -169,7 +169,10 @@ pub enum Op {
     /// Index of the largest element of each row of a matrix: I32 `[ne1]`.
     Argmax,
     /// `a` tiled to a larger shape (each dim a multiple of `a`'s).
-    Repeat,
+    Repeat {
+        /// The shape of the result.
+        ne: [usize; 4],
+    },
     /// `a` and `b` joined along `dim`.
     Concat {
         /// The dim along which to join.
@@ -258,7 +261,7 @@ impl Op {
             Op::SumRows => "SUM_ROWS",
             Op::Mean => "MEAN",
             Op::Argmax => "ARGMAX",
-            Op::Repeat => "REPEAT",
+            Op::Repeat { .. } => "REPEAT",
             Op::Concat { .. } => "CONCAT",
             Op::MulMat => "MUL_MAT",
             Op::GetRows => "GET_ROWS",

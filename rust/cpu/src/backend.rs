@@ -43,6 +43,7 @@ pub struct CpuBackend {
     workers: Lease,
     abort: Option<AbortCallback>,
     matmul: MatMul,
+    rope_tables: rope::RopeTables,
     vectorized: AtomicU64,
 }
 
@@ -79,6 +80,7 @@ impl CpuBackend {
             workers: Lease::new(threads)?,
             abort: None,
             matmul: MatMul::new(),
+            rope_tables: rope::RopeTables::default(),
             vectorized: AtomicU64::new(0),
         })
     }
@@ -152,8 +154,10 @@ impl CpuBackend {
             self.vectorized.fetch_add(1, Ordering::Relaxed);
             return done;
         }
+        let tables = &self.rope_tables;
         // SAFETY: as for the reference below; `supports` validated the operands for the op.
-        if let Some(done) = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, aborted) } {
+        let fast = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, tables, aborted) };
+        if let Some(done) = fast {
             self.vectorized.fetch_add(1, Ordering::Relaxed);
             return done;
         }

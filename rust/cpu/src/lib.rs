@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod buffer;
 pub mod device;
+pub mod error;
 pub mod features;
 pub mod kernels;
 pub mod matmul;
@@ -15,3 +16,4 @@ pub mod workers;
 
 pub use backend::CpuBackend;
 pub use device::{CpuBackendReg, CpuDevice};
+pub use error::CpuError;

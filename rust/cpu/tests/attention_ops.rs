@@ -227,6 +227,19 @@ fn flash_attention_matches_its_definition() {
             kv_type: DType::F16,
             past: None,
         },
+        // Enough (query, head) rows per unit for the rows-in-lanes product (8 x 4 and 4 x 4),
+        // with ALiBi, a soft cap and a head size that is not a multiple of the lanes.
+        Case {
+            d: 40,
+            dv: 40,
+            heads: 8,
+            kv_heads: 2,
+            n_q: 12,
+            n_kv: 150,
+            params: AttnParams { scale: 0.3, max_bias: 8.0, softcap: 20.0 },
+            kv_type: DType::F16,
+            past: None,
+        },
         // A prompt at the start of a padded cache: 6 queries, 256 cells, the rest empty.
         Case {
             d: 256,

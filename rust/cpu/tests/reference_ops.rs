@@ -1190,6 +1190,19 @@ fn compute_op_rejects_layouts_that_do_not_fit() {
     assert!(matches!(&e, Error::UnsupportedType { op, .. } if op == "SQR"), "{e}");
     let e = unsafe { compute_op(&Op::MulMat, hd, &[ha, hb], NEVER) }.unwrap_err();
     assert!(matches!(&e, Error::ShapeMismatch { op, .. } if op == "MUL_MAT"), "{e}");
+    // The destination must be what the core's rule gives: ADD of F32 is F32, not F16.
+    let mut h = vec![0u8; 8];
+    let hh = host(Layout::contiguous(DType::F16, &[4]).unwrap(), &mut h);
+    let e = unsafe { compute_op(&Op::Add, hh, &[hb, hb], NEVER) }.unwrap_err();
+    assert!(
+        matches!(&e, Error::UnsupportedType { op, dtype: DType::F16, reason } if op == "ADD" && reason.contains("destination")),
+        "{e}"
+    );
+    // The rule's parameter checks too: ROPE's n_dims, as the graph builder refuses it.
+    let pos = host(Layout::contiguous(DType::I32, &[1]).unwrap(), &mut a);
+    let rope = Op::Rope(tessera_core::RopeParams { n_dims: 6, ..Default::default() });
+    let e = unsafe { compute_op(&rope, hd, &[hb, pos], NEVER) }.unwrap_err();
+    assert!(matches!(&e, Error::InvalidParam { op, .. } if op == "ROPE"), "{e}");
     // View ops compute nothing.
     unsafe { compute_op(&Op::Transpose, hd, &[hb], NEVER) }.unwrap();
 }

@@ -251,12 +251,14 @@ fn can_repack_refuses_other_rows_views_and_types() {
             assert!(!repack::can_repack(&f16(256, 12)), "{tier:?} F16 12 rows");
             let q5 = Layout::contiguous(DType::Q5_0, &[256, 16]).unwrap();
             assert_eq!(repack::can_repack(&q5), x86, "{tier:?} Q5_0");
-            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1, DType::Q6_K] {
+            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1, DType::Q5_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
             let q4k = Layout::contiguous(DType::Q4_K, &[256, 16]).unwrap();
             assert_eq!(repack::can_repack(&q4k), tier == Tier::Avx512Vnni, "{tier:?} Q4_K");
+            let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&q6k), tier == Tier::Avx512Vnni, "{tier:?} Q6_K");
             // A tensor that cannot be repacked is stored as written.
             let odd = Layout::contiguous(DType::Q4_0, &[64, pl.rows + 2]).unwrap();
             let plain = quantize_to_vec(DType::Q4_0, &rand_vec(64 * (pl.rows + 2), 4)).unwrap();

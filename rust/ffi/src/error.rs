@@ -210,7 +210,8 @@ fn classify(error: &Error) -> fn(String) -> TesseraError {
         Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::ReadOnly(_) => {
             |message| TesseraError::InvalidArgument { message }
         }
-        Error::UnsupportedType { .. } | Error::UnsupportedOp { .. } | Error::TierUnsupported(_) => {
+        // An op, type or capability of a device (a CPU kernel tier, `tessera_cpu::CpuError`).
+        Error::UnsupportedType { .. } | Error::UnsupportedOp { .. } | Error::Unsupported { .. } => {
             |message| TesseraError::Unsupported { message }
         }
         Error::UnknownDevice(_) => |message| TesseraError::UnknownDevice { message },
@@ -219,9 +220,7 @@ fn classify(error: &Error) -> fn(String) -> TesseraError {
             |message| TesseraError::OutOfMemory { message }
         }
         Error::Aborted => |message| TesseraError::Aborted { message },
-        Error::Cancelled => |message| TesseraError::Cancelled { message },
         Error::Backend { .. } => |message| TesseraError::Backend { message },
-        Error::Closed(_) => |message| TesseraError::Closed { message },
         Error::InGraph { error, .. } => classify(error),
         // Bugs: a tensor id from another graph, an access outside a buffer, compute before
         // allocation, a caught panic, and kinds added later until classified here.
@@ -316,6 +315,8 @@ mod tests {
             (Error::shape("ADD", s()), "ShapeMismatch"),
             (Error::ViewOutOfBounds { op: "VIEW".into(), reason: s() }, "ShapeMismatch"),
             (Error::dtype("ROPE", tessera_core::DType::I32, s()), "Unsupported"),
+            // The CPU's own error for a kernel tier the processor lacks, as it reaches the FFI.
+            (tessera_cpu::CpuError::TierUnsupported(s()).into(), "Unsupported"),
             (Error::IndexOutOfRange { op: "GET_ROWS".into(), reason: s() }, "InvalidArgument"),
             (Error::OverBudget { needed: 2, budget: 1, detail: s() }, "OutOfMemory"),
             (Error::Overflow { what: s() }, "OutOfMemory"),

@@ -1,5 +1,7 @@
-//! What the GPU kernels implement, answered per node: the op, its parameters, the types of
-//! every operand and the layout constraints of the kernels.
+//! What the GPU kernels implement, answered per node: the op's rule in tessera-core
+//! (`tessera_core::shape_rules`: the types, shapes and parameters every device takes), then
+//! only what the kernels add to it: the types they have shaders for, the ops they implement,
+//! and their layout and dispatch limits. The table gives the result of both.
 //!
 //! | op | types | constraints |
 //! |---|---|---|
@@ -30,8 +32,9 @@
 //! within the workgroup-count limits.
 
 use crate::kernels::dtype_code;
+use tessera_core::shape_rules;
 use tessera_core::tensor::Tensor;
-use tessera_core::{DType, Graph, Op, TensorId};
+use tessera_core::{DType, Graph, Layout, Op, TensorId};
 
 /// Most workgroups in one dispatch dimension.
 const MAX_GROUPS: usize = 65535;
@@ -74,12 +77,31 @@ fn is_f32_or_f16(t: &Tensor) -> bool {
     matches!(t.dtype(), DType::F32 | DType::F16)
 }
 
+/// Whether node `t` is what the op's rule in tessera-core gives for its operands (type and
+/// shape): the types and shapes that every device takes, which the checks below narrow.
+fn follows_the_op_rule(graph: &Graph, t: &Tensor) -> bool {
+    let srcs: Vec<&Layout> = t.src.iter().map(|&s| &graph.tensor(s).layout).collect();
+    match shape_rules::output_layout(&t.op, &srcs) {
+        Ok(Some(want)) => want.dtype == t.dtype() && want.ne == t.ne(),
+        Ok(None) => true,
+        Err(_) => false,
+    }
+}
+
 /// Whether the GPU kernels compute node `id` of `graph` as it is (op, parameters, operand types
 /// and layouts), given the device's largest storage binding `max_binding` in bytes.
+///
+/// The op's rule ([`shape_rules::output_layout`]) is checked first; what follows is only what
+/// the kernels add to it: the types they have shaders for (F32 and F16, no BF16 element-wise;
+/// the weight types of `shaders/quant.wgsl`), the ops they implement, head dims and dispatch
+/// limits.
 pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     let Ok(t) = graph.get(id) else { return false };
     if !t.op.computes() {
         return true;
+    }
+    if t.src.iter().any(|&s| graph.get(s).is_err()) || !follows_the_op_rule(graph, t) {
+        return false;
     }
     let ranged = matches!(t.op, Op::MulMat | Op::GetRows);
     let operands_ok = t
@@ -93,83 +115,48 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
     }
     let src = |i: usize| graph.tensor(t.src[i]);
     let elements_ok = t.nelements().div_ceil(256) <= MAX_GROUPS * MAX_GROUPS;
+    let rows_ok = t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS;
     match &t.op {
+        // F32 and F16 shaders only (the rule also takes BF16).
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
-            elements_ok && is_f32_or_f16(t) && is_f32_or_f16(src(0)) && is_f32_or_f16(src(1))
+            elements_ok && is_f32_or_f16(src(0)) && is_f32_or_f16(src(1))
         }
         Op::Scale { .. } | Op::Sqr | Op::Sqrt | Op::Clamp { .. } | Op::Unary(_) => {
-            elements_ok && is_f32_or_f16(t) && src(0).dtype() == t.dtype()
-        }
-        Op::Cpy | Op::Cont | Op::Dup => {
-            elements_ok
-                && (is_f32_or_f16(t) && is_f32_or_f16(src(0))
-                    || t.dtype() == DType::I32 && src(0).dtype() == DType::I32)
+            elements_ok && is_f32_or_f16(src(0))
         }
         Op::Glu { .. } => {
-            elements_ok
-                && is_f32_or_f16(t)
-                && is_f32_or_f16(src(0))
-                && (t.src.len() < 2 || is_f32_or_f16(src(1)))
+            elements_ok && is_f32_or_f16(src(0)) && (t.src.len() < 2 || is_f32_or_f16(src(1)))
         }
+        // Between F32 and F16, or I32 to I32 (the rule keeps I32 to I32); no block types.
+        Op::Cpy | Op::Cont | Op::Dup => {
+            elements_ok && (is_f32_or_f16(t) && is_f32_or_f16(src(0)) || t.dtype() == DType::I32)
+        }
+        // Weights of a type the shaders decode; tiles within the dispatch limits.
         Op::MulMat => {
-            let (a, b) = (src(0), src(1));
-            let (na, nb) = (a.ne(), b.ne());
-            is_weight_type(a.dtype())
-                && (is_f32_or_f16(b) || b.dtype() == DType::BF16)
-                && t.dtype() == DType::F32
-                && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+            let (na, nb) = (src(0).ne(), src(1).ne());
+            is_weight_type(src(0).dtype())
                 && na[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
                 && nb[1].div_ceil(crate::kernels::MUL_MAT_TILE) <= MAX_GROUPS
                 && nb[2] * nb[3] <= MAX_GROUPS
         }
         Op::GetRows => {
-            let a = src(0);
-            let supported = is_weight_type(a.dtype()) && t.dtype() == DType::F32
-                || a.dtype() == DType::I32 && t.dtype() == DType::I32;
-            elements_ok
-                && supported
-                && src(1).dtype() == DType::I32
-                && (!a.dtype().is_quantized() || a.layout.rows_contiguous())
+            elements_ok && (is_weight_type(src(0).dtype()) || src(0).dtype() == DType::I32)
         }
-        Op::SetRows => {
-            elements_ok
-                && is_f32_or_f16(t)
-                && src(1).dtype() == DType::F32
-                && src(2).dtype() == DType::I32
-        }
+        // Into F32 or F16 rows (the rule also takes BF16).
+        Op::SetRows => elements_ok && is_f32_or_f16(t),
         Op::FlashAttnExt(_) => {
-            let (q, k, v) = (src(0), src(1), src(2));
+            let (q, v) = (src(0), src(2));
             let max_d = crate::kernels::FLASH_ATTN_MAX_HEAD_DIM;
-            q.dtype() == DType::F32
-                && is_f32_or_f16(k)
-                && is_f32_or_f16(v)
-                && (t.src.len() < 4 || is_f32_or_f16(src(3)))
-                && q.ne()[0] <= max_d
+            q.ne()[0] <= max_d
                 && v.ne()[0] <= max_d
                 && q.ne()[1] * q.ne()[2] * q.ne()[3] <= MAX_GROUPS * MAX_GROUPS
         }
-        Op::SoftMax { .. } => {
-            t.dtype() == DType::F32
-                && src(0).dtype() == DType::F32
-                && (t.src.len() < 2 || is_f32_or_f16(src(1)))
-                && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
-        }
-        Op::RmsNorm { .. } | Op::Norm { .. } => {
-            t.dtype() == DType::F32
-                && src(0).dtype() == DType::F32
-                && t.layout.nrows() <= MAX_GROUPS * MAX_GROUPS
-        }
-        Op::Rope(p) => {
+        Op::SoftMax { .. } | Op::RmsNorm { .. } | Op::Norm { .. } => rows_ok,
+        Op::Rope(_) => {
             let ne = t.ne();
-            (p.mode == tessera_core::op::ROPE_MODE_NORMAL
-                || p.mode == tessera_core::op::ROPE_MODE_NEOX)
-                && t.dtype() == DType::F32
-                && src(0).dtype() == DType::F32
-                && src(1).dtype() == DType::I32
-                && (t.src.len() < 3 || src(2).dtype() == DType::F32)
-                && (ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3]).div_ceil(256)
-                    <= MAX_GROUPS * MAX_GROUPS
+            (ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3]).div_ceil(256) <= MAX_GROUPS * MAX_GROUPS
         }
+        // No kernels: SUM, SUM_ROWS, MEAN, ARGMAX, REPEAT, CONCAT, DIAG_MASK_INF.
         _ => false,
     }
 }

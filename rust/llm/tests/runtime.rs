@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{gemma_path, tiny_model};
+use common::{fixture, gemma_path, tiny_model};
 use std::sync::Arc;
 use tessera_core::registry::Registry;
 use tessera_gguf::GgufFile;
@@ -40,12 +40,36 @@ fn argmax(l: &[f32]) -> usize {
 const TEXT: &str =
     "Once upon a time, in a small village by the sea, there lived an old fisherman who";
 
-/// The prompt's last logits are the same in one batch, in batches of 7 and one token at a
-/// time, on Gemma (quantized weights: the kernels' integer dot products make them bit-identical)
-/// and on tiny-qwen3 (F32 / F16 weights, whose GEMV and GEMM sum in different orders).
+/// llama.cpp's largest top-40 logit difference between its flash attention on and off over
+/// Gemma's recorded prompts: how far a change of rounding in attention alone moves this model.
+fn gemma_rounding_spread() -> f32 {
+    let fx = fixture("model-gemma3.json");
+    let f32s = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+    };
+    fx["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| max_diff(&f32s(&r["top_logits"]), &f32s(&r["top_logits_fa_off"])))
+        .fold(0.0, f32::max)
+}
+
+/// The prompt's last logits agree in one batch, in batches of 7 and one token at a time, on
+/// Gemma (quantized weights) and on tiny-qwen3 (F32 / F16 weights, whose GEMV and GEMM sum in
+/// different orders). On Gemma, batches of 7 are bit-identical to one batch: the kernels' dot
+/// products are integers and attention sums every score in the same order whenever a block has
+/// at least 16 (query, head) rows. One token at a time (4 rows) sums the scores in another
+/// order, and Gemma's logits move with the rounding of attention by up to what llama.cpp's own
+/// flash attention on / off shows (measured 0.85 here against llama.cpp's 2.79); a wrong cache
+/// position or mask changes them by far more and changes the top-1.
 #[test]
 fn logits_agree_across_batch_sizes() {
-    for (path, tol) in [(gemma_path(), 0.0), (tiny_model("tiny-qwen3"), 0.25)] {
+    let gemma_tol = |batch: usize| if batch == 1 { gemma_rounding_spread() } else { 0.0 };
+    for (path, tol) in [
+        (gemma_path(), &gemma_tol as &dyn Fn(usize) -> f32),
+        (tiny_model("tiny-qwen3"), &|_| 0.25),
+    ] {
         let model = load(&path);
         let ids = model.tokenizer().encode(TEXT, true, true);
         let run =
@@ -53,7 +77,7 @@ fn logits_agree_across_batch_sizes() {
         let whole = run(512);
         for batch in [7, 1] {
             let part = run(batch);
-            let d = max_diff(&whole, &part);
+            let (d, tol) = (max_diff(&whole, &part), tol(batch));
             assert!(
                 d <= tol,
                 "{}: batches of {batch} differ by {d} (allowed {tol})",

@@ -6,14 +6,17 @@
 //! [`K_BLOCK`] keys and values, converted to F32 once. Key blocks that the mask hides from every
 //! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache).
 //! Within a block, the scores of every (query, head) row against every key are one tiled product
-//! ([`vec::dots`]) and the weighted values another ([`vec::weighted_sum`]). When
+//! ([`attn_tiles::scores_t`] with the rows in SIMD lanes when there are enough rows, else
+//! [`attn_tiles::dots_t`]), stored key-major, their softmax step one pass across the rows
+//! ([`attn_tiles::softmax_block`]) and the weighted values another product
+//! ([`attn_tiles::weighted_sum_t`]). When
 //! there are fewer (query, KV head) units than threads (generation: one query), the keys are split
 //! into ranges whose partial results (max, sum, weighted values) are merged at the end.
 //!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
 use super::fast_ops::Threads;
-use crate::kernels::vec;
+use crate::kernels::{attn_tiles, vec};
 use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
 use std::sync::Mutex;
@@ -133,29 +136,43 @@ impl Attn {
     ///
     /// The operands' pointers are valid for reads of their layouts (the backend's contract).
     unsafe fn unit(&self, u: Unit, aborted: AbortFn<'_>) -> Result<Vec<Running>> {
-        let (d, dv, nq) = (self.d, self.dv, u.q1 - u.q0);
-        let heads: Vec<usize> = (u.hk * self.group..(u.hk + 1) * self.group).collect();
-        let mut qs = vec![0f32; nq * heads.len() * d];
-        for (qi, iq) in (u.q0..u.q1).enumerate() {
-            for (hi, &h) in heads.iter().enumerate() {
-                let dst = &mut qs[(qi * heads.len() + hi) * d..][..d];
-                // SAFETY: row (iq, h, i3) of q has d F32 values (validated layout).
-                unsafe { read_f32(DType::F32, Self::row(&self.q, iq, h, u.i3), d, dst) };
+        let (d, dv, nq, g) = (self.d, self.dv, u.q1 - u.q0, self.group);
+        // Row `qi * g + hi`: query `q0 + qi` of head `hk * g + hi`.
+        let rows = nq * g;
+        let head = |i: usize| u.hk * g + i % g;
+        let mut qs = vec![0f32; rows * d];
+        for i in 0..rows {
+            let row = Self::row(&self.q, u.q0 + i / g, head(i), u.i3);
+            // SAFETY: row (iq, h, i3) of q has d F32 values (validated layout).
+            unsafe { read_f32(DType::F32, row, d, &mut qs[i * d..(i + 1) * d]) };
+        }
+        // Enough rows for the lanes: queries transposed (padding rows of zeros), keys
+        // broadcast; otherwise each (row, key) product reduced across lanes.
+        let lanes = rows >= vec::LANES;
+        let r = if lanes { rows.next_multiple_of(vec::LANES) } else { rows };
+        let mut qt = Vec::new();
+        if lanes {
+            qt = vec![0f32; d * r];
+            for i in 0..rows {
+                for c in 0..d {
+                    qt[c * r + i] = qs[i * d + c];
+                }
             }
         }
-        let g = heads.len();
-        let rows = nq * g;
-        let slopes: Vec<f32> =
-            heads.iter().map(|&h| alibi_slope(self.p.max_bias, h, self.n_head)).collect();
-        let mut max = vec![f32::NEG_INFINITY; rows];
-        let mut sum = vec![0f32; rows];
+        let mut slopes = vec![0f32; r];
+        for (i, s) in slopes.iter_mut().enumerate().take(rows) {
+            *s = alibi_slope(self.p.max_bias, head(i), self.n_head);
+        }
+        let (mut max, mut sum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
+        let mut rescale = vec![1f32; r];
         let mut acc = vec![0f32; rows * dv];
         let mut kb = vec![0f32; K_BLOCK * d];
         let mut vb = vec![0f32; K_BLOCK * dv];
         let mut mask = vec![0f32; nq * K_BLOCK];
-        // Scores of the block, then (in place) their softmax weights.
-        let mut w = vec![0f32; rows * K_BLOCK];
-        let cap = self.p.softcap;
+        // The mask key-major as the scores (padding rows see every key with bias 0).
+        let mut mask_t = vec![0f32; K_BLOCK * r];
+        // Scores of the block, key-major, then (in place) their softmax weights.
+        let mut s = vec![0f32; K_BLOCK * r];
         let mut j0 = u.k0;
         while j0 < u.k1 {
             let j1 = (j0 + K_BLOCK).min(u.k1);
@@ -178,6 +195,14 @@ impl Attn {
                 j0 = j1;
                 continue;
             }
+            if self.mask.is_some() {
+                for i in 0..rows {
+                    let qi = i / g;
+                    for j in 0..nk {
+                        mask_t[j * r + i] = mask[qi * nk + j];
+                    }
+                }
+            }
             for j in 0..nk {
                 let (kr, vr) = (
                     Self::row(&self.k, j0 + j, u.hk, u.i3),
@@ -189,45 +214,33 @@ impl Attn {
                     read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
                 }
             }
-            // Every (query, head) row against every key of the block at once.
-            vec::dots(&qs, rows, &kb[..nk * d], nk, d, &mut w[..rows * nk]);
-            for r in 0..rows {
-                let (qi, slope) = (r / g, slopes[r % g]);
-                let row = &mut w[r * nk..(r + 1) * nk];
-                for (j, s) in row.iter_mut().enumerate() {
-                    *s *= self.p.scale;
-                    if cap > 0.0 {
-                        *s = cap * (*s / cap).tanh();
-                    }
-                    if self.mask.is_some() {
-                        let m = mask[qi * nk + j];
-                        *s = if m == f32::NEG_INFINITY { m } else { *s + slope * m };
-                    }
-                }
-                let block_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                if block_max == f32::NEG_INFINITY {
-                    row.fill(0.0);
-                    continue;
-                }
-                if block_max > max[r] {
-                    let c = (max[r] - block_max).exp();
-                    sum[r] *= c;
-                    vec::scale(&mut acc[r * dv..(r + 1) * dv], c);
-                    max[r] = block_max;
-                }
-                let mut block_sum = 0.0;
-                for s in row.iter_mut() {
-                    // exp(-inf) = 0: hidden keys weigh nothing.
-                    *s = (*s - max[r]).exp();
-                    block_sum += *s;
-                }
-                sum[r] += block_sum;
+            let (kb, vb, s) = (&kb[..nk * d], &vb[..nk * dv], &mut s[..nk * r]);
+            if lanes {
+                attn_tiles::scores_t(&qt, r, kb, nk, d, s);
+            } else {
+                attn_tiles::dots_t(&qs, rows, kb, nk, d, s, r);
             }
-            vec::weighted_sum(&mut acc, rows, &w[..rows * nk], &vb[..nk * dv], nk, dv);
+            let how = attn_tiles::Scoring {
+                scale: self.p.scale,
+                softcap: self.p.softcap,
+                bias: self
+                    .mask
+                    .is_some()
+                    .then(|| attn_tiles::Bias { mask: &mask_t[..nk * r], slopes: &slopes }),
+            };
+            let run =
+                attn_tiles::RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
+            attn_tiles::softmax_block(s, r, nk, how, run);
+            for (i, &c) in rescale.iter().enumerate().take(rows) {
+                if c != 1.0 {
+                    vec::scale(&mut acc[i * dv..(i + 1) * dv], c);
+                }
+            }
+            attn_tiles::weighted_sum_t(&mut acc, rows, dv, s, r, vb, nk);
             j0 = j1;
         }
         let run = (0..rows)
-            .map(|r| Running { max: max[r], sum: sum[r], acc: acc[r * dv..(r + 1) * dv].to_vec() })
+            .map(|i| Running { max: max[i], sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
             .collect();
         Ok(run)
     }

@@ -5,7 +5,7 @@
 //! [`compute`] returns `None` for anything else (other ops and types, strided rows, odd
 //! overlaps of the result with an operand), and the backend falls back to the reference.
 
-use super::rope::{RopeCache, RowCache};
+use super::rope::{RopeCache, RopeTables};
 use crate::kernels::ew;
 use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
@@ -114,6 +114,7 @@ pub(super) unsafe fn compute(
     dst: HostTensor,
     srcs: &[HostTensor],
     threads: &Threads<'_>,
+    rope_tables: &RopeTables,
     aborted: AbortFn<'_>,
 ) -> Option<Result<()>> {
     if !rows_ok(&dst, DType::F32) || srcs.is_empty() || !rows_ok(&srcs[0], DType::F32) {
@@ -141,8 +142,11 @@ pub(super) unsafe fn compute(
             };
             Kernel::SoftMax { scale: *scale, max_bias: *max_bias, mask }
         }
-        // SAFETY: (caller) the positions and factors are valid for reads of their layouts.
-        Op::Rope(p) => Kernel::Rope(unsafe { RopeCache::new(p, srcs.get(1)?, srcs.get(2))? }),
+        Op::Rope(p) => {
+            let (pos, factors) = (srcs.get(1)?, srcs.get(2));
+            // SAFETY: (caller) the positions and factors are valid for reads of their layouts.
+            Kernel::Rope(unsafe { RopeCache::new(p, pos, factors, rope_tables)? })
+        }
         Op::Glu { op, swapped } => {
             let act: UnaryRow = match op.activation() {
                 UnaryOp::Silu => ew::silu,
@@ -177,7 +181,6 @@ pub(super) unsafe fn compute(
         let mut b_scratch =
             vec![0f32; b.map_or(0, |b| if b.aliased { b.t.layout.ne[0] } else { 0 })];
         let mut tmp = Vec::new();
-        let mut cache = RowCache::default();
         let y_rows = Rows { t: dst, aliased: false };
         for (k, r) in rows.enumerate() {
             if k % POLL_ROWS == POLL_ROWS - 1 && aborted() {
@@ -211,7 +214,7 @@ pub(super) unsafe fn compute(
                     // validation), broadcast over dims 2 and 3.
                     unsafe { soft_max_row(x, y, i, ne[2], *scale, *max_bias, mask, &mut tmp)? }
                 }
-                Kernel::Rope(rc) => rc.row(x, y, i[1], &mut cache)?,
+                Kernel::Rope(rc) => rc.row(x, y, i[1])?,
                 Kernel::Glu { act, swapped } => {
                     let (v, g) = match bx {
                         Some(g) => (x, g),

@@ -104,6 +104,7 @@ macro_rules! packed_tiled {
 
 pub mod tier;
 
+pub mod attn_tiles;
 mod blocks;
 pub mod ew;
 mod kquant;
@@ -122,6 +123,7 @@ pub use tier::{
     tier_use_count, tiers_by_type, Tier, TIER_ENV,
 };
 
+use crate::error::CpuError;
 use tessera_core::{DType, Error, Result};
 
 /// The operands of one tile-kernel call: weight rows `A_i` at `a + i * lda`, activation rows
@@ -331,11 +333,11 @@ fn raw_tile(tier: Tier, dtype: DType) -> Option<(TileFn, usize, usize)> {
 }
 
 /// The matmul kernel for weights of `dtype` under `tier` (falling back to lower tiers for
-/// types `tier` has no kernel for); [`Error::TierUnsupported`] when the CPU lacks `tier`,
-/// [`Error::UnsupportedType`] when no tier handles `dtype`.
+/// types `tier` has no kernel for); [`CpuError::TierUnsupported`] (converted) when the CPU
+/// lacks `tier`, [`Error::UnsupportedType`] when no tier handles `dtype`.
 pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
     if !tier.is_supported() {
-        return Err(Error::TierUnsupported(tier.name().into()));
+        return Err(CpuError::TierUnsupported(tier.name().into()).into());
     }
     let t = tier::tier_for_in(tier, dtype);
     let (tile, mr, nr) = raw_tile(t, dtype)
@@ -344,7 +346,7 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
-/// tier has one (AVX-512 VNNI: Q4_0, Q5_0, Q8_0, Q4_K and F16; AVX2: Q4_0, Q5_0, Q8_0 and F16; dotprod and
+/// tier has one (AVX-512 VNNI: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and F16; AVX2: Q4_0, Q5_0, Q8_0 and F16; dotprod and
 /// i8mm: Q4_0 and Q8_0).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
@@ -373,9 +375,9 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         repack::PackLayout::for_tier(tier).map(|l| repack::group_rows(l, dtype)),
         Some(mr)
     );
-    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K: plain Q8_K; F16: F32.
+    // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); Q4_K, Q6_K: plain Q8_K; F16: F32.
     let act = match dtype {
-        DType::Q4_K => DType::Q8_K,
+        DType::Q4_K | DType::Q6_K => DType::Q8_K,
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };
@@ -435,7 +437,7 @@ pub fn quantize_act(tier: Tier, act: DType, src: &[f32], dst: &mut [u8]) -> Resu
         });
     }
     if !tier.is_supported() {
-        return Err(Error::TierUnsupported(tier.name().into()));
+        return Err(CpuError::TierUnsupported(tier.name().into()).into());
     }
     #[cfg(target_arch = "x86_64")]
     if tier >= Tier::Avx2 && x86::quantize_act(act, src, dst) {

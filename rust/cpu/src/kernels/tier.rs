@@ -4,8 +4,9 @@
 //! A tier is only ever used after checking, at run time, that the CPU has its features: the
 //! crate is never compiled with `-C target-feature`, every SIMD function is a
 //! `#[target_feature]` `unsafe fn`, and forcing a tier the CPU lacks is refused with
-//! [`Error::TierUnsupported`].
+//! [`CpuError::TierUnsupported`] (as tessera-core's `Error::Unsupported`).
 
+use crate::error::CpuError;
 use crate::features::CpuFeatures;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -173,7 +174,8 @@ pub fn tier_from_env() -> Result<Option<Tier>> {
 }
 
 fn unsupported(t: Tier) -> Error {
-    Error::TierUnsupported(format!("{} (best on this CPU: {})", t.name(), detected_tier().name()))
+    let best = detected_tier().name();
+    CpuError::TierUnsupported(format!("{} (best on this CPU: {best})", t.name())).into()
 }
 
 /// The tier chosen at start-up: `TESSERA_CPU_TIER` when set to a supported tier, else the
@@ -205,8 +207,8 @@ pub fn active_tier() -> Tier {
 
 /// Forces the kernels to `tier` for the rest of the process (until forced again).
 ///
-/// Refused with [`Error::TierUnsupported`] when the running CPU lacks the tier's features; the
-/// previous tier stays in use.
+/// Refused with [`CpuError::TierUnsupported`] (as tessera-core's `Error::Unsupported`) when the
+/// running CPU lacks the tier's features; the previous tier stays in use.
 pub fn force_tier(tier: Tier) -> Result<()> {
     if !tier.is_supported() {
         return Err(unsupported(tier));

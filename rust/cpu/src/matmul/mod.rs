@@ -29,11 +29,13 @@
 mod convert;
 mod split;
 
+use crate::error::CpuError;
 use crate::kernels::repack::PackLayout;
 use crate::kernels::{self, MatKernel};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use tessera_core::{DType, Error, Layout, Result};
+use tessera_core::shape_rules;
+use tessera_core::{DType, Error, Layout, Op, Result};
 
 /// An operand of the driver: a layout, the host address of its first byte and, for weights
 /// stored repacked, their [`PackLayout`].
@@ -234,30 +236,22 @@ impl SharedPtr {
     }
 }
 
-/// Checks ggml's MUL_MAT shape rules; returns (K, M, N).
+/// Checks ggml's MUL_MAT rule (tessera-core's [`shape_rules::output_layout`]: types, shapes,
+/// weight layout), then what the driver needs beyond it: an F32 destination of the result's
+/// shape with dense rows, dense weight rows of whole blocks; returns (K, M, N).
 fn check_shapes(dst: &Layout, a: &Layout, b: &Layout) -> Result<(usize, usize, usize)> {
     let bad = |why: &str| Error::InvalidArgument(format!("mul_mat: {why}"));
-    if dst.dtype != DType::F32 || dst.nb[0] != 4 || !dst.nb[1].is_multiple_of(4) {
-        return Err(bad("dst must be F32 with dense rows"));
+    let out = shape_rules::output_layout(&Op::MulMat, &[a, b])?;
+    if out.is_none_or(|o| o.dtype != dst.dtype || o.ne != dst.ne) {
+        return Err(bad(&format!("shapes {:?} x {:?} -> {:?} do not match", a.ne, b.ne, dst.ne)));
     }
-    if !b.dtype.is_float() {
-        return Err(Error::dtype("mul_mat", b.dtype, "activations must be F32, F16 or BF16"));
+    if dst.nb[0] != 4 || !dst.nb[1].is_multiple_of(4) {
+        return Err(bad("dst must be F32 with dense rows"));
     }
     if a.nb[0] != a.dtype.type_size() {
         return Err(bad("weight rows must be dense"));
     }
     let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
-    if b.ne[0] != k
-        || dst.ne[0] != m
-        || dst.ne[1] != n
-        || dst.ne[2] != b.ne[2]
-        || dst.ne[3] != b.ne[3]
-    {
-        return Err(bad(&format!("shapes {:?} x {:?} -> {:?} do not match", a.ne, b.ne, dst.ne)));
-    }
-    if !b.ne[2].is_multiple_of(a.ne[2]) || !b.ne[3].is_multiple_of(a.ne[3]) {
-        return Err(bad("src1 dims 2 and 3 must be multiples of src0's"));
-    }
     if !k.is_multiple_of(a.dtype.block_size()) {
         return Err(Error::BlockAlignment { dtype: a.dtype, n: k, block: a.dtype.block_size() });
     }
@@ -298,7 +292,7 @@ impl MatMul {
         let kernel = match a.packed {
             None => kernels::matmul_kernel(a.layout.dtype)?,
             Some(pl) => kernels::repack::kernel_for(pl, a.layout.dtype)
-                .ok_or_else(|| Error::TierUnsupported("repacked weights".into()))?,
+                .ok_or_else(|| CpuError::TierUnsupported(format!("of repacked layout {pl:?}")))?,
         };
         // SAFETY: forwarded caller contract.
         unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }

@@ -94,7 +94,7 @@ fn run(op: &Op, dst: &Mem, srcs: &[Mem], p: &mut Poller) -> Result<()> {
         Op::SumRows => reduce::sum_rows(dst, a, false, p),
         Op::Mean => reduce::sum_rows(dst, a, true, p),
         Op::Argmax => reduce::argmax(dst, a, p),
-        Op::Repeat => copy::repeat(dst, a, p),
+        Op::Repeat { .. } => copy::repeat(dst, a, p),
         Op::Concat { dim } => copy::concat(dst, a, &srcs[1], *dim, p),
         Op::GetRows => copy::get_rows(dst, a, &srcs[1], p),
         Op::SetRows => copy::set_rows(dst, &srcs[1], &srcs[2], p),

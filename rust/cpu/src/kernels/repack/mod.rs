@@ -1,4 +1,4 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0 and Q4_K rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, Q4_K and Q6_K rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -20,9 +20,10 @@
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
-//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12), then
+//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12; Q6_K: the `d`, then byte `s`
+//! of every row's 16 `scales`), then
 //! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
-//! (`qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
+//! (`qs`; Q6_K's `ql` and `qh`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
 //! GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
@@ -34,7 +35,7 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q4_0, q4_k, q5_0, q8_0, F16_BYTES};
+use super::blocks::{q4_0, q4_k, q5_0, q6_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
@@ -139,6 +140,18 @@ const Q4_K_FIELDS: [(usize, usize); 14] = {
     f
 };
 
+/// The per-row header of a Q6_K block in a group: `d`, then each of the 16 signed scale bytes
+/// on its own (byte-planar), so that the kernel converts the scales of all rows at once.
+const Q6_K_FIELDS: [(usize, usize); 17] = {
+    let mut f = [(q6_k::D, F16_BYTES); 17];
+    let mut s = 0;
+    while s < QK_K / 16 {
+        f[1 + s] = (q6_k::SCALES + s, 1);
+        s += 1;
+    }
+    f
+};
+
 fn geometry(dtype: DType) -> Option<Geometry> {
     let quants = |at: usize, size: usize| (at, size - at);
     match dtype {
@@ -182,6 +195,15 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // The quants are `ql` then `qh` (192 bytes from the start of the block).
+        DType::Q6_K => Some(Geometry {
+            values: QK_K,
+            size: q6_k::BYTES,
+            fields: &Q6_K_FIELDS,
+            quants: (q6_k::QL, q6_k::SCALES - q6_k::QL),
+            own: None,
+            qh_masks: false,
+        }),
         _ => None,
     }
 }
@@ -218,7 +240,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q5_0, Q8_0, Q4_K and F16 are repacked",
+            "only Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));

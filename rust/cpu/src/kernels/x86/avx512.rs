@@ -139,6 +139,14 @@ packed_tiled!(
     16,
     [8, 4, 1]
 );
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q6_k,
+    packed_q6k,
+    0,
+    16,
+    [8, 4, 1]
+);
 
 /// The kernel for repacked weights of `wt`, with its tile size (16 rows, 8 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -147,6 +155,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 8)),
+        DType::Q6_K => Some((packed_q6_k as TileFn, ROWS, 8)),
         _ => None,
     }
 }
@@ -242,6 +251,100 @@ unsafe fn packed_q4k<const NR: usize, const UNUSED: u8>(
                     m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(sums[t]), m);
                 }
                 acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
+            }
+        }
+        for (j, acc_j) in acc.iter().enumerate() {
+            _mm512_storeu_ps(c.add(j * ldc), *acc_j);
+        }
+    }
+}
+
+// The kernel reads `qh` as the words after `ql`'s (both in the repacked quants).
+const _: () = assert!(q6_k::QH == q6_k::QL + 128 && q6_k::SCALES == q6_k::QH + 64);
+
+/// Repacked Q6_K weights (one group of sixteen rows) times `NR` Q8_K activation rows: each
+/// 4-value word of the sixteen rows' quants assembled as unsigned `q + 32` from its `ql` nibbles
+/// and `qh` bit pairs; per 16-value sub-block, four `vpdpbusd` give the rows' integer sums,
+/// scaled in f32 by `d * sc`; the offset 32 comes off with the activations' `bsums`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn packed_q6k<const NR: usize, const UNUSED: u8>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY: the caller guarantees this function's target features and its operands: `a` one
+    // group of sixteen repacked Q6_K rows of `k` values, `NR` Q8_K activation rows at
+    // `b + j * ldb`, and 16 writable outputs at `c + j * ldc`; every load and store below stays
+    // within them.
+    unsafe {
+        let low4 = _mm512_set1_epi8(0x0f);
+        let bits45 = _mm512_set1_epi8(0x30);
+        let mut acc = [_mm512_setzero_ps(); NR];
+        for blk in 0..k / 256 {
+            // A group's block: the sixteen d, the 16 scale bytes byte-planar (16 rows each),
+            // then the quants (`ql` then `qh`) in 4-byte words of the sixteen rows.
+            let g = a.add(blk * q6_k::BYTES * ROWS);
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+            let sp = g.add(F16_BYTES * ROWS);
+            let wsc: [__m512; 16] = std::array::from_fn(|t| {
+                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(sp.add(16 * t).cast()));
+                _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc))
+            });
+            let q = g.add((F16_BYTES + 16) * ROWS);
+            let word = |h: usize| _mm512_loadu_si512(q.add(64 * h).cast());
+            let mut tj = [_mm512_setzero_ps(); NR];
+            for n in 0..2 {
+                for m in 0..4 {
+                    // Values 128n + 32m + 4w..: the low or high nibbles of ql bytes
+                    // 64n + 32(m % 2) + 4w.. (word 16n + 8(m % 2) + w) and bits 2m, 2m + 1 of
+                    // qh bytes 32n + 4w.. (word 32 + 8n + w), moved to bits 4 and 5.
+                    let w: [__m512i; 8] = std::array::from_fn(|w| {
+                        let ql = word(16 * n + 8 * (m % 2) + w);
+                        let lo = if m < 2 { ql } else { _mm512_srli_epi16::<4>(ql) };
+                        let qh = word(32 + 8 * n + w);
+                        let hi = match m {
+                            0 => _mm512_slli_epi16::<4>(qh),
+                            1 => _mm512_slli_epi16::<2>(qh),
+                            2 => qh,
+                            _ => _mm512_srli_epi16::<2>(qh),
+                        };
+                        _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_and_si512(hi, bits45))
+                    });
+                    let t = 8 * n + 2 * m;
+                    for (j, tj) in tj.iter_mut().enumerate() {
+                        let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
+                        let act = |h: usize| {
+                            _mm512_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()))
+                        };
+                        let mut s0 = _mm512_setzero_si512();
+                        let mut s1 = _mm512_setzero_si512();
+                        for h in 0..4 {
+                            s0 = _mm512_dpbusd_epi32(s0, w[h], act(h));
+                            s1 = _mm512_dpbusd_epi32(s1, w[4 + h], act(4 + h));
+                        }
+                        *tj = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), wsc[t], *tj);
+                        *tj = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), wsc[t + 1], *tj);
+                    }
+                }
+            }
+            for (j, acc_j) in acc.iter_mut().enumerate() {
+                let p = b.add(j * ldb + blk * q8_k::BYTES);
+                let bd = std::ptr::read_unaligned(p.cast::<f32>());
+                // 32 times the activation sums of the 16 sub-blocks, as f32 in memory so that
+                // the FMAs below broadcast them straight from L1.
+                let bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                    p.add(q8_k::BSUMS).cast(),
+                )));
+                let mut sums = [0f32; 16];
+                _mm512_storeu_ps(sums.as_mut_ptr(), _mm512_mul_ps(bs, _mm512_set1_ps(32.0)));
+                let mut off = _mm512_setzero_ps();
+                for t in 0..16 {
+                    off = _mm512_fmadd_ps(wsc[t], _mm512_set1_ps(sums[t]), off);
+                }
+                *acc_j = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], off), _mm512_set1_ps(bd), *acc_j);
             }
         }
         for (j, acc_j) in acc.iter().enumerate() {

@@ -1,0 +1,900 @@
+//! The tiled products and the online-softmax step of the CPU's attention kernel, on F32 blocks
+//! stored key-major: a block of scores (then of weights) holds `s[j * r + i]` for key `j` and
+//! query row `i` of `r`, so that the softmax runs across query rows in SIMD lanes and the
+//! weighted sum of values broadcasts one weight per row.
+//!
+//! The scores come from one of two products: [`scores_t`] puts query rows in the lanes (the
+//! queries transposed once per unit of work, every key broadcast; no horizontal sums), for
+//! blocks of at least [`LANES`] query rows (prompts); [`dots_t`] reduces each (row, key) dot
+//! product across lanes, for the few rows of generation.
+//!
+//! As in [`super::vec`], each is one plain-Rust body compiled per tier (AVX-512, AVX2 + FMA,
+//! NEON, scalar without fused multiply-adds) and picked at run time.
+
+use super::tier::{active_tier, Tier};
+use super::vec::{madd, sum_lanes, LANES};
+
+/// Which bodies (and register tiles) the active tier runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    Scalar,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx512,
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Neon,
+}
+
+fn flavor() -> Flavor {
+    match active_tier() {
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512Vnni => Flavor::Avx512,
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => Flavor::Avx2,
+        #[cfg(target_arch = "aarch64")]
+        Tier::Neon | Tier::Dotprod | Tier::I8mm => Flavor::Neon,
+        _ => Flavor::Scalar,
+    }
+}
+
+/// A SIMD register of `W` F32 lanes, as the register tiles use it: arrays of these with
+/// constant sizes stay in registers once the tile loops are unrolled (which arrays of scalar
+/// lanes, 16 times as many operations to unroll, do not).
+///
+/// Every method is `unsafe`: the CPU must have the implementation's features, which the
+/// callers (functions with those target features, chosen by the active tier) guarantee, and
+/// pointers must be valid for `W` values.
+trait Reg: Copy {
+    /// Lanes.
+    const W: usize;
+    /// All lanes 0.
+    unsafe fn zero() -> Self;
+    /// All lanes `x`.
+    unsafe fn splat(x: f32) -> Self;
+    /// `W` values from `p` (any alignment).
+    unsafe fn load(p: *const f32) -> Self;
+    /// The lanes to `p` (any alignment).
+    unsafe fn store(self, p: *mut f32);
+    /// `self + a b`, fused where the tier has FMA.
+    unsafe fn madd(self, a: Self, b: Self) -> Self;
+    /// The sum of the lanes.
+    unsafe fn sum(self) -> f32 {
+        let mut lanes = [0f32; LANES];
+        // SAFETY: W <= LANES values fit the array (every implementation).
+        unsafe { self.store(lanes.as_mut_ptr()) };
+        sum_lanes(lanes)
+    }
+}
+
+/// One F32 lane without fused multiply-adds (the scalar tier).
+#[derive(Clone, Copy)]
+struct One(f32);
+
+impl Reg for One {
+    const W: usize = 1;
+    unsafe fn zero() -> Self {
+        One(0.0)
+    }
+    unsafe fn splat(x: f32) -> Self {
+        One(x)
+    }
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: p is readable (the trait's contract).
+        One(unsafe { p.read_unaligned() })
+    }
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: p is writable (the trait's contract).
+        unsafe { p.write_unaligned(self.0) }
+    }
+    unsafe fn madd(self, a: Self, b: Self) -> Self {
+        One(madd::<false>(a.0, b.0, self.0))
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon_reg {
+    use super::Reg;
+    use std::arch::aarch64::*;
+
+    /// A NEON register of 4 lanes.
+    #[derive(Clone, Copy)]
+    pub(super) struct Q(float32x4_t);
+
+    impl Reg for Q {
+        const W: usize = 4;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: NEON is baseline on aarch64.
+            Q(unsafe { vdupq_n_f32(0.0) })
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: NEON is baseline on aarch64.
+            Q(unsafe { vdupq_n_f32(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: 4 values are readable at p (the trait's contract).
+            Q(unsafe { vld1q_f32(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            // SAFETY: 4 values are writable at p (the trait's contract).
+            unsafe { vst1q_f32(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn madd(self, a: Self, b: Self) -> Self {
+            // SAFETY: NEON is baseline on aarch64.
+            Q(unsafe { vfmaq_f32(self.0, a.0, b.0) })
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86_reg {
+    use super::Reg;
+    use std::arch::x86_64::*;
+
+    /// An AVX register of 8 lanes (with FMA).
+    #[derive(Clone, Copy)]
+    pub(super) struct Y(__m256);
+
+    impl Reg for Y {
+        const W: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: the CPU has AVX (the trait's contract).
+            Y(unsafe { _mm256_setzero_ps() })
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the CPU has AVX (the trait's contract).
+            Y(unsafe { _mm256_set1_ps(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: 8 values are readable at p, and the CPU has AVX (the trait's contract).
+            Y(unsafe { _mm256_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            // SAFETY: 8 values are writable at p, and the CPU has AVX (the trait's contract).
+            unsafe { _mm256_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn madd(self, a: Self, b: Self) -> Self {
+            // SAFETY: the CPU has FMA (the trait's contract).
+            Y(unsafe { _mm256_fmadd_ps(a.0, b.0, self.0) })
+        }
+    }
+
+    /// An AVX-512 register of 16 lanes.
+    #[derive(Clone, Copy)]
+    pub(super) struct Z(__m512);
+
+    impl Reg for Z {
+        const W: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            // SAFETY: the CPU has AVX-512 F (the trait's contract).
+            Z(unsafe { _mm512_setzero_ps() })
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            // SAFETY: the CPU has AVX-512 F (the trait's contract).
+            Z(unsafe { _mm512_set1_ps(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            // SAFETY: 16 values are readable at p, and the CPU has AVX-512 F.
+            Z(unsafe { _mm512_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            // SAFETY: 16 values are writable at p, and the CPU has AVX-512 F.
+            unsafe { _mm512_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        unsafe fn madd(self, a: Self, b: Self) -> Self {
+            // SAFETY: the CPU has AVX-512 F (the trait's contract).
+            Z(unsafe { _mm512_fmadd_ps(a.0, b.0, self.0) })
+        }
+    }
+}
+
+/// `TJ` keys against `RV` registers of transposed query rows from `i0`: `TJ x RV` accumulators,
+/// each key value broadcast once, each query register loaded once per `TJ` keys.
+///
+/// # Safety
+///
+/// `V`'s features are present; rows `i0..i0 + RV * W` lie within `r` and keys `j0..j0 + TJ`
+/// within the operands (`qt`: `d x r`, `k`: keys of `d`, `out`: keys of `r`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn scores_t_tile<V: Reg, const TJ: usize, const RV: usize>(
+    qt: &[f32],
+    r: usize,
+    i0: usize,
+    k: &[f32],
+    d: usize,
+    j0: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: every access is within the bounds the caller guarantees.
+    unsafe {
+        let mut acc = [[V::zero(); RV]; TJ];
+        let (qp, kp) = (qt.as_ptr().add(i0), k.as_ptr().add(j0 * d));
+        for c in 0..d {
+            let mut q = [V::zero(); RV];
+            for (v, q) in q.iter_mut().enumerate() {
+                *q = V::load(qp.add(c * r + v * V::W));
+            }
+            for (jj, acc) in acc.iter_mut().enumerate() {
+                let x = V::splat(*kp.add(jj * d + c));
+                for v in 0..RV {
+                    acc[v] = acc[v].madd(x, q[v]);
+                }
+            }
+        }
+        let op = out.as_mut_ptr().add(j0 * r + i0);
+        for (jj, acc) in acc.iter().enumerate() {
+            for (v, a) in acc.iter().enumerate() {
+                a.store(op.add(jj * r + v * V::W));
+            }
+        }
+    }
+}
+
+/// # Safety
+///
+/// `V`'s features are present; the shapes were checked (`r` a multiple of `W`).
+#[inline(always)]
+unsafe fn scores_t_body<V: Reg, const TJ: usize, const RV: usize>(
+    qt: &[f32],
+    r: usize,
+    k: &[f32],
+    nk: usize,
+    d: usize,
+    out: &mut [f32],
+) {
+    let mut i0 = 0;
+    while i0 < r {
+        let wide = r - i0 >= RV * V::W;
+        let mut j0 = 0;
+        while j0 < nk {
+            let full = nk - j0 >= TJ;
+            // SAFETY: the tile's rows and keys are within r and nk (just checked).
+            unsafe {
+                match (wide, full) {
+                    (true, true) => scores_t_tile::<V, TJ, RV>(qt, r, i0, k, d, j0, out),
+                    (true, false) => scores_t_tile::<V, 1, RV>(qt, r, i0, k, d, j0, out),
+                    (false, true) => scores_t_tile::<V, TJ, 1>(qt, r, i0, k, d, j0, out),
+                    (false, false) => scores_t_tile::<V, 1, 1>(qt, r, i0, k, d, j0, out),
+                }
+            }
+            j0 += if full { TJ } else { 1 };
+        }
+        i0 += if wide { RV * V::W } else { V::W };
+    }
+}
+
+/// `out[j * r + i] = a_i . b_j` in `TI x TJ` register tiles, each accumulator summed across
+/// its lanes at the end (each loaded `a` register used `TJ` times, each `b` one `TI` times).
+///
+/// # Safety
+///
+/// `V`'s features are present; the shapes were checked.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn dots_t_body<V: Reg, const TI: usize, const TJ: usize>(
+    a: &[f32],
+    na: usize,
+    b: &[f32],
+    nk: usize,
+    d: usize,
+    out: &mut [f32],
+    r: usize,
+) {
+    // SAFETY: rows i0 + ii < na of a and j0 + jj < nk of b, columns below d (checked shapes).
+    let tile = |i0: usize, j0: usize, ni: usize, nj: usize, out: &mut [f32]| unsafe {
+        let mut acc = [[V::zero(); TJ]; TI];
+        let full = d / V::W * V::W;
+        let (ap, bp) = (a.as_ptr(), b.as_ptr());
+        let mut t = 0;
+        while t < full {
+            let mut y = [V::zero(); TJ];
+            for (jj, y) in y.iter_mut().enumerate().take(nj) {
+                *y = V::load(bp.add((j0 + jj) * d + t));
+            }
+            for (ii, accs) in acc.iter_mut().enumerate().take(ni) {
+                let x = V::load(ap.add((i0 + ii) * d + t));
+                for jj in 0..nj {
+                    accs[jj] = accs[jj].madd(x, y[jj]);
+                }
+            }
+            t += V::W;
+        }
+        for ii in 0..ni {
+            for jj in 0..nj {
+                let mut v = acc[ii][jj].sum();
+                for tt in full..d {
+                    v += a[(i0 + ii) * d + tt] * b[(j0 + jj) * d + tt];
+                }
+                out[(j0 + jj) * r + i0 + ii] = v;
+            }
+        }
+    };
+    for i0 in (0..na).step_by(TI) {
+        for j0 in (0..nk).step_by(TJ) {
+            tile(i0, j0, (na - i0).min(TI), (nk - j0).min(TJ), out);
+        }
+    }
+}
+
+/// `TI` accumulator rows from `i0`, `CV` registers of columns from `c0`, over every key: one
+/// weight broadcast per row, each value register loaded once per `TI` rows; keys that weigh
+/// zero for every row of the tile (hidden) are skipped.
+///
+/// # Safety
+///
+/// `V`'s features are present; rows `i0..i0 + TI` lie within the accumulator's rows and
+/// columns `c0..c0 + CV * W` within `dv`, for operands of the checked shapes.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn weighted_sum_t_tile<V: Reg, const TI: usize, const CV: usize>(
+    acc: &mut [f32],
+    dv: usize,
+    i0: usize,
+    c0: usize,
+    p: &[f32],
+    r: usize,
+    v: &[f32],
+    nk: usize,
+) {
+    // SAFETY: every access is within the bounds the caller guarantees.
+    unsafe {
+        let ap = acc.as_mut_ptr().add(i0 * dv + c0);
+        let mut t = [[V::zero(); CV]; TI];
+        for (ii, row) in t.iter_mut().enumerate() {
+            for (cv, x) in row.iter_mut().enumerate() {
+                *x = V::load(ap.add(ii * dv + cv * V::W));
+            }
+        }
+        let (pp, vp) = (p.as_ptr().add(i0), v.as_ptr().add(c0));
+        for j in 0..nk {
+            let mut w = [0f32; TI];
+            for (ii, w) in w.iter_mut().enumerate() {
+                *w = *pp.add(j * r + ii);
+            }
+            if w.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            let mut x = [V::zero(); CV];
+            for (cv, x) in x.iter_mut().enumerate() {
+                *x = V::load(vp.add(j * dv + cv * V::W));
+            }
+            for (row, &wi) in t.iter_mut().zip(&w) {
+                let wv = V::splat(wi);
+                for cv in 0..CV {
+                    row[cv] = row[cv].madd(wv, x[cv]);
+                }
+            }
+        }
+        for (ii, row) in t.iter().enumerate() {
+            for (cv, x) in row.iter().enumerate() {
+                x.store(ap.add(ii * dv + cv * V::W));
+            }
+        }
+    }
+}
+
+/// # Safety
+///
+/// `V`'s features are present; the shapes were checked.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn weighted_sum_t_body<V: Reg, const TI: usize, const CV: usize>(
+    acc: &mut [f32],
+    na: usize,
+    dv: usize,
+    p: &[f32],
+    r: usize,
+    v: &[f32],
+    nk: usize,
+) {
+    let mut i0 = 0;
+    while i0 < na {
+        let tall = na - i0 >= TI;
+        let mut c0 = 0;
+        while c0 + V::W <= dv {
+            let wide = dv - c0 >= CV * V::W;
+            // SAFETY: the tile's rows and columns are within na and dv (just checked).
+            unsafe {
+                match (tall, wide) {
+                    (true, true) => weighted_sum_t_tile::<V, TI, CV>(acc, dv, i0, c0, p, r, v, nk),
+                    (true, false) => weighted_sum_t_tile::<V, TI, 1>(acc, dv, i0, c0, p, r, v, nk),
+                    (false, true) => weighted_sum_t_tile::<V, 1, CV>(acc, dv, i0, c0, p, r, v, nk),
+                    (false, false) => weighted_sum_t_tile::<V, 1, 1>(acc, dv, i0, c0, p, r, v, nk),
+                }
+            }
+            c0 += if wide { CV * V::W } else { V::W };
+        }
+        let rows = if tall { TI } else { 1 };
+        for i in i0..i0 + rows {
+            for c in c0..dv {
+                let mut x = acc[i * dv + c];
+                for j in 0..nk {
+                    x += p[j * r + i] * v[j * dv + c];
+                }
+                acc[i * dv + c] = x;
+            }
+        }
+        i0 += rows;
+    }
+}
+
+/// `e^x` for `x <= 0` from arithmetic alone (so that it vectorizes): `2^n e^f` with `n` the
+/// nearest integer to `x / ln 2` and Cephes' degree-6 polynomial for `e^f`, `|f| <= ln 2 / 2`;
+/// within 2 ulp of `expf`, exactly 0 below -87.3 (and for -inf).
+#[inline(always)]
+fn exp_nonpositive(x: f32) -> f32 {
+    const LO: f32 = -87.3;
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits.
+    const MAGIC: f32 = 12_582_912.0;
+    let xc = x.clamp(LO, 0.0);
+    let t = xc.mul_add(LOG2E, MAGIC);
+    let n = t - MAGIC;
+    let f = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, xc));
+    let mut y = 1.987_569_1e-4_f32;
+    y = y.mul_add(f, 1.398_199_9e-3);
+    y = y.mul_add(f, 8.333_452e-3);
+    y = y.mul_add(f, 4.166_579_6e-2);
+    y = y.mul_add(f, 0.166_666_65);
+    y = y.mul_add(f, 0.5);
+    y = y.mul_add(f * f, f) + 1.0;
+    let bits = (t.to_bits().wrapping_sub(MAGIC.to_bits()) as i32 + 127) << 23;
+    let e = y * f32::from_bits(bits as u32);
+    if x < LO {
+        0.0
+    } else {
+        e
+    }
+}
+
+/// The bias of a block: `mask[j * r + i]` (key-major, as the scores) and the slope of each row.
+#[derive(Clone, Copy)]
+pub struct Bias<'a> {
+    /// Mask values of the block, key-major; -inf hides a key from a row.
+    pub mask: &'a [f32],
+    /// ALiBi slope of each row (1 without ALiBi).
+    pub slopes: &'a [f32],
+}
+
+/// What the softmax step of one block does to its scores.
+#[derive(Clone, Copy)]
+pub struct Scoring<'a> {
+    /// Applied to every score first.
+    pub scale: f32,
+    /// Soft cap `c` (scores become `c tanh(s / c)`), 0 for none.
+    pub softcap: f32,
+    /// The mask with its slopes, if any.
+    pub bias: Option<Bias<'a>>,
+}
+
+/// The running softmax of `r` rows.
+pub struct RunningRows<'a> {
+    /// Largest score of each row so far (-inf while every key was hidden).
+    pub max: &'a mut [f32],
+    /// Sum of each row's weights so far, relative to `max`.
+    pub sum: &'a mut [f32],
+    /// Set by the step: the factor by which each row's accumulated values must be multiplied
+    /// (1 when its maximum did not change).
+    pub rescale: &'a mut [f32],
+}
+
+#[inline(always)]
+fn softmax_block_body(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run: RunningRows<'_>) {
+    let RunningRows { max, sum, rescale } = run;
+    let (max, sum, rescale) = (&mut max[..r], &mut sum[..r], &mut rescale[..r]);
+    let block_max = rescale;
+    block_max.fill(f32::NEG_INFINITY);
+    for j in 0..nk {
+        let row = &mut s[j * r..][..r];
+        for x in row.iter_mut() {
+            *x *= how.scale;
+        }
+        if how.softcap > 0.0 {
+            for x in row.iter_mut() {
+                *x = how.softcap * (*x / how.softcap).tanh();
+            }
+        }
+        if let Some(b) = how.bias {
+            let (m, sl) = (&b.mask[j * r..][..r], &b.slopes[..r]);
+            for i in 0..r {
+                let x = row[i] + sl[i] * m[i];
+                row[i] = if m[i] == f32::NEG_INFINITY { f32::NEG_INFINITY } else { x };
+            }
+        }
+        for (bm, &x) in block_max.iter_mut().zip(row.iter()) {
+            *bm = bm.max(x);
+        }
+    }
+    // The new maxima; the rescale factor of each row replaces its block maximum.
+    for i in 0..r {
+        let new = max[i].max(block_max[i]);
+        let c = if new == f32::NEG_INFINITY || new == max[i] {
+            1.0
+        } else {
+            exp_nonpositive(max[i] - new)
+        };
+        sum[i] *= c;
+        max[i] = new;
+        block_max[i] = c;
+    }
+    for j in 0..nk {
+        let row = &mut s[j * r..][..r];
+        for i in 0..r {
+            // Rows with every key hidden so far keep a max of -inf: shift by 0, weights 0.
+            let shift = if max[i] == f32::NEG_INFINITY { 0.0 } else { max[i] };
+            let e = exp_nonpositive(row[i] - shift);
+            row[i] = e;
+            sum[i] += e;
+        }
+    }
+}
+
+/// Instantiates the bodies inside functions with each x86 tier's target features.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::x86_reg::{Y, Z};
+    use super::{RunningRows, Scoring};
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    pub(super) fn scores_t_avx512(
+        qt: &[f32],
+        r: usize,
+        k: &[f32],
+        nk: usize,
+        d: usize,
+        out: &mut [f32],
+    ) {
+        // SAFETY: AVX-512 F is enabled here; the caller checked the shapes.
+        unsafe { super::scores_t_body::<Z, 8, 2>(qt, r, k, nk, d, out) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scores_t(qt: &[f32], r: usize, k: &[f32], nk: usize, d: usize, out: &mut [f32]) {
+        // SAFETY: AVX2 and FMA are enabled here; the caller checked the shapes.
+        unsafe { super::scores_t_body::<Y, 4, 2>(qt, r, k, nk, d, out) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dots_t_avx512(
+        a: &[f32],
+        na: usize,
+        b: &[f32],
+        nk: usize,
+        d: usize,
+        out: &mut [f32],
+        r: usize,
+    ) {
+        // SAFETY: as in `scores_t_avx512`.
+        unsafe { super::dots_t_body::<Z, 4, 4>(a, na, b, nk, d, out, r) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dots_t(
+        a: &[f32],
+        na: usize,
+        b: &[f32],
+        nk: usize,
+        d: usize,
+        out: &mut [f32],
+        r: usize,
+    ) {
+        // SAFETY: as in `scores_t`.
+        unsafe { super::dots_t_body::<Y, 2, 4>(a, na, b, nk, d, out, r) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn weighted_sum_t_avx512(
+        acc: &mut [f32],
+        na: usize,
+        dv: usize,
+        p: &[f32],
+        r: usize,
+        v: &[f32],
+        nk: usize,
+    ) {
+        // SAFETY: as in `scores_t_avx512`.
+        unsafe { super::weighted_sum_t_body::<Z, 4, 4>(acc, na, dv, p, r, v, nk) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn weighted_sum_t(
+        acc: &mut [f32],
+        na: usize,
+        dv: usize,
+        p: &[f32],
+        r: usize,
+        v: &[f32],
+        nk: usize,
+    ) {
+        // SAFETY: as in `scores_t`.
+        unsafe { super::weighted_sum_t_body::<Y, 4, 2>(acc, na, dv, p, r, v, nk) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
+    pub(super) fn softmax_block_avx512(
+        s: &mut [f32],
+        r: usize,
+        nk: usize,
+        how: Scoring<'_>,
+        run: RunningRows<'_>,
+    ) {
+        super::softmax_block_body(s, r, nk, how, run)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn softmax_block(
+        s: &mut [f32],
+        r: usize,
+        nk: usize,
+        how: Scoring<'_>,
+        run: RunningRows<'_>,
+    ) {
+        super::softmax_block_body(s, r, nk, how, run)
+    }
+}
+
+/// `out[j * r + i] = sum_c k[j * d + c] qt[c * r + i]`: `nk` keys (rows of `d` in `k`) against
+/// `r` query rows stored transposed (`qt`: `d` rows of `r`), `r` a multiple of [`LANES`].
+///
+/// # Panics
+///
+/// When `r` is not a multiple of [`LANES`] or a slice is shorter than its rows need.
+pub fn scores_t(qt: &[f32], r: usize, k: &[f32], nk: usize, d: usize, out: &mut [f32]) {
+    assert!(
+        r.is_multiple_of(LANES) && qt.len() >= d * r && k.len() >= nk * d && out.len() >= nk * r,
+        "scores_t: shapes"
+    );
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the AVX-512 VNNI tier was chosen only on a CPU with AVX-512 F, AVX2, FMA and
+        // F16C.
+        Flavor::Avx512 => unsafe { x86::scores_t_avx512(qt, r, k, nk, d, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the AVX2 tier was chosen only on a CPU with AVX2, FMA and F16C.
+        Flavor::Avx2 => unsafe { x86::scores_t(qt, r, k, nk, d, out) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is baseline on aarch64; the shapes were checked above.
+        Flavor::Neon => unsafe { scores_t_body::<neon_reg::Q, 4, 4>(qt, r, k, nk, d, out) },
+        // SAFETY: the scalar register needs no feature; the shapes were checked above.
+        _ => unsafe { scores_t_body::<One, 4, 4>(qt, r, k, nk, d, out) },
+    }
+}
+
+/// `out[j * r + i] = a_i . b_j`: every row of `a` (`na` rows of `d` values) against every row
+/// of `b` (`nk` rows of `d`), key-major with row stride `r >= na`.
+///
+/// # Panics
+///
+/// When `r < na` or a slice is shorter than its rows need.
+pub fn dots_t(a: &[f32], na: usize, b: &[f32], nk: usize, d: usize, out: &mut [f32], r: usize) {
+    assert!(
+        r >= na && a.len() >= na * d && b.len() >= nk * d && out.len() >= nk * r,
+        "dots_t: shapes"
+    );
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx512 => unsafe { x86::dots_t_avx512(a, na, b, nk, d, out, r) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx2 => unsafe { x86::dots_t(a, na, b, nk, d, out, r) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Neon => unsafe { dots_t_body::<neon_reg::Q, 2, 4>(a, na, b, nk, d, out, r) },
+        // SAFETY: as in `scores_t`.
+        _ => unsafe { dots_t_body::<One, 2, 4>(a, na, b, nk, d, out, r) },
+    }
+}
+
+/// `acc[i * dv + c] += sum_j p[j * r + i] v[j * dv + c]` for the `na` rows of `acc` (`dv` values
+/// each), weights key-major with row stride `r >= na`, `nk` rows of `v`.
+///
+/// # Panics
+///
+/// When `r < na` or a slice is shorter than its rows need.
+pub fn weighted_sum_t(
+    acc: &mut [f32],
+    na: usize,
+    dv: usize,
+    p: &[f32],
+    r: usize,
+    v: &[f32],
+    nk: usize,
+) {
+    assert!(
+        r >= na && acc.len() >= na * dv && p.len() >= nk * r && v.len() >= nk * dv,
+        "weighted_sum_t: shapes"
+    );
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx512 => unsafe { x86::weighted_sum_t_avx512(acc, na, dv, p, r, v, nk) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx2 => unsafe { x86::weighted_sum_t(acc, na, dv, p, r, v, nk) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Neon => unsafe {
+            weighted_sum_t_body::<neon_reg::Q, 4, 4>(acc, na, dv, p, r, v, nk)
+        },
+        // SAFETY: as in `scores_t`.
+        _ => unsafe { weighted_sum_t_body::<One, 4, 4>(acc, na, dv, p, r, v, nk) },
+    }
+}
+
+/// The online-softmax step of one key-major block of scores `s` (`nk` keys of `r` rows): scores
+/// scaled, capped and biased as `how` says, each row's running maximum and sum updated, the
+/// scores replaced by their weights `e^(s - max)` (0 for hidden keys), and `run.rescale` set.
+///
+/// # Panics
+///
+/// When a slice is shorter than `r` (the running rows, the slopes) or than the block.
+pub fn softmax_block(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run: RunningRows<'_>) {
+    assert!(
+        s.len() >= nk * r
+            && run.max.len() >= r
+            && run.sum.len() >= r
+            && run.rescale.len() >= r
+            && how.bias.is_none_or(|b| b.mask.len() >= nk * r && b.slopes.len() >= r),
+        "softmax_block: shapes"
+    );
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx512 => unsafe { x86::softmax_block_avx512(s, r, nk, how, run) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx2 => unsafe { x86::softmax_block(s, r, nk, how, run) },
+        _ => softmax_block_body(s, r, nk, how, run),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    fn close(got: f32, want: f64, what: &str) {
+        assert!(
+            (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "{what}: {got} vs {want}"
+        );
+    }
+
+    #[test]
+    fn products_match_f64_on_odd_shapes() {
+        for (na, nk, d) in
+            [(1usize, 1usize, 1usize), (3, 5, 17), (8, 64, 256), (5, 7, 33), (32, 64, 256)]
+        {
+            let r = na.next_multiple_of(LANES);
+            let (a, b) = (data(na * d, 2), data(nk * d, 5));
+            let want = |i: usize, j: usize| -> f64 {
+                (0..d).map(|t| f64::from(a[i * d + t]) * f64::from(b[j * d + t])).sum()
+            };
+            let mut out = vec![f32::NAN; nk * r];
+            dots_t(&a, na, &b, nk, d, &mut out, r);
+            let mut qt = vec![0f32; d * r];
+            for i in 0..na {
+                for c in 0..d {
+                    qt[c * r + i] = a[i * d + c];
+                }
+            }
+            let mut out_t = vec![f32::NAN; nk * r];
+            scores_t(&qt, r, &b, nk, d, &mut out_t);
+            for i in 0..na {
+                for j in 0..nk {
+                    close(out[j * r + i], want(i, j), &format!("dots_t {na}x{nk}x{d} [{i},{j}]"));
+                    close(
+                        out_t[j * r + i],
+                        want(i, j),
+                        &format!("scores_t {na}x{nk}x{d} [{i},{j}]"),
+                    );
+                }
+            }
+            for dv in [d, d + 3, 64, 256] {
+                let (mut acc, mut p, v) = (data(na * dv, 9), data(nk * r, 11), data(nk * dv, 13));
+                p[0] = 0.0;
+                let acc0 = acc.clone();
+                weighted_sum_t(&mut acc, na, dv, &p, r, &v, nk);
+                for i in 0..na {
+                    for c in 0..dv {
+                        let want = f64::from(acc0[i * dv + c])
+                            + (0..nk)
+                                .map(|j| f64::from(p[j * r + i]) * f64::from(v[j * dv + c]))
+                                .sum::<f64>();
+                        close(acc[i * dv + c], want, &format!("weighted_sum_t dv={dv} [{i},{c}]"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exp_is_within_two_ulp_of_expf_and_zero_when_hidden() {
+        let mut x = 0.0f32;
+        while x > -87.0 {
+            let (got, want) = (exp_nonpositive(x), x.exp());
+            let ulp = (want.to_bits() as i64 - got.to_bits() as i64).abs();
+            assert!(ulp <= 2, "exp({x}) = {got}, expf {want} ({ulp} ulp)");
+            x -= 0.0137;
+        }
+        assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_nonpositive(-100.0), 0.0);
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+    }
+
+    #[test]
+    fn softmax_block_matches_f64_across_two_blocks() {
+        // Two blocks of 5 keys for 3 rows (stride 4), row 1 hidden from every key of the first
+        // block and row 2 from key 0 of both; row 0 with slope 0.5.
+        let (r, nk) = (4, 5);
+        let (b1, b2) = (data(nk * r, 3), data(nk * r, 8));
+        let mut mask = vec![0.25f32; nk * r];
+        for j in 0..nk {
+            mask[j * r + 1] = f32::NEG_INFINITY;
+        }
+        mask[2] = f32::NEG_INFINITY;
+        let mut mask2 = vec![-0.5f32; nk * r];
+        mask2[2] = f32::NEG_INFINITY;
+        let slopes = [0.5, 1.0, 1.0, 1.0];
+        let (mut max, mut sum, mut rescale) =
+            (vec![f32::NEG_INFINITY; r], vec![0f32; r], vec![0f32; r]);
+        let scale = 0.7;
+        let mut acc_w = vec![vec![0f64; 2 * nk]; r];
+        let mut logits = vec![vec![f64::NEG_INFINITY; 2 * nk]; r];
+        for (blk, (scores, m)) in [(&b1, &mask), (&b2, &mask2)].into_iter().enumerate() {
+            let mut s = scores.clone();
+            let how =
+                Scoring { scale, softcap: 0.0, bias: Some(Bias { mask: m, slopes: &slopes }) };
+            let run = RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
+            softmax_block(&mut s, r, nk, how, run);
+            for i in 0..3 {
+                for prev in acc_w[i][..blk * nk].iter_mut() {
+                    *prev *= f64::from(rescale[i]);
+                }
+                for j in 0..nk {
+                    acc_w[i][blk * nk + j] = f64::from(s[j * r + i]);
+                    if m[j * r + i] != f32::NEG_INFINITY {
+                        logits[i][blk * nk + j] = f64::from(scores[j * r + i]) * f64::from(scale)
+                            + f64::from(slopes[i]) * f64::from(m[j * r + i]);
+                    }
+                }
+            }
+        }
+        for i in 0..3 {
+            let mx = logits[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = logits[i].iter().map(|&l| (l - mx).exp()).sum();
+            close(sum[i], total, &format!("sum row {i}"));
+            for j in 0..2 * nk {
+                close(acc_w[i][j] as f32, (logits[i][j] - mx).exp(), &format!("weight [{i},{j}]"));
+            }
+        }
+    }
+}
