@@ -26,11 +26,28 @@
 # ggml (the default path of each: repacked where it repacks), their ratio, the ratio of the
 # plain (not repacked) paths, and the share of sdot / smmla / loads in each count. --json FILE
 # writes every count (all classes, both paths) as a JSON array.
+#
+#        scripts/arm-counts.sh model [--model GGUF] [--pp 32,64] [--tg 8,16]
+#                              [--cpus "cortex-a53 cortex-a76 max"] [--json FILE]
+# The model mode: guest instructions per token of prompt processing and of generation,
+# `tessera bench model` against llama-bench (cross-built from the same llama.cpp, its ggml at
+# the same -march levels), one thread, default model /work/models/gemma3-270m-q4_k_m.gguf.
+# Each engine runs three whole processes per CPU model, with no warm-up and one repetition:
+# (pp lo, tg lo), (pp hi, tg lo), (pp lo, tg hi); per prompt token = the difference of the
+# first two whole-run counts / (hi - lo), per generated token likewise from the first and the
+# third, so loading, set-up and exit cancel on the same footing for both engines (llama-bench
+# has no markers). Tessera's marker regions (`--count-markers`) check the differences. One qemu
+# at a time (the runs are long and the counts do not depend on the load).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
+MODE=matmul
+if [ "${1:-}" = model ]; then MODE=model; shift; fi
 JSON=""
+MODEL=/work/models/gemma3-270m-q4_k_m.gguf
+PPS=32,64
+TGS=8,16
 TYPES="F16,Q8_0,Q4_0,Q5_0,Q4_K,Q5_K,Q6_K"
 NS="1,16,128"
 CPUS="cortex-a53 cortex-a76 max"
@@ -48,7 +65,10 @@ while [ $# -gt 0 ]; do
         -M) M=$2; shift 2 ;;
         -K) K=$2; shift 2 ;;
         --distinct-rows) DISTINCT=$2; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        --model) MODEL=$2; shift 2 ;;
+        --pp) PPS=$2; shift 2 ;;
+        --tg) TGS=$2; shift 2 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "arm-counts: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -137,9 +157,18 @@ done
 phase "ggml built for: $(for c in $CPUS; do printf '%s ' "${MARCH[$c]}"; done)"
 
 # --- Tessera --------------------------------------------------------------------------------------
-cargo build --quiet --release -p tessera-cli --target aarch64-unknown-linux-gnu
+# With its symbols (the release profile strips them; the code is the same), so that the plugin's
+# syms=FILE can name Tessera's functions.
+CARGO_PROFILE_RELEASE_STRIP=none cargo build --quiet --release -p tessera-cli \
+    --target aarch64-unknown-linux-gnu
 TESSERA=$ROOT/target/aarch64-unknown-linux-gnu/release/tessera
 phase "tessera built"
+
+if [ "$MODE" = model ]; then
+    # The model runs: scripts/arm-counts-model.sh (llama-bench's build, the runs, the table).
+    export W LL PLUGIN TESSERA SYSROOT MODEL PPS TGS JOBS JSON CPUS t_start
+    exec bash scripts/arm-counts-model.sh
+fi
 
 # --- the runs -------------------------------------------------------------------------------------
 R=$W/runs

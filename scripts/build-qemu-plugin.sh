@@ -66,11 +66,13 @@ cc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -shared -fPIC -I"$OUT/includ
 
 # Self-test: region 1 minus region 0 is 2000 loop bodies of known classes.
 aarch64-linux-gnu-gcc -nostdlib -static -o "$OUT/selftest" "$SRC/selftest.S"
-rm -f "$OUT/selftest.jsonl"
-qemu-aarch64 -cpu max -plugin "$OUT/libinsn_count.so,out=$OUT/selftest.jsonl" "$OUT/selftest"
-python3 - "$OUT/selftest.jsonl" <<'EOF'
+rm -f "$OUT/selftest.jsonl" "$OUT/selftest.syms"
+qemu-aarch64 -cpu max \
+    -plugin "$OUT/libinsn_count.so,out=$OUT/selftest.jsonl,syms=$OUT/selftest.syms" "$OUT/selftest"
+python3 - "$OUT/selftest.jsonl" "$OUT/selftest.syms" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+syms = {s["symbol"]: s for s in map(json.loads, open(sys.argv[2]))}
 regions = [r for r in rows if r["region"] != "all"]
 assert len(regions) == 2, f"expected 2 regions, got {rows}"
 want = {"dot": 4, "mmla": 3, "load": 10, "store": 7, "simd": 7, "other": 5}
@@ -82,5 +84,16 @@ if bad:
 for r in rows:
     parts = sum(r[k] for k in want if k != "total")
     assert parts == r["total"], f"classes do not add up to the total in {r}"
+# Per function: region() = 4000 loop bodies + 2 x 16 instructions (the markers' system calls,
+# the argument move, the return; all "other"); _start = 16 instructions.
+want_region = {k: 4000 * v for k, v in want.items()}
+want_region["other"] += 32
+want_region["total"] += 32
+everything = next(r for r in rows if r["region"] == "all")
+got_region = {k: syms.get("region", {}).get(k) for k in want}
+if got_region != want_region or syms.get("_start", {}).get("total") != 16 or \
+        any(sum(s[k] for s in syms.values()) != everything[k] for k in want):
+    sys.exit(f"build-qemu-plugin: per-function self-test FAILED: {syms} (region: want "
+             f"{want_region}, _start: 16, the sum: {everything})")
 EOF
 echo "$OUT/libinsn_count.so"

@@ -2,7 +2,7 @@
  * insn_count: a qemu-user (TCG) plugin that counts the guest instructions an aarch64 program
  * executes, in total and by class, for the whole run and between count markers.
  *
- *   qemu-aarch64 -plugin target/qemu-plugin/libinsn_count.so[,out=FILE] PROGRAM ...
+ *   qemu-aarch64 -plugin target/qemu-plugin/libinsn_count.so[,out=FILE][,syms=FILE] PROGRAM ...
  *
  * Classes, from the 32-bit opcode (qemu_plugin_insn_data), so no disassembler is needed:
  *   dot    SDOT / UDOT / USDOT / SUDOT (vector and by element)
@@ -20,6 +20,11 @@
  * for the program). Each ended region is written as one line; everything the guest executed
  * between the two system calls is counted, on every guest thread (the inline adds are not
  * atomic, so runs whose threads compute at the same time are approximate).
+ *
+ * Per function (option syms=FILE): every instruction is also counted for the function (ELF
+ * symbol, qemu_plugin_insn_symbol) that its translation block starts in, over the whole run;
+ * FILE gets one JSON object per function at exit, {"symbol":"NAME","total":N,"dot":N,...}
+ * ("?" for code without a symbol qemu knows: the shared libraries that the dynamic loader maps).
  *
  * Output, at exit, to FILE (appended) or to stderr, one JSON object per line:
  *   {"region":0,"total":N,"dot":N,"mmla":N,"load":N,"store":N,"simd":N,"other":N}
@@ -54,6 +59,59 @@ static uint64_t n_regions;
 static char *out_lines; /* the region lines so far */
 static size_t out_len, out_cap;
 static const char *out_path;
+
+/* Per-function counts (syms=FILE): a table keyed by qemu's symbol-name pointer. */
+struct sym_counts {
+    const char *name;
+    uint64_t counts[N_CLASSES];
+};
+static const char *syms_path;
+static struct sym_counts **syms; /* open addressing, power-of-two capacity */
+static size_t syms_len, syms_cap;
+static struct sym_counts unknown_sym = {.name = "?"};
+
+static size_t sym_slot(struct sym_counts **table, size_t cap, const char *name)
+{
+    size_t h = (size_t)((uintptr_t)name * UINT64_C(0x9E3779B97F4A7C15) >> 17) & (cap - 1);
+    while (table[h] && table[h]->name != name) {
+        h = (h + 1) & (cap - 1);
+    }
+    return h;
+}
+
+/* The counters of the function NAME (created on first use; entries never move). */
+static struct sym_counts *sym_counts_of(const char *name)
+{
+    if (!name) {
+        return &unknown_sym;
+    }
+    if (syms_cap == 0 || 2 * (syms_len + 1) > syms_cap) {
+        size_t cap = syms_cap ? 2 * syms_cap : 1024;
+        struct sym_counts **t = calloc(cap, sizeof *t);
+        if (!t) {
+            return &unknown_sym;
+        }
+        for (size_t k = 0; k < syms_cap; k++) {
+            if (syms[k]) {
+                t[sym_slot(t, cap, syms[k]->name)] = syms[k];
+            }
+        }
+        free(syms);
+        syms = t;
+        syms_cap = cap;
+    }
+    size_t h = sym_slot(syms, syms_cap, name);
+    if (!syms[h]) {
+        struct sym_counts *e = calloc(1, sizeof *e);
+        if (!e) {
+            return &unknown_sym;
+        }
+        e->name = name;
+        syms[h] = e;
+        syms_len++;
+    }
+    return syms[h];
+}
 
 /* Load (1), store (2) or neither (0), for an instruction of the loads-and-stores group. */
 static int load_store(uint32_t i)
@@ -137,12 +195,44 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         n[classify(op)]++;
         n[C_TOTAL]++;
     }
+    struct sym_counts *sym = NULL;
+    if (syms_path && insns > 0) {
+        sym = sym_counts_of(qemu_plugin_insn_symbol(qemu_plugin_tb_get_insn(tb, 0)));
+    }
     for (int c = 0; c < N_CLASSES; c++) {
         if (n[c]) {
             qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &counts[c],
                                                      n[c]);
+            if (sym) {
+                qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                         &sym->counts[c], n[c]);
+            }
         }
     }
+}
+
+/* One line of the syms=FILE output (the name JSON-escaped). */
+static void write_sym(FILE *f, const struct sym_counts *e)
+{
+    if (e->counts[C_TOTAL] == 0) {
+        return;
+    }
+    fputs("{\"symbol\":\"", f);
+    for (const char *p = e->name; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            fprintf(f, "\\%c", ch);
+        } else if (ch < 0x20 || ch > 0x7e) {
+            fprintf(f, "\\u%04x", ch);
+        } else {
+            fputc(ch, f);
+        }
+    }
+    fputc('"', f);
+    for (int c = 0; c < N_CLASSES; c++) {
+        fprintf(f, ",\"%s\":%" PRIu64, class_names[c], e->counts[c]);
+    }
+    fputs("}\n", f);
 }
 
 static void append_line(const char *region, const uint64_t *v)
@@ -206,6 +296,20 @@ static void at_exit(qemu_plugin_id_t id, void *p)
     if (f != stderr) {
         fclose(f);
     }
+    if (syms_path) {
+        FILE *g = fopen(syms_path, "w");
+        if (!g) {
+            fprintf(stderr, "insn_count: cannot open %s\n", syms_path);
+            return;
+        }
+        for (size_t k = 0; k < syms_cap; k++) {
+            if (syms[k]) {
+                write_sym(g, syms[k]);
+            }
+        }
+        write_sym(g, &unknown_sym);
+        fclose(g);
+    }
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
@@ -218,8 +322,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int k = 0; k < argc; k++) {
         if (strncmp(argv[k], "out=", 4) == 0) {
             out_path = argv[k] + 4;
+        } else if (strncmp(argv[k], "syms=", 5) == 0) {
+            syms_path = argv[k] + 5;
         } else {
-            fprintf(stderr, "insn_count: unknown argument %s (out=FILE)\n", argv[k]);
+            fprintf(stderr, "insn_count: unknown argument %s (out=FILE, syms=FILE)\n", argv[k]);
             return -1;
         }
     }

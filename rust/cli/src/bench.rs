@@ -44,14 +44,16 @@ pub const MARK_START: u64 = 0x5445_5353_0000_0001;
 pub const MARK_STOP: u64 = 0x5445_5353_0000_0002;
 
 /// The count markers: seeks of `/dev/null` that an instruction-count plugin recognizes.
-struct Markers(std::fs::File);
+pub(crate) struct Markers(std::fs::File);
 
 impl Markers {
-    fn open() -> Result<Markers, String> {
+    /// Opens `/dev/null` for the marker seeks.
+    pub(crate) fn open() -> Result<Markers, String> {
         std::fs::File::open("/dev/null").map(Markers).map_err(|e| format!("/dev/null: {e}"))
     }
 
-    fn mark(&mut self, offset: u64) -> Result<(), String> {
+    /// Seeks to `offset` ([`MARK_START`] or [`MARK_STOP`]).
+    pub(crate) fn mark(&mut self, offset: u64) -> Result<(), String> {
         use std::io::{Seek, SeekFrom};
         self.0.seek(SeekFrom::Start(offset)).map(|_| ()).map_err(|e| format!("/dev/null: {e}"))
     }

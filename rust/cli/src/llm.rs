@@ -1,11 +1,14 @@
 //! `tessera run MODEL -p TEXT [-n N]` streams a continuation; `tessera bench model MODEL -p PP
 //! -n TG -t T,..` measures prompt and generation tokens per second as llama-bench does (random
-//! token ids, the KV cache cleared per run, the median of the runs after a warm-up).
+//! token ids, the KV cache cleared per run, the median of the runs after a warm-up). For
+//! instruction counts under an emulator (`scripts/arm-counts.sh model`) it takes `-p 0` / `-n 0`
+//! (that test left out), `--no-warmup` and `--count-markers`.
 //!
 //! `bench model --json FILE` appends one JSON object per thread count with the keys `threads`,
 //! `pp_tokens`, `tg_tokens`, `pp_tps`, `tg_tps` (and `pp_runs`, `tg_runs`, `device`, `tier`,
 //! `model`), the interface of `shared/anchor/model_compare.py`.
 
+use crate::bench::{Markers, MARK_START, MARK_STOP};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +20,7 @@ use tessera_llm::{
 };
 
 /// Options shared by `run` and `bench model`.
+#[derive(Debug)]
 struct Common {
     model: String,
     device: DeviceChoice,
@@ -177,26 +181,51 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// `tessera bench model MODEL [-p PP] [-n TG] [-t T,..] [-r REPS] [--device D] [--json FILE]`.
-pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
-    let mut c = Common {
-        model: String::new(),
-        device: DeviceChoice::Auto,
-        threads: vec![],
-        n_ctx: None,
-        n_batch: 512,
+/// The arguments of `bench model`.
+#[derive(Debug)]
+struct BenchModelArgs {
+    common: Common,
+    /// Prompt tokens per prompt run (0: no prompt test).
+    pp: usize,
+    /// Generated tokens per generation run (0: no generation test).
+    tg: usize,
+    reps: usize,
+    json: Option<String>,
+    /// `--no-warmup`: no warm-up decode before the runs.
+    no_warmup: bool,
+    /// `--count-markers`: each prompt run and each generation run between count markers.
+    count_markers: bool,
+}
+
+fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
+    let mut a = BenchModelArgs {
+        common: Common {
+            model: String::new(),
+            device: DeviceChoice::Auto,
+            threads: vec![],
+            n_ctx: None,
+            n_batch: 512,
+        },
+        pp: 512,
+        tg: 128,
+        reps: 3,
+        json: None,
+        no_warmup: false,
+        count_markers: false,
     };
-    let (mut pp, mut tg, mut reps, mut json) = (512usize, 128usize, 3usize, None);
+    let c = &mut a.common;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
-            "-p" => pp = number(value(args, &mut i, "-p")?, "-p")?,
-            "-n" => tg = number(value(args, &mut i, "-n")?, "-n")?,
-            "-r" | "--reps" => reps = number(value(args, &mut i, "-r")?, "-r")?,
+            "-p" => a.pp = number(value(args, &mut i, "-p")?, "-p")?,
+            "-n" => a.tg = number(value(args, &mut i, "-n")?, "-n")?,
+            "-r" | "--reps" => a.reps = number(value(args, &mut i, "-r")?, "-r")?,
             "-t" | "--threads" => c.threads = thread_list(value(args, &mut i, "-t")?)?,
             "-b" | "--batch" => c.n_batch = number(value(args, &mut i, "-b")?, "-b")?,
             "--device" => c.device = DeviceChoice::parse(value(args, &mut i, "--device")?),
-            "--json" => json = Some(value(args, &mut i, "--json")?.to_string()),
+            "--json" => a.json = Some(value(args, &mut i, "--json")?.to_string()),
+            "--no-warmup" => a.no_warmup = true,
+            "--count-markers" => a.count_markers = true,
             other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
             other => return Err(format!("bench model: unknown argument {other:?}")),
         }
@@ -205,16 +234,34 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
     if c.model.is_empty() {
         return Err("bench model: which model? (tessera bench model MODEL.gguf)".into());
     }
-    if pp == 0 || tg == 0 || reps == 0 {
-        return Err("bench model: -p, -n and -r must be at least 1".into());
+    if a.pp == 0 && a.tg == 0 {
+        return Err("bench model: -p and -n are both 0: nothing to measure".into());
     }
+    if a.reps == 0 {
+        return Err("bench model: -r must be at least 1".into());
+    }
+    Ok(a)
+}
+
+/// `tessera bench model MODEL [-p PP] [-n TG] [-t T,..] [-r REPS] [-b BATCH] [--device D]
+/// [--json FILE] [--no-warmup] [--count-markers]`.
+///
+/// `-p 0` or `-n 0` leaves that test out (as llama-bench does). `--no-warmup` skips the warm-up
+/// decode; `--count-markers` puts each timed prompt decode and each timed generation loop
+/// between the count markers of `bench matmul --count-markers` (for `scripts/arm-counts.sh`).
+pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
+    let BenchModelArgs { common: mut c, pp, tg, reps, json, no_warmup, count_markers } =
+        bench_model_args(args)?;
     if c.threads.is_empty() {
         c.threads = vec![tessera_cpu::device::default_threads()];
     }
+    let mut markers = if count_markers { Some(Markers::open()?) } else { None };
+    let mut mark = |offset| markers.as_mut().map_or(Ok(()), |m| m.mark(offset));
     let model = load(reg, &c)?;
     let hp = model.hparams();
     let tier = tessera_cpu::kernels::active_tier().name();
-    let toks = random_tokens(pp, hp.n_vocab);
+    // The generation reads tokens 1..=tg: a prefix of the same sequence as the prompt's.
+    let toks = random_tokens(pp.max(tg + 1), hp.n_vocab);
     let n_ctx = (pp + tg + 8).max(2048).min(hp.n_ctx_train);
     println!("| model | size | params | device | tier | threads | test | t/s |");
     println!("|---|---|---|---|---|---|---|---|");
@@ -222,35 +269,46 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
         let opts = ContextOptions { n_ctx, n_batch: c.n_batch, threads: Some(threads) };
         let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
         let err = |e: tessera_llm::LlmError| e.to_string();
-        ctx.decode(&toks[..pp.min(64)], Rows::Last).map_err(err)?; // warm-up
+        if !no_warmup {
+            ctx.decode(&toks[..pp.clamp(1, 64)], Rows::Last).map_err(err)?;
+        }
         let (mut pp_runs, mut tg_runs) = (Vec::new(), Vec::new());
         for _ in 0..reps {
-            ctx.clear();
-            let t = Instant::now();
-            ctx.decode(&toks, Rows::Last).map_err(err)?;
-            pp_runs.push(pp as f64 / t.elapsed().as_secs_f64());
-            ctx.clear();
-            ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
-            let t = Instant::now();
-            for k in 0..tg {
-                ctx.decode(&[toks[(k + 1) % toks.len()]], Rows::Last).map_err(err)?;
+            if pp > 0 {
+                ctx.clear();
+                mark(MARK_START)?;
+                let t = Instant::now();
+                ctx.decode(&toks[..pp], Rows::Last).map_err(err)?;
+                pp_runs.push(pp as f64 / t.elapsed().as_secs_f64());
+                mark(MARK_STOP)?;
             }
-            tg_runs.push(tg as f64 / t.elapsed().as_secs_f64());
+            if tg > 0 {
+                ctx.clear();
+                ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
+                mark(MARK_START)?;
+                let t = Instant::now();
+                for k in 0..tg {
+                    ctx.decode(&[toks[k + 1]], Rows::Last).map_err(err)?;
+                }
+                tg_runs.push(tg as f64 / t.elapsed().as_secs_f64());
+                mark(MARK_STOP)?;
+            }
             eprint!(".");
         }
         eprintln!();
-        let (pp_tps, tg_tps) = (median(&mut pp_runs.clone()), median(&mut tg_runs.clone()));
+        let pp_tps = (pp > 0).then(|| median(&mut pp_runs.clone()));
+        let tg_tps = (tg > 0).then(|| median(&mut tg_runs.clone()));
         let size = format!("{:.1} MiB", model.weight_bytes() as f64 / (1 << 20) as f64);
         let params = format!("{:.1} M", model.n_params() as f64 / 1e6);
         let dev = model.device().name();
-        println!(
-            "| {} | {size} | {params} | {dev} | {tier} | {threads} | pp{pp} | {pp_tps:.1} |",
-            hp.arch.name()
-        );
-        println!(
-            "| {} | {size} | {params} | {dev} | {tier} | {threads} | tg{tg} | {tg_tps:.1} |",
-            hp.arch.name()
-        );
+        for (test, tps) in [(format!("pp{pp}"), pp_tps), (format!("tg{tg}"), tg_tps)] {
+            if let Some(tps) = tps {
+                println!(
+                    "| {} | {size} | {params} | {dev} | {tier} | {threads} | {test} | {tps:.1} |",
+                    hp.arch.name()
+                );
+            }
+        }
         if let Some(path) = &json {
             let row = serde_json::json!({
                 "engine": "tessera", "model": c.model, "device": dev, "tier": tier,
@@ -267,4 +325,46 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Result<BenchModelArgs, String> {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        bench_model_args(&v)
+    }
+
+    #[test]
+    fn bench_model_defaults_are_llama_benchs() {
+        let a = args("m.gguf").unwrap();
+        assert_eq!((a.pp, a.tg, a.reps), (512, 128, 3));
+        assert!(!a.no_warmup && !a.count_markers);
+        assert_eq!(a.common.model, "m.gguf");
+    }
+
+    #[test]
+    fn bench_model_takes_the_counting_flags_and_one_empty_test() {
+        let a = args("m.gguf -p 0 -n 16 -r 1 --no-warmup --count-markers").unwrap();
+        assert_eq!((a.pp, a.tg, a.reps), (0, 16, 1));
+        assert!(a.no_warmup && a.count_markers);
+        let a = args("-p 64 -n 0 m.gguf").unwrap();
+        assert_eq!((a.pp, a.tg), (64, 0));
+    }
+
+    #[test]
+    fn bench_model_refuses_nothing_to_measure() {
+        assert!(args("m.gguf -p 0 -n 0").unwrap_err().contains("both 0"));
+        assert!(args("m.gguf -r 0").unwrap_err().contains("-r"));
+        assert!(args("-p 8").unwrap_err().contains("which model"));
+        assert!(args("m.gguf --warmup").unwrap_err().contains("--warmup"));
+    }
+
+    #[test]
+    fn generation_tokens_are_a_prefix_of_the_prompts() {
+        let long = random_tokens(64, 262144);
+        assert_eq!(random_tokens(17, 262144), long[..17]);
+        assert!(long.iter().all(|&t| (10..262143).contains(&t)));
+    }
 }
