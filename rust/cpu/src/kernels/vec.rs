@@ -173,7 +173,43 @@ pub fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `dot`.
         Flavor::X86Fma => unsafe { x86::f16_to_f32(src, dst) },
+        #[cfg(target_arch = "aarch64")]
+        Flavor::ArmFma => arm::f16_to_f32(src, dst),
         _ => f16_to_f32_half(src, dst),
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod arm {
+    use std::arch::aarch64::{float32x4_t, vst1q_f32};
+
+    /// F16 bits to F32, 4 values per `fcvtl` (base ARMv8-A: no FP16 extension needed, no
+    /// run-time check); the tail through `half`.
+    pub(super) fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
+        let n = src.len().min(dst.len());
+        let full = n / 4 * 4;
+        for (s, d) in src[..full].chunks_exact(4).zip(dst[..full].chunks_exact_mut(4)) {
+            let bits = u64::from(s[0])
+                | u64::from(s[1]) << 16
+                | u64::from(s[2]) << 32
+                | u64::from(s[3]) << 48;
+            let v: float32x4_t;
+            // SAFETY: `fcvtl` is in the base ARMv8-A SIMD instructions (NEON is baseline on
+            // aarch64); it reads and writes registers only.
+            unsafe {
+                std::arch::asm!(
+                    "fmov {t:d}, {bits}",
+                    "fcvtl {v:v}.4s, {t:v}.4h",
+                    bits = in(reg) bits,
+                    t = out(vreg) _,
+                    v = lateout(vreg) v,
+                    options(pure, nomem, nostack, preserves_flags)
+                )
+            };
+            // SAFETY: `d` holds 4 writable f32 (an exact chunk).
+            unsafe { vst1q_f32(d.as_mut_ptr(), v) };
+        }
+        super::f16_to_f32_half(&src[full..n], &mut dst[full..n]);
     }
 }
 
