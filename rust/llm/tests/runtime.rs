@@ -66,10 +66,9 @@ fn gemma_rounding_spread() -> f32 {
 #[test]
 fn logits_agree_across_batch_sizes() {
     let gemma_tol = |batch: usize| if batch == 1 { gemma_rounding_spread() } else { 0.0 };
-    for (path, tol) in [
-        (gemma_path(), &gemma_tol as &dyn Fn(usize) -> f32),
-        (tiny_model("tiny-qwen3"), &|_| 0.25),
-    ] {
+    for (path, tol) in
+        [(gemma_path(), &gemma_tol as &dyn Fn(usize) -> f32), (tiny_model("tiny-qwen3"), &|_| 0.25)]
+    {
         let model = load(&path);
         let ids = model.tokenizer().encode(TEXT, true, true);
         let run =
