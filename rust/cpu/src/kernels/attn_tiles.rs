@@ -131,76 +131,74 @@ mod neon_reg {
     }
 }
 
+/// Implements [`Reg`] for `$name($vec)`, `$w` lanes, with the intrinsics of one x86 vector
+/// width.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_reg {
+    ($doc:literal, $name:ident, $vec:ty, $w:literal,
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident) => {
+        #[doc = $doc]
+        #[derive(Clone, Copy)]
+        pub(super) struct $name($vec);
+
+        impl Reg for $name {
+            const W: usize = $w;
+            #[inline(always)]
+            unsafe fn zero() -> Self {
+                // SAFETY: the CPU has the features (the trait's contract).
+                $name(unsafe { $zero() })
+            }
+            #[inline(always)]
+            unsafe fn splat(x: f32) -> Self {
+                // SAFETY: the CPU has the features (the trait's contract).
+                $name(unsafe { $splat(x) })
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const f32) -> Self {
+                // SAFETY: W values are readable at p, and the CPU has the features.
+                $name(unsafe { $load(p) })
+            }
+            #[inline(always)]
+            unsafe fn store(self, p: *mut f32) {
+                // SAFETY: W values are writable at p, and the CPU has the features.
+                unsafe { $store(p, self.0) }
+            }
+            #[inline(always)]
+            unsafe fn madd(self, a: Self, b: Self) -> Self {
+                // SAFETY: the CPU has the features (FMA; the trait's contract).
+                $name(unsafe { $fmadd(a.0, b.0, self.0) })
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86_reg {
     use super::Reg;
     use std::arch::x86_64::*;
 
-    /// An AVX register of 8 lanes (with FMA).
-    #[derive(Clone, Copy)]
-    pub(super) struct Y(__m256);
-
-    impl Reg for Y {
-        const W: usize = 8;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            // SAFETY: the CPU has AVX (the trait's contract).
-            Y(unsafe { _mm256_setzero_ps() })
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            // SAFETY: the CPU has AVX (the trait's contract).
-            Y(unsafe { _mm256_set1_ps(x) })
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: 8 values are readable at p, and the CPU has AVX (the trait's contract).
-            Y(unsafe { _mm256_loadu_ps(p) })
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: 8 values are writable at p, and the CPU has AVX (the trait's contract).
-            unsafe { _mm256_storeu_ps(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn madd(self, a: Self, b: Self) -> Self {
-            // SAFETY: the CPU has FMA (the trait's contract).
-            Y(unsafe { _mm256_fmadd_ps(a.0, b.0, self.0) })
-        }
-    }
-
-    /// An AVX-512 register of 16 lanes.
-    #[derive(Clone, Copy)]
-    pub(super) struct Z(__m512);
-
-    impl Reg for Z {
-        const W: usize = 16;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            // SAFETY: the CPU has AVX-512 F (the trait's contract).
-            Z(unsafe { _mm512_setzero_ps() })
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            // SAFETY: the CPU has AVX-512 F (the trait's contract).
-            Z(unsafe { _mm512_set1_ps(x) })
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            // SAFETY: 16 values are readable at p, and the CPU has AVX-512 F.
-            Z(unsafe { _mm512_loadu_ps(p) })
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            // SAFETY: 16 values are writable at p, and the CPU has AVX-512 F.
-            unsafe { _mm512_storeu_ps(p, self.0) }
-        }
-        #[inline(always)]
-        unsafe fn madd(self, a: Self, b: Self) -> Self {
-            // SAFETY: the CPU has AVX-512 F (the trait's contract).
-            Z(unsafe { _mm512_fmadd_ps(a.0, b.0, self.0) })
-        }
-    }
+    x86_reg!(
+        "An AVX register of 8 lanes (with FMA).",
+        Y,
+        __m256,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_fmadd_ps
+    );
+    x86_reg!(
+        "An AVX-512 register of 16 lanes.",
+        Z,
+        __m512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_fmadd_ps
+    );
 }
 
 /// `TJ` keys against `RV` registers of transposed query rows from `i0`: `TJ x RV` accumulators,
@@ -547,112 +545,95 @@ fn softmax_block_body(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run:
     }
 }
 
-/// Instantiates the bodies inside functions with each x86 tier's target features.
+/// Instantiates the bodies inside functions with one x86 tier's target features `$feat`, on
+/// registers `$reg`, with the register tiles `$tj x $rv` (scores), `$ti x $tj2` (reduced
+/// products) and `$tw x $cv` (weighted sums).
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_bodies {
+    ($mod:ident, $feat:literal, $reg:ty, scores: [$tj:literal, $rv:literal],
+     dots: [$ti:literal, $tj2:literal], weighted: [$tw:literal, $cv:literal]) => {
+        pub(super) mod $mod {
+            use super::super::{RunningRows, Scoring};
+
+            #[target_feature(enable = $feat)]
+            pub(in super::super) fn scores_t(
+                qt: &[f32],
+                r: usize,
+                k: &[f32],
+                nk: usize,
+                d: usize,
+                out: &mut [f32],
+            ) {
+                // SAFETY: the register's features are enabled here; the caller checked the
+                // shapes.
+                unsafe { super::super::scores_t_body::<$reg, $tj, $rv>(qt, r, k, nk, d, out) }
+            }
+
+            #[target_feature(enable = $feat)]
+            #[allow(clippy::too_many_arguments)]
+            pub(in super::super) fn dots_t(
+                a: &[f32],
+                na: usize,
+                b: &[f32],
+                nk: usize,
+                d: usize,
+                out: &mut [f32],
+                r: usize,
+            ) {
+                // SAFETY: as in `scores_t`.
+                unsafe { super::super::dots_t_body::<$reg, $ti, $tj2>(a, na, b, nk, d, out, r) }
+            }
+
+            #[target_feature(enable = $feat)]
+            #[allow(clippy::too_many_arguments)]
+            pub(in super::super) fn weighted_sum_t(
+                acc: &mut [f32],
+                na: usize,
+                dv: usize,
+                p: &[f32],
+                r: usize,
+                v: &[f32],
+                nk: usize,
+            ) {
+                // SAFETY: as in `scores_t`.
+                unsafe {
+                    super::super::weighted_sum_t_body::<$reg, $tw, $cv>(acc, na, dv, p, r, v, nk)
+                }
+            }
+
+            #[target_feature(enable = $feat)]
+            pub(in super::super) fn softmax_block(
+                s: &mut [f32],
+                r: usize,
+                nk: usize,
+                how: Scoring<'_>,
+                run: RunningRows<'_>,
+            ) {
+                super::super::softmax_block_body(s, r, nk, how, run)
+            }
+        }
+    };
+}
+
+/// The bodies in each x86 tier's target features.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::x86_reg::{Y, Z};
-    use super::{RunningRows, Scoring};
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    pub(super) fn scores_t_avx512(
-        qt: &[f32],
-        r: usize,
-        k: &[f32],
-        nk: usize,
-        d: usize,
-        out: &mut [f32],
-    ) {
-        // SAFETY: AVX-512 F is enabled here; the caller checked the shapes.
-        unsafe { super::scores_t_body::<Z, 8, 2>(qt, r, k, nk, d, out) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scores_t(qt: &[f32], r: usize, k: &[f32], nk: usize, d: usize, out: &mut [f32]) {
-        // SAFETY: AVX2 and FMA are enabled here; the caller checked the shapes.
-        unsafe { super::scores_t_body::<Y, 4, 2>(qt, r, k, nk, d, out) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn dots_t_avx512(
-        a: &[f32],
-        na: usize,
-        b: &[f32],
-        nk: usize,
-        d: usize,
-        out: &mut [f32],
-        r: usize,
-    ) {
-        // SAFETY: as in `scores_t_avx512`.
-        unsafe { super::dots_t_body::<Z, 4, 4>(a, na, b, nk, d, out, r) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn dots_t(
-        a: &[f32],
-        na: usize,
-        b: &[f32],
-        nk: usize,
-        d: usize,
-        out: &mut [f32],
-        r: usize,
-    ) {
-        // SAFETY: as in `scores_t`.
-        unsafe { super::dots_t_body::<Y, 2, 4>(a, na, b, nk, d, out, r) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn weighted_sum_t_avx512(
-        acc: &mut [f32],
-        na: usize,
-        dv: usize,
-        p: &[f32],
-        r: usize,
-        v: &[f32],
-        nk: usize,
-    ) {
-        // SAFETY: as in `scores_t_avx512`.
-        unsafe { super::weighted_sum_t_body::<Z, 4, 4>(acc, na, dv, p, r, v, nk) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn weighted_sum_t(
-        acc: &mut [f32],
-        na: usize,
-        dv: usize,
-        p: &[f32],
-        r: usize,
-        v: &[f32],
-        nk: usize,
-    ) {
-        // SAFETY: as in `scores_t`.
-        unsafe { super::weighted_sum_t_body::<Y, 4, 2>(acc, na, dv, p, r, v, nk) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-    pub(super) fn softmax_block_avx512(
-        s: &mut [f32],
-        r: usize,
-        nk: usize,
-        how: Scoring<'_>,
-        run: RunningRows<'_>,
-    ) {
-        super::softmax_block_body(s, r, nk, how, run)
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn softmax_block(
-        s: &mut [f32],
-        r: usize,
-        nk: usize,
-        how: Scoring<'_>,
-        run: RunningRows<'_>,
-    ) {
-        super::softmax_block_body(s, r, nk, how, run)
-    }
+    x86_bodies!(
+        avx512,
+        "avx2,fma,f16c,avx512f",
+        super::super::x86_reg::Z,
+        scores: [8, 2],
+        dots: [4, 4],
+        weighted: [4, 4]
+    );
+    x86_bodies!(
+        avx2,
+        "avx2,fma,f16c",
+        super::super::x86_reg::Y,
+        scores: [4, 2],
+        dots: [2, 4],
+        weighted: [4, 2]
+    );
 }
 
 /// `out[j * r + i] = sum_c k[j * d + c] qt[c * r + i]`: `nk` keys (rows of `d` in `k`) against
@@ -670,10 +651,10 @@ pub fn scores_t(qt: &[f32], r: usize, k: &[f32], nk: usize, d: usize, out: &mut 
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the AVX-512 VNNI tier was chosen only on a CPU with AVX-512 F, AVX2, FMA and
         // F16C.
-        Flavor::Avx512 => unsafe { x86::scores_t_avx512(qt, r, k, nk, d, out) },
+        Flavor::Avx512 => unsafe { x86::avx512::scores_t(qt, r, k, nk, d, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the AVX2 tier was chosen only on a CPU with AVX2, FMA and F16C.
-        Flavor::Avx2 => unsafe { x86::scores_t(qt, r, k, nk, d, out) },
+        Flavor::Avx2 => unsafe { x86::avx2::scores_t(qt, r, k, nk, d, out) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: NEON is baseline on aarch64; the shapes were checked above.
         Flavor::Neon => unsafe { scores_t_body::<neon_reg::Q, 4, 4>(qt, r, k, nk, d, out) },
@@ -696,10 +677,10 @@ pub fn dots_t(a: &[f32], na: usize, b: &[f32], nk: usize, d: usize, out: &mut [f
     match flavor() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx512 => unsafe { x86::dots_t_avx512(a, na, b, nk, d, out, r) },
+        Flavor::Avx512 => unsafe { x86::avx512::dots_t(a, na, b, nk, d, out, r) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx2 => unsafe { x86::dots_t(a, na, b, nk, d, out, r) },
+        Flavor::Avx2 => unsafe { x86::avx2::dots_t(a, na, b, nk, d, out, r) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: as in `scores_t`.
         Flavor::Neon => unsafe { dots_t_body::<neon_reg::Q, 2, 4>(a, na, b, nk, d, out, r) },
@@ -730,10 +711,10 @@ pub fn weighted_sum_t(
     match flavor() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx512 => unsafe { x86::weighted_sum_t_avx512(acc, na, dv, p, r, v, nk) },
+        Flavor::Avx512 => unsafe { x86::avx512::weighted_sum_t(acc, na, dv, p, r, v, nk) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx2 => unsafe { x86::weighted_sum_t(acc, na, dv, p, r, v, nk) },
+        Flavor::Avx2 => unsafe { x86::avx2::weighted_sum_t(acc, na, dv, p, r, v, nk) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: as in `scores_t`.
         Flavor::Neon => unsafe {
@@ -763,23 +744,18 @@ pub fn softmax_block(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run: 
     match flavor() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx512 => unsafe { x86::softmax_block_avx512(s, r, nk, how, run) },
+        Flavor::Avx512 => unsafe { x86::avx512::softmax_block(s, r, nk, how, run) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `scores_t`.
-        Flavor::Avx2 => unsafe { x86::softmax_block(s, r, nk, how, run) },
+        Flavor::Avx2 => unsafe { x86::avx2::softmax_block(s, r, nk, how, run) },
         _ => softmax_block_body(s, r, nk, how, run),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::vec::tests::data;
     use super::*;
-
-    fn data(n: usize, seed: u32) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
 
     fn close(got: f32, want: f64, what: &str) {
         assert!(

@@ -229,10 +229,11 @@ fn bytemuck_f16(bits: &[u16]) -> &[f16] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn data(n: usize, seed: u32) -> Vec<f32> {
+    /// `n` deterministic values in [-1, 1) (shared with the attention tiles' tests).
+    pub(crate) fn data(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
             .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
             .collect()
