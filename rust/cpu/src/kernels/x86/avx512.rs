@@ -328,7 +328,7 @@ const P_Q3_K: u8 = 1;
 const P_Q2_K: u8 = 2;
 
 // The kernel reads the high bits' words next to the low bits' (both in the repacked quants):
-// Q6_K's `qh` after `ql`, Q3_K's `hmask` before `qs`.
+// Q6_K's `qh` after `ql` (stored by halves, `Q6_K_RUNS`), Q3_K's `hmask` before `qs`.
 const _: () = assert!(q6_k::QH == q6_k::QL + 128 && q6_k::SCALES == q6_k::QH + 64);
 const _: () = assert!(q3_k::QS == q3_k::HMASK + 32 && q3_k::SCALES == q3_k::QS + 64);
 
@@ -436,12 +436,12 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                     // The words of values 128n + 32m + 4w.. (w in 0..8).
                     let w: [__m512i; 8] = std::array::from_fn(|w| match KIND {
                         P_Q6_K => {
-                            // Low or high nibbles of ql bytes 64n + 32(m % 2) + 4w.. (word
-                            // 16n + 8(m % 2) + w), bits 2m, 2m + 1 of qh bytes 32n + 4w.. (word
-                            // 32 + 8n + w) moved to bits 4 and 5.
-                            let ql = word(16 * n + 8 * (m % 2) + w);
+                            // Low or high nibbles of ql bytes 64n + 32(m % 2) + 4w.., bits 2m,
+                            // 2m + 1 of qh bytes 32n + 4w.. moved to bits 4 and 5; half n's 16
+                            // ql words then its 8 qh words are words 24n.. (`Q6_K_RUNS`).
+                            let ql = word(24 * n + 8 * (m % 2) + w);
                             let lo = if m < 2 { ql } else { _mm512_srli_epi16::<4>(ql) };
-                            let qh = word(32 + 8 * n + w);
+                            let qh = word(24 * n + 16 + w);
                             let hi = match m {
                                 0 => _mm512_slli_epi16::<4>(qh),
                                 1 => _mm512_slli_epi16::<2>(qh),
