@@ -356,8 +356,9 @@ fn q3_k_scales(sb: &[__m128i; 12]) -> [__m128i; 16] {
 /// activation rows, per 16-value sub-block: each 4-value word of the sixteen rows' quants
 /// assembled as unsigned bytes (Q6_K: `q + 32` from `ql` nibbles and `qh` bit pairs; Q3_K:
 /// `q + 4` from `qs` bit pairs and `hmask` bits; Q2_K: `qs` bit pairs), four `vpdpbusd` give the
-/// rows' integer sums, scaled in f32 by `d * sc`; the offsets (32, 4) or Q2_K's mins
-/// (`dmin * m`) come off with the activations' `bsums`.
+/// rows' integer sums, scaled in f32 by `d * sc`; the offsets (32, 4) come off in the integer
+/// sums, which start from minus the offset times the activations' `bsums`, Q2_K's mins
+/// (`dmin * m`) in f32 with the `bsums`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed_k16<const NR: usize, const KIND: u8>(
     k: usize,
@@ -400,15 +401,14 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                 let v = if signed { _mm512_cvtepi8_epi32(x) } else { _mm512_cvtepu8_epi32(x) };
                 _mm512_mul_ps(m, _mm512_cvtepi32_ps(v))
             };
-            // d * sc per sub-block, and what multiplies the activations' sums (the offset
-            // times d * sc, or dmin * m).
+            // d * sc per sub-block, and Q2_K's dmin * m (which multiplies the activations'
+            // sums).
             let mut wsc = [_mm512_setzero_ps(); 16];
             let mut wof = [_mm512_setzero_ps(); 16];
             match KIND {
                 P_Q6_K => {
                     for t in 0..16 {
                         wsc[t] = to_f(plane(t), d, true);
-                        wof[t] = _mm512_mul_ps(wsc[t], _mm512_set1_ps(32.0));
                     }
                 }
                 P_Q3_K => {
@@ -416,7 +416,6 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                     let sc = q3_k_scales(&sb);
                     for t in 0..16 {
                         wsc[t] = to_f(_mm_sub_epi8(sc[t], _mm_set1_epi8(32)), d, true);
-                        wof[t] = _mm512_mul_ps(wsc[t], _mm512_set1_ps(4.0));
                     }
                 }
                 _ => {
@@ -426,6 +425,22 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                         wsc[t] = to_f(_mm_and_si128(x, m0f_128), d, false);
                         wof[t] = to_f(_mm_and_si128(_mm_srli_epi16::<4>(x), m0f_128), dmin, false);
                     }
+                }
+            }
+            // Q6_K / Q3_K: each sub-block's integer sums start from minus the offset (32, 4)
+            // times the activations' sum of that sub-block, in memory so that the sums are
+            // initialised with broadcasts straight from L1.
+            let mut start = [[0i32; 16]; NR];
+            if KIND != P_Q2_K {
+                for (j, start) in start.iter_mut().enumerate() {
+                    let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::BSUMS);
+                    let bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256(p.cast()));
+                    let shift = if KIND == P_Q6_K { 5 } else { 2 };
+                    let neg = _mm512_sub_epi32(
+                        _mm512_setzero_si512(),
+                        _mm512_sll_epi32(bs, _mm_cvtsi32_si128(shift)),
+                    );
+                    _mm512_storeu_si512(start.as_mut_ptr().cast(), neg);
                 }
             }
             let q = sp.add(n_sc * ROWS);
@@ -472,8 +487,8 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                         let act = |h: usize| {
                             _mm512_set1_epi32(std::ptr::read_unaligned(p.add(4 * h).cast::<i32>()))
                         };
-                        let mut s0 = _mm512_setzero_si512();
-                        let mut s1 = _mm512_setzero_si512();
+                        let mut s0 = _mm512_set1_epi32(start[j][t]);
+                        let mut s1 = _mm512_set1_epi32(start[j][t + 1]);
                         for h in 0..4 {
                             s0 = _mm512_dpbusd_epi32(s0, w[h], act(h));
                             s1 = _mm512_dpbusd_epi32(s1, w[4 + h], act(4 + h));
@@ -486,16 +501,18 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
             for (j, acc_j) in acc.iter_mut().enumerate() {
                 let p = b.add(j * ldb + blk * q8_k::BYTES);
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                // The activation sums of the 16 sub-blocks, as f32 in memory so that the FMAs
-                // below broadcast them straight from L1.
-                let bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
-                    p.add(q8_k::BSUMS).cast(),
-                )));
-                let mut sums = [0f32; 16];
-                _mm512_storeu_ps(sums.as_mut_ptr(), bs);
                 let mut off = _mm512_setzero_ps();
-                for t in 0..16 {
-                    off = _mm512_fmadd_ps(wof[t], _mm512_set1_ps(sums[t]), off);
+                if KIND == P_Q2_K {
+                    // The activation sums of the 16 sub-blocks, as f32 in memory so that the
+                    // FMAs below broadcast them straight from L1.
+                    let bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                        p.add(q8_k::BSUMS).cast(),
+                    )));
+                    let mut sums = [0f32; 16];
+                    _mm512_storeu_ps(sums.as_mut_ptr(), bs);
+                    for t in 0..16 {
+                        off = _mm512_fmadd_ps(wof[t], _mm512_set1_ps(sums[t]), off);
+                    }
                 }
                 *acc_j = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], off), _mm512_set1_ps(bd), *acc_j);
             }
