@@ -401,7 +401,10 @@ mod repacked {
             }
             let kq = dtype.block_size();
             for &(m, k) in &[(16usize, kq), (48, 3 * kq), (64, k_big)] {
-                for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
+                // With K = 4096, 120 columns of quantized activations (560 KB) span two of the
+                // driver's column chunks.
+                let wide = if k == 4096 { &[120usize][..] } else { &[] };
+                for &n in [1usize, 3, 4, 5, 8, 13, 17, 40].iter().chain(wide) {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
                     let packed = PackedWeights::new(&al, &a).unwrap();
