@@ -360,7 +360,7 @@ fn q3_k_scales(sb: &[__m128i; 12]) -> [__m128i; 16] {
 /// `q + 4` from `qs` bit pairs and `hmask` bits; Q2_K: `qs` bit pairs), four `vpdpbusd` give the
 /// rows' integer sums, scaled in f32 by `d * sc`; the offsets (32, 4) come off in the integer
 /// sums, which start from minus the offset times the activations' `bsums`, Q2_K's mins
-/// (`dmin * m`) in f32 with the `bsums`.
+/// (`dmin * m`) as integer sums of `m * bsums` (`vpdpwssd`) scaled by `dmin`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed_k16<const NR: usize, const KIND: u8>(
     k: usize,
@@ -403,10 +403,10 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                 let v = if signed { _mm512_cvtepi8_epi32(x) } else { _mm512_cvtepu8_epi32(x) };
                 _mm512_mul_ps(m, _mm512_cvtepi32_ps(v))
             };
-            // d * sc per sub-block, and Q2_K's dmin * m (which multiplies the activations'
-            // sums).
+            // d * sc per sub-block, and Q2_K's mins of sub-blocks 2i, 2i + 1 as the 16-bit
+            // halves of each row's 32-bit lane (for `vpdpwssd` with pairs of `bsums`).
             let mut wsc = [_mm512_setzero_ps(); 16];
-            let mut wof = [_mm512_setzero_ps(); 16];
+            let mut mins = [_mm512_setzero_si512(); 8];
             match KIND {
                 P_Q6_K => {
                     for t in 0..16 {
@@ -423,9 +423,15 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                 _ => {
                     let m0f_128 = _mm_set1_epi8(0x0f);
                     for t in 0..16 {
-                        let x = plane(t);
-                        wsc[t] = to_f(_mm_and_si128(x, m0f_128), d, false);
-                        wof[t] = to_f(_mm_and_si128(_mm_srli_epi16::<4>(x), m0f_128), dmin, false);
+                        wsc[t] = to_f(_mm_and_si128(plane(t), m0f_128), d, false);
+                    }
+                    for (i, m) in mins.iter_mut().enumerate() {
+                        let lo = _mm512_cvtepu8_epi32(_mm_srli_epi16::<4>(plane(2 * i)));
+                        let hi = _mm512_cvtepu8_epi32(_mm_srli_epi16::<4>(plane(2 * i + 1)));
+                        *m = _mm512_or_si512(
+                            _mm512_and_si512(lo, _mm512_set1_epi32(0x0f)),
+                            _mm512_slli_epi32::<16>(_mm512_and_si512(hi, _mm512_set1_epi32(0x0f))),
+                        );
                     }
                 }
             }
@@ -505,16 +511,14 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
                 let mut off = _mm512_setzero_ps();
                 if KIND == P_Q2_K {
-                    // The activation sums of the 16 sub-blocks, as f32 in memory so that the
-                    // FMAs below broadcast them straight from L1.
-                    let bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
-                        p.add(q8_k::BSUMS).cast(),
-                    )));
-                    let mut sums = [0f32; 16];
-                    _mm512_storeu_ps(sums.as_mut_ptr(), bs);
-                    for t in 0..16 {
-                        off = _mm512_fmadd_ps(wof[t], _mm512_set1_ps(sums[t]), off);
+                    // dmin times the sum of m * bsums, in integers: each pair of 16-bit bsums
+                    // broadcast from L1 against the rows' pairs of mins.
+                    let mut ms = _mm512_setzero_si512();
+                    for (i, m) in mins.iter().enumerate() {
+                        let pair = std::ptr::read_unaligned(p.add(q8_k::BSUMS + 4 * i).cast());
+                        ms = _mm512_dpwssd_epi32(ms, *m, _mm512_set1_epi32(pair));
                     }
+                    off = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms));
                 }
                 *acc_j = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], off), _mm512_set1_ps(bd), *acc_j);
             }
