@@ -202,7 +202,8 @@ const _: () = assert!(q5_k::QS == q5_k::QH + 32 && q4_k::QS == q4_k::SCALES + 12
 
 /// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
 /// activation rows: per 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer
-/// sums, scaled in f32 by `d * sc`; the mins are applied with the activations' `bsums`. Q5_K's
+/// sums, scaled in f32 by `d * sc`; the mins come off as integer sums of `m * bsums`
+/// (`vpdpwssd`) scaled by `dmin`. Q5_K's
 /// fifth bits come from its `qh` words (bit `2 ch` for the low nibbles of chunk `ch`, `2 ch + 1`
 /// for the high), moved to bit 4 of each quant.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -221,7 +222,6 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
     unsafe {
         let nib = _mm512_set1_epi8(0x0f);
         let bit4 = _mm512_set1_epi8(0x10);
-        let ones16 = _mm256_set1_epi16(1);
         let bsz = if KIND == P_Q5_K { q5_k::BYTES } else { q4_k::BYTES };
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
@@ -241,18 +241,24 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             let to_f = |x: __m128i, m: __m512| {
                 _mm512_mul_ps(m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x)))
             };
+            // The mins as integers in both 16-bit halves of each row's lane, for `vpdpwssd`
+            // with a sub-block's pair of 16-value `bsums`.
+            let twice = |x: __m128i| {
+                let m = _mm512_cvtepu8_epi32(x);
+                _mm512_or_si512(m, _mm512_slli_epi32::<16>(m))
+            };
             let mut wsc = [_mm512_setzero_ps(); 8];
-            let mut wmn = [_mm512_setzero_ps(); 8];
+            let mut mins = [_mm512_setzero_si512(); 8];
             for t in 0..4 {
                 wsc[t] = to_f(_mm_and_si128(sb[t], m63), d);
-                wmn[t] = to_f(_mm_and_si128(sb[t + 4], m63), dmin);
+                mins[t] = twice(_mm_and_si128(sb[t + 4], m63));
             }
             for t in 4..8 {
                 let scb = _mm_or_si128(_mm_and_si128(sb[t + 4], m0f), top2(sb[t - 4]));
                 let mnb =
                     _mm_or_si128(_mm_and_si128(_mm_srli_epi16::<4>(sb[t + 4]), m0f), top2(sb[t]));
                 wsc[t] = to_f(scb, d);
-                wmn[t] = to_f(mnb, dmin);
+                mins[t] = twice(mnb);
             }
             let (qh, q) = if KIND == P_Q5_K {
                 (g.add(q5_k::QH * ROWS), g.add(q5_k::QS * ROWS))
@@ -303,16 +309,14 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * q8_k::BYTES);
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                // The activation sums of the eight 32-value sub-blocks (pairs of bsums), as f32
-                // in memory so that the FMAs below broadcast them straight from L1.
-                let pairs =
-                    _mm256_madd_epi16(_mm256_loadu_si256(p.add(q8_k::BSUMS).cast()), ones16);
-                let mut sums = [0f32; 8];
-                _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_cvtepi32_ps(pairs));
-                let mut m = _mm512_setzero_ps();
-                for t in 0..8 {
-                    m = _mm512_fmadd_ps(wmn[t], _mm512_set1_ps(sums[t]), m);
+                // dmin times the sum of m * bsums, in integers: each sub-block's pair of 16-bit
+                // bsums broadcast from L1 against the rows' mins.
+                let mut ms = _mm512_setzero_si512();
+                for (t, m) in mins.iter().enumerate() {
+                    let pair = std::ptr::read_unaligned(p.add(q8_k::BSUMS + 4 * t).cast());
+                    ms = _mm512_dpwssd_epi32(ms, *m, _mm512_set1_epi32(pair));
                 }
+                let m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms));
                 acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
             }
         }
