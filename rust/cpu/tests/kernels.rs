@@ -400,7 +400,18 @@ mod repacked {
                 continue;
             }
             let kq = dtype.block_size();
-            for &(m, k) in &[(16usize, kq), (48, 3 * kq), (64, k_big)] {
+            // Also 5, 6 and 7 groups of rows: tiles of several groups (the ARM kernels take up
+            // to four) with one, two and three groups left over.
+            let g = repack::group_rows(repack::PackLayout::active().unwrap(), dtype);
+            let shapes = [
+                (16usize, kq),
+                (48, 3 * kq),
+                (64, k_big),
+                (5 * g, kq),
+                (6 * g, 2 * kq),
+                (7 * g, 3 * kq),
+            ];
+            for &(m, k) in &shapes {
                 for n in [1usize, 3, 4, 5, 8, 13, 17, 40] {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();

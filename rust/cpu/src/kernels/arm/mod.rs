@@ -44,6 +44,30 @@ unsafe fn f16_at(p: *const u8) -> f32 {
     out
 }
 
+/// The four f16 at `p` (unaligned, consecutive) as f32 lanes: one 8-byte load and one `fcvtl`
+/// (base ARMv8-A, as `fcvt` in [`f16_at`]).
+///
+/// # Safety
+///
+/// `p` must point to eight readable bytes.
+#[inline(always)]
+unsafe fn f16x4_at(p: *const u8) -> float32x4_t {
+    // SAFETY: caller's contract; NEON is part of every aarch64 target this crate builds for.
+    let h = unsafe { vcreate_u16(std::ptr::read_unaligned(p.cast::<u64>())) };
+    let out: float32x4_t;
+    // SAFETY: `fcvtl` (half to single precision, vector) is an ARMv8-A FP / AdvSIMD
+    // instruction; it reads and writes registers only.
+    unsafe {
+        std::arch::asm!(
+            "fcvtl {out:v}.4s, {h:v}.4h",
+            out = lateout(vreg) out,
+            h = in(vreg) h,
+            options(pure, nomem, nostack, preserves_flags)
+        )
+    };
+    out
+}
+
 /// The NEON tile kernel for weights of `wt`, with its tile size.
 pub(super) fn neon_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     neon::tile(wt)
