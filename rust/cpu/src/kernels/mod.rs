@@ -189,7 +189,6 @@ impl Tiles {
     }
 
     /// These tiles with `gemv`-row tiles for one activation row.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // The ARM tiers keep `mr`.
     pub(crate) const fn with_gemv(self, gemv: usize) -> Tiles {
         Tiles { gemv, ..self }
     }
