@@ -93,10 +93,10 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
-/// The sum of the products of two 16-byte signed vectors with `sdot`.
-macro_rules! dot16_sdot {
+/// The products of two 16-byte signed vectors with `sdot`, as four i32 lanes.
+macro_rules! dot16v_sdot {
     ($x:expr, $y:expr) => {{
-        vaddvq_s32(sdot!(vdupq_n_s32(0), $x, $y))
+        sdot!(vdupq_n_s32(0), $x, $y)
     }};
 }
 
@@ -115,7 +115,7 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
     // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot) }
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16v_sdot) }
 }
 
 /// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations with

@@ -375,24 +375,44 @@ pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
     }
 }
 
-/// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16` sums the products of two
-/// 16-byte signed vectors into an `i32`.
+/// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16v` gives the products of two
+/// 16-byte signed vectors as an `int32x4_t`. The sixteen group dots are folded into four vectors
+/// of four group sums (`addp`), times the scales widened to i32 vectors, reduced once per
+/// block.
 macro_rules! k16_body {
-    ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
+    ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16v:ident) => {{
         use crate::kernels::blocks::q8_k;
         let mut acc = [[0f32; $NR]; $MR];
         let bytes = super::k16_block_bytes($KIND);
         for blk in 0..$k / 256 {
             for i in 0..$MR {
                 let w = super::groups16::<$KIND>($a.add(i * $lda + blk * bytes));
+                let sc = vld1q_s8(w.scales.as_ptr());
+                let (sl, sh) = (vmovl_s8(vget_low_s8(sc)), vmovl_high_s8(sc));
+                let scv = [
+                    vmovl_s16(vget_low_s16(sl)),
+                    vmovl_high_s16(sl),
+                    vmovl_s16(vget_low_s16(sh)),
+                    vmovl_high_s16(sh),
+                ];
                 for j in 0..$NR {
                     let y = $b.add(j * $ldb + blk * q8_k::BYTES);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
                     let ys = y.add(q8_k::QS).cast::<i8>();
-                    let mut sumi = 0i32;
-                    for g in 0..16 {
-                        sumi += i32::from(w.scales[g]) * $dot16!(w.q[g], vld1q_s8(ys.add(16 * g)));
+                    let dot = |g: usize| $dot16v!(w.q[g], vld1q_s8(ys.add(16 * g)));
+                    // Groups 4t..4t + 4: their sums (pairwise adds of the dots' lanes).
+                    let sums = |t: usize| {
+                        let (a, b) = (
+                            vpaddq_s32(dot(4 * t), dot(4 * t + 1)),
+                            vpaddq_s32(dot(4 * t + 2), dot(4 * t + 3)),
+                        );
+                        vpaddq_s32(a, b)
+                    };
+                    let mut sumv = vmulq_s32(sums(0), scv[0]);
+                    for t in 1..4 {
+                        sumv = vmlaq_s32(sumv, sums(t), scv[t]);
                     }
+                    let sumi = vaddvq_s32(sumv);
                     acc[i][j] += w.d * bd * sumi as f32;
                     if $KIND == super::K16_Q2 {
                         let bs = y.add(q8_k::BSUMS);

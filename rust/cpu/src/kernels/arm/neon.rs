@@ -183,12 +183,12 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon) }
 }
 
-/// The sum of the products of two 16-byte signed vectors with widening multiplies.
-macro_rules! dot16_neon {
+/// The products of two 16-byte signed vectors with widening multiplies, as four i32 lanes.
+macro_rules! dot16v_neon {
     ($x:expr, $y:expr) => {{
         let (x, y): (int8x16_t, int8x16_t) = ($x, $y);
         let s = vpaddlq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y)));
-        vaddvq_s32(vpadalq_s16(s, vmull_high_s8(x, y)))
+        vpadalq_s16(s, vmull_high_s8(x, y))
     }};
 }
 
@@ -207,7 +207,7 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
     // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon) }
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16v_neon) }
 }
 
 /// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations.
