@@ -400,7 +400,18 @@ mod repacked {
                 continue;
             }
             let kq = dtype.block_size();
-            for &(m, k) in &[(16usize, kq), (48, 3 * kq), (64, k_big)] {
+            // Also 5, 6 and 7 groups of rows: tiles of several groups (the ARM kernels take up
+            // to four) with one, two and three groups left over.
+            let g = repack::group_rows(repack::PackLayout::active().unwrap(), dtype);
+            let shapes = [
+                (16usize, kq),
+                (48, 3 * kq),
+                (64, k_big),
+                (5 * g, kq),
+                (6 * g, 2 * kq),
+                (7 * g, 3 * kq),
+            ];
+            for &(m, k) in &shapes {
                 // With K = 4096, 120 columns of quantized activations (560 KB) span two of the
                 // driver's column chunks.
                 let wide = if k == 4096 { &[120usize][..] } else { &[] };

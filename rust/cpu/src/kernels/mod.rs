@@ -73,7 +73,9 @@ pub(crate) use tiled;
 /// Defines the [`TileFn`] `$name` for repacked weights: one group of `$rows` interleaved rows
 /// (the `mr` the driver passes) times the activation rows, in kernels `$group::<N, $flag>(k, a,
 /// b, ldb, c, ldc)` of `N` activation rows taken widest first from `[$($n),+]`, whose last
-/// width must be 1 (`a` is the group).
+/// width must be 1 (`a` is the group). (The x86 tiers' packed kernels; the ARM ones have tiles of
+/// several groups.)
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_macros))]
 macro_rules! packed_tiled {
     ($feat:literal, $name:ident, $group:ident, $flag:expr, $rows:expr, [$($n:literal),+]) => {
         /// Tile kernel on repacked weights (see [`TileFn`](crate::kernels::TileFn)).
@@ -187,7 +189,6 @@ impl Tiles {
     }
 
     /// These tiles with `gemv`-row tiles for one activation row.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // The ARM tiers keep `mr`.
     pub(crate) const fn with_gemv(self, gemv: usize) -> Tiles {
         Tiles { gemv, ..self }
     }
@@ -353,8 +354,8 @@ pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
 }
 
 /// As [`repacked_kernel`] under `tier` (`None` when the CPU lacks it): the kernel that reads
-/// weights in `repack::PackLayout::for_tier(tier)`, whose `mr` is the rows of a group of the
-/// type in that layout ([`repack::group_rows`]).
+/// weights in `repack::PackLayout::for_tier(tier)`, whose `mr` is a multiple of the rows of a
+/// group of the type in that layout ([`repack::group_rows`]; the tile's groups follow each other).
 pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     if !tier.is_supported() {
         return None;
@@ -371,9 +372,8 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         _ => None,
     };
     let (tile, mr, nr) = found?;
-    debug_assert_eq!(
-        repack::PackLayout::for_tier(tier).map(|l| repack::group_rows(l, dtype)),
-        Some(mr)
+    debug_assert!(
+        repack::PackLayout::for_tier(tier).is_some_and(|l| mr % repack::group_rows(l, dtype) == 0)
     );
     // Q4_0 / Q8_0: Q8_0 with sums (sized as Q8_1); the k-quants: plain Q8_K; F16: F32.
     let act = match dtype {

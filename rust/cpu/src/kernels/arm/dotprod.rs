@@ -67,11 +67,11 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     }
 }
 
-/// The sum of the products of two 32-byte signed vectors with `sdot`.
-macro_rules! dot32_sdot {
+/// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
+macro_rules! dot32v_sdot {
     ($x:expr, $y:expr) => {{
         let ((x0, x1), (y0, y1)) = ($x, $y);
-        vaddvq_s32(sdot!(sdot!(vdupq_n_s32(0), x0, y0), x1, y1))
+        sdot!(sdot!(vdupq_n_s32(0), x0, y0), x1, y1)
     }};
 }
 
@@ -90,13 +90,13 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     // operands: `MR` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `NR` Q8_K
     // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_sdot) }
+    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_sdot) }
 }
 
-/// The sum of the products of two 16-byte signed vectors with `sdot`.
-macro_rules! dot16_sdot {
+/// The products of two 16-byte signed vectors with `sdot`, as four i32 lanes.
+macro_rules! dot16v_sdot {
     ($x:expr, $y:expr) => {{
-        vaddvq_s32(sdot!(vdupq_n_s32(0), $x, $y))
+        sdot!(vdupq_n_s32(0), $x, $y)
     }};
 }
 
@@ -115,15 +115,7 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
     // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_sdot) }
-}
-
-/// The products of two 32-byte signed vectors with `sdot`, as four i32 lanes.
-macro_rules! dot32v_sdot {
-    ($x:expr, $y:expr) => {{
-        let ((x0, x1), (y0, y1)) = ($x, $y);
-        sdot!(sdot!(vdupq_n_s32(0), x0, y0), x1, y1)
-    }};
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16v_sdot) }
 }
 
 /// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations with
@@ -170,7 +162,7 @@ mod tiles {
     /// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 weights.
     pub(super) const LEGACY: Tiles = Tiles::new(4, 4);
     /// Q4_K weights.
-    pub(super) const Q4_K: Tiles = Tiles::new(2, 2);
+    pub(super) const Q4_K: Tiles = Tiles::new(2, 2).with_gemv(4);
     /// Q5_K, Q6_K, Q3_K and Q2_K weights: one row, whose blocks are unpacked once for all the
     /// tile's activation rows.
     pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);

@@ -44,6 +44,30 @@ unsafe fn f16_at(p: *const u8) -> f32 {
     out
 }
 
+/// The four f16 at `p` (unaligned, consecutive) as f32 lanes: one 8-byte load and one `fcvtl`
+/// (base ARMv8-A, as `fcvt` in [`f16_at`]).
+///
+/// # Safety
+///
+/// `p` must point to eight readable bytes.
+#[inline(always)]
+unsafe fn f16x4_at(p: *const u8) -> float32x4_t {
+    // SAFETY: caller's contract; NEON is part of every aarch64 target this crate builds for.
+    let h = unsafe { vcreate_u16(std::ptr::read_unaligned(p.cast::<u64>())) };
+    let out: float32x4_t;
+    // SAFETY: `fcvtl` (half to single precision, vector) is an ARMv8-A FP / AdvSIMD
+    // instruction; it reads and writes registers only.
+    unsafe {
+        std::arch::asm!(
+            "fcvtl {out:v}.4s, {h:v}.4h",
+            out = lateout(vreg) out,
+            h = in(vreg) h,
+            options(pure, nomem, nostack, preserves_flags)
+        )
+    };
+    out
+}
+
 /// The NEON tile kernel for weights of `wt`, with its tile size.
 pub(super) fn neon_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     neon::tile(wt)
@@ -78,64 +102,116 @@ pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
 use super::kquant::q3_k_scale_words;
 pub(super) use super::kquant::scales_mins;
 
-/// A Q4_K x Q8_K tile kernel body; `$dot32` sums the products of two 32-byte signed vectors
-/// (as pairs of `int8x16_t`) into an `i32`.
+/// The 6-bit scales and mins of a Q4_K / Q5_K block from its 12 packed bytes, as two vectors of
+/// four i32 scales (groups 0..4, 4..8) and eight i16 mins: the low six bits of bytes 0..4 (the
+/// scales) and 4..8 (the mins) for groups 0..4; for groups 4..8 the nibbles of bytes 8..12
+/// (low: the scales, high: the mins) with the top two bits of bytes 0..4 and 4..8 above them.
+/// On 32-bit words (eight scalar operations), then widened as vectors.
+///
+/// # Safety
+///
+/// `p` must point to 12 readable bytes.
+#[inline(always)]
+unsafe fn k4_scales_mins(p: *const u8) -> ([int32x4_t; 2], int16x8_t) {
+    // SAFETY: the reads are the 12 bytes (caller's contract); NEON is part of every aarch64
+    // target this crate builds for.
+    unsafe {
+        let w = |i: usize| u32::from_le(std::ptr::read_unaligned(p.add(4 * i).cast::<u32>()));
+        let (w0, w1, w2) = (w(0), w(1), w(2));
+        let (six, four, two) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+        let sc_lo = w0 & six;
+        let sc_hi = (w2 & four) | (((w0 >> 6) & two) << 4);
+        let mn_lo = w1 & six;
+        let mn_hi = ((w2 >> 4) & four) | (((w1 >> 6) & two) << 4);
+        let sc = vmovl_u8(vcreate_u8(u64::from(sc_lo) | u64::from(sc_hi) << 32));
+        let mn = vmovl_u8(vcreate_u8(u64::from(mn_lo) | u64::from(mn_hi) << 32));
+        (
+            [
+                vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc))),
+                vreinterpretq_s32_u32(vmovl_high_u16(sc)),
+            ],
+            vreinterpretq_s16_u16(mn),
+        )
+    }
+}
+
+/// The products `mins[g] * (bsums[2g] + bsums[2g + 1])` of a Q4_K / Q5_K block against the
+/// Q8_K block at `y`, in four i32 lanes whose sum is the mins' share of the dot product
+/// (through Q8_K's sums of 16 quants).
+///
+/// # Safety
+///
+/// `y` must point to a readable Q8_K block.
+#[inline(always)]
+unsafe fn k4_min_dot(mins: int16x8_t, y: *const u8) -> int32x4_t {
+    use super::blocks::q8_k;
+    // SAFETY: the 32 bytes of `bsums` are in the block (caller's contract); NEON is part of
+    // every aarch64 target this crate builds for.
+    unsafe {
+        let bs = vld1q_s16_x2(y.add(q8_k::BSUMS).cast::<i16>());
+        // The sums of the eight groups of 32 (each at most 32 * 128 in magnitude).
+        let gs = vpaddq_s16(bs.0, bs.1);
+        vmlal_high_s16(vmull_s16(vget_low_s16(gs), vget_low_s16(mins)), gs, mins)
+    }
+}
+
+/// A Q4_K x Q8_K tile kernel body; `$dot32v` gives the products of two 32-byte signed vectors
+/// (as pairs of `int8x16_t`) as an `int32x4_t`. Each weight row's block is unpacked once (its
+/// nibbles, its scales as vectors) for all the activation rows of the tile; the group dots are
+/// folded into two vectors of four group sums (`addp`), times the scale vectors, reduced once
+/// per block; the mins go through Q8_K's `bsums`.
 macro_rules! q4_k_body {
-    ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32:ident) => {{
+    ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32v:ident) => {{
         use crate::kernels::blocks::{q4_k, q8_k};
-        let mut acc = [[0f32; $NR]; $MR];
+        // acc[i][j]: two lanes, the scales' part and the mins' part (summed at the end).
+        let mut acc = [[vdup_n_f32(0.0); $NR]; $MR];
         let m4 = vdupq_n_u8(0x0f);
+        let sign = vld1_f32([1.0f32, -1.0].as_ptr());
         for blk in 0..$k / 256 {
-            let mut d = [0f32; $MR];
-            let mut dmin = [0f32; $MR];
-            let mut sc = [[0i32; 8]; $MR];
-            let mut mn = [[0i32; 8]; $MR];
             for i in 0..$MR {
                 let p = $a.add(i * $lda + blk * q4_k::BYTES);
-                d[i] = super::f16_at(p);
-                dmin[i] = super::f16_at(p.add(q4_k::DMIN));
-                let (s, m) = super::scales_mins(&std::ptr::read_unaligned(
-                    p.add(q4_k::SCALES).cast::<[u8; 12]>(),
-                ));
-                for t in 0..8 {
-                    sc[i][t] = i32::from(s[t]);
-                    mn[i][t] = i32::from(m[t]);
+                // [d, -dmin] (the f16 `d` and `dmin` lead the block).
+                let dm = vmul_f32(vget_low_f32(super::f16x4_at(p)), sign);
+                let (sc, mins) = super::k4_scales_mins(p.add(q4_k::SCALES));
+                // Group 2ch: the low nibbles of bytes 32ch..32ch + 32, group 2ch + 1 the high.
+                let mut q = [(vdupq_n_s8(0), vdupq_n_s8(0)); 8];
+                for ch in 0..2 {
+                    let r = vld1q_u8_x4(p.add(q4_k::QS + 64 * ch));
+                    for (h, (x0, x1)) in [(r.0, r.1), (r.2, r.3)].into_iter().enumerate() {
+                        let g = 4 * ch + 2 * h;
+                        q[g] = (
+                            vreinterpretq_s8_u8(vandq_u8(x0, m4)),
+                            vreinterpretq_s8_u8(vandq_u8(x1, m4)),
+                        );
+                        q[g + 1] = (
+                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(x0)),
+                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(x1)),
+                        );
+                    }
                 }
-            }
-            for j in 0..$NR {
-                let p = $b.add(j * $ldb + blk * q8_k::BYTES);
-                let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                let bs = std::ptr::read_unaligned(p.add(q8_k::BSUMS).cast::<[i16; 16]>());
-                for i in 0..$MR {
-                    let mut sumi = 0i32;
-                    for ch in 0..4 {
-                        let q = $a.add(i * $lda + blk * q4_k::BYTES + q4_k::QS + 32 * ch);
-                        let (q0, q1) = (vld1q_u8(q), vld1q_u8(q.add(16)));
-                        let lo = (
-                            vreinterpretq_s8_u8(vandq_u8(q0, m4)),
-                            vreinterpretq_s8_u8(vandq_u8(q1, m4)),
-                        );
-                        let hi = (
-                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(q0)),
-                            vreinterpretq_s8_u8(vshrq_n_u8::<4>(q1)),
-                        );
-                        let y = p.add(q8_k::QS + 64 * ch).cast::<i8>();
-                        let yl = (vld1q_s8(y), vld1q_s8(y.add(16)));
-                        let yh = (vld1q_s8(y.add(32)), vld1q_s8(y.add(48)));
-                        sumi +=
-                            sc[i][2 * ch] * $dot32!(lo, yl) + sc[i][2 * ch + 1] * $dot32!(hi, yh);
-                    }
-                    let mut ms = 0i32;
-                    for t in 0..8 {
-                        ms += mn[i][t] * (i32::from(bs[2 * t]) + i32::from(bs[2 * t + 1]));
-                    }
-                    acc[i][j] += d[i] * bd * sumi as f32 - dmin[i] * bd * ms as f32;
+                for j in 0..$NR {
+                    let y = $b.add(j * $ldb + blk * q8_k::BYTES);
+                    let bd = std::ptr::read_unaligned(y.cast::<f32>());
+                    let ys = y.add(q8_k::QS).cast::<i8>();
+                    let dot = |g: usize| {
+                        let yv = vld1q_s8_x2(ys.add(32 * g));
+                        $dot32v!(q[g], (yv.0, yv.1))
+                    };
+                    // The eight group sums (pairwise adds of the dots' lanes), times the scales.
+                    let (p01, p23) = (vpaddq_s32(dot(0), dot(1)), vpaddq_s32(dot(2), dot(3)));
+                    let (p45, p67) = (vpaddq_s32(dot(4), dot(5)), vpaddq_s32(dot(6), dot(7)));
+                    let sumv = vmulq_s32(vpaddq_s32(p01, p23), sc[0]);
+                    let sumv = vmlaq_s32(sumv, vpaddq_s32(p45, p67), sc[1]);
+                    // [sum, mins' sum, ..]: both reduced at once.
+                    let sm = vpaddq_s32(sumv, super::k4_min_dot(mins, y));
+                    let sm = vcvt_f32_s32(vget_low_s32(vpaddq_s32(sm, sm)));
+                    acc[i][j] = vfma_n_f32(acc[i][j], vmul_f32(sm, dm), bd);
                 }
             }
         }
         for i in 0..$MR {
             for j in 0..$NR {
-                *$c.add(j * $ldc + i) = acc[i][j];
+                *$c.add(j * $ldc + i) = vpadds_f32(acc[i][j]);
             }
         }
     }};
@@ -299,24 +375,44 @@ pub(super) unsafe fn groups16<const KIND: u8>(p: *const u8) -> Groups16 {
     }
 }
 
-/// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16` sums the products of two
-/// 16-byte signed vectors into an `i32`.
+/// A Q6_K / Q3_K / Q2_K (`$KIND`) x Q8_K tile kernel body; `$dot16v` gives the products of two
+/// 16-byte signed vectors as an `int32x4_t`. The sixteen group dots are folded into four vectors
+/// of four group sums (`addp`), times the scales widened to i32 vectors, reduced once per
+/// block.
 macro_rules! k16_body {
-    ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16:ident) => {{
+    ($KIND:ident, $MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot16v:ident) => {{
         use crate::kernels::blocks::q8_k;
         let mut acc = [[0f32; $NR]; $MR];
         let bytes = super::k16_block_bytes($KIND);
         for blk in 0..$k / 256 {
             for i in 0..$MR {
                 let w = super::groups16::<$KIND>($a.add(i * $lda + blk * bytes));
+                let sc = vld1q_s8(w.scales.as_ptr());
+                let (sl, sh) = (vmovl_s8(vget_low_s8(sc)), vmovl_high_s8(sc));
+                let scv = [
+                    vmovl_s16(vget_low_s16(sl)),
+                    vmovl_high_s16(sl),
+                    vmovl_s16(vget_low_s16(sh)),
+                    vmovl_high_s16(sh),
+                ];
                 for j in 0..$NR {
                     let y = $b.add(j * $ldb + blk * q8_k::BYTES);
                     let bd = std::ptr::read_unaligned(y.cast::<f32>());
                     let ys = y.add(q8_k::QS).cast::<i8>();
-                    let mut sumi = 0i32;
-                    for g in 0..16 {
-                        sumi += i32::from(w.scales[g]) * $dot16!(w.q[g], vld1q_s8(ys.add(16 * g)));
+                    let dot = |g: usize| $dot16v!(w.q[g], vld1q_s8(ys.add(16 * g)));
+                    // Groups 4t..4t + 4: their sums (pairwise adds of the dots' lanes).
+                    let sums = |t: usize| {
+                        let (a, b) = (
+                            vpaddq_s32(dot(4 * t), dot(4 * t + 1)),
+                            vpaddq_s32(dot(4 * t + 2), dot(4 * t + 3)),
+                        );
+                        vpaddq_s32(a, b)
+                    };
+                    let mut sumv = vmulq_s32(sums(0), scv[0]);
+                    for t in 1..4 {
+                        sumv = vmlaq_s32(sumv, sums(t), scv[t]);
                     }
+                    let sumi = vaddvq_s32(sumv);
                     acc[i][j] += w.d * bd * sumi as f32;
                     if $KIND == super::K16_Q2 {
                         let bs = y.add(q8_k::BSUMS);

@@ -154,15 +154,14 @@ unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     }
 }
 
-/// The sum of the products of two 32-byte signed vectors with widening multiplies.
-macro_rules! dot32_neon {
+/// The products of two 32-byte signed vectors with widening multiplies, as four i32 lanes.
+macro_rules! dot32v_neon {
     ($x:expr, $y:expr) => {{
-        let ((x0, x1), (y0, y1)) = ($x, $y);
+        let ((x0, x1), (y0, y1)): ((int8x16_t, int8x16_t), (int8x16_t, int8x16_t)) = ($x, $y);
         let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
         s = vpadalq_s16(s, vmull_high_s8(x0, y0));
         s = vpadalq_s16(s, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
-        s = vpadalq_s16(s, vmull_high_s8(x1, y1));
-        vaddvq_s32(s)
+        vpadalq_s16(s, vmull_high_s8(x1, y1))
     }};
 }
 
@@ -181,15 +180,15 @@ unsafe fn q4_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
     // operands: `MR` weight rows of `k / 256` Q4_K blocks at `a + i * lda` and `NR` Q8_K
     // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32_neon) }
+    unsafe { super::q4_k_body!(MR, NR, k, a, lda, b, ldb, c, ldc, dot32v_neon) }
 }
 
-/// The sum of the products of two 16-byte signed vectors with widening multiplies.
-macro_rules! dot16_neon {
+/// The products of two 16-byte signed vectors with widening multiplies, as four i32 lanes.
+macro_rules! dot16v_neon {
     ($x:expr, $y:expr) => {{
         let (x, y): (int8x16_t, int8x16_t) = ($x, $y);
         let s = vpaddlq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y)));
-        vaddvq_s32(vpadalq_s16(s, vmull_high_s8(x, y)))
+        vpadalq_s16(s, vmull_high_s8(x, y))
     }};
 }
 
@@ -208,18 +207,7 @@ unsafe fn k16_tile<const MR: usize, const NR: usize, const KIND: u8>(
     // operands: `MR` weight rows of `k / 256` blocks of `KIND` at `a + i * lda` and `NR`
     // Q8_K activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
-    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16_neon) }
-}
-
-/// The products of two 32-byte signed vectors with widening multiplies, as four i32 lanes.
-macro_rules! dot32v_neon {
-    ($x:expr, $y:expr) => {{
-        let ((x0, x1), (y0, y1)): ((int8x16_t, int8x16_t), (int8x16_t, int8x16_t)) = ($x, $y);
-        let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
-        s = vpadalq_s16(s, vmull_high_s8(x0, y0));
-        s = vpadalq_s16(s, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
-        vpadalq_s16(s, vmull_high_s8(x1, y1))
-    }};
+    unsafe { super::k16_body!(KIND, MR, NR, k, a, lda, b, ldb, c, ldc, dot16v_neon) }
 }
 
 /// Q4_1 / Q5_0 / Q5_1 weights (`W`, see [`super::legacy`]) times Q8_1 / Q8_0 activations.
@@ -269,7 +257,7 @@ mod tiles {
     /// Q4_1, Q5_0 and Q5_1 weights.
     pub(super) const Q4_1_Q5_0_Q5_1: Tiles = Tiles::new(4, 2);
     /// Q4_K weights.
-    pub(super) const Q4_K: Tiles = Tiles::new(2, 2);
+    pub(super) const Q4_K: Tiles = Tiles::new(2, 2).with_gemv(4);
     /// Q5_K, Q6_K, Q3_K and Q2_K weights: one row, whose blocks are unpacked once for all the
     /// tile's activation rows.
     pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);

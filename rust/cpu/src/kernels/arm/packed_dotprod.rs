@@ -10,9 +10,9 @@
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16_at;
+use super::{f16_at, f16x4_at};
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
-use crate::kernels::TileFn;
+use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
 use std::arch::asm;
 use tessera_core::DType;
@@ -46,18 +46,33 @@ macro_rules! sdot4 {
     }};
 }
 
-/// The four rows' f16 scales at `g` as f32 lanes.
+/// The quants of one block of a group at `q` as eight chunks: chunk `h` holds the weights of
+/// values `4h..4h + 4` of the four rows (Q4_0: chunk `h < 4` of `qs`, low nibbles values
+/// `4h..`, high nibbles `16 + 4h..`, as they are, 0..15).
 ///
 /// # Safety
 ///
-/// `g` points to eight readable bytes.
+/// `q` points to the block's quants in a group (64 bytes for Q4_0, 128 for Q8_0).
 #[inline(always)]
-unsafe fn scales(g: *const u8) -> float32x4_t {
-    // SAFETY: caller's contract; the array is four f32.
+unsafe fn weights<const Q4: bool>(q: *const u8) -> [int8x16_t; 8] {
+    // SAFETY: the loads are within the block's quants (caller's contract); NEON is part of
+    // every aarch64 target this crate builds for.
     unsafe {
-        let h = F16_BYTES;
-        let d = [f16_at(g), f16_at(g.add(h)), f16_at(g.add(2 * h)), f16_at(g.add(3 * h))];
-        vld1q_f32(d.as_ptr())
+        if Q4 {
+            let m4 = vdupq_n_u8(0x0f);
+            let r = vld1q_u8_x4(q);
+            let r = [r.0, r.1, r.2, r.3];
+            std::array::from_fn(|h| {
+                vreinterpretq_s8_u8(if h < 4 {
+                    vandq_u8(r[h], m4)
+                } else {
+                    vshrq_n_u8::<4>(r[h - 4])
+                })
+            })
+        } else {
+            let (lo, hi) = (vld1q_s8_x4(q.cast()), vld1q_s8_x4(q.add(64).cast()));
+            [lo.0, lo.1, lo.2, lo.3, hi.0, hi.1, hi.2, hi.3]
+        }
     }
 }
 
@@ -81,31 +96,17 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     // contract); the stores write the four outputs of each activation row.
     unsafe {
         let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
-        let m4 = vdupq_n_u8(0x0f);
         let mut acc = [vdupq_n_f32(0.0); NR];
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
-            let dw = scales(g);
-            let q = g.add(F16_BYTES * ROWS);
-            // w[h]: the weights of values 4h..4h + 4 of the four rows.
-            let mut w = [vdupq_n_s8(0); 8];
-            if Q4 {
-                // Chunk h (bytes 4h..4h + 4 of qs): low nibbles values 4h.., high 16 + 4h..
-                for h in 0..4 {
-                    let r = vld1q_u8(q.add(16 * h));
-                    w[h] = vreinterpretq_s8_u8(vandq_u8(r, m4));
-                    w[4 + h] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(r));
-                }
-            } else {
-                for h in 0..8 {
-                    w[h] = vld1q_s8(q.add(16 * h).cast());
-                }
-            }
+            let dw = f16x4_at(g);
+            let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * ACT_BLOCK);
                 let bd = f16_at(p);
                 let y = p.add(q8_1::QS).cast::<i8>();
-                let (y0, y1) = (vld1q_s8(y), vld1q_s8(y.add(16)));
+                let y = vld1q_s8_x2(y);
+                let (y0, y1) = (y.0, y.1);
                 let init = if Q4 {
                     vdupq_n_s32(
                         -8 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())),
@@ -124,14 +125,109 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
-packed_tiled!("neon,dotprod", packed_q4_0, group, true, ROWS, [4, 3, 2, 1]);
-packed_tiled!("neon,dotprod", packed_q8_0, group, false, ROWS, [4, 3, 2, 1]);
+/// `G` consecutive groups of four repacked rows (`gstride` bytes apart) times one activation
+/// row: each block of the activation row is loaded once for the `G` groups.
+///
+/// # Safety
+///
+/// The CPU supports dotprod; `a + g * gstride` (`g < G`) are groups of four rows of `k` values
+/// repacked in 4 x 4; `b` is an activation row of `k` values in the Q8_0-with-sums format;
+/// `c .. c + 4 * G` are writable.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemv<const G: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    gstride: usize,
+    b: *const u8,
+    c: *mut f32,
+) {
+    // SAFETY: every load stays within the groups' and the activation row's blocks (caller's
+    // contract); the stores write the groups' outputs.
+    unsafe {
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let mut acc = [vdupq_n_f32(0.0); G];
+        for blk in 0..k / 32 {
+            let p = b.add(blk * ACT_BLOCK);
+            let bd = f16_at(p);
+            let y = vld1q_s8_x2(p.add(q8_1::QS).cast::<i8>());
+            let init = if Q4 {
+                vdupq_n_s32(-8 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())))
+            } else {
+                vdupq_n_s32(0)
+            };
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let g = a.add(i * gstride + blk * gsize);
+                let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+                let s = sdot4!(init, &w[..4], y.0);
+                let s = sdot4!(s, &w[4..], y.1);
+                *acc = vfmaq_f32(*acc, vcvtq_f32_s32(s), vmulq_n_f32(f16x4_at(g), bd));
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            vst1q_f32(c.add(ROWS * i), *acc);
+        }
+    }
+}
 
-/// The kernel for 4 x 4 repacked weights of `wt`, with its tile size (4 rows, 4 columns).
+/// Groups of one tile: up to this many groups of four rows share each activation block when
+/// there is one activation row.
+const GEMV_GROUPS: usize = 4;
+
+macro_rules! packed_tile_fn {
+    ($name:ident, $q4:expr) => {
+        /// Tile kernel on 4 x 4 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
+        /// to [`GEMV_GROUPS`] groups); per group, the activation rows are taken four, three
+        /// or two at a time, and a lone last one for all the groups at once by [`gemv`].
+        ///
+        /// # Safety
+        ///
+        /// As [`TileFn`]; `a` points to `mr / 4` consecutive groups of four rows repacked in
+        /// 4 x 4.
+        #[target_feature(enable = "neon,dotprod")]
+        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
+            debug_assert!(mr % ROWS == 0 && mr <= ROWS * GEMV_GROUPS);
+            let groups = mr / ROWS;
+            let mut j = 0;
+            while j < nr {
+                let left = nr - j;
+                // SAFETY: columns j.. of the tile and its `groups` groups (caller's contract).
+                unsafe {
+                    let t = o.at(0, j);
+                    if left == 1 {
+                        let gs = ROWS * t.lda;
+                        match groups {
+                            4 => gemv::<4, $q4>(t.k, t.a, gs, t.b, t.c),
+                            3 => gemv::<3, $q4>(t.k, t.a, gs, t.b, t.c),
+                            2 => gemv::<2, $q4>(t.k, t.a, gs, t.b, t.c),
+                            _ => gemv::<1, $q4>(t.k, t.a, gs, t.b, t.c),
+                        }
+                        break;
+                    }
+                    let n = left.min(4);
+                    for gi in 0..groups {
+                        let u = t.at(ROWS * gi, 0);
+                        match n {
+                            4 => group::<4, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                            3 => group::<3, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                            _ => group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                        }
+                    }
+                    j += n;
+                }
+            }
+        }
+    };
+}
+
+packed_tile_fn!(packed_q4_0, true);
+packed_tile_fn!(packed_q8_0, false);
+
+/// The kernel for 4 x 4 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
+/// groups of 4 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
         _ => None,
     }
 }

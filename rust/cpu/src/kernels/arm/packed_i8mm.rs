@@ -2,8 +2,9 @@
 //! values a group holds the four rows' f16 scales, then the quants in 32-byte chunks of four
 //! 8-byte words (one per row). A 16-byte load is then 8 bytes of two rows, exactly the left
 //! operand of `smmla`, whose right operand is the same 8 bytes of two activation rows: one
-//! instruction gives a 2 x 2 tile of int32 dot products. An odd last activation row is paired
-//! with itself (the GEMV is that case).
+//! instruction gives a 2 x 2 tile of int32 dot products. A lone last activation row (the GEMV
+//! is that case) goes through `sdot` instead ([`gemv`]): paired with itself, half of each
+//! `smmla` would be thrown away. i8mm CPUs all have dotprod (the tier requires both).
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
 //! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
@@ -11,7 +12,7 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16_at;
+use super::{f16_at, f16x4_at};
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
@@ -130,30 +131,135 @@ unsafe fn group<const NP: usize, const Q4: bool>(
     }
 }
 
+/// `acc += sdot(w, y)`: lane `l` of `acc` gains the dot product of bytes `4l..4l + 4` of `w`
+/// and of `y`.
+macro_rules! sdot {
+    ($acc:expr, $w:expr, $y:expr) => {{
+        let mut r: int32x4_t = $acc;
+        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
+        asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
+             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+
+/// `G` consecutive groups of four repacked rows (`gstride` bytes apart) times one activation
+/// row, with `sdot` on the 4 x 8 layout: a 16-byte load holds word `t` of two rows, and the
+/// activation's word `t` duplicated in both halves (`ld1r`) gives each row's dot product in two
+/// lanes, folded by one `addp` per block; each activation word is loaded once for the `G`
+/// groups.
+///
+/// # Safety
+///
+/// The CPU supports dotprod; `a + g * gstride` (`g < G`) are groups of four rows of `k` values
+/// repacked in 4 x 8; `b` is an activation row of `k` values in the Q8_0-with-sums format;
+/// `c .. c + 4 * G` are writable.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemv<const G: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    gstride: usize,
+    b: *const u8,
+    c: *mut f32,
+) {
+    // SAFETY: every load stays within the groups' and the activation row's blocks (caller's
+    // contract); the stores write the groups' outputs.
+    unsafe {
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let m4 = vdupq_n_u8(0x0f);
+        let mut acc = [vdupq_n_f32(0.0); G];
+        for blk in 0..k / 32 {
+            let p = b.add(blk * ACT_BLOCK);
+            let bd = f16_at(p);
+            let y = p.add(q8_1::QS).cast::<i64>();
+            let yw: [int8x16_t; 4] =
+                std::array::from_fn(|t| vreinterpretq_s8_s64(vld1q_dup_s64(y.add(t))));
+            // Q4_0: - 8 * sum, half in each of a row's two lanes.
+            let init = if Q4 {
+                vdupq_n_s32(-4 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())))
+            } else {
+                vdupq_n_s32(0)
+            };
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let g = a.add(i * gstride + blk * gsize);
+                let q = g.add(F16_BYTES * ROWS);
+                // w[2t + h]: word t (values 8t..8t + 8) of rows 2h and 2h + 1.
+                let w: [int8x16_t; 8] = if Q4 {
+                    // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t.., high 16 + 8t..
+                    let r = vld1q_u8_x4(q);
+                    let r = [r.0, r.1, r.2, r.3];
+                    std::array::from_fn(|i| {
+                        vreinterpretq_s8_u8(if i < 4 {
+                            vandq_u8(r[i], m4)
+                        } else {
+                            vshrq_n_u8::<4>(r[i - 4])
+                        })
+                    })
+                } else {
+                    let (lo, hi) = (vld1q_s8_x4(q.cast()), vld1q_s8_x4(q.add(64).cast()));
+                    [lo.0, lo.1, lo.2, lo.3, hi.0, hi.1, hi.2, hi.3]
+                };
+                let (mut s01, mut s23) = (init, init);
+                for t in 0..4 {
+                    s01 = sdot!(s01, w[2 * t], yw[t]);
+                    s23 = sdot!(s23, w[2 * t + 1], yw[t]);
+                }
+                let s = vpaddq_s32(s01, s23);
+                *acc = vfmaq_f32(*acc, vcvtq_f32_s32(s), vmulq_n_f32(f16x4_at(g), bd));
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            vst1q_f32(c.add(ROWS * i), *acc);
+        }
+    }
+}
+
+/// Groups of one tile: up to this many groups of four rows share each activation block when
+/// there is one activation row.
+const GEMV_GROUPS: usize = 4;
+
 macro_rules! packed_tile_fn {
     ($name:ident, $q4:expr) => {
-        /// Tile kernel on 4 x 8 repacked weights (see [`TileFn`]): `mr` is always 4 (a group);
-        /// the activation rows are taken four (two pairs) at a time.
+        /// Tile kernel on 4 x 8 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
+        /// to [`GEMV_GROUPS`] groups); per group, the activation rows are taken four (two
+        /// pairs) or three (a pair and a row paired with itself) or two at a time, and a lone
+        /// last one for all the groups at once by [`gemv`].
         ///
         /// # Safety
         ///
-        /// As [`TileFn`]; `a` points to a group of four rows repacked in 4 x 8.
-        #[target_feature(enable = "neon,i8mm")]
+        /// As [`TileFn`]; `a` points to `mr / 4` consecutive groups of four rows repacked in
+        /// 4 x 8.
+        #[target_feature(enable = "neon,dotprod,i8mm")]
         unsafe fn $name(o: Operands, mr: usize, nr: usize) {
-            debug_assert_eq!(mr, ROWS);
+            debug_assert!(mr % ROWS == 0 && mr <= ROWS * GEMV_GROUPS);
+            let groups = mr / ROWS;
             let mut j = 0;
             while j < nr {
-                let n = (nr - j).min(4);
-                // SAFETY: columns j..j + n of the tile (caller's contract).
+                let left = nr - j;
+                // SAFETY: columns j.. of the tile and its `groups` groups (caller's contract).
                 unsafe {
                     let t = o.at(0, j);
-                    if n > 2 {
-                        group::<2, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
-                    } else {
-                        group::<1, $q4>(t.k, t.a, t.b, t.ldb, t.c, t.ldc, n);
+                    if left == 1 {
+                        let gs = ROWS * t.lda;
+                        match groups {
+                            4 => gemv::<4, $q4>(t.k, t.a, gs, t.b, t.c),
+                            3 => gemv::<3, $q4>(t.k, t.a, gs, t.b, t.c),
+                            2 => gemv::<2, $q4>(t.k, t.a, gs, t.b, t.c),
+                            _ => gemv::<1, $q4>(t.k, t.a, gs, t.b, t.c),
+                        }
+                        break;
                     }
+                    let n = left.min(4);
+                    for gi in 0..groups {
+                        let u = t.at(ROWS * gi, 0);
+                        if n > 2 {
+                            group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
+                        } else {
+                            group::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
+                        }
+                    }
+                    j += n;
                 }
-                j += n;
             }
         }
     };
@@ -162,11 +268,12 @@ macro_rules! packed_tile_fn {
 packed_tile_fn!(packed_q4_0, true);
 packed_tile_fn!(packed_q8_0, false);
 
-/// The kernel for 4 x 8 repacked weights of `wt`, with its tile size (4 rows, 4 columns).
+/// The kernel for 4 x 8 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
+/// groups of 4 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
         _ => None,
     }
 }
