@@ -200,12 +200,30 @@ const P_Q5_K: u8 = 1;
 const _: () = assert!(q5_k::DMIN == q4_k::DMIN && q5_k::SCALES == q4_k::SCALES);
 const _: () = assert!(q5_k::QS == q5_k::QH + 32 && q4_k::QS == q4_k::SCALES + 12);
 
+/// `dmin` times the sixteen rows' sums of `m * bsums`, in integers: `mins[i]` holds two 16-bit
+/// mins per row, multiplied by the `i`-th pair of the activations' 16-bit `bsums` (at `bsums`,
+/// broadcast from L1) with `vpdpwssd`.
+///
+/// # Safety
+///
+/// The CPU supports AVX-512 VNNI; `bsums` holds `2 * mins.len()` readable i16.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) -> __m512 {
+    let mut ms = _mm512_setzero_si512();
+    for (i, m) in mins.iter().enumerate() {
+        // SAFETY: pair i of the 2 * 8 readable i16 (the caller's contract).
+        let pair = unsafe { std::ptr::read_unaligned(bsums.add(4 * i).cast()) };
+        ms = _mm512_dpwssd_epi32(ms, *m, _mm512_set1_epi32(pair));
+    }
+    _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms))
+}
+
 /// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
 /// activation rows: per 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer
 /// sums, scaled in f32 by `d * sc`; the mins come off as integer sums of `m * bsums`
-/// (`vpdpwssd`) scaled by `dmin`. Q5_K's
-/// fifth bits come from its `qh` words (bit `2 ch` for the low nibbles of chunk `ch`, `2 ch + 1`
-/// for the high), moved to bit 4 of each quant.
+/// ([`mins_times_bsums`]). Q5_K's fifth bits come from its `qh` words (bit `2 ch` for the low
+/// nibbles of chunk `ch`, `2 ch + 1` for the high), moved to bit 4 of each quant.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
     k: usize,
@@ -309,14 +327,7 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * q8_k::BYTES);
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
-                // dmin times the sum of m * bsums, in integers: each sub-block's pair of 16-bit
-                // bsums broadcast from L1 against the rows' mins.
-                let mut ms = _mm512_setzero_si512();
-                for (t, m) in mins.iter().enumerate() {
-                    let pair = std::ptr::read_unaligned(p.add(q8_k::BSUMS + 4 * t).cast());
-                    ms = _mm512_dpwssd_epi32(ms, *m, _mm512_set1_epi32(pair));
-                }
-                let m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms));
+                let m = mins_times_bsums(&mins, p.add(q8_k::BSUMS), dmin);
                 acc[j] = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], m), _mm512_set1_ps(bd), acc[j]);
             }
         }
@@ -364,7 +375,7 @@ fn q3_k_scales(sb: &[__m128i; 12]) -> [__m128i; 16] {
 /// `q + 4` from `qs` bit pairs and `hmask` bits; Q2_K: `qs` bit pairs), four `vpdpbusd` give the
 /// rows' integer sums, scaled in f32 by `d * sc`; the offsets (32, 4) come off in the integer
 /// sums, which start from minus the offset times the activations' `bsums`, Q2_K's mins
-/// (`dmin * m`) as integer sums of `m * bsums` (`vpdpwssd`) scaled by `dmin`.
+/// (`dmin * m`) as integer sums of `m * bsums` ([`mins_times_bsums`]).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed_k16<const NR: usize, const KIND: u8>(
     k: usize,
@@ -515,14 +526,7 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                 let bd = std::ptr::read_unaligned(p.cast::<f32>());
                 let mut off = _mm512_setzero_ps();
                 if KIND == P_Q2_K {
-                    // dmin times the sum of m * bsums, in integers: each pair of 16-bit bsums
-                    // broadcast from L1 against the rows' pairs of mins.
-                    let mut ms = _mm512_setzero_si512();
-                    for (i, m) in mins.iter().enumerate() {
-                        let pair = std::ptr::read_unaligned(p.add(q8_k::BSUMS + 4 * i).cast());
-                        ms = _mm512_dpwssd_epi32(ms, *m, _mm512_set1_epi32(pair));
-                    }
-                    off = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms));
+                    off = mins_times_bsums(&mins, p.add(q8_k::BSUMS), dmin);
                 }
                 *acc_j = _mm512_fmadd_ps(_mm512_sub_ps(tj[j], off), _mm512_set1_ps(bd), *acc_j);
             }
