@@ -2,21 +2,20 @@
 
 use super::convert::{Acts, Panels};
 use super::SharedPtr;
+use crate::kernels::tier::Tier;
 use crate::kernels::{GemmFn, MatKernel, Operands};
 use tessera_core::Layout;
 
 /// Activation bytes a chunk's columns may take (kept in L2 while its weight rows pass): large
 /// for float activations, whose weights are costly to stream again.
 const COL_BYTES_FLOAT: usize = 512 * 1024;
-/// [`COL_BYTES_FLOAT`] for quantized activations. On x86 (L2 of 1 MB and more where AVX-512
-/// runs) as large: each weight group is then streamed once per 100-odd columns instead of per
-/// 16-20, and the repacked kernels measured up to 30 % faster at N = 128 and 512 (4096 x 4096,
-/// Zen 4, against 96 KB; Q6_K and Q8_0 most, Q4_K 4 % slower). Elsewhere (phone L2s from 256
-/// KB) small, as tuned before.
-#[cfg(target_arch = "x86_64")]
-const COL_BYTES_QUANT: usize = 512 * 1024;
-/// See the x86 value.
-#[cfg(not(target_arch = "x86_64"))]
+/// [`COL_BYTES_FLOAT`] for quantized activations on the AVX-512 VNNI tier (whose CPUs have 1 MB
+/// of L2 and more): as large, so that each weight group is streamed once per 100-odd columns
+/// instead of per 16-20; the repacked kernels measured up to 30 % faster at N = 128 and 512
+/// (4096 x 4096, Zen 4, against 96 KB; Q6_K and Q8_0 most, Q4_K 4 % slower).
+const COL_BYTES_QUANT_AVX512: usize = 512 * 1024;
+/// [`COL_BYTES_FLOAT`] for quantized activations on the other tiers (phone and older x86 L2s
+/// from 256 KB): small, as tuned before.
 const COL_BYTES_QUANT: usize = 96 * 1024;
 /// Chunks per thread aimed for, so that fast cores take more of them.
 const CHUNKS_PER_THREAD_HINT: usize = 16;
@@ -124,7 +123,11 @@ impl Plan {
         let cc = if n <= kernel.nr {
             n
         } else {
-            let budget = if kernel.act.is_quantized() { COL_BYTES_QUANT } else { COL_BYTES_FLOAT };
+            let budget = match (kernel.act.is_quantized(), kernel.tier) {
+                (false, _) => COL_BYTES_FLOAT,
+                (true, Tier::Avx512Vnni) => COL_BYTES_QUANT_AVX512,
+                (true, _) => COL_BYTES_QUANT,
+            };
             let fit = (budget / per_col).max(kernel.nr);
             let cc = (fit / kernel.nr * kernel.nr).min(n);
             // Even columns chunks: ceil(n / chunks), rounded up to the tile width.
