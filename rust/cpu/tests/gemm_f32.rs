@@ -1,4 +1,4 @@
-//! The packed GEMM path of the driver (F32 / BF16 weights, N >= `GEMM_MIN_N`, x86 tiers)
+//! The packed GEMM path of the driver (F32 / F16 / BF16 weights, N >= `GEMM_MIN_N`, x86 tiers)
 //! against the exact product within what rounding explains ([`common::rounding_bound`]), with
 //! the scalar tier alongside, on odd shapes; threaded equal to single-threaded; broadcast,
 //! strided and F16 activations.
@@ -9,7 +9,7 @@ use common::{exact_product, f32_bytes, never, normwise_error, rand_vec, rounding
 use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
-use tessera_cpu::matmul::{uses_gemm, MatMul, TensorRef, GEMM_MIN_N};
+use tessera_cpu::matmul::{gemm_min_n, uses_gemm, MatMul, TensorRef, GEMM_MIN_N};
 
 /// Asserts that `got` (from `kern` on `n` activation rows of `k`) is within the rounding bound
 /// of `exact`.
@@ -50,7 +50,7 @@ fn check(m: usize, n: usize, k: usize) {
     check_type(DType::F32, m, n, k);
 }
 
-/// Weights of `dtype` (F32 or BF16), `m` rows of `k`, against the f64 product of the
+/// Weights of `dtype` (F32, F16 or BF16), `m` rows of `k`, against the f64 product of the
 /// dequantized weights and against the scalar tier.
 fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
     if gemm_tiers().is_empty() {
@@ -71,7 +71,7 @@ fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
     for tier in gemm_tiers() {
         let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
         assert_eq!(kern.tier, tier);
-        assert_eq!(uses_gemm(&kern, n, k), n >= GEMM_MIN_N, "{tier} {dtype} n {n}");
+        assert_eq!(uses_gemm(&kern, n, k), n >= gemm_min_n(dtype), "{tier} {dtype} n {n}");
         let got = run(&kern, 1, &a, al, &b, bl);
         assert_within(&format!("{tier} {dtype} {m}x{n}x{k}"), &kern, n, k, &got, &exact);
     }
@@ -89,22 +89,16 @@ fn gemm_matches_exact_and_scalar_on_odd_shapes() {
 }
 
 #[test]
-fn bf16_weights_use_the_gemm() {
-    for k in [1, 7, 300] {
-        for m in [3, 33, 130] {
-            for n in [17, GEMM_MIN_N, 130] {
-                check_type(DType::BF16, m, n, k);
+fn bf16_and_f16_weights_use_the_gemm() {
+    for dtype in [DType::BF16, DType::F16] {
+        for k in [1, 7, 300] {
+            for m in [3, 33, 130] {
+                for n in [17, gemm_min_n(dtype), GEMM_MIN_N, 130] {
+                    check_type(dtype, m, n, k);
+                }
             }
         }
-    }
-    check_type(DType::BF16, 70, 77, 4096);
-}
-
-#[test]
-fn f16_weights_keep_the_tiles() {
-    for tier in gemm_tiers() {
-        let kern = kernels::matmul_kernel_in(tier, DType::F16).unwrap();
-        assert!(!uses_gemm(&kern, 130, 64));
+        check_type(dtype, 70, 77, 4096);
     }
 }
 

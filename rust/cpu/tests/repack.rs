@@ -385,8 +385,8 @@ fn check_stored_f16(k: usize, plain: &[u8], stored: &[u8]) {
 }
 
 /// F16 weights on the x86 tiers: stored in 8-row groups of 16-value blocks under every layout
-/// (checked byte by byte), read back as written, and multiplied (GEMV, the sub-tiled GEMM, two
-/// threads, several planes) within the rounding bound of the exact product, as the scalar tier
+/// (checked byte by byte), read back as written, and multiplied (GEMV, the sub-tiles, the packed
+/// GEMM from `F16_GEMM_MIN_N` activation rows, two threads, several planes) within the rounding bound of the exact product, as the scalar tier
 /// on the plain bytes is.
 #[test]
 fn f16_groups_round_trip_and_match_exact() {
@@ -423,7 +423,7 @@ fn f16_groups_round_trip_and_match_exact() {
             let mut back = vec![0u8; plain.len()];
             buf.read(0, &mut back).unwrap();
             assert_eq!(back, plain, "{tier:?} F16: read returns the plain bytes");
-            for n in [1usize, 2, 3, 5, 17, 64] {
+            for n in [1usize, 2, 3, 5, 7, 17, 24, 64, 130] {
                 let xa = rand_vec(k * n * planes, 300 + n as u64);
                 let bl = Layout::contiguous(DType::F32, &[k, n, planes]).unwrap();
                 let dl = Layout::contiguous(DType::F32, &[m, n, planes]).unwrap();
@@ -446,6 +446,9 @@ fn f16_groups_round_trip_and_match_exact() {
                     d
                 };
                 let packed_kernel = repack::kernel_for(pl, DType::F16).unwrap();
+                let gemm = tessera_cpu::matmul::uses_gemm(&packed_kernel, n, k);
+                let min_n = tessera_cpu::matmul::F16_GEMM_MIN_N;
+                assert_eq!(gemm, n >= min_n, "{tier:?} F16 n {n}");
                 let base = run(Some(&scalar), TensorRef::plain(al, plain.as_ptr()), 1);
                 let mut runs = Vec::new();
                 for threads in [1, 2] {

@@ -240,14 +240,11 @@ pub type GemmFn = unsafe fn(
     scratch: *mut f32,
 );
 
-/// The packed GEMM serving `kernel` (plain F32 / F16 / BF16 weights on an x86 tier), as
-/// (function, `MR`, `NR`, `KC`); `None` when its tier has none.
+/// The packed GEMM serving `kernel` (plain F32 / F16 / BF16 weights and repacked F16 weights
+/// on an x86 tier), as (function, `MR`, `NR`, `KC`); `None` when its tier has none.
 pub fn gemm_kernel(kernel: &MatKernel) -> Option<(GemmFn, usize, usize, usize)> {
-    if kernel.repacked {
-        return None;
-    }
     #[cfg(target_arch = "x86_64")]
-    let found = x86::gemm(kernel.tier, kernel.weight);
+    let found = x86::gemm(kernel.tier, kernel.weight, kernel.repacked);
     #[cfg(not(target_arch = "x86_64"))]
     let found = None;
     found

@@ -17,14 +17,14 @@
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
 //!
-//! From [`GEMM_MIN_N`] activation rows on, F32 and BF16 weights on an x86 tier use the packed
-//! GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
+//! From [`GEMM_MIN_N`] activation rows on (F16: [`F16_GEMM_MIN_N`]), F32, F16 and BF16 weights
+//! on an x86 tier (F16 also repacked) use the packed GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
 //! panels of `NR` rows (transposed), and the chunks (weight rows by panels, taken in the same
 //! way) pack their weight rows per K-block into a per-thread scratch.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (rows interleaved in the layout of the tier
 //! that wrote them) come with that layout ([`TensorRef::packed`], from the buffer that holds
-//! them) and use its kernels.
+//! them) and use its kernels (repacked F16 also the packed GEMM, which reads its groups).
 
 mod convert;
 mod split;
@@ -75,9 +75,25 @@ pub struct MatMul {
 /// 64 GFLOPS for the tiles, N = 48 67 vs 76 for the GEMM).
 pub const GEMM_MIN_N: usize = 48;
 
-/// Weight types that use the packed GEMM (where the tier has one), BF16 converted while
-/// packing; F16 weights could too but were not faster than their tile kernels on Zen 4.
-const GEMM_WEIGHTS: [DType; 2] = [DType::F32, DType::BF16];
+/// Fewest activation rows for which F16 weights use the packed GEMM: converting the weights
+/// once per K-block pays sooner than for F32 (the tiles convert them once per pass of columns;
+/// measured on a Xeon with AVX-512, 4096 x 4096, repacked, 1 thread: N = 16 88 vs 80 GFLOPS for
+/// the tiles, N = 24 89 vs 93 for the GEMM; on the AVX2 tier the GEMM leads from N = 16).
+pub const F16_GEMM_MIN_N: usize = 24;
+
+/// Fewest activation rows for which weights of `weight` use the packed GEMM (where the tier
+/// has one for them).
+pub fn gemm_min_n(weight: DType) -> usize {
+    if weight == DType::F16 {
+        F16_GEMM_MIN_N
+    } else {
+        GEMM_MIN_N
+    }
+}
+
+/// Weight types that use the packed GEMM (where the tier has one), F16 and BF16 converted while
+/// packing.
+const GEMM_WEIGHTS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 /// Whether the driver runs `kernel` with the packed GEMM (see [`kernels::GemmFn`]) for `n`
 /// activation rows of `k` values.
@@ -86,7 +102,7 @@ pub fn uses_gemm(kernel: &MatKernel, n: usize, k: usize) -> bool {
 }
 
 fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
-    if n < GEMM_MIN_N || k == 0 || !GEMM_WEIGHTS.contains(&kernel.weight) {
+    if n < gemm_min_n(kernel.weight) || k == 0 || !GEMM_WEIGHTS.contains(&kernel.weight) {
         return None;
     }
     let (run, mr, nr, kc) = kernels::gemm_kernel(kernel)?;

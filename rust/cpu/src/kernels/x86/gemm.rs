@@ -58,6 +58,22 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
+/// F16 weights in their repacked group ([`crate::kernels::repack::F16_GROUP`]: 8 rows, each
+/// row's 16-value block in turn); rows are counted from a group's start.
+pub(super) const W_F16_GROUPED: u8 = 3;
+
+/// The address of value `t` of weight row `i` of kind `W` at `a` (rows `lda` bytes apart; in
+/// the grouped layout a group of 8 rows takes `8 * lda` bytes, its 16-value blocks 256 each).
+#[inline]
+fn at(w: u8, a: *const u8, lda: usize, i: usize, t: usize) -> *const u8 {
+    if w == W_F16_GROUPED {
+        let off = i / 8 * 8 * lda + t / 16 * 256 + i % 8 * 32 + t % 16 * 2;
+        a.wrapping_add(off)
+    } else {
+        a.wrapping_add(i * lda + t * wsize(w))
+    }
+}
+
 /// Packs `kc` values of `rows` (<= `MR`) weight rows of kind `W` starting at `a` (row stride
 /// `lda` bytes) as f32 `out[t * MR + i]`, rows from `rows` to `MR` zero.
 ///
@@ -85,12 +101,18 @@ unsafe fn pack_a<const MR: usize, const W: u8>(
             // SAFETY: rows r8..r8 + 8 exist and hold values t..t + 16; the stores stay within
             // the MR * kc panel.
             unsafe {
-                let base = a.add(r8 * lda);
                 let mut lo = [_mm256_setzero_ps(); 8];
                 let mut hi = [_mm256_setzero_ps(); 8];
                 for i in 0..8 {
-                    lo[i] = load_w!(W, base.add(i * lda), t);
-                    hi[i] = load_w!(W, base.add(i * lda), t + 8);
+                    if W == W_F16_GROUPED {
+                        let p = at(W, a, lda, r8 + i, t);
+                        lo[i] = load_w!(W_F16, p, 0);
+                        hi[i] = load_w!(W_F16, p, 8);
+                    } else {
+                        let p = a.add((r8 + i) * lda);
+                        lo[i] = load_w!(W, p, t);
+                        hi[i] = load_w!(W, p, t + 8);
+                    }
                 }
                 let lo = transpose8(lo);
                 let hi = transpose8(hi);
@@ -106,15 +128,34 @@ unsafe fn pack_a<const MR: usize, const W: u8>(
     for t in kv..kc {
         for i in 0..full {
             // SAFETY: row i < rows holds value t; the store is within the panel.
-            unsafe { *out.add(t * MR + i) = scalar_w!(W, a.add(i * lda), t) };
+            unsafe { *out.add(t * MR + i) = scalar_at::<W>(a, lda, i, t) };
         }
     }
     for i in full..MR {
         for t in 0..kc {
             // SAFETY: row i exists when i < rows; the store is within the panel.
             unsafe {
-                *out.add(t * MR + i) = if i < rows { scalar_w!(W, a.add(i * lda), t) } else { 0.0 };
+                *out.add(t * MR + i) = if i < rows { scalar_at::<W>(a, lda, i, t) } else { 0.0 };
             }
+        }
+    }
+}
+
+/// Value `t` of weight row `i` of kind `W` (see [`at`]), as f32.
+///
+/// # Safety
+///
+/// The value is readable.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn scalar_at<const W: u8>(a: *const u8, lda: usize, i: usize, t: usize) -> f32 {
+    let p = at(W, a, lda, i, t);
+    // SAFETY: the caller's contract.
+    unsafe {
+        if W == W_F16_GROUPED {
+            scalar_w!(W_F16, p, 0)
+        } else {
+            scalar_w!(W, p, 0)
         }
     }
 }
@@ -176,13 +217,20 @@ macro_rules! gemm_chunk {
                     // scratch panel, the activation panels and the C tiles; the prefetched rows
                     // are rows of the weights (a prefetch of any address is harmless anyway).
                     unsafe {
-                        pack_a::<{ $MR }, W>(a.add(i * lda + kb * wsize(W)), lda, mv, kc, scratch);
+                        pack_a::<{ $MR }, W>(at(W, a, lda, i, kb), lda, mv, kc, scratch);
                         for p in 0..panels {
                             // Prefetch a share of the next weight rows while this tile computes.
                             for r in p * nrows / panels..(p + 1) * nrows / panels {
-                                let rp = a.add((nrow + r) * lda + nkb * wsize(W));
+                                // (In the grouped layout each row takes an eighth of its
+                                // group's K-block, the same bytes as a plain row's.)
+                                let rp = if W == W_F16_GROUPED {
+                                    let g = at(W, a, lda, (nrow + r) / 8 * 8, nkb);
+                                    g.wrapping_add((nrow + r) % 8 * nbytes)
+                                } else {
+                                    at(W, a, lda, nrow + r, nkb)
+                                };
                                 for off in (0..nbytes).step_by(64) {
-                                    _mm_prefetch::<_MM_HINT_T1>(rp.add(off).cast::<i8>());
+                                    _mm_prefetch::<_MM_HINT_T1>(rp.wrapping_add(off).cast::<i8>());
                                 }
                             }
                             let nv = $NR.min(n - p * $NR);
@@ -412,23 +460,25 @@ gemm_chunk!("avx2,fma,f16c", chunk256, micro256_n, MR256, NR256);
 /// A GEMM kernel: the function, `MR`, `NR` and `KC`.
 pub(crate) type Gemm = (GemmFn, usize, usize, usize);
 
-/// The AVX2 packed GEMM for weights of `wt` (F32, F16, BF16).
-pub(super) fn avx2(wt: DType) -> Option<Gemm> {
-    let f: GemmFn = match wt {
-        DType::F32 => chunk256::<W_F32>,
-        DType::F16 => chunk256::<W_F16>,
-        DType::BF16 => chunk256::<W_BF16>,
+/// The AVX2 packed GEMM for weights of `wt` (F32, F16, BF16; F16 also `grouped`, repacked).
+pub(super) fn avx2(wt: DType, grouped: bool) -> Option<Gemm> {
+    let f: GemmFn = match (wt, grouped) {
+        (DType::F32, false) => chunk256::<W_F32>,
+        (DType::F16, false) => chunk256::<W_F16>,
+        (DType::F16, true) => chunk256::<W_F16_GROUPED>,
+        (DType::BF16, false) => chunk256::<W_BF16>,
         _ => return None,
     };
     Some((f, MR256, NR256, KC))
 }
 
-/// The AVX-512 packed GEMM for weights of `wt` (F32, F16, BF16).
-pub(super) fn avx512(wt: DType) -> Option<Gemm> {
-    let f: GemmFn = match wt {
-        DType::F32 => chunk512::<W_F32>,
-        DType::F16 => chunk512::<W_F16>,
-        DType::BF16 => chunk512::<W_BF16>,
+/// The AVX-512 packed GEMM for weights of `wt` (F32, F16, BF16; F16 also `grouped`, repacked).
+pub(super) fn avx512(wt: DType, grouped: bool) -> Option<Gemm> {
+    let f: GemmFn = match (wt, grouped) {
+        (DType::F32, false) => chunk512::<W_F32>,
+        (DType::F16, false) => chunk512::<W_F16>,
+        (DType::F16, true) => chunk512::<W_F16_GROUPED>,
+        (DType::BF16, false) => chunk512::<W_BF16>,
         _ => return None,
     };
     Some((f, MR512, NR512, KC))

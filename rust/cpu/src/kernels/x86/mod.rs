@@ -41,10 +41,14 @@ pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
 
 /// The packed GEMM of `tier` (AVX2 or AVX-512 VNNI) for weights of `wt`: function, `MR`,
 /// `NR`, `KC`.
-pub(super) fn gemm(tier: super::Tier, wt: DType) -> Option<(super::GemmFn, usize, usize, usize)> {
+pub(super) fn gemm(
+    tier: super::Tier,
+    wt: DType,
+    repacked: bool,
+) -> Option<(super::GemmFn, usize, usize, usize)> {
     match tier {
-        super::Tier::Avx2 => gemm::avx2(wt),
-        super::Tier::Avx512Vnni => gemm::avx512(wt),
+        super::Tier::Avx2 => gemm::avx2(wt, repacked),
+        super::Tier::Avx512Vnni => gemm::avx512(wt, repacked),
         _ => None,
     }
 }

@@ -28,12 +28,118 @@ const GROUP_BLOCK: usize = ROWS * BLOCK * 2;
 /// not prefetch: on this Zen 4 every software prefetch measured (in-stream or next group,
 /// T0 / T1 / NTA) made it 10-20 % slower from RAM, though up to 1.6x faster from L3.
 const PREFETCH_BLOCKS: usize = 16;
-/// Activation rows of one tile call.
-const NR: usize = 8;
+/// Activation rows of one tile call on AVX2.
+const NR_AVX2: usize = 8;
+/// Activation rows of one tile call on AVX-512: two passes of the six-column sub-tile.
+const NR_AVX512: usize = 12;
 
-/// Defines, for one tier (`$feat`), the GEMV `$gemv`, the sub-tile kernel `$group::<N>` ($sub
-/// rows, N activation rows) and the tile function `$tile` taking the activation rows widest
-/// first from `[$($n),+]`.
+/// Defines the sub-tile kernel `$group::<N>` of one tier (`$feat`): `$sub` rows of a group by N
+/// activation rows, with vectors `$v` of `$lanes` f32 (`$zero` and `$fma` the tier's
+/// intrinsics, `$cvt` converting `$lanes` f16 at a pointer, `$ld` loading `$lanes` f32, `$hsum`
+/// summing a vector's lanes).
+macro_rules! f16_group {
+    ($feat:literal, $group:ident, $sub:literal, $lanes:literal, $v:ty, $zero:ident, $fma:ident,
+     $cvt:ident, $ld:ident, $hsum:ident) => {
+        /// Rows `r0..r0 + $sub` of one F16 group times `N` F32 activation rows (`ldb` bytes
+        /// apart): `c[j * ldc + r0 + r]`; the converted weights serve the `N` rows from
+        /// registers.
+        ///
+        /// # Safety
+        ///
+        /// `a` holds one group of `k` (a multiple of 16) values per row, `r0 + $sub <= 8`, the
+        /// activation rows hold `k` f32, the block of `c` is writable; the CPU supports the
+        /// tier.
+        #[target_feature(enable = $feat)]
+        unsafe fn $group<const N: usize>(
+            k: usize,
+            a: *const u8,
+            r0: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            let mut acc = [[$zero(); N]; $sub];
+            let mut t = 0;
+            while t < k {
+                // The sub-tile's lines PREFETCH_BLOCKS ahead into L1, and the same lines of the
+                // next group (the next rows, usually this chunk's next tile) into L2, so that
+                // the first pass over it does not wait on RAM. (A prefetch of any address is
+                // harmless.)
+                let here = t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2;
+                let ahead = a.wrapping_add(here + PREFETCH_BLOCKS * GROUP_BLOCK);
+                let next_group = a.wrapping_add(here + k * 2 * ROWS);
+                for l in (0..$sub * BLOCK * 2).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(next_group.wrapping_add(l).cast());
+                }
+                for h in 0..BLOCK / $lanes {
+                    // SAFETY: rows r0..r0 + $sub of block t / 16 and values t..t + 16 of the N
+                    // activation rows are in bounds.
+                    unsafe {
+                        let w = a.add(t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2 + h * $lanes * 2);
+                        let wv: [$v; $sub] = std::array::from_fn(|r| $cvt(w.add(r * BLOCK * 2)));
+                        for j in 0..N {
+                            let bv = $ld(b.add(j * ldb).cast::<f32>().add(t + $lanes * h));
+                            for r in 0..$sub {
+                                acc[r][j] = $fma(wv[r], bv, acc[r][j]);
+                            }
+                        }
+                    }
+                }
+                t += BLOCK;
+            }
+            for r in 0..$sub {
+                for j in 0..N {
+                    // SAFETY: the block of c is writable.
+                    unsafe { *c.add(j * ldc + r0 + r) = $hsum(acc[r][j]) };
+                }
+            }
+        }
+    };
+}
+
+/// Eight f16 at `p` as f32.
+///
+/// # Safety
+///
+/// `p` has 16 readable bytes; the CPU supports F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn cvt8(p: *const u8) -> __m256 {
+    // SAFETY: the caller's contract.
+    unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+}
+
+/// Sixteen f16 at `p` as f32.
+///
+/// # Safety
+///
+/// `p` has 32 readable bytes; the CPU supports AVX-512F.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+#[inline]
+unsafe fn cvt16(p: *const u8) -> __m512 {
+    // SAFETY: the caller's contract.
+    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+}
+
+/// The sum of a vector's eight lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum8(v: __m256) -> f32 {
+    hsum!(v)
+}
+
+/// The sum of a vector's sixteen lanes.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+#[inline]
+fn hsum16(v: __m512) -> f32 {
+    _mm512_reduce_add_ps(v)
+}
+
+/// Defines, for one tier (`$feat`), the GEMV `$gemv` and the tile function `$tile`, which runs
+/// the sub-tile kernel `$group::<N>` ($sub rows, N activation rows; defined by [`f16_group`])
+/// taking the activation rows widest first from `[$($n),+]`.
 macro_rules! f16_tier {
     ($feat:literal, $tile:ident, $group:ident, $gemv:ident, $sub:literal, [$($n:literal),+]) => {
         /// One F16 group times one F32 activation row: `c[0..8]`.
@@ -76,66 +182,6 @@ macro_rules! f16_tier {
             unsafe { _mm256_storeu_ps(c, sums) };
         }
 
-        /// Rows `r0..r0 + $sub` of one F16 group times `N` F32 activation rows (`ldb` bytes
-        /// apart): `c[j * ldc + r0 + r]`; the converted weights serve the `N` rows from
-        /// registers.
-        ///
-        /// # Safety
-        ///
-        /// `a` holds one group of `k` (a multiple of 16) values per row, `r0 + $sub <= 8`, the
-        /// activation rows hold `k` f32, the block of `c` is writable; the CPU supports the
-        /// tier.
-        #[target_feature(enable = $feat)]
-        unsafe fn $group<const N: usize>(
-            k: usize,
-            a: *const u8,
-            r0: usize,
-            b: *const u8,
-            ldb: usize,
-            c: *mut f32,
-            ldc: usize,
-        ) {
-            let mut acc = [[_mm256_setzero_ps(); N]; $sub];
-            let mut t = 0;
-            while t < k {
-                // The sub-tile's lines PREFETCH_BLOCKS ahead into L1, and the same lines of the
-                // next group (the next rows, usually this chunk's next tile) into L2, so that
-                // the first pass over it does not wait on RAM. (A prefetch of any address is
-                // harmless.)
-                let here = t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2;
-                let ahead = a.wrapping_add(here + PREFETCH_BLOCKS * GROUP_BLOCK);
-                let next_group = a.wrapping_add(here + k * 2 * ROWS);
-                for l in (0..$sub * BLOCK * 2).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
-                    _mm_prefetch::<_MM_HINT_T1>(next_group.wrapping_add(l).cast());
-                }
-                for h in 0..2 {
-                    // SAFETY: rows r0..r0 + $sub of block t / 16 and values t..t + 16 of the N
-                    // activation rows are in bounds.
-                    unsafe {
-                        let w = a.add(t / BLOCK * GROUP_BLOCK + r0 * BLOCK * 2 + h * 16);
-                        let wv: [__m256; $sub] = std::array::from_fn(|r| {
-                            _mm256_cvtph_ps(_mm_loadu_si128(w.add(r * BLOCK * 2).cast()))
-                        });
-                        for j in 0..N {
-                            let bv =
-                                _mm256_loadu_ps(b.add(j * ldb).cast::<f32>().add(t + 8 * h));
-                            for r in 0..$sub {
-                                acc[r][j] = _mm256_fmadd_ps(wv[r], bv, acc[r][j]);
-                            }
-                        }
-                    }
-                }
-                t += BLOCK;
-            }
-            for r in 0..$sub {
-                for j in 0..N {
-                    // SAFETY: the block of c is writable.
-                    unsafe { *c.add(j * ldc + r0 + r) = hsum!(acc[r][j]) };
-                }
-            }
-        }
-
         /// Tile kernel on one repacked F16 group (see [`TileFn`]): one activation row by the
         /// GEMV; more by sub-tiles of `$sub` rows, each taking all the columns (widest first
         /// from `[$($n),+]`) while its weights are in L1.
@@ -170,24 +216,48 @@ macro_rules! f16_tier {
     };
 }
 
+f16_group!(
+    "avx2,fma,f16c",
+    avx2_group,
+    4,
+    8,
+    __m256,
+    _mm256_setzero_ps,
+    _mm256_fmadd_ps,
+    cvt8,
+    _mm256_loadu_ps,
+    hsum8
+);
 f16_tier!("avx2,fma,f16c", avx2_f16, avx2_group, avx2_gemv, 4, [2, 1]);
+f16_group!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    avx512_group,
+    4,
+    16,
+    __m512,
+    _mm512_setzero_ps,
+    _mm512_fmadd_ps,
+    cvt16,
+    _mm512_loadu_ps,
+    hsum16
+);
 f16_tier!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     avx512_f16,
     avx512_group,
     avx512_gemv,
-    8,
-    [2, 1]
+    4,
+    [6, 4, 2, 1]
 );
 
 /// The AVX2 kernel for repacked F16 weights, with its tile size.
 pub(super) fn avx2_tile() -> (TileFn, usize, usize) {
-    (avx2_f16 as TileFn, ROWS, NR)
+    (avx2_f16 as TileFn, ROWS, NR_AVX2)
 }
 
 /// The AVX-512 VNNI tier's kernel for repacked F16 weights, with its tile size.
 pub(super) fn avx512_tile() -> (TileFn, usize, usize) {
-    (avx512_f16 as TileFn, ROWS, NR)
+    (avx512_f16 as TileFn, ROWS, NR_AVX512)
 }
 
 /// Whether `wt` is the type these kernels read.
