@@ -413,9 +413,10 @@ mod repacked {
             ];
             for &(m, k) in &shapes {
                 // With K = 4096, 120 columns of quantized activations (560 KB) span two of the
-                // driver's column chunks.
+                // driver's column chunks. N of 4 and more: groups of four activation rows (the
+                // ARM kernels' interleaved format), with 0 to 3 rows left over.
                 let wide = if k == 4096 { &[120usize][..] } else { &[] };
-                for &n in [1usize, 3, 4, 5, 8, 13, 17, 40].iter().chain(wide) {
+                for &n in [1usize, 3, 4, 5, 7, 8, 9, 13, 17, 40].iter().chain(wide) {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
                     let packed = PackedWeights::new(&al, &a).unwrap();

@@ -93,6 +93,11 @@ pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_i8mm::packed_tile(wt)
 }
 
+/// Quantizes an activation row to "Q8_0 with sums" with NEON (`dst` sized by the caller).
+pub(super) fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) {
+    quant_act::quantize_q8_0_sums(src, dst)
+}
+
 /// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.
 /// Only called once the NEON tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {

@@ -6,11 +6,14 @@
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
 //! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//! Tiles of four activation rows read them interleaved ([`act_x4`], 4-byte words), so that
+//! each activation chunk too is loaded once for four columns.
 //!
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::{f16_at, f16x4_at};
+use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
@@ -125,6 +128,58 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
+/// One group of four repacked rows times one group of four activation rows in the interleaved
+/// format ([`act_x4`], 4-byte words): per block, each weight chunk and each activation chunk
+/// (word `h` of the four activation rows) is loaded once, and `sdot` by element `c` of the
+/// activation chunk gives column `c`.
+///
+/// # Safety
+///
+/// The CPU supports dotprod; `a` is a group of four rows of `k` values repacked in 4 x 4; `b`
+/// is a group of four activation rows of `k` values in the interleaved format with 4-byte
+/// words; `c + j * ldc .. + 4` (`j < 4`) are writable.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn group_x4<const Q4: bool>(k: usize, a: *const u8, b: *const u8, c: *mut f32, ldc: usize) {
+    // SAFETY: every load stays within the group's and the activation group's blocks (caller's
+    // contract); the stores write the four outputs of each activation row.
+    unsafe {
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let mut acc = [vdupq_n_f32(0.0); act_x4::ROWS];
+        for blk in 0..k / 32 {
+            let g = a.add(blk * gsize);
+            let dw = f16x4_at(g);
+            let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+            let p = b.add(blk * act_x4::BLOCK);
+            let da = f16x4_at(p.add(act_x4::D));
+            let y =
+                (vld1q_s8_x4(p.add(act_x4::QS).cast()), vld1q_s8_x4(p.add(act_x4::QS + 64).cast()));
+            let y = [y.0 .0, y.0 .1, y.0 .2, y.0 .3, y.1 .0, y.1 .1, y.1 .2, y.1 .3];
+            // Q4_0: - 8 * sum of each column (nibbles used as 0..15).
+            let init = if Q4 {
+                vmovl_s16(vld1_s16(p.add(act_x4::NEG8_SUM).cast()))
+            } else {
+                vdupq_n_s32(0)
+            };
+            macro_rules! column {
+                ($c:literal) => {{
+                    let mut s = vdupq_laneq_s32::<$c>(init);
+                    for h in 0..8 {
+                        s = sdot_lane!(s, w[h], y[h], $c);
+                    }
+                    acc[$c] = vfmaq_f32(acc[$c], vcvtq_f32_s32(s), vmulq_laneq_f32::<$c>(dw, da));
+                }};
+            }
+            column!(0);
+            column!(1);
+            column!(2);
+            column!(3);
+        }
+        for j in 0..act_x4::ROWS {
+            vst1q_f32(c.add(j * ldc), acc[j]);
+        }
+    }
+}
+
 /// `G` consecutive groups of four repacked rows (`gstride` bytes apart) times one activation
 /// row: each block of the activation row is loaded once for the `G` groups.
 ///
@@ -176,13 +231,14 @@ const GEMV_GROUPS: usize = 4;
 macro_rules! packed_tile_fn {
     ($name:ident, $q4:expr) => {
         /// Tile kernel on 4 x 4 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
-        /// to [`GEMV_GROUPS`] groups); per group, the activation rows are taken four, three
-        /// or two at a time, and a lone last one for all the groups at once by [`gemv`].
+        /// to [`GEMV_GROUPS`] groups); four activation rows are one group of the interleaved
+        /// format ([`act_x4`], 4-byte words: [`group_x4`]), fewer are rows: three or two per
+        /// group at a time, a lone one for all the groups at once by [`gemv`].
         ///
         /// # Safety
         ///
         /// As [`TileFn`]; `a` points to `mr / 4` consecutive groups of four rows repacked in
-        /// 4 x 4.
+        /// 4 x 4; with `nr == 4`, `b` points to a group of the interleaved activation format.
         #[target_feature(enable = "neon,dotprod")]
         unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             debug_assert!(mr % ROWS == 0 && mr <= ROWS * GEMV_GROUPS);
@@ -204,10 +260,18 @@ macro_rules! packed_tile_fn {
                         break;
                     }
                     let n = left.min(4);
+                    if n == act_x4::ROWS {
+                        // Four columns: one group of the interleaved format (MatKernel::act_x4).
+                        for gi in 0..groups {
+                            let u = t.at(ROWS * gi, 0);
+                            group_x4::<$q4>(u.k, u.a, u.b, u.c, u.ldc);
+                        }
+                        j += n;
+                        continue;
+                    }
                     for gi in 0..groups {
                         let u = t.at(ROWS * gi, 0);
                         match n {
-                            4 => group::<4, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                             3 => group::<3, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                             _ => group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                         }

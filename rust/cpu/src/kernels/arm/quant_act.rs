@@ -131,3 +131,17 @@ pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {
         _ => false,
     }
 }
+
+/// Quantizes `src` to "Q8_0 with sums" blocks in `dst` (`Q8_1`-sized, see
+/// [`crate::kernels::quantize_q8_0_sums`]): the Q8_0 scale and quants, the i16 sum of the
+/// quants in place of Q8_1's `s`. `dst` holds `Q8_1.row_size(src.len())` bytes (checked by the
+/// caller).
+pub(super) fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) {
+    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
+        // SAFETY: NEON is in every aarch64 target; 32 values in, 32 quant bytes out (the block
+        // holds `q8_1::BYTES` bytes, the quants from `q8_1::QS`).
+        let (d, sum) = unsafe { q8_block(x.as_ptr(), out.as_mut_ptr().add(q8_1::QS).cast::<i8>()) };
+        out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+        out[q8_1::S..q8_1::S + 2].copy_from_slice(&(sum as i16).to_le_bytes());
+    }
+}
