@@ -511,6 +511,34 @@ fn q8_0_with_sums_matches_reference_q8_0() {
     }
 }
 
+/// The interleaved 4-row activation format of the ARM repacked kernels: quantizing four rows
+/// straight into it gives the bytes of the rows quantized one by one, then interleaved.
+#[test]
+fn act_x4_quantizer_matches_rows_then_interleave() {
+    let tiers = [Tier::Dotprod, Tier::I8mm];
+    for kern in tiers.iter().flat_map(|&t| [DType::Q4_0, DType::Q8_0].map(|d| (t, d))) {
+        let Some(kern) = kernels::repacked_kernel_in(kern.0, kern.1) else { continue };
+        if kern.act_x4 == 0 {
+            continue;
+        }
+        let k = 96;
+        let mut x = rand_vec(4 * k, 21);
+        x[k..k + 32].fill(0.0);
+        let rows: [&[f32]; 4] = std::array::from_fn(|r| &x[r * k..(r + 1) * k]);
+        let row = kern.act_row_size(k).unwrap();
+        let mut plain = vec![0u8; 4 * row];
+        for (r, o) in rows.iter().zip(plain.chunks_exact_mut(row)) {
+            kern.quantize_act(r, o).unwrap();
+        }
+        let mut want = vec![0u8; 4 * row];
+        kern.interleave_act_x4(k, &plain, &mut want).unwrap();
+        let mut got = vec![0u8; 4 * row];
+        kern.quantize_act_x4(rows, &mut got).unwrap();
+        assert_eq!(got, want, "{:?} {}", kern.tier, kern.weight);
+        assert!(kern.quantize_act_x4(rows, &mut got[1..]).is_err());
+    }
+}
+
 #[test]
 fn supports_reports_what_the_driver_handles() {
     let a = Layout::contiguous(DType::Q4_0, &[64, 8]).unwrap();

@@ -319,6 +319,29 @@ impl MatKernel {
         quantize_act(self.tier, self.act, src, dst)
     }
 
+    /// Converts four activation rows (of the same length) to one group of the kernel's
+    /// interleaved 4-row format ([`MatKernel::act_x4`], non-zero) in `dst`
+    /// (`4 * act_row_size`): the same bytes as [`MatKernel::quantize_act`] of each row then
+    /// [`MatKernel::interleave_act_x4`].
+    pub fn quantize_act_x4(&self, rows: [&[f32]; ACT_X4_ROWS], dst: &mut [u8]) -> Result<()> {
+        let k = rows[0].len();
+        let len = act_x4::ROWS * self.act_row_size(k)?;
+        if self.act_x4 == 0 || rows.iter().any(|r| r.len() != k) || dst.len() != len {
+            return Err(Error::InvalidArgument("quantize_act_x4: not four rows".into()));
+        }
+        #[cfg(target_arch = "aarch64")]
+        if self.act == DType::Q8_1 && self.repacked && Tier::Neon.is_supported() {
+            arm::quantize_q8_0_sums_x4(self.act_x4, rows, dst);
+            return Ok(());
+        }
+        let row = len / act_x4::ROWS;
+        let mut tmp = vec![0u8; len];
+        for (x, o) in rows.iter().zip(tmp.chunks_exact_mut(row)) {
+            self.quantize_act(x, o)?;
+        }
+        self.interleave_act_x4(k, &tmp, dst)
+    }
+
     /// Rewrites four activation rows of `k` values in the kernel's row format (`rows`, one
     /// after the other) as one group of its interleaved 4-row format ([`MatKernel::act_x4`],
     /// non-zero) in `dst` (as long as `rows`).

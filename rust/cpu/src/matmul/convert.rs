@@ -65,9 +65,23 @@ pub(crate) unsafe fn activations(
     let tasks = per_plane * bl.ne[2] * bl.ne[3];
     let x4 = kernel.act_x4 != 0;
     let src = SharedPtr(b.ptr.cast_mut());
+    // Row r's source (F32 in place, or gathered into `buf`).
+    let source = |r: usize, buf: &mut [f32]| -> *const f32 {
+        let (i1, i2, i3) = (r % bl.ne[1], r / bl.ne[1] % bl.ne[2], r / bl.ne[1] / bl.ne[2]);
+        let off = i1 * bl.nb[1] + i2 * bl.nb[2] + i3 * bl.nb[3];
+        // SAFETY: the source row lies within b's bytes (caller's contract).
+        unsafe {
+            let srow = src.get().add(off).cast_const();
+            if bl.dtype == DType::F32 && bl.nb[0] == 4 && srow.align_offset(4) == 0 {
+                srow.cast::<f32>()
+            } else {
+                gather(bl.dtype, srow, bl.nb[0], buf);
+                buf.as_ptr()
+            }
+        }
+    };
     let worker = || {
-        let mut tmp = vec![0f32; k];
-        let mut rows4 = if x4 { vec![0u8; ROWS_PER_TASK * row] } else { Vec::new() };
+        let mut tmp = vec![0f32; if x4 { ROWS_PER_TASK * k } else { k }];
         loop {
             let t = next.fetch_add(1, Ordering::Relaxed);
             if t >= tasks {
@@ -76,41 +90,33 @@ pub(crate) unsafe fn activations(
             let (plane, q) = (t / per_plane, t % per_plane);
             let first = plane * bl.ne[1] + q * ROWS_PER_TASK;
             let n = ROWS_PER_TASK.min(bl.ne[1] - q * ROWS_PER_TASK);
-            // A whole group of an interleaved format: its rows to `rows4` first.
-            let group = x4 && n == ROWS_PER_TASK;
-            for r in first..first + n {
-                let (i1, i2, i3) = (r % bl.ne[1], r / bl.ne[1] % bl.ne[2], r / bl.ne[1] / bl.ne[2]);
-                let off = i1 * bl.nb[1] + i2 * bl.nb[2] + i3 * bl.nb[3];
-                // SAFETY: row r of the work buffer has `row` bytes (sized above); rows written by
-                // different threads are disjoint; the source row lies within b's bytes.
-                let ok = unsafe {
-                    let dst = if group {
-                        &mut rows4[(r - first) * row..][..row]
-                    } else {
-                        std::slice::from_raw_parts_mut(out.get().add(r * row), row)
-                    };
-                    let srow = src.get().add(off).cast_const();
-                    let x: &[f32] =
-                        if bl.dtype == DType::F32 && bl.nb[0] == 4 && srow.align_offset(4) == 0 {
-                            std::slice::from_raw_parts(srow.cast::<f32>(), k)
-                        } else {
-                            gather(bl.dtype, srow, bl.nb[0], &mut tmp);
-                            &tmp
-                        };
-                    kernel.quantize_act(x, dst).is_ok()
-                };
-                if !ok {
-                    failed.store(true, Ordering::Relaxed);
+            let ok = if x4 && n == ROWS_PER_TASK {
+                // A whole group of the interleaved format.
+                let mut xs: [&[f32]; ROWS_PER_TASK] = [&[]; ROWS_PER_TASK];
+                for (i, (x, buf)) in xs.iter_mut().zip(tmp.chunks_exact_mut(k)).enumerate() {
+                    let p = source(first + i, buf);
+                    // SAFETY: `source` gives k readable f32 (b's row or `buf`), unchanged
+                    // while `xs` lives.
+                    *x = unsafe { std::slice::from_raw_parts(p, k) };
                 }
-            }
-            if group {
                 // SAFETY: rows first..first + 4 of the work buffer (sized above), this task's.
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(out.get().add(first * row), ROWS_PER_TASK * row)
                 };
-                if kernel.interleave_act_x4(k, &rows4, dst).is_err() {
-                    failed.store(true, Ordering::Relaxed);
-                }
+                kernel.quantize_act_x4(xs, dst).is_ok()
+            } else {
+                (first..first + n).all(|r| {
+                    let p = source(r, &mut tmp[..k]);
+                    // SAFETY: row r of the work buffer has `row` bytes (sized above); rows
+                    // written by different threads are disjoint; `source` gives k readable f32.
+                    unsafe {
+                        let dst = std::slice::from_raw_parts_mut(out.get().add(r * row), row);
+                        kernel.quantize_act(std::slice::from_raw_parts(p, k), dst).is_ok()
+                    }
+                })
+            };
+            if !ok {
+                failed.store(true, Ordering::Relaxed);
             }
         }
     };
