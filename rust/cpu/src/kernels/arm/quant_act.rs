@@ -189,8 +189,9 @@ pub(super) fn quantize_q8_0_sums_x4(word: usize, rows: [&[f32]; act_x4::ROWS], d
         // `qs` (128 bytes).
         unsafe {
             let p = qs.as_mut_ptr().cast::<i8>();
-            for h in 0..2 {
-                let [a, b, c, d] = [q[0][h], q[1][h], q[2][h], q[3][h]];
+            // Half h (values 16h..16h + 16) of the four rows.
+            let halves: [[int8x16_t; act_x4::ROWS]; 2] = std::array::from_fn(|h| q.map(|r| r[h]));
+            for (h, [a, b, c, d]) in halves.into_iter().enumerate() {
                 if word == 4 {
                     // Chunk 4h + i of the four rows: lanes i of a, b, c, d (32-bit).
                     let (a, b, c, d) = (
