@@ -413,9 +413,10 @@ mod repacked {
             ];
             for &(m, k) in &shapes {
                 // With K = 4096, 120 columns of quantized activations (560 KB) span two of the
-                // driver's column chunks.
+                // driver's column chunks. N of 4 and more: groups of four activation rows (the
+                // ARM kernels' interleaved format), with 0 to 3 rows left over.
                 let wide = if k == 4096 { &[120usize][..] } else { &[] };
-                for &n in [1usize, 3, 4, 5, 8, 13, 17, 40].iter().chain(wide) {
+                for &n in [1usize, 3, 4, 5, 7, 8, 9, 13, 17, 40].iter().chain(wide) {
                     let (a, wdeq) = weights(dtype, k, m, (m + n + k) as u64);
                     let al = Layout::contiguous(dtype, &[k, m]).unwrap();
                     let packed = PackedWeights::new(&al, &a).unwrap();
@@ -507,6 +508,34 @@ fn q8_0_with_sums_matches_reference_q8_0() {
         assert_eq!(&a[2..], &b[4..]);
         let sum: i32 = a[2..].iter().map(|&v| i32::from(v as i8)).sum();
         assert_eq!(i16::from_le_bytes([b[2], b[3]]), sum as i16);
+    }
+}
+
+/// The interleaved 4-row activation format of the ARM repacked kernels: quantizing four rows
+/// straight into it gives the bytes of the rows quantized one by one, then interleaved.
+#[test]
+fn act_x4_quantizer_matches_rows_then_interleave() {
+    let tiers = [Tier::Dotprod, Tier::I8mm];
+    for kern in tiers.iter().flat_map(|&t| [DType::Q4_0, DType::Q8_0].map(|d| (t, d))) {
+        let Some(kern) = kernels::repacked_kernel_in(kern.0, kern.1) else { continue };
+        if kern.act_x4 == 0 {
+            continue;
+        }
+        let k = 96;
+        let mut x = rand_vec(4 * k, 21);
+        x[k..k + 32].fill(0.0);
+        let rows: [&[f32]; 4] = std::array::from_fn(|r| &x[r * k..(r + 1) * k]);
+        let row = kern.act_row_size(k).unwrap();
+        let mut plain = vec![0u8; 4 * row];
+        for (r, o) in rows.iter().zip(plain.chunks_exact_mut(row)) {
+            kern.quantize_act(r, o).unwrap();
+        }
+        let mut want = vec![0u8; 4 * row];
+        kern.interleave_act_x4(k, &plain, &mut want).unwrap();
+        let mut got = vec![0u8; 4 * row];
+        kern.quantize_act_x4(rows, &mut got).unwrap();
+        assert_eq!(got, want, "{:?} {}", kern.tier, kern.weight);
+        assert!(kern.quantize_act_x4(rows, &mut got[1..]).is_err());
     }
 }
 

@@ -106,6 +106,7 @@ macro_rules! packed_tiled {
 
 pub mod tier;
 
+mod act_x4;
 pub mod attn_tiles;
 mod blocks;
 pub mod ew;
@@ -126,6 +127,9 @@ pub use tier::{
 };
 
 use crate::error::CpuError;
+
+/// Activation rows of one group of the interleaved 4-row format ([`MatKernel::act_x4`]).
+pub const ACT_X4_ROWS: usize = act_x4::ROWS;
 use tessera_core::{DType, Error, Result};
 
 /// The operands of one tile-kernel call: weight rows `A_i` at `a + i * lda`, activation rows
@@ -276,6 +280,12 @@ pub struct MatKernel {
     /// activations are then in the "Q8_0 with sums" format (`act` is Q8_1 for its size): per
     /// block of 32, the f16 scale, the i16 sum of the quants and the Q8_0 quants.
     pub repacked: bool,
+    /// Word bytes of the interleaved 4-row activation format (`act_x4`: four activation rows
+    /// block by block, their quants alternating in words of this many bytes) that the kernel
+    /// reads in its tiles of 4 activation rows; 0 when it reads every tile row by row. The
+    /// driver stores each plane's activation rows `4q..4q + 4` so (the rows past the last
+    /// multiple of 4 stay rows) and calls the kernel with 4 columns only at such a group.
+    pub act_x4: usize,
     tile: TileFn,
 }
 
@@ -304,6 +314,41 @@ impl MatKernel {
             return quantize_q8_0_sums(src, dst);
         }
         quantize_act(self.tier, self.act, src, dst)
+    }
+
+    /// Converts four activation rows (of the same length) to one group of the kernel's
+    /// interleaved 4-row format ([`MatKernel::act_x4`], non-zero) in `dst`
+    /// (`4 * act_row_size`): the same bytes as [`MatKernel::quantize_act`] of each row then
+    /// [`MatKernel::interleave_act_x4`].
+    pub fn quantize_act_x4(&self, rows: [&[f32]; ACT_X4_ROWS], dst: &mut [u8]) -> Result<()> {
+        let k = rows[0].len();
+        let len = act_x4::ROWS * self.act_row_size(k)?;
+        if self.act_x4 == 0 || rows.iter().any(|r| r.len() != k) || dst.len() != len {
+            return Err(Error::InvalidArgument("quantize_act_x4: not four rows".into()));
+        }
+        #[cfg(target_arch = "aarch64")]
+        if self.act == DType::Q8_1 && self.repacked && Tier::Neon.is_supported() {
+            arm::quantize_q8_0_sums_x4(self.act_x4, rows, dst);
+            return Ok(());
+        }
+        let row = len / act_x4::ROWS;
+        let mut tmp = vec![0u8; len];
+        for (x, o) in rows.iter().zip(tmp.chunks_exact_mut(row)) {
+            self.quantize_act(x, o)?;
+        }
+        self.interleave_act_x4(k, &tmp, dst)
+    }
+
+    /// Rewrites four activation rows of `k` values in the kernel's row format (`rows`, one
+    /// after the other) as one group of its interleaved 4-row format ([`MatKernel::act_x4`],
+    /// non-zero) in `dst` (as long as `rows`).
+    pub fn interleave_act_x4(&self, k: usize, rows: &[u8], dst: &mut [u8]) -> Result<()> {
+        let len = act_x4::ROWS * self.act_row_size(k)?;
+        if self.act_x4 == 0 || rows.len() != len || dst.len() != len {
+            return Err(Error::InvalidArgument("interleave_act_x4: not four rows".into()));
+        }
+        act_x4::interleave(self.act_x4, k, rows, dst);
+        Ok(())
     }
 }
 
@@ -340,7 +385,16 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
     let t = tier::tier_for_in(tier, dtype);
     let (tile, mr, nr) = raw_tile(t, dtype)
         .ok_or_else(|| Error::dtype("mul_mat", dtype, "no CPU kernel for this weight type"))?;
-    Ok(MatKernel { tier: t, weight: dtype, act: act_type(dtype), mr, nr, repacked: false, tile })
+    Ok(MatKernel {
+        tier: t,
+        weight: dtype,
+        act: act_type(dtype),
+        mr,
+        nr,
+        repacked: false,
+        act_x4: 0,
+        tile,
+    })
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
@@ -378,7 +432,13 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };
-    Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, tile })
+    // The ARM Q4_0 / Q8_0 kernels read groups of 4 activation rows interleaved in their words.
+    let act_x4 = match (tier, dtype) {
+        (Tier::Dotprod, DType::Q4_0 | DType::Q8_0) => 4,
+        (Tier::I8mm, DType::Q4_0 | DType::Q8_0) => 8,
+        _ => 0,
+    };
+    Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, act_x4, tile })
 }
 
 /// Quantizes `src` to Q8_0 blocks stored with the sums of their quants (see
@@ -403,6 +463,11 @@ pub fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) -> Result<()> {
             out[..F16_BYTES].copy_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
             out[sum_at.clone()].copy_from_slice(&(sum as i16).to_le_bytes());
         }
+        return Ok(());
+    }
+    #[cfg(target_arch = "aarch64")]
+    if Tier::Neon.is_supported() {
+        arm::quantize_q8_0_sums(src, dst);
         return Ok(());
     }
     let mut tmp = [0u8; q8_0::BYTES];

@@ -24,8 +24,9 @@ unsafe impl Sync for Acts {}
 /// K values per block when packing activation panels.
 const PACK_BLOCK: usize = 64;
 
-/// Rows converted per parallel task.
-const ROWS_PER_TASK: usize = 4;
+/// Rows converted per parallel task: the rows of one group of the kernels' interleaved 4-row
+/// activation format ([`MatKernel::act_x4`]).
+const ROWS_PER_TASK: usize = crate::kernels::ACT_X4_ROWS;
 
 /// Converts `b` to the kernel's activation format in `work` (or reads it in place).
 ///
@@ -58,35 +59,64 @@ pub(crate) unsafe fn activations(
     let out = SharedPtr(work.as_mut_ptr().cast::<u8>());
     let failed = AtomicBool::new(false);
     let next = AtomicUsize::new(0);
-    let tasks = rows.div_ceil(ROWS_PER_TASK);
+    // A task: up to ROWS_PER_TASK rows of one plane, from a multiple of it (with an
+    // interleaved format, a whole group of the plane's rows 4q..4q + 4 or its last rows).
+    let per_plane = bl.ne[1].div_ceil(ROWS_PER_TASK);
+    let tasks = per_plane * bl.ne[2] * bl.ne[3];
+    let x4 = kernel.act_x4 != 0;
     let src = SharedPtr(b.ptr.cast_mut());
+    // Row r's source (F32 in place, or gathered into `buf`).
+    let source = |r: usize, buf: &mut [f32]| -> *const f32 {
+        let (i1, i2, i3) = (r % bl.ne[1], r / bl.ne[1] % bl.ne[2], r / bl.ne[1] / bl.ne[2]);
+        let off = i1 * bl.nb[1] + i2 * bl.nb[2] + i3 * bl.nb[3];
+        // SAFETY: the source row lies within b's bytes (caller's contract).
+        unsafe {
+            let srow = src.get().add(off).cast_const();
+            if bl.dtype == DType::F32 && bl.nb[0] == 4 && srow.align_offset(4) == 0 {
+                srow.cast::<f32>()
+            } else {
+                gather(bl.dtype, srow, bl.nb[0], buf);
+                buf.as_ptr()
+            }
+        }
+    };
     let worker = || {
-        let mut tmp = vec![0f32; k];
+        let mut tmp = vec![0f32; if x4 { ROWS_PER_TASK * k } else { k }];
         loop {
             let t = next.fetch_add(1, Ordering::Relaxed);
             if t >= tasks {
                 return;
             }
-            for r in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(rows) {
-                let (i1, i2, i3) = (r % bl.ne[1], r / bl.ne[1] % bl.ne[2], r / bl.ne[1] / bl.ne[2]);
-                let off = i1 * bl.nb[1] + i2 * bl.nb[2] + i3 * bl.nb[3];
-                // SAFETY: row r of the work buffer has `row` bytes (sized above); rows written by
-                // different threads are disjoint; the source row lies within b's bytes.
-                let ok = unsafe {
-                    let dst = std::slice::from_raw_parts_mut(out.get().add(r * row), row);
-                    let srow = src.get().add(off).cast_const();
-                    let x: &[f32] =
-                        if bl.dtype == DType::F32 && bl.nb[0] == 4 && srow.align_offset(4) == 0 {
-                            std::slice::from_raw_parts(srow.cast::<f32>(), k)
-                        } else {
-                            gather(bl.dtype, srow, bl.nb[0], &mut tmp);
-                            &tmp
-                        };
-                    kernel.quantize_act(x, dst).is_ok()
-                };
-                if !ok {
-                    failed.store(true, Ordering::Relaxed);
+            let (plane, q) = (t / per_plane, t % per_plane);
+            let first = plane * bl.ne[1] + q * ROWS_PER_TASK;
+            let n = ROWS_PER_TASK.min(bl.ne[1] - q * ROWS_PER_TASK);
+            let ok = if x4 && n == ROWS_PER_TASK {
+                // A whole group of the interleaved format.
+                let mut xs: [&[f32]; ROWS_PER_TASK] = [&[]; ROWS_PER_TASK];
+                for (i, (x, buf)) in xs.iter_mut().zip(tmp.chunks_exact_mut(k)).enumerate() {
+                    let p = source(first + i, buf);
+                    // SAFETY: `source` gives k readable f32 (b's row or `buf`), unchanged
+                    // while `xs` lives.
+                    *x = unsafe { std::slice::from_raw_parts(p, k) };
                 }
+                // SAFETY: rows first..first + 4 of the work buffer (sized above), this task's.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out.get().add(first * row), ROWS_PER_TASK * row)
+                };
+                kernel.quantize_act_x4(xs, dst).is_ok()
+            } else {
+                (first..first + n).all(|r| {
+                    let p = source(r, &mut tmp[..k]);
+                    // SAFETY: row r of the work buffer has `row` bytes (sized above); rows
+                    // written by different threads are disjoint; `source` gives k readable f32.
+                    unsafe {
+                        let dst = std::slice::from_raw_parts_mut(out.get().add(r * row), row);
+                        kernel.quantize_act(std::slice::from_raw_parts(p, k), dst).is_ok()
+                    }
+                })
+            };
+            if !ok {
+                failed.store(true, Ordering::Relaxed);
             }
         }
     };

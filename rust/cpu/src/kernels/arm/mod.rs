@@ -93,6 +93,17 @@ pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_i8mm::packed_tile(wt)
 }
 
+/// Quantizes an activation row to "Q8_0 with sums" with NEON (`dst` sized by the caller).
+pub(super) fn quantize_q8_0_sums(src: &[f32], dst: &mut [u8]) {
+    quant_act::quantize_q8_0_sums(src, dst)
+}
+
+/// Quantizes four activation rows with NEON straight into one group of the interleaved 4-row
+/// format with `word`-byte chunks (`dst` sized by the caller).
+pub(super) fn quantize_q8_0_sums_x4(word: usize, rows: [&[f32]; 4], dst: &mut [u8]) {
+    quant_act::quantize_q8_0_sums_x4(word, rows, dst)
+}
+
 /// Converts an activation row with NEON when a kernel exists for `act`; `false` otherwise.
 /// Only called once the NEON tier is known to be supported.
 pub(super) fn quantize_act(act: DType, src: &[f32], dst: &mut [u8]) -> bool {

@@ -6,11 +6,14 @@
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
 //! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//! Tiles of four activation rows read them interleaved ([`act_x4`], 4-byte words), so that
+//! each activation chunk too is loaded once for four columns.
 //!
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::{f16_at, f16x4_at};
+use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
@@ -125,6 +128,82 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     }
 }
 
+/// One group of four repacked rows times `NA` groups of four activation rows in the
+/// interleaved format ([`act_x4`], 4-byte words; group `n` at `b + 4 n ldb`): per block, each
+/// weight chunk is loaded and unpacked once for the `4 NA` columns and each activation chunk
+/// (word `h` of four activation rows) loaded once; `sdot` by element `c` of the activation
+/// chunk gives column `c` of its group.
+///
+/// # Safety
+///
+/// The CPU supports dotprod; `a` is a group of four rows of `k` values repacked in 4 x 4;
+/// `b + 4 n ldb` (`n < NA`) are groups of four activation rows of `k` values in the
+/// interleaved format with 4-byte words; `c + j * ldc .. + 4` (`j < 4 NA`) are writable.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn group_x4<const NA: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY: every load stays within the group's and the activation groups' blocks (caller's
+    // contract); the stores write the four outputs of each activation row.
+    unsafe {
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let mut acc = [[vdupq_n_f32(0.0); act_x4::ROWS]; NA];
+        for blk in 0..k / 32 {
+            let g = a.add(blk * gsize);
+            let dw = f16x4_at(g);
+            let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+            // Activation group n (unrolled: the accumulators stay in registers).
+            macro_rules! act_group {
+                ($n:literal) => {{
+                    let n: usize = $n;
+                    let acc = &mut acc[n];
+                    let p = b.add(n * act_x4::ROWS * ldb + blk * act_x4::BLOCK);
+                    let da = f16x4_at(p.add(act_x4::D));
+                    let y = (
+                        vld1q_s8_x4(p.add(act_x4::QS).cast()),
+                        vld1q_s8_x4(p.add(act_x4::QS + 64).cast()),
+                    );
+                    let y = [y.0 .0, y.0 .1, y.0 .2, y.0 .3, y.1 .0, y.1 .1, y.1 .2, y.1 .3];
+                    // Q4_0: - 8 * sum of each column (nibbles used as 0..15).
+                    let init = if Q4 {
+                        vmovl_s16(vld1_s16(p.add(act_x4::NEG8_SUM).cast()))
+                    } else {
+                        vdupq_n_s32(0)
+                    };
+                    macro_rules! column {
+                        ($c:literal) => {{
+                            let mut s = vdupq_laneq_s32::<$c>(init);
+                            for h in 0..8 {
+                                s = sdot_lane!(s, w[h], y[h], $c);
+                            }
+                            let d = vmulq_laneq_f32::<$c>(dw, da);
+                            acc[$c] = vfmaq_f32(acc[$c], vcvtq_f32_s32(s), d);
+                        }};
+                    }
+                    column!(0);
+                    column!(1);
+                    column!(2);
+                    column!(3);
+                }};
+            }
+            act_group!(0);
+            if NA > 1 {
+                act_group!(1);
+            }
+        }
+        for (n, acc) in acc.iter().enumerate() {
+            for j in 0..act_x4::ROWS {
+                vst1q_f32(c.add((act_x4::ROWS * n + j) * ldc), acc[j]);
+            }
+        }
+    }
+}
+
 /// `G` consecutive groups of four repacked rows (`gstride` bytes apart) times one activation
 /// row: each block of the activation row is loaded once for the `G` groups.
 ///
@@ -176,18 +255,37 @@ const GEMV_GROUPS: usize = 4;
 macro_rules! packed_tile_fn {
     ($name:ident, $q4:expr) => {
         /// Tile kernel on 4 x 4 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
-        /// to [`GEMV_GROUPS`] groups); per group, the activation rows are taken four, three
-        /// or two at a time, and a lone last one for all the groups at once by [`gemv`].
+        /// to [`GEMV_GROUPS`] groups); four activation rows are one group of the interleaved
+        /// format ([`act_x4`], 4-byte words: [`group_x4`]), fewer are rows: three or two per
+        /// group at a time, a lone one for all the groups at once by [`gemv`].
         ///
         /// # Safety
         ///
         /// As [`TileFn`]; `a` points to `mr / 4` consecutive groups of four rows repacked in
-        /// 4 x 4.
+        /// 4 x 4; the first `4 * (nr / 4)` columns are groups of the interleaved activation format
+        /// (`b`, `b + 4 * ldb`), the rest rows.
         #[target_feature(enable = "neon,dotprod")]
         unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             debug_assert!(mr % ROWS == 0 && mr <= ROWS * GEMV_GROUPS);
             let groups = mr / ROWS;
-            let mut j = 0;
+            // Whole groups of the interleaved format first, both at once when there are two
+            // (each weight block loaded and unpacked once for the eight columns).
+            let x4 = nr / act_x4::ROWS;
+            if x4 > 0 {
+                for gi in 0..groups {
+                    // SAFETY: group gi of the tile and its first 4 * x4 columns (caller's
+                    // contract: they are groups of the interleaved format).
+                    unsafe {
+                        let u = o.at(ROWS * gi, 0);
+                        if x4 >= 2 {
+                            group_x4::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                        } else {
+                            group_x4::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                        }
+                    }
+                }
+            }
+            let mut j = act_x4::ROWS * x4.min(2);
             while j < nr {
                 let left = nr - j;
                 // SAFETY: columns j.. of the tile and its `groups` groups (caller's contract).
@@ -207,7 +305,6 @@ macro_rules! packed_tile_fn {
                     for gi in 0..groups {
                         let u = t.at(ROWS * gi, 0);
                         match n {
-                            4 => group::<4, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                             3 => group::<3, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                             _ => group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                         }
@@ -223,11 +320,11 @@ packed_tile_fn!(packed_q4_0, true);
 packed_tile_fn!(packed_q8_0, false);
 
 /// The kernel for 4 x 4 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
-/// groups of 4 rows, 4 columns).
+/// groups of 4 rows, 8 columns: two groups of the interleaved activation format).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         _ => None,
     }
 }

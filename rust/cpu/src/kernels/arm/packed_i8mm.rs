@@ -8,11 +8,14 @@
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
 //! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//! Tiles of four activation rows read them interleaved ([`act_x4`], 8-byte words): a 16-byte
+//! load is then 8 bytes of two activation rows, the right operand of `smmla` as it is.
 //!
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::{f16_at, f16x4_at};
+use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
@@ -131,6 +134,109 @@ unsafe fn group<const NP: usize, const Q4: bool>(
     }
 }
 
+/// One group of four repacked rows times `NA` groups of four activation rows in the
+/// interleaved format ([`act_x4`], 8-byte words; group `n` at `b + 4 n ldb`): per block, the
+/// weights (two row pairs) are loaded and unpacked once for the `4 NA` columns and the
+/// activations (two column pairs per group) loaded once; 16 `smmla` give each activation
+/// group's 4 x 4 products.
+///
+/// # Safety
+///
+/// The CPU supports i8mm; `a` is a group of four rows of `k` values repacked in 4 x 8;
+/// `b + 4 n ldb` (`n < NA`) are groups of four activation rows of `k` values in the
+/// interleaved format with 8-byte words; `c + j * ldc .. + 4` (`j < 4 NA`) are writable.
+#[target_feature(enable = "neon,i8mm")]
+unsafe fn group_x4<const NA: usize, const Q4: bool>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY: every load stays within the group's and the activation groups' blocks (caller's
+    // contract); the stores write the four outputs of each activation row.
+    unsafe {
+        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let m4 = vdupq_n_u8(0x0f);
+        // acc[n][cp][rp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp of
+        // activation group n.
+        let mut acc = [[[vdupq_n_f32(0.0); 2]; 2]; NA];
+        for blk in 0..k / 32 {
+            let g = a.add(blk * gsize);
+            // [d0, d0, d1, d1], [d2, d2, d3, d3].
+            let d = f16x4_at(g);
+            let wd = [vzip1q_f32(d, d), vzip2q_f32(d, d)];
+            let q = g.add(F16_BYTES * ROWS);
+            // w[t][rp]: the weights of word t (values 8t..8t + 8) of row pair rp.
+            let mut w = [[vdupq_n_s8(0); 2]; 4];
+            if Q4 {
+                // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t.., high 16 + 8t..
+                let r = vld1q_u8_x4(q);
+                let r = [r.0, r.1, r.2, r.3];
+                for t in 0..2 {
+                    for rp in 0..2 {
+                        w[t][rp] = vreinterpretq_s8_u8(vandq_u8(r[2 * t + rp], m4));
+                        w[2 + t][rp] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(r[2 * t + rp]));
+                    }
+                }
+            } else {
+                let (lo, hi) = (vld1q_s8_x4(q.cast()), vld1q_s8_x4(q.add(64).cast()));
+                w = [[lo.0, lo.1], [lo.2, lo.3], [hi.0, hi.1], [hi.2, hi.3]];
+            }
+            for (n, acc) in acc.iter_mut().enumerate() {
+                let p = b.add(n * act_x4::ROWS * ldb + blk * act_x4::BLOCK);
+                // [e0, e1, e0, e1], [e2, e3, e2, e3] (column pair cp, as the products' lanes).
+                let e = vreinterpretq_f64_f32(f16x4_at(p.add(act_x4::D)));
+                let be = [
+                    vreinterpretq_f32_f64(vdupq_laneq_f64::<0>(e)),
+                    vreinterpretq_f32_f64(vdupq_laneq_f64::<1>(e)),
+                ];
+                // yz[t][cp]: word t of columns 2cp and 2cp + 1.
+                let (lo, hi) = (
+                    vld1q_s8_x4(p.add(act_x4::QS).cast()),
+                    vld1q_s8_x4(p.add(act_x4::QS + 64).cast()),
+                );
+                let yz = [[lo.0, lo.1], [lo.2, lo.3], [hi.0, hi.1], [hi.2, hi.3]];
+                // Q4_0: - 8 * sum of each column, as the lanes of the products.
+                let init = if Q4 {
+                    let s = vmovl_s16(vld1_s16(p.add(act_x4::NEG8_SUM).cast()));
+                    let s = vreinterpretq_s64_s32(s);
+                    [
+                        vreinterpretq_s32_s64(vdupq_laneq_s64::<0>(s)),
+                        vreinterpretq_s32_s64(vdupq_laneq_s64::<1>(s)),
+                    ]
+                } else {
+                    [vdupq_n_s32(0); 2]
+                };
+                for cp in 0..2 {
+                    for rp in 0..2 {
+                        let mut s = init[cp];
+                        for t in 0..4 {
+                            s = smmla!(s, w[t][rp], yz[t][cp]);
+                        }
+                        let d = vmulq_f32(wd[rp], be[cp]);
+                        acc[cp][rp] = vfmaq_f32(acc[cp][rp], vcvtq_f32_s32(s), d);
+                    }
+                }
+            }
+        }
+        for (n, acc) in acc.iter().enumerate() {
+            for cp in 0..2 {
+                let mut v = [[0f32; 4]; 2];
+                for rp in 0..2 {
+                    vst1q_f32(v[rp].as_mut_ptr(), acc[cp][rp]);
+                }
+                for h in 0..2 {
+                    let out = [v[0][h], v[0][2 + h], v[1][h], v[1][2 + h]];
+                    let j = act_x4::ROWS * n + 2 * cp + h;
+                    vst1q_f32(c.add(j * ldc), vld1q_f32(out.as_ptr()));
+                }
+            }
+        }
+    }
+}
+
 /// `acc += sdot(w, y)`: lane `l` of `acc` gains the dot product of bytes `4l..4l + 4` of `w`
 /// and of `y`.
 macro_rules! sdot {
@@ -221,19 +327,38 @@ const GEMV_GROUPS: usize = 4;
 macro_rules! packed_tile_fn {
     ($name:ident, $q4:expr) => {
         /// Tile kernel on 4 x 8 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
-        /// to [`GEMV_GROUPS`] groups); per group, the activation rows are taken four (two
-        /// pairs) or three (a pair and a row paired with itself) or two at a time, and a lone
-        /// last one for all the groups at once by [`gemv`].
+        /// to [`GEMV_GROUPS`] groups); four activation rows are one group of the interleaved
+        /// format ([`act_x4`], 8-byte words: [`group_x4`]), fewer are rows: three (a pair and a
+        /// row paired with itself) or two per group at a time, a lone one for all the groups
+        /// at once by [`gemv`].
         ///
         /// # Safety
         ///
         /// As [`TileFn`]; `a` points to `mr / 4` consecutive groups of four rows repacked in
-        /// 4 x 8.
+        /// 4 x 8; the first `4 * (nr / 4)` columns are groups of the interleaved activation format
+        /// (`b`, `b + 4 * ldb`), the rest rows.
         #[target_feature(enable = "neon,dotprod,i8mm")]
         unsafe fn $name(o: Operands, mr: usize, nr: usize) {
             debug_assert!(mr % ROWS == 0 && mr <= ROWS * GEMV_GROUPS);
             let groups = mr / ROWS;
-            let mut j = 0;
+            // Whole groups of the interleaved format first, both at once when there are two
+            // (each weight block loaded and unpacked once for the eight columns).
+            let x4 = nr / act_x4::ROWS;
+            if x4 > 0 {
+                for gi in 0..groups {
+                    // SAFETY: group gi of the tile and its first 4 * x4 columns (caller's
+                    // contract: they are groups of the interleaved format).
+                    unsafe {
+                        let u = o.at(ROWS * gi, 0);
+                        if x4 >= 2 {
+                            group_x4::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                        } else {
+                            group_x4::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                        }
+                    }
+                }
+            }
+            let mut j = act_x4::ROWS * x4.min(2);
             while j < nr {
                 let left = nr - j;
                 // SAFETY: columns j.. of the tile and its `groups` groups (caller's contract).
@@ -269,11 +394,11 @@ packed_tile_fn!(packed_q4_0, true);
 packed_tile_fn!(packed_q8_0, false);
 
 /// The kernel for 4 x 8 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
-/// groups of 4 rows, 4 columns).
+/// groups of 4 rows, 8 columns: two groups of the interleaved activation format).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
-        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
-        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 4)),
+        DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
+        DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         _ => None,
     }
 }
