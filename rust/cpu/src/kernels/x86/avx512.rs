@@ -219,6 +219,22 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
     _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms))
 }
 
+/// Prefetches share `step` of `steps` of the `bytes` at `p` into L1: the one-row K-quant
+/// kernels fetch their next group block while they compute this one, since a matrix-vector
+/// product waits on the latency of L3 / RAM (measured on a Xeon with AVX-512, 4096 x 4096
+/// Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 -> 33 from RAM; two blocks ahead or more gained
+/// less from RAM).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn prefetch_share(p: *const u8, bytes: usize, step: usize, steps: usize) {
+    let lines = bytes.div_ceil(64 * steps);
+    let p = p.wrapping_add(step * lines * 64);
+    for l in 0..lines {
+        // A prefetch of any address is harmless.
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * l).cast());
+    }
+}
+
 /// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
 /// activation rows: per 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer
 /// sums, scaled in f32 by `d * sc`; the mins come off as integer sums of `m * bsums`
@@ -285,6 +301,9 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             };
             let mut tj = [_mm512_setzero_ps(); NR];
             for ch in 0..4 {
+                if NR == 1 {
+                    prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, ch, 4);
+                }
                 let mut lo = [_mm512_setzero_si512(); 8];
                 let mut hi = [_mm512_setzero_si512(); 8];
                 for h in 0..8 {
@@ -505,6 +524,9 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                         }
                     });
                     let t = 8 * n + 2 * m;
+                    if NR == 1 {
+                        prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, 4 * n + m, 8);
+                    }
                     for (j, tj) in tj.iter_mut().enumerate() {
                         let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
                         let act = |h: usize| {
