@@ -31,6 +31,8 @@ macro_rules! legacy_tier {
         use tessera_core::DType;
 
         const VNNI: bool = $vnni;
+        /// Blocks ahead that the one-row tiles prefetch.
+        const AHEAD: usize = 16;
 
         /// The fifth bits of a Q5 block (`qh`, bit `t` for value `t`) as bytes `0x10` / `0`.
         #[target_feature(enable = $feat)]
@@ -111,6 +113,14 @@ macro_rules! legacy_tier {
                 let ones16 = _mm256_set1_epi16(1);
                 let mut acc = [[_mm256_setzero_ps(); NR]; MR];
                 for blk in 0..nb {
+                    if NR == 1 {
+                        // A one-row product waits on RAM's latency with MR row streams: each
+                        // row's line AHEAD blocks on goes to L1 now.
+                        for i in 0..MR {
+                            let ahead = a.wrapping_add(i * lda + (blk + AHEAD) * wsize);
+                            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                        }
+                    }
                     let mut wv = [_mm256_setzero_si256(); MR];
                     let mut wd = [_mm256_setzero_ps(); MR];
                     let mut wm = [_mm256_setzero_ps(); MR];
