@@ -11,7 +11,9 @@
 //!
 //! Dotprod: `sdot` by element (chunk `u` of a group, four rows of 4 bytes, by word `u` of the
 //! activation). I8mm tier: `sdot` on a 16-byte weight register (two rows of 8 bytes) by the
-//! activation's 8-byte word duplicated (`ld1r`), `addp` of the two row pairs.
+//! activation's 8-byte word duplicated (`ld1r`), `addp` of the two row pairs, for a lone
+//! activation row; pairs of activation rows by `smmla` (two rows of weights by two of
+//! activations per 16-byte operand).
 //!
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
@@ -53,6 +55,18 @@ macro_rules! sdot {
         let mut r: int32x4_t = $acc;
         let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
         asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
+             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+
+/// `acc += smmla(w, y)`: the 2 x 2 products of `w`'s two 8-byte rows by `y`'s two 8-byte rows
+/// (lanes: row 0 x column 0, row 0 x column 1, row 1 x column 0, row 1 x column 1).
+macro_rules! smmla {
+    ($acc:expr, $w:expr, $y:expr) => {{
+        let mut r: int32x4_t = $acc;
+        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
+        asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
              y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
         r
     }};
@@ -198,6 +212,88 @@ unsafe fn group<const NR: usize, const W: usize>(
     }
 }
 
+/// One group of four Q4_K rows repacked in 4 x 8 times `NP` pairs of Q8_K activation rows with
+/// `smmla`: the operand of a pair is word `t` (8 bytes) of both rows (two loads), its products
+/// with rows 0, 1 and rows 2, 3 are 2 x 2 tiles, times the rows' scales laid out to match,
+/// unzipped into the two columns once per block.
+///
+/// # Safety
+///
+/// The CPU supports i8mm; `a` is a group of four Q4_K rows of `k` values repacked in 4 x 8;
+/// `b + j * ldb` (`j < 2 NP`) are Q8_K rows of `k` values; `c + j * ldc .. + 4` are writable.
+#[target_feature(enable = "neon,i8mm")]
+unsafe fn group_mm<const NP: usize>(
+    k: usize,
+    a: *const u8,
+    b: *const u8,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY: every load stays within the group's blocks and the activation rows' blocks
+    // (caller's contract); the stores write the four outputs of each activation row.
+    unsafe {
+        let m4 = vdupq_n_u8(0x0f);
+        let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
+        for blk in 0..k / 256 {
+            let g = a.add(blk * GBLOCK);
+            let (d, dmin) = (f16x4_at(g), f16x4_at(g.add(F16_BYTES * ROWS)));
+            let (sc, mn) = scales_mins(g.add(SCALES));
+            let ys: [[*const u8; 2]; NP] = std::array::from_fn(|p| {
+                std::array::from_fn(|h| b.add((2 * p + h) * ldb + blk * q8_k::BYTES))
+            });
+            // isum[p]: [r0 c0, r0 c1, r1 c0, r1 c1] and the same for rows 2, 3.
+            let mut isum = [[vdupq_n_s32(0); 2]; NP];
+            for ch in 0..4 {
+                let q = g.add(QS + 128 * ch);
+                let (r0, r1) = (vld1q_u8_x4(q), vld1q_u8_x4(q.add(64)));
+                let raw = [r0.0, r0.1, r0.2, r0.3, r1.0, r1.1, r1.2, r1.3];
+                for half in 0..2 {
+                    let gi = 2 * ch + half;
+                    let w: [int8x16_t; 8] = std::array::from_fn(|u| {
+                        vreinterpretq_s8_u8(if half == 0 {
+                            vandq_u8(raw[u], m4)
+                        } else {
+                            vshrq_n_u8::<4>(raw[u])
+                        })
+                    });
+                    let (s01, s23) = (vzip1q_s32(sc[gi], sc[gi]), vzip2q_s32(sc[gi], sc[gi]));
+                    for p in 0..NP {
+                        let (y0, y1) =
+                            (ys[p][0].add(q8_k::QS + 32 * gi), ys[p][1].add(q8_k::QS + 32 * gi));
+                        let (mut m01, mut m23) = (vdupq_n_s32(0), vdupq_n_s32(0));
+                        for t in 0..4 {
+                            let yt = vcombine_s8(
+                                vld1_s8(y0.add(8 * t).cast()),
+                                vld1_s8(y1.add(8 * t).cast()),
+                            );
+                            m01 = smmla!(m01, w[2 * t], yt);
+                            m23 = smmla!(m23, w[2 * t + 1], yt);
+                        }
+                        isum[p][0] = vmlaq_s32(isum[p][0], m01, s01);
+                        isum[p][1] = vmlaq_s32(isum[p][1], m23, s23);
+                    }
+                }
+            }
+            for p in 0..NP {
+                let cols = [vuzp1q_s32(isum[p][0], isum[p][1]), vuzp2q_s32(isum[p][0], isum[p][1])];
+                for h in 0..2 {
+                    let y = ys[p][h];
+                    let bd = std::ptr::read_unaligned(y.cast::<f32>());
+                    let ms = min_dot(&mn, y);
+                    acc[p][h] = vfmaq_f32(acc[p][h], vcvtq_f32_s32(cols[h]), vmulq_n_f32(d, bd));
+                    acc[p][h] = vfmsq_f32(acc[p][h], vcvtq_f32_s32(ms), vmulq_n_f32(dmin, bd));
+                }
+            }
+        }
+        for p in 0..NP {
+            for h in 0..2 {
+                vst1q_f32(c.add((2 * p + h) * ldc), acc[p][h]);
+            }
+        }
+    }
+}
+
 /// The tile of `mr / 4` groups times `nr` activation rows, four at a time.
 ///
 /// # Safety
@@ -214,6 +310,20 @@ unsafe fn tile<const W: usize>(o: Operands, mr: usize, nr: usize) {
             // SAFETY: group gi of the tile and its columns j..j + n (caller's contract).
             unsafe {
                 let u = o.at(ROWS * gi, j);
+                if W == 8 && n >= 2 {
+                    // Pairs of columns by `smmla`, a third one by `sdot`.
+                    if n == 4 {
+                        group_mm::<2>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                    } else {
+                        group_mm::<1>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                    }
+                    if n == 3 {
+                        let v = u.at(0, 2);
+                        group::<1, W>(v.k, v.a, v.b, v.ldb, v.c, v.ldc);
+                    }
+                    j += n;
+                    continue;
+                }
                 match n {
                     4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                     3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
@@ -237,12 +347,13 @@ unsafe fn packed_q4_k_w4(o: Operands, mr: usize, nr: usize) {
     unsafe { tile::<4>(o, mr, nr) }
 }
 
-/// Tile kernel on 4 x 8 repacked Q4_K weights (see [`TileFn`]).
+/// Tile kernel on 4 x 8 repacked Q4_K weights (see [`TileFn`]): pairs of activation rows by
+/// `smmla` ([`group_mm`]), a lone one by `sdot` ([`group`]).
 ///
 /// # Safety
 ///
 /// As [`TileFn`]; `a` points to `mr / 4` groups of four Q4_K rows repacked in 4 x 8.
-#[target_feature(enable = "neon,dotprod")]
+#[target_feature(enable = "neon,dotprod,i8mm")]
 unsafe fn packed_q4_k_w8(o: Operands, mr: usize, nr: usize) {
     // SAFETY: caller's contract.
     unsafe { tile::<8>(o, mr, nr) }
