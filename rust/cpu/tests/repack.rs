@@ -258,7 +258,10 @@ fn can_repack_refuses_other_rows_views_and_types() {
             let q4k = Layout::contiguous(DType::Q4_K, &[256, 16]).unwrap();
             let q4k_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
             assert_eq!(repack::can_repack(&q4k), q4k_tiers.contains(&tier), "{tier:?} Q4_K");
-            for dtype in [DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::Q6_K] {
+            let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
+            let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod];
+            assert_eq!(repack::can_repack(&q6k), q6k_tiers.contains(&tier), "{tier:?} Q6_K");
+            for dtype in [DType::Q2_K, DType::Q3_K, DType::Q5_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
