@@ -283,14 +283,17 @@ fn can_repack_refuses_other_rows_views_and_types() {
 #[test]
 fn pack_as_round_trips_every_layout() {
     for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K] {
-            let k = if dtype == DType::Q4_K { 2 * 256 } else { 5 * 32 };
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K] {
+            let k = if dtype.block_size() == 256 { 2 * 256 } else { 5 * 32 };
             let m = 3 * pl.rows;
             let plain = quantize_to_vec(dtype, &rand_vec(k * m, 8)).unwrap();
             let mut packed = vec![0u8; plain.len()];
             repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
             if dtype == DType::Q4_K {
                 check_stored_q4_k(pl, k, &plain, &packed);
+            } else if dtype == DType::Q6_K {
+                // Q6_K's layout is checked through the kernels (tests/kernels.rs).
+                assert_ne!(packed, plain, "{pl:?} Q6_K");
             } else {
                 check_stored(pl, dtype, k, &plain, &packed);
             }
