@@ -19,58 +19,19 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16x4_at;
+use super::packed_k::{act_blocks, for_each_run, scaled, store, COLS, ROWS};
+use super::{f16x4_at, sdot, sdot_lane, smmla};
 use crate::kernels::blocks::{q4_k, q8_k, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
 
-/// Rows per group.
-const ROWS: usize = 4;
 /// Bytes of one block of a group.
 const GBLOCK: usize = q4_k::BYTES * ROWS;
 /// Offset of the byte-planar scales in a group block.
 const SCALES: usize = 2 * F16_BYTES * ROWS;
 /// Offset of the quants in a group block.
 const QS: usize = SCALES + 12 * ROWS;
-/// Activation rows per call of [`group`].
-const COLS: usize = 4;
-
-/// `acc += sdot(w, y.4b[lane])`: lane `r` of `acc` gains the dot product of bytes
-/// `4r..4r + 4` of `w` with bytes `4 * lane..4 * lane + 4` of `y`.
-macro_rules! sdot_lane {
-    ($acc:expr, $w:expr, $y:expr, $lane:literal) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!(concat!("sdot {r:v}.4s, {w:v}.16b, {y:v}.4b[", $lane, "]"), r = inout(vreg) r,
-             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
-
-/// `acc += sdot(w, y)`: four lanes, each the dot product of four signed bytes.
-macro_rules! sdot {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
-
-/// `acc += smmla(w, y)`: the 2 x 2 products of `w`'s two 8-byte rows by `y`'s two 8-byte rows
-/// (lanes: row 0 x column 0, row 0 x column 1, row 1 x column 0, row 1 x column 1).
-macro_rules! smmla {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// The scales of the eight groups of a group block's four rows (vector `g`, lane `r`: group
 /// `g` of row `r`) and their mins as i16 (vector `t`, lanes `4 h + r`: group `2 t + h`).
@@ -128,6 +89,25 @@ unsafe fn min_dot(m: &[int16x8_t; 4], y: *const u8) -> int32x4_t {
     }
 }
 
+/// `acc - dmin * bd * min_dot(m, y)`: the mins' share of a block (lane `r`: row `r`).
+///
+/// # Safety
+///
+/// `y` points to a readable Q8_K block.
+#[inline(always)]
+unsafe fn min_share(
+    acc: float32x4_t,
+    m: &[int16x8_t; 4],
+    dmin: float32x4_t,
+    y: *const u8,
+) -> float32x4_t {
+    // SAFETY: the block's scale and sums (caller's contract).
+    unsafe {
+        let bd = std::ptr::read_unaligned(y.cast::<f32>());
+        vfmsq_f32(acc, vcvtq_f32_s32(min_dot(m, y)), vmulq_n_f32(dmin, bd))
+    }
+}
+
 /// One group of four repacked Q4_K rows (words of `W` bytes: 4 or 8) times `NR` Q8_K
 /// activation rows.
 ///
@@ -154,7 +134,7 @@ unsafe fn group<const NR: usize, const W: usize>(
             let g = a.add(blk * GBLOCK);
             let (d, dmin) = (f16x4_at(g), f16x4_at(g.add(F16_BYTES * ROWS)));
             let (sc, mn) = scales_mins(g.add(SCALES));
-            let ys: [*const u8; NR] = std::array::from_fn(|j| b.add(j * ldb + blk * q8_k::BYTES));
+            let ys: [*const u8; NR] = act_blocks(b, ldb, blk);
             let mut isum = [vdupq_n_s32(0); NR];
             for ch in 0..4 {
                 // 32 values of each row (bytes 32 ch.. of its quants), in 8 registers.
@@ -200,15 +180,11 @@ unsafe fn group<const NR: usize, const W: usize>(
                 }
             }
             for j in 0..NR {
-                let bd = std::ptr::read_unaligned(ys[j].cast::<f32>());
-                let ms = min_dot(&mn, ys[j]);
-                acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(isum[j]), vmulq_n_f32(d, bd));
-                acc[j] = vfmsq_f32(acc[j], vcvtq_f32_s32(ms), vmulq_n_f32(dmin, bd));
+                acc[j] = scaled(acc[j], isum[j], d, ys[j]);
+                acc[j] = min_share(acc[j], &mn, dmin, ys[j]);
             }
         }
-        for j in 0..NR {
-            vst1q_f32(c.add(j * ldc), acc[j]);
-        }
+        store(c, ldc, &acc);
     }
 }
 
@@ -279,10 +255,8 @@ unsafe fn group_mm<const NP: usize>(
                 let cols = [vuzp1q_s32(isum[p][0], isum[p][1]), vuzp2q_s32(isum[p][0], isum[p][1])];
                 for h in 0..2 {
                     let y = ys[p][h];
-                    let bd = std::ptr::read_unaligned(y.cast::<f32>());
-                    let ms = min_dot(&mn, y);
-                    acc[p][h] = vfmaq_f32(acc[p][h], vcvtq_f32_s32(cols[h]), vmulq_n_f32(d, bd));
-                    acc[p][h] = vfmsq_f32(acc[p][h], vcvtq_f32_s32(ms), vmulq_n_f32(dmin, bd));
+                    acc[p][h] = scaled(acc[p][h], cols[h], d, y);
+                    acc[p][h] = min_share(acc[p][h], &mn, dmin, y);
                 }
             }
         }
@@ -302,37 +276,30 @@ unsafe fn group_mm<const NP: usize>(
 /// Q4_K rows repacked with `W`-byte words.
 #[inline(always)]
 unsafe fn tile<const W: usize>(o: Operands, mr: usize, nr: usize) {
-    debug_assert!(mr.is_multiple_of(ROWS));
-    for gi in 0..mr / ROWS {
-        let mut j = 0;
-        while j < nr {
-            let n = (nr - j).min(COLS);
-            // SAFETY: group gi of the tile and its columns j..j + n (caller's contract).
-            unsafe {
-                let u = o.at(ROWS * gi, j);
-                if W == 8 && n >= 2 {
-                    // Pairs of columns by `smmla`, a third one by `sdot`.
-                    if n == 4 {
-                        group_mm::<2>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
-                    } else {
-                        group_mm::<1>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
-                    }
-                    if n == 3 {
-                        let v = u.at(0, 2);
-                        group::<1, W>(v.k, v.a, v.b, v.ldb, v.c, v.ldc);
-                    }
-                    j += n;
-                    continue;
+    // SAFETY: each run is a group of the tile and up to four of its columns (caller's
+    // contract).
+    unsafe {
+        for_each_run(o, mr, nr, |u, n| {
+            if W == 8 && n >= 2 {
+                // Pairs of columns by `smmla`, a third one by `sdot`.
+                if n == 4 {
+                    group_mm::<2>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                } else {
+                    group_mm::<1>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                 }
-                match n {
-                    4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    2 => group::<2, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    _ => group::<1, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                if n == 3 {
+                    let v = u.at(0, 2);
+                    group::<1, W>(v.k, v.a, v.b, v.ldb, v.c, v.ldc);
                 }
+                return;
             }
-            j += n;
-        }
+            match n {
+                4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                2 => group::<2, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                _ => group::<1, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+            }
+        })
     }
 }
 
