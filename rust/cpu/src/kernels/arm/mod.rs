@@ -128,14 +128,16 @@ pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     i8mm::tile(wt)
 }
 
-/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, Q4_K, Q6_K), with its tile size.
+/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), with
+/// its tile size.
 pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_dotprod::packed_tile(wt)
         .or_else(|| packed_q4_k::packed_tile(4, wt))
         .or_else(|| packed_q6_k::packed_tile(4, wt))
 }
 
-/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K), with its tile size.
+/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K), with its tile
+/// size.
 pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_i8mm::packed_tile(wt).or_else(|| packed_q4_k::packed_tile(8, wt))
 }
