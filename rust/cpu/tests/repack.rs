@@ -255,13 +255,15 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
-            let q4k = Layout::contiguous(DType::Q4_K, &[256, 16]).unwrap();
-            let q4k_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
-            assert_eq!(repack::can_repack(&q4k), q4k_tiers.contains(&tier), "{tier:?} Q4_K");
+            let k4_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
+            for dtype in [DType::Q4_K, DType::Q5_K] {
+                let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
+                assert_eq!(repack::can_repack(&l), k4_tiers.contains(&tier), "{tier:?} {dtype}");
+            }
             let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
             let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod];
             assert_eq!(repack::can_repack(&q6k), q6k_tiers.contains(&tier), "{tier:?} Q6_K");
-            for dtype in [DType::Q2_K, DType::Q3_K, DType::Q5_K] {
+            for dtype in [DType::Q2_K, DType::Q3_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
@@ -283,14 +285,15 @@ fn can_repack_refuses_other_rows_views_and_types() {
 #[test]
 fn pack_as_round_trips_every_layout() {
     for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
+        {
             let k = if dtype.block_size() == 256 { 2 * 256 } else { 5 * 32 };
             let m = 3 * pl.rows;
             let plain = quantize_to_vec(dtype, &rand_vec(k * m, 8)).unwrap();
             let mut packed = vec![0u8; plain.len()];
             repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
-            if dtype == DType::Q4_K {
-                check_stored_q4_k(pl, k, &plain, &packed);
+            if matches!(dtype, DType::Q4_K | DType::Q5_K) {
+                check_stored_k4(pl, dtype, k, &plain, &packed);
             } else if dtype == DType::Q6_K {
                 // Q6_K's layout is checked through the kernels (tests/kernels.rs).
                 assert_ne!(packed, plain, "{pl:?} Q6_K");
@@ -381,10 +384,12 @@ fn planes_of_repacked_weights_match_exact() {
 
 /// Checks repacked F16 bytes against the definition of [`repack::F16_GROUP`]: per group of 8
 /// rows and block of 16 values, the 32 bytes of each row in turn.
-/// Checks a repacked Q4_K tensor against its plain rows: per group block, the rows' `d`, their
-/// `dmin`, byte `s` of their 12 scale bytes for each `s`, then the 128 quant bytes in words.
-fn check_stored_q4_k(pl: PackLayout, k: usize, plain: &[u8], stored: &[u8]) {
-    let (bsize, row) = (144, k / 256 * 144);
+/// Checks a repacked Q4_K or Q5_K tensor against its plain rows: per group block, the rows' `d`,
+/// their `dmin`, byte `s` of their 12 scale bytes for each `s`, then the quant bytes in words
+/// (Q4_K: the 128 nibble bytes; Q5_K: the 32 `qh` bytes then the 128 nibble bytes, one run).
+fn check_stored_k4(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[u8]) {
+    let (bsize, quants) = if dtype == DType::Q5_K { (176, 160) } else { (144, 128) };
+    let row = k / 256 * bsize;
     for g in 0..plain.len() / (row * pl.rows) {
         for b in 0..k / 256 {
             let base = g * pl.rows * row + b * bsize * pl.rows;
@@ -398,7 +403,7 @@ fn check_stored_q4_k(pl: PackLayout, k: usize, plain: &[u8], stored: &[u8]) {
                     let at = base + 4 * pl.rows + s * pl.rows + r;
                     assert_eq!(stored[at], plain[p + 4 + s], "{pl:?} scale {s} g{g} b{b} r{r}");
                 }
-                for t in 0..128 {
+                for t in 0..quants {
                     let (h, at) = (t / pl.word, t % pl.word);
                     let q = base + 16 * pl.rows + (h * pl.rows + r) * pl.word + at;
                     assert_eq!(stored[q], plain[p + 16 + t], "{pl:?} quant {t} g{g} b{b} r{r}");

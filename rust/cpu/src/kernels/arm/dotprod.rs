@@ -2,26 +2,14 @@
 //! with `sdot` (emitted with `asm!`).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
+use super::{f16_at, sdot};
 use super::{K16_Q2, K16_Q3, K16_Q6};
 use crate::kernels::blocks::{q4_0, q8_0};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
-
-/// `acc += sdot(a, b)`: four lanes, each the dot product of four signed bytes.
-macro_rules! sdot {
-    ($acc:expr, $a:expr, $b:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (a, b): (int8x16_t, int8x16_t) = ($a, $b);
-        asm!("sdot {r:v}.4s, {a:v}.16b, {b:v}.16b", r = inout(vreg) r, a = in(vreg) a,
-             b = in(vreg) b, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// Q8_0 / Q4_0 weights times Q8_0 activations with `sdot`.
 #[target_feature(enable = "neon,dotprod")]

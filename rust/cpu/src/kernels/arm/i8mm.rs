@@ -2,26 +2,12 @@
 //! weight rows by two activation rows per instruction; edges and GEMV use the dotprod kernels.
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::dotprod;
-use super::f16_at;
 use super::neon::load_q;
+use super::{dotprod, f16_at, smmla};
 use crate::kernels::blocks::{q4_0, q4_k, q6_k, q8_0, q8_k};
 use crate::kernels::{Operands, TileFn, Tiles};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
-
-/// `acc += smmla(a, b)`: `a` two rows of 8 signed bytes, `b` two columns of 8; `acc` the 2 x 2
-/// int32 products `[r0c0, r0c1, r1c0, r1c1]`.
-macro_rules! smmla {
-    ($acc:expr, $a:expr, $b:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (a, b): (int8x16_t, int8x16_t) = ($a, $b);
-        asm!("smmla {r:v}.4s, {a:v}.16b, {b:v}.16b", r = inout(vreg) r, a = in(vreg) a,
-             b = in(vreg) b, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// Interleaves two 32-byte rows (as two halves each) into four `smmla` operands: 8 bytes of
 /// row 0 then the same 8 bytes of row 1.

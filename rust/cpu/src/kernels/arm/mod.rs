@@ -11,6 +11,7 @@ mod legacy;
 mod neon;
 mod packed_dotprod;
 mod packed_i8mm;
+mod packed_k;
 mod packed_q4_k;
 mod packed_q6_k;
 mod q5_k;
@@ -20,6 +21,48 @@ use super::blocks::{q2_k, q3_k, q6_k};
 use super::TileFn;
 use std::arch::aarch64::*;
 use tessera_core::DType;
+
+/// `acc += sdot(w, y)`: lane `l` of `acc` (`int32x4_t`) gains the dot product of the signed
+/// bytes `4l..4l + 4` of `w` and of `y` (`int8x16_t`). Emitted with `asm!` (the intrinsic is
+/// unstable): use inside an `unsafe` block of a function compiled with the `dotprod` feature.
+macro_rules! sdot {
+    ($acc:expr, $w:expr, $y:expr) => {{
+        let mut r: ::std::arch::aarch64::int32x4_t = $acc;
+        let (w, y): (::std::arch::aarch64::int8x16_t, ::std::arch::aarch64::int8x16_t) = ($w, $y);
+        ::std::arch::asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r,
+             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+pub(super) use sdot;
+
+/// `acc += sdot(w, y.4b[lane])`: lane `r` of `acc` gains the dot product of bytes `4r..4r + 4`
+/// of `w` with bytes `4 * lane..4 * lane + 4` of `y` (`$lane` a literal 0..4); as [`sdot`].
+macro_rules! sdot_lane {
+    ($acc:expr, $w:expr, $y:expr, $lane:literal) => {{
+        let mut r: ::std::arch::aarch64::int32x4_t = $acc;
+        let (w, y): (::std::arch::aarch64::int8x16_t, ::std::arch::aarch64::int8x16_t) = ($w, $y);
+        ::std::arch::asm!(concat!("sdot {r:v}.4s, {w:v}.16b, {y:v}.4b[", $lane, "]"),
+             r = inout(vreg) r, w = in(vreg) w, y = in(vreg) y,
+             options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+pub(super) use sdot_lane;
+
+/// `acc += smmla(w, y)`: `w` two rows of 8 signed bytes, `y` two columns of 8; `acc` the 2 x 2
+/// int32 products `[r0c0, r0c1, r1c0, r1c1]`. Emitted with `asm!` (the intrinsic is
+/// unstable): use inside an `unsafe` block of a function compiled with the `i8mm` feature.
+macro_rules! smmla {
+    ($acc:expr, $w:expr, $y:expr) => {{
+        let mut r: ::std::arch::aarch64::int32x4_t = $acc;
+        let (w, y): (::std::arch::aarch64::int8x16_t, ::std::arch::aarch64::int8x16_t) = ($w, $y);
+        ::std::arch::asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r,
+             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
+        r
+    }};
+}
+pub(super) use smmla;
 
 /// The f16 at `p` (unaligned) as f32, with one inline `fcvt` (half-precision conversion is in
 /// the base ARMv8-A FP instructions; `half`'s conversion is an out-of-line call that checks for
@@ -85,14 +128,16 @@ pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     i8mm::tile(wt)
 }
 
-/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, Q4_K, Q6_K), with its tile size.
+/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), with
+/// its tile size.
 pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_dotprod::packed_tile(wt)
         .or_else(|| packed_q4_k::packed_tile(4, wt))
         .or_else(|| packed_q6_k::packed_tile(4, wt))
 }
 
-/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K), with its tile size.
+/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K), with its tile
+/// size.
 pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_i8mm::packed_tile(wt).or_else(|| packed_q4_k::packed_tile(8, wt))
 }

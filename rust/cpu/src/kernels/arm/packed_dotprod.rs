@@ -12,30 +12,17 @@
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::{f16_at, f16x4_at};
+use super::{f16_at, f16x4_at, sdot_lane};
 use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
 
 /// Rows per group.
 const ROWS: usize = 4;
 /// Bytes of one activation block (f16 scale, i16 sum, 32 quants: sized as Q8_1).
 const ACT_BLOCK: usize = q8_1::BYTES;
-
-/// `acc += sdot(w, y.4b[lane])`: lane `r` of `acc` gains the dot product of bytes
-/// `4r..4r + 4` of `w` with bytes `4 * lane..4 * lane + 4` of `y`.
-macro_rules! sdot_lane {
-    ($acc:expr, $w:expr, $y:expr, $lane:literal) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!(concat!("sdot {r:v}.4s, {w:v}.16b, {y:v}.4b[", $lane, "]"), r = inout(vreg) r,
-             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// The sum over four chunks `w[0..4]` times the four words of `y` (chunk `h` by word `h`).
 macro_rules! sdot4 {

@@ -14,30 +14,17 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::{f16_at, f16x4_at};
+use super::{f16_at, f16x4_at, sdot, smmla};
 use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
 
 /// Rows per group.
 const ROWS: usize = 4;
 /// Bytes of one activation block (f16 scale, i16 sum, 32 quants: sized as Q8_1).
 const ACT_BLOCK: usize = q8_1::BYTES;
-
-/// `acc += smmla(w, y)`: `w` two rows of 8 signed bytes, `y` two columns of 8; `acc` the 2 x 2
-/// int32 products `[r0c0, r0c1, r1c0, r1c1]`.
-macro_rules! smmla {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// One group of four repacked rows times `NP` pairs of activation rows (`ncols` rows in all,
 /// `2 * NP - 1 <= ncols <= 2 * NP`; an odd last row is paired with itself): Q4_0 (`Q4`) or
@@ -235,18 +222,6 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
             }
         }
     }
-}
-
-/// `acc += sdot(w, y)`: lane `l` of `acc` gains the dot product of bytes `4l..4l + 4` of `w`
-/// and of `y`.
-macro_rules! sdot {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
 }
 
 /// `G` consecutive groups of four repacked rows (`gstride` bytes apart) times one activation

@@ -1,4 +1,4 @@
-//! Repacked Q4_K on the dotprod (4 x 4, [`PackLayout::R4W4`]) and i8mm (4 x 8,
+//! Repacked Q4_K and Q5_K on the dotprod (4 x 4, [`PackLayout::R4W4`]) and i8mm (4 x 8,
 //! [`PackLayout::R4W8`]) tiers, times plain Q8_K activation rows.
 //!
 //! Per block of 256 values a group of four rows holds the four `d`, the four `dmin`, the 12
@@ -8,6 +8,13 @@
 //! (lane `4 s + r`: group `s`, row `r`); each weight register multiplies four rows at once, so
 //! a group's sum is one vector of the four rows (no horizontal sums), times the four rows'
 //! scales; the mins go through Q8_K's `bsums`, one reduction per block and column for all rows.
+//!
+//! Q5_K (the same header) has its rows' 32 `qh` bytes in words between the scales and the
+//! nibbles: `qh` register `u` (16 bytes) holds the same value positions of the same rows as
+//! register `u` of each 32-value run of nibbles, so the fifth bit of a weight of group `gi` is
+//! bit `gi` of the same byte of `qh` register `u`: brought to bit 4 with nothing above it
+//! (`shl` by `7 - gi`, `ushr` by 3) and merged with the nibble (`bsl` for the low nibbles, `sri`
+//! for the high ones), three instructions per weight register.
 //!
 //! Dotprod: `sdot` by element (chunk `u` of a group, four rows of 4 bytes, by word `u` of the
 //! activation). I8mm tier: `sdot` on a 16-byte weight register (two rows of 8 bytes) by the
@@ -19,57 +26,81 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16x4_at;
-use crate::kernels::blocks::{q4_k, q8_k, F16_BYTES};
+use super::packed_k::{act_blocks, for_each_run, scaled, store, COLS, ROWS};
+use super::{f16x4_at, sdot, sdot_lane, smmla};
+use crate::kernels::blocks::{q4_k, q5_k, q8_k, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
 
-/// Rows per group.
-const ROWS: usize = 4;
-/// Bytes of one block of a group.
-const GBLOCK: usize = q4_k::BYTES * ROWS;
+/// Bytes of one block of a group: Q5_K (`q5`) or Q4_K.
+const fn gblock(q5: bool) -> usize {
+    if q5 {
+        q5_k::BYTES * ROWS
+    } else {
+        q4_k::BYTES * ROWS
+    }
+}
 /// Offset of the byte-planar scales in a group block.
 const SCALES: usize = 2 * F16_BYTES * ROWS;
-/// Offset of the quants in a group block.
-const QS: usize = SCALES + 12 * ROWS;
-/// Activation rows per call of [`group`].
-const COLS: usize = 4;
-
-/// `acc += sdot(w, y.4b[lane])`: lane `r` of `acc` gains the dot product of bytes
-/// `4r..4r + 4` of `w` with bytes `4 * lane..4 * lane + 4` of `y`.
-macro_rules! sdot_lane {
-    ($acc:expr, $w:expr, $y:expr, $lane:literal) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!(concat!("sdot {r:v}.4s, {w:v}.16b, {y:v}.4b[", $lane, "]"), r = inout(vreg) r,
-             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
+/// Offset of Q5_K's `qh` (the rows' fifth bits) in a group block.
+const QH: usize = SCALES + 12 * ROWS;
+/// Offset of the nibbles in a group block: Q5_K (`q5`, after `qh`) or Q4_K.
+const fn qs(q5: bool) -> usize {
+    if q5 {
+        QH + (q5_k::QS - q5_k::QH) * ROWS
+    } else {
+        QH
+    }
 }
 
-/// `acc += sdot(w, y)`: four lanes, each the dot product of four signed bytes.
-macro_rules! sdot {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
+/// The eight weight registers of group `gi` (0..8) of a group block: the low (even `gi`) or
+/// high (odd) nibbles of `raw` (registers `0..8` of the nibbles' bytes `32 (gi / 2)..`), with
+/// Q5_K (`Q5`) bit `gi` of `qh` (the block's eight `qh` registers, the same positions) as bit 4.
+#[inline(always)]
+fn weights<const Q5: bool>(
+    raw: &[uint8x16_t; 8],
+    qh: &[uint8x16_t; 8],
+    gi: usize,
+) -> [int8x16_t; 8] {
+    // SAFETY: NEON is part of every aarch64 target this crate builds for; register operations.
+    unsafe {
+        let m4 = vdupq_n_u8(0x0f);
+        let top = vdupq_n_s8(7 - gi as i8);
+        std::array::from_fn(|u| {
+            vreinterpretq_s8_u8(match (Q5, gi % 2) {
+                (false, 0) => vandq_u8(raw[u], m4),
+                (false, _) => vshrq_n_u8::<4>(raw[u]),
+                (true, odd) => {
+                    // Bit gi at bit 7 (shl by 7 - gi), then at bit 4 with zeros above.
+                    let hb = vshrq_n_u8::<3>(vshlq_u8(qh[u], top));
+                    if odd == 0 {
+                        vbslq_u8(m4, raw[u], hb)
+                    } else {
+                        vsriq_n_u8::<4>(hb, raw[u])
+                    }
+                }
+            })
+        })
+    }
 }
 
-/// `acc += smmla(w, y)`: the 2 x 2 products of `w`'s two 8-byte rows by `y`'s two 8-byte rows
-/// (lanes: row 0 x column 0, row 0 x column 1, row 1 x column 0, row 1 x column 1).
-macro_rules! smmla {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("smmla {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
+/// The eight `qh` registers of a Q5_K group block at `g` (zeros for Q4_K).
+///
+/// # Safety
+///
+/// `g` points to a group block of Q5_K (`Q5`).
+#[inline(always)]
+unsafe fn fifth_bits<const Q5: bool>(g: *const u8) -> [uint8x16_t; 8] {
+    // SAFETY: the 128 bytes of `qh` (caller's contract).
+    unsafe {
+        if Q5 {
+            let (h0, h1) = (vld1q_u8_x4(g.add(QH)), vld1q_u8_x4(g.add(QH + 64)));
+            [h0.0, h0.1, h0.2, h0.3, h1.0, h1.1, h1.2, h1.3]
+        } else {
+            [vdupq_n_u8(0); 8]
+        }
+    }
 }
 
 /// The scales of the eight groups of a group block's four rows (vector `g`, lane `r`: group
@@ -128,16 +159,35 @@ unsafe fn min_dot(m: &[int16x8_t; 4], y: *const u8) -> int32x4_t {
     }
 }
 
-/// One group of four repacked Q4_K rows (words of `W` bytes: 4 or 8) times `NR` Q8_K
-/// activation rows.
+/// `acc - dmin * bd * min_dot(m, y)`: the mins' share of a block (lane `r`: row `r`).
 ///
 /// # Safety
 ///
-/// The CPU supports dotprod; `a` is a group of four Q4_K rows of `k` values repacked with
-/// `W`-byte words; `b + j * ldb` (`j < NR`) are Q8_K rows of `k` values; `c + j * ldc .. + 4`
-/// are writable.
+/// `y` points to a readable Q8_K block.
+#[inline(always)]
+unsafe fn min_share(
+    acc: float32x4_t,
+    m: &[int16x8_t; 4],
+    dmin: float32x4_t,
+    y: *const u8,
+) -> float32x4_t {
+    // SAFETY: the block's scale and sums (caller's contract).
+    unsafe {
+        let bd = std::ptr::read_unaligned(y.cast::<f32>());
+        vfmsq_f32(acc, vcvtq_f32_s32(min_dot(m, y)), vmulq_n_f32(dmin, bd))
+    }
+}
+
+/// One group of four repacked Q4_K (Q5_K: `Q5`) rows (words of `W` bytes: 4 or 8) times `NR`
+/// Q8_K activation rows.
+///
+/// # Safety
+///
+/// The CPU supports dotprod; `a` is a group of four Q4_K (Q5_K) rows of `k` values repacked
+/// with `W`-byte words; `b + j * ldb` (`j < NR`) are Q8_K rows of `k` values;
+/// `c + j * ldc .. + 4` are writable.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn group<const NR: usize, const W: usize>(
+unsafe fn group<const NR: usize, const W: usize, const Q5: bool>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -148,29 +198,23 @@ unsafe fn group<const NR: usize, const W: usize>(
     // SAFETY: every load stays within the group's blocks and the activation rows' blocks
     // (caller's contract); the stores write the four outputs of each activation row.
     unsafe {
-        let m4 = vdupq_n_u8(0x0f);
         let mut acc = [vdupq_n_f32(0.0); NR];
         for blk in 0..k / 256 {
-            let g = a.add(blk * GBLOCK);
+            let g = a.add(blk * gblock(Q5));
             let (d, dmin) = (f16x4_at(g), f16x4_at(g.add(F16_BYTES * ROWS)));
             let (sc, mn) = scales_mins(g.add(SCALES));
-            let ys: [*const u8; NR] = std::array::from_fn(|j| b.add(j * ldb + blk * q8_k::BYTES));
+            let ys: [*const u8; NR] = act_blocks(b, ldb, blk);
             let mut isum = [vdupq_n_s32(0); NR];
             for ch in 0..4 {
-                // 32 values of each row (bytes 32 ch.. of its quants), in 8 registers.
-                let q = g.add(QS + 128 * ch);
+                // 32 values of each row (bytes 32 ch.. of its nibbles), in 8 registers.
+                let q = g.add(qs(Q5) + 128 * ch);
                 let (r0, r1) = (vld1q_u8_x4(q), vld1q_u8_x4(q.add(64)));
                 let raw = [r0.0, r0.1, r0.2, r0.3, r1.0, r1.1, r1.2, r1.3];
+                let qh = fifth_bits::<Q5>(g);
                 for half in 0..2 {
                     // Group 2 ch: the low nibbles; 2 ch + 1: the high.
                     let gi = 2 * ch + half;
-                    let w: [int8x16_t; 8] = std::array::from_fn(|u| {
-                        vreinterpretq_s8_u8(if half == 0 {
-                            vandq_u8(raw[u], m4)
-                        } else {
-                            vshrq_n_u8::<4>(raw[u])
-                        })
-                    });
+                    let w = weights::<Q5>(&raw, &qh, gi);
                     for j in 0..NR {
                         let y = ys[j].add(q8_k::QS + 32 * gi);
                         let s = if W == 4 {
@@ -200,29 +244,26 @@ unsafe fn group<const NR: usize, const W: usize>(
                 }
             }
             for j in 0..NR {
-                let bd = std::ptr::read_unaligned(ys[j].cast::<f32>());
-                let ms = min_dot(&mn, ys[j]);
-                acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(isum[j]), vmulq_n_f32(d, bd));
-                acc[j] = vfmsq_f32(acc[j], vcvtq_f32_s32(ms), vmulq_n_f32(dmin, bd));
+                acc[j] = scaled(acc[j], isum[j], d, ys[j]);
+                acc[j] = min_share(acc[j], &mn, dmin, ys[j]);
             }
         }
-        for j in 0..NR {
-            vst1q_f32(c.add(j * ldc), acc[j]);
-        }
+        store(c, ldc, &acc);
     }
 }
 
-/// One group of four Q4_K rows repacked in 4 x 8 times `NP` pairs of Q8_K activation rows with
+/// One group of four Q4_K (Q5_K: `Q5`) rows repacked in 4 x 8 times `NP` pairs of Q8_K activation rows with
 /// `smmla`: the operand of a pair is word `t` (8 bytes) of both rows (two loads), its products
 /// with rows 0, 1 and rows 2, 3 are 2 x 2 tiles, times the rows' scales laid out to match,
 /// unzipped into the two columns once per block.
 ///
 /// # Safety
 ///
-/// The CPU supports i8mm; `a` is a group of four Q4_K rows of `k` values repacked in 4 x 8;
-/// `b + j * ldb` (`j < 2 NP`) are Q8_K rows of `k` values; `c + j * ldc .. + 4` are writable.
+/// The CPU supports i8mm; `a` is a group of four Q4_K (Q5_K) rows of `k` values repacked in
+/// 4 x 8; `b + j * ldb` (`j < 2 NP`) are Q8_K rows of `k` values; `c + j * ldc .. + 4` are
+/// writable.
 #[target_feature(enable = "neon,i8mm")]
-unsafe fn group_mm<const NP: usize>(
+unsafe fn group_mm<const NP: usize, const Q5: bool>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -233,10 +274,9 @@ unsafe fn group_mm<const NP: usize>(
     // SAFETY: every load stays within the group's blocks and the activation rows' blocks
     // (caller's contract); the stores write the four outputs of each activation row.
     unsafe {
-        let m4 = vdupq_n_u8(0x0f);
         let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
         for blk in 0..k / 256 {
-            let g = a.add(blk * GBLOCK);
+            let g = a.add(blk * gblock(Q5));
             let (d, dmin) = (f16x4_at(g), f16x4_at(g.add(F16_BYTES * ROWS)));
             let (sc, mn) = scales_mins(g.add(SCALES));
             let ys: [[*const u8; 2]; NP] = std::array::from_fn(|p| {
@@ -245,18 +285,13 @@ unsafe fn group_mm<const NP: usize>(
             // isum[p]: [r0 c0, r0 c1, r1 c0, r1 c1] and the same for rows 2, 3.
             let mut isum = [[vdupq_n_s32(0); 2]; NP];
             for ch in 0..4 {
-                let q = g.add(QS + 128 * ch);
+                let q = g.add(qs(Q5) + 128 * ch);
                 let (r0, r1) = (vld1q_u8_x4(q), vld1q_u8_x4(q.add(64)));
                 let raw = [r0.0, r0.1, r0.2, r0.3, r1.0, r1.1, r1.2, r1.3];
+                let qh = fifth_bits::<Q5>(g);
                 for half in 0..2 {
                     let gi = 2 * ch + half;
-                    let w: [int8x16_t; 8] = std::array::from_fn(|u| {
-                        vreinterpretq_s8_u8(if half == 0 {
-                            vandq_u8(raw[u], m4)
-                        } else {
-                            vshrq_n_u8::<4>(raw[u])
-                        })
-                    });
+                    let w = weights::<Q5>(&raw, &qh, gi);
                     let (s01, s23) = (vzip1q_s32(sc[gi], sc[gi]), vzip2q_s32(sc[gi], sc[gi]));
                     for p in 0..NP {
                         let (y0, y1) =
@@ -279,10 +314,8 @@ unsafe fn group_mm<const NP: usize>(
                 let cols = [vuzp1q_s32(isum[p][0], isum[p][1]), vuzp2q_s32(isum[p][0], isum[p][1])];
                 for h in 0..2 {
                     let y = ys[p][h];
-                    let bd = std::ptr::read_unaligned(y.cast::<f32>());
-                    let ms = min_dot(&mn, y);
-                    acc[p][h] = vfmaq_f32(acc[p][h], vcvtq_f32_s32(cols[h]), vmulq_n_f32(d, bd));
-                    acc[p][h] = vfmsq_f32(acc[p][h], vcvtq_f32_s32(ms), vmulq_n_f32(dmin, bd));
+                    acc[p][h] = scaled(acc[p][h], cols[h], d, y);
+                    acc[p][h] = min_share(acc[p][h], &mn, dmin, y);
                 }
             }
         }
@@ -299,72 +332,68 @@ unsafe fn group_mm<const NP: usize>(
 /// # Safety
 ///
 /// As [`TileFn`]; the CPU supports dotprod; `a` points to `mr / 4` consecutive groups of four
-/// Q4_K rows repacked with `W`-byte words.
+/// Q4_K (Q5_K: `Q5`) rows repacked with `W`-byte words.
 #[inline(always)]
-unsafe fn tile<const W: usize>(o: Operands, mr: usize, nr: usize) {
-    debug_assert!(mr.is_multiple_of(ROWS));
-    for gi in 0..mr / ROWS {
-        let mut j = 0;
-        while j < nr {
-            let n = (nr - j).min(COLS);
-            // SAFETY: group gi of the tile and its columns j..j + n (caller's contract).
-            unsafe {
-                let u = o.at(ROWS * gi, j);
-                if W == 8 && n >= 2 {
-                    // Pairs of columns by `smmla`, a third one by `sdot`.
-                    if n == 4 {
-                        group_mm::<2>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
-                    } else {
-                        group_mm::<1>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
-                    }
-                    if n == 3 {
-                        let v = u.at(0, 2);
-                        group::<1, W>(v.k, v.a, v.b, v.ldb, v.c, v.ldc);
-                    }
-                    j += n;
-                    continue;
+unsafe fn tile<const W: usize, const Q5: bool>(o: Operands, mr: usize, nr: usize) {
+    // SAFETY: each run is a group of the tile and up to four of its columns (caller's
+    // contract).
+    unsafe {
+        for_each_run(o, mr, nr, |u, n| {
+            if W == 8 && n >= 2 {
+                // Pairs of columns by `smmla`, a third one by `sdot`.
+                if n == 4 {
+                    group_mm::<2, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                } else {
+                    group_mm::<1, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                 }
-                match n {
-                    4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    2 => group::<2, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    _ => group::<1, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                if n == 3 {
+                    let v = u.at(0, 2);
+                    group::<1, W, Q5>(v.k, v.a, v.b, v.ldb, v.c, v.ldc);
                 }
+                return;
             }
-            j += n;
-        }
+            match n {
+                4 => group::<4, W, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                3 => group::<3, W, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                2 => group::<2, W, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                _ => group::<1, W, Q5>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+            }
+        })
     }
 }
 
-/// Tile kernel on 4 x 4 repacked Q4_K weights (see [`TileFn`]).
+/// Tile kernel on 4 x 4 repacked Q4_K (Q5_K: `Q5`) weights (see [`TileFn`]).
 ///
 /// # Safety
 ///
-/// As [`TileFn`]; `a` points to `mr / 4` groups of four Q4_K rows repacked in 4 x 4.
+/// As [`TileFn`]; `a` points to `mr / 4` groups of four Q4_K (Q5_K) rows repacked in 4 x 4.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn packed_q4_k_w4(o: Operands, mr: usize, nr: usize) {
+unsafe fn packed_w4<const Q5: bool>(o: Operands, mr: usize, nr: usize) {
     // SAFETY: caller's contract.
-    unsafe { tile::<4>(o, mr, nr) }
+    unsafe { tile::<4, Q5>(o, mr, nr) }
 }
 
-/// Tile kernel on 4 x 8 repacked Q4_K weights (see [`TileFn`]): pairs of activation rows by
-/// `smmla` ([`group_mm`]), a lone one by `sdot` ([`group`]).
+/// Tile kernel on 4 x 8 repacked Q4_K (Q5_K: `Q5`) weights (see [`TileFn`]): pairs of
+/// activation rows by `smmla` ([`group_mm`]), a lone one by `sdot` ([`group`]).
 ///
 /// # Safety
 ///
-/// As [`TileFn`]; `a` points to `mr / 4` groups of four Q4_K rows repacked in 4 x 8.
+/// As [`TileFn`]; `a` points to `mr / 4` groups of four Q4_K (Q5_K) rows repacked in 4 x 8.
 #[target_feature(enable = "neon,dotprod,i8mm")]
-unsafe fn packed_q4_k_w8(o: Operands, mr: usize, nr: usize) {
+unsafe fn packed_w8<const Q5: bool>(o: Operands, mr: usize, nr: usize) {
     // SAFETY: caller's contract.
-    unsafe { tile::<8>(o, mr, nr) }
+    unsafe { tile::<8, Q5>(o, mr, nr) }
 }
 
-/// The kernel for repacked Q4_K weights with `word`-byte words (4: dotprod, 8: i8mm), with
-/// its tile size (one group of four rows, four activation rows).
+/// The kernel for repacked Q4_K / Q5_K weights with `word`-byte words (4: dotprod, 8: i8mm),
+/// with its tile size (one group of four rows, four activation rows).
 pub(super) fn packed_tile(word: usize, wt: DType) -> Option<(TileFn, usize, usize)> {
-    match (word, wt) {
-        (4, DType::Q4_K) => Some((packed_q4_k_w4 as TileFn, ROWS, COLS)),
-        (8, DType::Q4_K) => Some((packed_q4_k_w8 as TileFn, ROWS, COLS)),
-        _ => None,
-    }
+    let f: TileFn = match (word, wt) {
+        (4, DType::Q4_K) => packed_w4::<false>,
+        (4, DType::Q5_K) => packed_w4::<true>,
+        (8, DType::Q4_K) => packed_w8::<false>,
+        (8, DType::Q5_K) => packed_w8::<true>,
+        _ => return None,
+    };
+    Some((f, ROWS, COLS))
 }

@@ -12,15 +12,13 @@
 //! a vector of the four rows.
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::f16x4_at;
+use super::packed_k::{act_blocks, for_each_run, scaled, store, COLS, ROWS};
+use super::{f16x4_at, sdot, sdot_lane};
 use crate::kernels::blocks::{q6_k, q8_k, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
 use std::arch::aarch64::*;
-use std::arch::asm;
 use tessera_core::DType;
 
-/// Rows per group.
-const ROWS: usize = 4;
 /// Bytes of one block of a group.
 const GBLOCK: usize = q6_k::BYTES * ROWS;
 /// Offset of the byte-planar scales in a group block.
@@ -29,30 +27,6 @@ const SCALES: usize = F16_BYTES * ROWS;
 const QS: usize = SCALES + 16 * ROWS;
 /// Bytes of one half block's quants (`ql` then `qh`) in a group.
 const HALF: usize = 96 * ROWS;
-/// Activation rows per call of [`group`].
-const COLS: usize = 4;
-
-/// `acc += sdot(w, y.4b[lane])` (see `packed_dotprod`).
-macro_rules! sdot_lane {
-    ($acc:expr, $w:expr, $y:expr, $lane:literal) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!(concat!("sdot {r:v}.4s, {w:v}.16b, {y:v}.4b[", $lane, "]"), r = inout(vreg) r,
-             w = in(vreg) w, y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
-
-/// `acc += sdot(w, y)`: four lanes, each the dot product of four signed bytes.
-macro_rules! sdot {
-    ($acc:expr, $w:expr, $y:expr) => {{
-        let mut r: int32x4_t = $acc;
-        let (w, y): (int8x16_t, int8x16_t) = ($w, $y);
-        asm!("sdot {r:v}.4s, {w:v}.16b, {y:v}.16b", r = inout(vreg) r, w = in(vreg) w,
-             y = in(vreg) y, options(pure, nomem, nostack, preserves_flags));
-        r
-    }};
-}
 
 /// One group of four repacked Q6_K rows (words of `W` bytes: 4 or 8) times `NR` Q8_K
 /// activation rows.
@@ -92,7 +66,7 @@ unsafe fn group<const NR: usize, const W: usize>(
                 sc[4 * q + 2] = vmovl_s16(vget_low_s16(hi));
                 sc[4 * q + 3] = vmovl_high_s16(hi);
             }
-            let ys: [*const u8; NR] = std::array::from_fn(|j| b.add(j * ldb + blk * q8_k::BYTES));
+            let ys: [*const u8; NR] = act_blocks(b, ldb, blk);
             let mut isum = [vdupq_n_s32(0); NR];
             for n in 0..2 {
                 let base = g.add(QS + HALF * n);
@@ -163,14 +137,10 @@ unsafe fn group<const NR: usize, const W: usize>(
                 let o = off!(o, 5, b1, 2, 3);
                 let o = off!(o, 6, b1, 4, 5);
                 let o = off!(o, 7, b1, 6, 7);
-                let s = vmlsq_n_s32(isum[j], o, 32);
-                let bd = std::ptr::read_unaligned(ys[j].cast::<f32>());
-                acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(s), vmulq_n_f32(d, bd));
+                acc[j] = scaled(acc[j], vmlsq_n_s32(isum[j], o, 32), d, ys[j]);
             }
         }
-        for j in 0..NR {
-            vst1q_f32(c.add(j * ldc), acc[j]);
-        }
+        store(c, ldc, &acc);
     }
 }
 
@@ -182,23 +152,15 @@ unsafe fn group<const NR: usize, const W: usize>(
 /// Q6_K rows repacked with `W`-byte words.
 #[inline(always)]
 unsafe fn tile<const W: usize>(o: Operands, mr: usize, nr: usize) {
-    debug_assert!(mr.is_multiple_of(ROWS));
-    for gi in 0..mr / ROWS {
-        let mut j = 0;
-        while j < nr {
-            let n = (nr - j).min(COLS);
-            // SAFETY: group gi of the tile and its columns j..j + n (caller's contract).
-            unsafe {
-                let u = o.at(ROWS * gi, j);
-                match n {
-                    4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    2 => group::<2, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                    _ => group::<1, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                }
-            }
-            j += n;
-        }
+    // SAFETY: each run is a group of the tile and up to four of its columns (caller's
+    // contract).
+    unsafe {
+        for_each_run(o, mr, nr, |u, n| match n {
+            4 => group::<4, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+            3 => group::<3, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+            2 => group::<2, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+            _ => group::<1, W>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+        })
     }
 }
 
