@@ -37,6 +37,7 @@ use tessera_core::{DType, Layout};
 use tessera_cpu::buffer::HostBuffer;
 use tessera_cpu::kernels;
 use tessera_cpu::matmul::{MatMul, TensorRef};
+use tessera_cpu::team;
 
 const WARMUPS: usize = 3;
 
@@ -283,53 +284,56 @@ fn matmul(a: &Args) -> Result<(), String> {
                     } else {
                         kernels::tier_name(dtype)
                     };
-                    let mm = MatMul::new();
-                    let mut next = 0usize;
-                    let mut once = |d: &mut [f32]| -> Result<f64, String> {
-                        let wcopy = w.copies[next % w.copies.len()].operand(w.layout);
-                        next += 1;
-                        let (t0, c0) = (Instant::now(), process_cpu_seconds());
-                        // SAFETY: every buffer holds its layout's bytes and dst is separate.
-                        unsafe {
-                            mm.run(
-                                &pool,
-                                threads,
-                                (dl, d.as_mut_ptr().cast()),
-                                wcopy,
-                                TensorRef::plain(bl, x.as_ptr().cast()),
-                                &|| false,
-                            )
-                        }
-                        .map_err(|e| e.to_string())?;
-                        Ok(if a.cpu_clock {
-                            (process_cpu_seconds() - c0) / threads as f64
+                    // The helpers stay for all the runs, as for the ops of a model's graph.
+                    let (mut times, runs) = team::with_team(&pool, threads, |team| {
+                        let mm = MatMul::new();
+                        let mut next = 0usize;
+                        let mut once = |d: &mut [f32]| -> Result<f64, String> {
+                            let wcopy = w.copies[next % w.copies.len()].operand(w.layout);
+                            next += 1;
+                            let (t0, c0) = (Instant::now(), process_cpu_seconds());
+                            // SAFETY: every buffer holds its layout's bytes and dst is separate.
+                            unsafe {
+                                mm.run_on(
+                                    team,
+                                    (dl, d.as_mut_ptr().cast()),
+                                    wcopy,
+                                    TensorRef::plain(bl, x.as_ptr().cast()),
+                                    &|| false,
+                                )
+                            }
+                            .map_err(|e| e.to_string())?;
+                            Ok(if a.cpu_clock {
+                                (process_cpu_seconds() - c0) / threads as f64
+                            } else {
+                                t0.elapsed().as_secs_f64()
+                            })
+                        };
+                        let warmups = if markers.is_some() {
+                            1
+                        } else if a.cold_bytes > 0 {
+                            WARMUPS.max(w.copies.len())
                         } else {
-                            t0.elapsed().as_secs_f64()
-                        })
-                    };
-                    let warmups = if markers.is_some() {
-                        1
-                    } else if a.cold_bytes > 0 {
-                        WARMUPS.max(w.copies.len())
-                    } else {
-                        WARMUPS
-                    };
-                    for _ in 0..warmups {
-                        once(&mut d)?;
-                    }
-                    let runs = if markers.is_some() {
-                        a.runs
-                    } else {
-                        a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 })
-                    };
-                    if let Some(m) = markers.as_mut() {
-                        m.mark(MARK_START)?;
-                    }
-                    let times = (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>();
-                    if let Some(m) = markers.as_mut() {
-                        m.mark(MARK_STOP)?;
-                    }
-                    let mut times = times?;
+                            WARMUPS
+                        };
+                        for _ in 0..warmups {
+                            once(&mut d)?;
+                        }
+                        let runs = if markers.is_some() {
+                            a.runs
+                        } else {
+                            a.runs.max(if a.cold_bytes > 0 { w.copies.len() } else { 0 })
+                        };
+                        if let Some(m) = markers.as_mut() {
+                            m.mark(MARK_START)?;
+                        }
+                        let times =
+                            (0..runs).map(|_| once(&mut d)).collect::<Result<Vec<_>, _>>()?;
+                        if let Some(m) = markers.as_mut() {
+                            m.mark(MARK_STOP)?;
+                        }
+                        Ok::<_, String>((times, runs))
+                    })?;
                     times.sort_by(|p, q| p.total_cmp(q));
                     let med = times[times.len() / 2];
                     let gflops = 2.0 * (a.m * n * a.k) as f64 / med / 1e9;

@@ -11,6 +11,7 @@ use crate::device::{default_threads, CpuDevice};
 use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
 use crate::matmul::{self, try_chunks, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
+use crate::team::{self, Threads};
 use crate::workers::Lease;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,7 +111,7 @@ impl CpuBackend {
 
     fn compute_node(
         &self,
-        pool: &rayon::ThreadPool,
+        threads: &Threads<'_>,
         graph: &Graph,
         id: TensorId,
         aborted: AbortFn<'_>,
@@ -134,15 +135,14 @@ impl CpuBackend {
         let srcs =
             t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
-            return self.mul_mat(pool, dst, &srcs, weights_packed, aborted);
+            return self.mul_mat(threads, dst, &srcs, weights_packed, aborted);
         }
-        let threads = fast_ops::Threads { pool, n: self.threads };
         // The three fast paths: as for the reference below; `supports` validated the operands
         // for the op.
         let fast = match &t.op {
             // SAFETY: see above.
             Op::FlashAttnExt(p) => unsafe {
-                attention::flash_attn_ext(p, dst, &srcs, &threads, aborted)
+                attention::flash_attn_ext(p, dst, &srcs, threads, aborted)
             },
             // SAFETY: see above.
             Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
@@ -156,7 +156,7 @@ impl CpuBackend {
         }
         let tables = &self.rope_tables;
         // SAFETY: as for the reference below; `supports` validated the operands for the op.
-        let fast = unsafe { fast_ops::compute(&t.op, dst, &srcs, &threads, tables, aborted) };
+        let fast = unsafe { fast_ops::compute(&t.op, dst, &srcs, threads, tables, aborted) };
         if let Some(done) = fast {
             self.vectorized.fetch_add(1, Ordering::Relaxed);
             return done;
@@ -207,7 +207,7 @@ impl CpuBackend {
     /// the weight rows among the pool's threads.
     fn mul_mat(
         &self,
-        pool: &rayon::ThreadPool,
+        threads: &Threads<'_>,
         dst: HostTensor,
         srcs: &[HostTensor],
         packed: Option<PackLayout>,
@@ -219,9 +219,7 @@ impl CpuBackend {
             let b = TensorRef::plain(b.layout, b.ptr);
             // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
             // result never shares memory with its operands (it cannot run in place).
-            return unsafe {
-                self.matmul.run(pool, self.threads, (dst.layout, dst.ptr), a, b, aborted)
-            };
+            return unsafe { self.matmul.run_on(threads, (dst.layout, dst.ptr), a, b, aborted) };
         }
         if packed.is_some() {
             // The reference reads GGUF bytes only.
@@ -233,9 +231,9 @@ impl CpuBackend {
             });
         }
         let m = a.layout.ne[1];
-        let per = m.div_ceil((self.threads * 4).min(m).max(1));
+        let per = m.div_ceil((threads.n() * 4).min(m).max(1));
         let (d, a, b) = (SendTensor(dst), SendTensor(a), SendTensor(b));
-        try_chunks(pool, self.threads, m.div_ceil(per), aborted, |c| {
+        try_chunks(threads, m.div_ceil(per), aborted, |c| {
             let (start, end) = (c * per, ((c + 1) * per).min(m));
             let mut a_part = a.0;
             a_part.layout.ne[1] = end - start;
@@ -300,14 +298,17 @@ impl Backend for CpuBackend {
     fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
         let abort = self.abort.clone();
         let aborted = move || abort.as_ref().is_some_and(|f| f());
-        // The shared pool as it is now, held for this call only.
+        // The shared pool as it is now, held for this call only; its helpers stay with this
+        // compute from the first node to the last.
         let pool = self.workers.pool()?;
-        for &id in nodes {
-            if aborted() {
-                return Err(Error::Aborted);
+        team::with_team(&pool, self.threads, |threads| {
+            for &id in nodes {
+                if aborted() {
+                    return Err(Error::Aborted);
+                }
+                self.compute_node(threads, graph, id, &aborted)?;
             }
-            self.compute_node(&pool, graph, id, &aborted)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }

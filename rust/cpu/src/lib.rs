@@ -12,6 +12,7 @@ pub mod features;
 pub mod kernels;
 pub mod matmul;
 pub mod reference;
+pub mod team;
 pub mod workers;
 
 pub use backend::CpuBackend;

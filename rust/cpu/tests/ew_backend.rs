@@ -436,3 +436,61 @@ fn only_mul_mat_may_read_repacked_weights() -> R {
     assert!(err.to_string().contains("only MUL_MAT"), "{err}");
     Ok(())
 }
+
+/// Sessions computing at once on the process's shared pool (each backend keeps its pool
+/// helpers for a whole graph compute): four threads, each with a backend of its own thread
+/// count, compute a matmul followed by element-wise ops many times; every result matches the
+/// reference.
+#[test]
+fn sessions_computing_at_once_share_the_pool() -> R {
+    let build = |g: &mut Graph, rng: &mut Rng| -> R<(Inputs, TensorId)> {
+        let (w, wv) = input(g, rng, "w", &[96, 700], -1.0, 1.0)?;
+        let (x, xv) = input(g, rng, "x", &[96, 5], -1.0, 1.0)?;
+        let (b, bv) = input(g, rng, "b", &[700, 5], -1.0, 1.0)?;
+        let y = g.mul_mat(w, x)?;
+        let y = g.silu(y)?;
+        let y = g.add(y, b)?;
+        let y = g.rms_norm(y, 1e-6)?;
+        g.set_output(y)?;
+        Ok((vec![(w, wv), (x, xv), (b, bv)], y))
+    };
+    let mut g = Graph::new();
+    let (inputs, out) = build(&mut g, &mut Rng::new(3))?;
+    allocate_all(&mut g)?;
+    for (id, v) in &inputs {
+        write(&g, *id, v)?;
+    }
+    reference::compute_graph(&g, &|| false)?;
+    let want = get_f32(&g, out)?;
+    std::thread::scope(|s| {
+        let runs: Vec<_> = [2usize, 3, 2, 1]
+            .into_iter()
+            .map(|threads| {
+                let (build, want) = (&build, &want);
+                s.spawn(move || -> Result<(), String> {
+                    let session = || -> R {
+                        let mut g = Graph::new();
+                        let (inputs, out) = build(&mut g, &mut Rng::new(3))?;
+                        GraphAllocator::new(CpuBufferType::shared()).alloc_graph(&mut g)?;
+                        for (id, v) in &inputs {
+                            write(&g, *id, v)?;
+                        }
+                        let mut cpu = CpuBackend::new(Some(threads))?;
+                        for i in 0..40 {
+                            cpu.graph_compute(&g)?;
+                            compare(
+                                &format!("{threads} threads, run {i}"),
+                                &get_f32(&g, out)?,
+                                want,
+                            );
+                        }
+                        Ok(())
+                    };
+                    session().map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        runs.into_iter().try_for_each(|r| r.join().expect("a session thread panicked"))
+    })?;
+    Ok(())
+}

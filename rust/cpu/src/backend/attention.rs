@@ -15,10 +15,10 @@
 //!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
-use super::fast_ops::Threads;
 use crate::kernels::{attn_tiles, vec};
 use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
+use crate::team::Threads;
 use std::sync::Mutex;
 use tessera_core::{AttnParams, DType, Error, Result};
 
@@ -295,10 +295,10 @@ pub(super) unsafe fn flash_attn_ext(
     let mut units = Vec::new();
     let q_blocks = a.n_q.div_ceil(Q_BLOCK);
     let base = q.layout.ne[3] * n_kv_heads * q_blocks;
-    let splits = if base >= threads.n {
+    let splits = if base >= threads.n() {
         1
     } else {
-        threads.n.div_ceil(base).min(a.n_kv.div_ceil(MIN_KEYS_PER_SPLIT)).max(1)
+        threads.n().div_ceil(base).min(a.n_kv.div_ceil(MIN_KEYS_PER_SPLIT)).max(1)
     };
     let per_split = a.n_kv.div_ceil(splits).div_ceil(K_BLOCK) * K_BLOCK;
     for i3 in 0..q.layout.ne[3] {
@@ -318,10 +318,10 @@ pub(super) unsafe fn flash_attn_ext(
         // SAFETY: forwarded caller contract.
         unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
     };
-    let results: Result<Vec<UnitResult>> = if threads.n > 1 && units.len() > 1 {
+    let results: Result<Vec<UnitResult>> = if threads.n() > 1 && units.len() > 1 {
         let slots: Vec<Mutex<Option<UnitResult>>> =
             units.iter().map(|_| Mutex::new(None)).collect();
-        try_chunks(threads.pool, threads.n, units.len(), aborted, |c| {
+        try_chunks(threads, units.len(), aborted, |c| {
             let r = run_unit(&units[c])?;
             *slots[c].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
             Ok(())

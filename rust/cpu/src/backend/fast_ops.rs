@@ -9,6 +9,7 @@ use super::rope::{RopeCache, RopeTables};
 use crate::kernels::ew;
 use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
+use crate::team::Threads;
 use std::ops::Range;
 use tessera_core::{DType, Error, Layout, Op, Result, UnaryOp};
 
@@ -19,15 +20,6 @@ const MIN_PARALLEL: usize = 1 << 14;
 const MIN_BROADCAST_ROW: usize = 32;
 /// Rows between two polls of the abort callback.
 const POLL_ROWS: usize = 64;
-
-/// Where the backend's threads come from.
-pub(super) struct Threads<'a> {
-    /// The shared pool (see [`crate::workers`]).
-    pub pool: &'a rayon::ThreadPool,
-    /// The backend's thread count: how many threads of the pool (the caller included) an op
-    /// uses.
-    pub n: usize,
-}
 
 /// An F32 operand with contiguous rows, indexed by destination row (broadcast by modulo).
 #[derive(Clone, Copy)]
@@ -323,16 +315,19 @@ fn split_rows(
     aborted: AbortFn<'_>,
     run: &(dyn Fn(Range<usize>) -> Result<()> + Sync),
 ) -> Result<()> {
-    let chunks = if threads.n <= 1 || n_rows.saturating_mul(row_len) < MIN_PARALLEL {
+    let chunks = if threads.n() <= 1 || n_rows.saturating_mul(row_len) < MIN_PARALLEL {
         1
     } else {
-        (threads.n * 4).min(n_rows)
+        (threads.n() * 4).min(n_rows)
     };
     if chunks <= 1 {
         return run(0..n_rows);
     }
     let per = n_rows.div_ceil(chunks);
-    try_chunks(threads.pool, threads.n, n_rows.div_ceil(per), aborted, |c| {
-        run(c * per..((c + 1) * per).min(n_rows))
-    })
+    try_chunks(
+        threads,
+        n_rows.div_ceil(per),
+        aborted,
+        |c| run(c * per..((c + 1) * per).min(n_rows)),
+    )
 }

@@ -2,6 +2,7 @@
 
 use super::{SharedPtr, TensorRef};
 use crate::kernels::MatKernel;
+use crate::team::Threads;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tessera_core::quant::dequantize_row;
 use tessera_core::{DType, Error, Result};
@@ -38,8 +39,7 @@ pub(crate) unsafe fn activations(
     k: usize,
     b: &TensorRef,
     work: &mut Vec<u64>,
-    pool: &rayon::ThreadPool,
-    threads: usize,
+    threads: &Threads<'_>,
 ) -> Result<Acts> {
     let bl = &b.layout;
     if kernel.act == DType::F32
@@ -120,16 +120,7 @@ pub(crate) unsafe fn activations(
             }
         }
     };
-    if threads > 1 && tasks > 1 {
-        pool.in_place_scope(|s| {
-            for _ in 1..threads.min(tasks) {
-                s.spawn(|_| worker());
-            }
-            worker();
-        });
-    } else {
-        worker();
-    }
+    threads.run(tasks, &|_| worker());
     if failed.load(Ordering::Relaxed) {
         return Err(Error::InvalidArgument("mul_mat: activation conversion failed".into()));
     }
@@ -186,8 +177,7 @@ pub(crate) unsafe fn pack_panels(
     k: usize,
     nr: usize,
     work: &mut Vec<f32>,
-    pool: &rayon::ThreadPool,
-    threads: usize,
+    threads: &Threads<'_>,
 ) -> Result<Panels> {
     let [_, n, ne2, ne3] = acts.ne;
     if nr == 0 || nr > 32 {
@@ -236,15 +226,6 @@ pub(crate) unsafe fn pack_panels(
             }
         }
     };
-    if threads > 1 && tasks > 1 {
-        pool.in_place_scope(|s| {
-            for _ in 1..threads.min(tasks) {
-                s.spawn(|_| worker());
-            }
-            worker();
-        });
-    } else {
-        worker();
-    }
+    threads.run(tasks, &|_| worker());
     Ok(Panels { ptr: work.as_ptr(), per_plane })
 }

@@ -32,6 +32,7 @@ mod split;
 use crate::error::CpuError;
 use crate::kernels::repack::PackLayout;
 use crate::kernels::{self, MatKernel};
+use crate::team::Threads;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tessera_core::shape_rules;
@@ -109,10 +110,6 @@ fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
     Some(split::Gemm { run, mr, nr, kc })
 }
 
-/// Spin rounds the calling thread waits for the pool's helpers before sleeping (about a
-/// millisecond).
-const JOIN_SPINS: usize = 1 << 17;
-
 /// The chunks split into one contiguous range per thread: each thread takes the chunks of its
 /// own range in order (long runs of adjacent weight rows, which the hardware prefetchers
 /// stream best), then helps with the others' ranges, so fast cores still take more.
@@ -143,22 +140,20 @@ impl Ranges {
     }
 }
 
-/// Runs `work(chunk, state)` for every chunk on `threads` threads of `pool` (the calling thread
-/// included, with `threads - 1` helpers spawned into the pool, whatever its size), each thread
-/// with its own `state()`; the threads take chunks from their [`Ranges`] and poll `abort`
-/// between chunks. Returns `false` when aborted.
+/// Runs `work(chunk, state)` for every chunk on the op's `threads`, each thread with its own
+/// `state()`; the threads take chunks from their [`Ranges`] and poll `abort` between chunks.
+/// Returns `false` when aborted.
 pub(crate) fn parallel_chunks<S>(
-    pool: &rayon::ThreadPool,
-    threads: usize,
+    threads: &Threads<'_>,
     chunks: usize,
     abort: AbortFn<'_>,
     state: impl Fn() -> S + Sync,
     work: impl Fn(usize, &mut S) + Sync,
 ) -> bool {
     let failed = AtomicBool::new(false);
-    let parts = threads.clamp(1, chunks.max(1));
+    let parts = threads.n().clamp(1, chunks.max(1));
     let ranges = Ranges::new(chunks, parts);
-    let worker = |me: usize| {
+    threads.run(parts, &|me: usize| {
         let mut st = state();
         while let Some(c) = ranges.claim(me) {
             if failed.load(Ordering::Relaxed) {
@@ -170,44 +165,18 @@ pub(crate) fn parallel_chunks<S>(
             }
             work(c, &mut st);
         }
-    };
-    if parts > 1 {
-        // The calling thread works too: the pool's workers join as they wake up. When it runs
-        // out of chunks it spins until the helpers are done instead of sleeping in the scope's
-        // join (waking a sleeping thread costs tens of microseconds, the length of a whole
-        // token-generation matmul); after `JOIN_SPINS` rounds it sleeps there after all.
-        let helpers = parts - 1;
-        let done = AtomicUsize::new(0);
-        let (worker, done_ref) = (&worker, &done);
-        pool.in_place_scope(|s| {
-            for me in 1..=helpers {
-                s.spawn(move |_| {
-                    worker(me);
-                    done_ref.fetch_add(1, Ordering::Release);
-                });
-            }
-            worker(0);
-            let mut spins = 0;
-            while done.load(Ordering::Acquire) < helpers && spins < JOIN_SPINS {
-                std::hint::spin_loop();
-                spins += 1;
-            }
-        });
-    } else {
-        worker(0);
-    }
+    });
     !failed.load(Ordering::Relaxed)
 }
 
 /// The abort poll: returns `true` to stop.
 pub type AbortFn<'a> = &'a (dyn Fn() -> bool + Sync);
 
-/// Runs `work(chunk)` for every chunk in `0..chunks` on `threads` threads of `pool` (see
+/// Runs `work(chunk)` for every chunk in `0..chunks` on the op's `threads` (see
 /// [`parallel_chunks`]); the first error stops the others and is returned, `abort` gives
 /// [`Error::Aborted`].
 pub(crate) fn try_chunks(
-    pool: &rayon::ThreadPool,
-    threads: usize,
+    threads: &Threads<'_>,
     chunks: usize,
     abort: AbortFn<'_>,
     work: impl Fn(usize) -> Result<()> + Sync,
@@ -216,7 +185,6 @@ pub(crate) fn try_chunks(
     let first = std::sync::Mutex::new(None);
     let stop = || failed.load(Ordering::Relaxed) || abort();
     let done = parallel_chunks(
-        pool,
         threads,
         chunks,
         &stop,
@@ -305,13 +273,30 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.run_on(&Threads::pool(pool, threads), dst, a, b, abort) }
+    }
+
+    /// As [`MatMul::run`] on `threads` (a graph compute's team, see [`crate::team`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`MatMul::run`].
+    pub unsafe fn run_on(
+        &self,
+        threads: &Threads<'_>,
+        dst: (Layout, *mut u8),
+        a: TensorRef,
+        b: TensorRef,
+        abort: AbortFn<'_>,
+    ) -> Result<()> {
         let kernel = match a.packed {
             None => kernels::matmul_kernel(a.layout.dtype)?,
             Some(pl) => kernels::repack::kernel_for(pl, a.layout.dtype)
                 .ok_or_else(|| CpuError::TierUnsupported(format!("of repacked layout {pl:?}")))?,
         };
         // SAFETY: forwarded caller contract.
-        unsafe { self.run_with(&kernel, pool, threads, dst, a, b, abort) }
+        unsafe { self.run_kernel(&kernel, threads, dst, a, b, abort) }
     }
 
     /// As [`MatMul::run`] with a given kernel (tests use it to compare tiers).
@@ -330,25 +315,41 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.run_kernel(kernel, &Threads::pool(pool, threads), dst, a, b, abort) }
+    }
+
+    /// The driver: as [`MatMul::run_with`] on `threads`.
+    ///
+    /// # Safety
+    ///
+    /// As [`MatMul::run`].
+    unsafe fn run_kernel(
+        &self,
+        kernel: &MatKernel,
+        threads: &Threads<'_>,
+        dst: (Layout, *mut u8),
+        a: TensorRef,
+        b: TensorRef,
+        abort: AbortFn<'_>,
+    ) -> Result<()> {
         let (dl, dp) = dst;
         let (k, _, _) = check_shapes(&dl, &a.layout, &b.layout)?;
         if kernel.weight != a.layout.dtype {
             return Err(Error::InvalidArgument("mul_mat: kernel for another weight type".into()));
         }
-        let threads = threads.max(1);
         let mut guard = self.work.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: forwarded caller contract (b's bytes are readable).
-        let acts = unsafe { convert::activations(kernel, k, &b, &mut guard, pool, threads)? };
+        let acts = unsafe { convert::activations(kernel, k, &b, &mut guard, threads)? };
         let dptr = SharedPtr(dp);
         let aptr = SharedPtr(a.ptr.cast_mut());
         let done = if let Some(g) = gemm_for(kernel, dl.ne[1], k) {
             let mut pguard = self.panels.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the activations are F32 rows with nb[0] == 4 (format F32).
-            let panels =
-                unsafe { convert::pack_panels(&acts, k, g.nr, &mut pguard, pool, threads)? };
+            let panels = unsafe { convert::pack_panels(&acts, k, g.nr, &mut pguard, threads)? };
             let plan = split::GemmPlan::new(&g, &dl, &a.layout, &panels);
             let scratch = || vec![0f32; g.mr * g.kc + 16];
-            parallel_chunks(pool, threads, plan.chunks(), abort, scratch, |c, s| {
+            parallel_chunks(threads, plan.chunks(), abort, scratch, |c, s| {
                 // A 64-byte aligned start (16 f32 of slack).
                 let off = s.as_ptr().align_offset(64).min(16);
                 let sp = s[off..].as_mut_ptr();
@@ -357,9 +358,8 @@ impl MatMul {
                 unsafe { plan.run_chunk(c, &g, aptr.get(), &panels, dptr, sp) };
             })
         } else {
-            let plan = split::Plan::new(kernel, &dl, &a.layout, &acts, threads);
+            let plan = split::Plan::new(kernel, &dl, &a.layout, &acts, threads.n());
             parallel_chunks(
-                pool,
                 threads,
                 plan.chunks(),
                 abort,

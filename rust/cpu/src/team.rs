@@ -1,0 +1,304 @@
+//! The threads an op runs on: the calling thread and `n - 1` helpers of the shared pool
+//! ([`crate::workers`]).
+//!
+//! A graph compute keeps its helpers for all of its ops ([`with_team`]): they are spawned into
+//! the pool once, wait for the next op's job between ops (spinning, then yielding, then parked),
+//! and end with the compute. Generating a token runs a few hundred ops of tens of microseconds
+//! each, about half of them split over the threads; handing each one to a rayon job of its own
+//! (waking a worker, joining a scope) cost a tenth of a token's time on two threads.
+//!
+//! [`Threads::pool`] is the other way, for one op outside a graph compute (the matmul driver's
+//! [`MatMul::run`](crate::matmul::MatMul::run)): the helpers are spawned for the op and joined
+//! after it. Benchmarks of single ops use a team, as a model's graph does.
+
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::Thread;
+
+/// Spin rounds a thread waits (for a job, or for the helpers to finish one) before it starts
+/// yielding its core (some tens of microseconds: the gap between two ops of a token).
+const SPINS: usize = 1 << 14;
+/// Yields a helper makes after [`SPINS`] before it parks until the next job.
+const YIELDS: usize = 1 << 10;
+/// Spin rounds [`Threads::pool`]'s caller waits for its helpers before sleeping in the scope's
+/// join (about a millisecond).
+const JOIN_SPINS: usize = 1 << 17;
+
+/// A job: run for each thread index `0..parts` (0 on the calling thread).
+type Job<'a> = &'a (dyn Fn(usize) + Sync);
+
+/// The threads an op may use.
+pub struct Threads<'a> {
+    n: usize,
+    how: How<'a>,
+}
+
+enum How<'a> {
+    /// Helpers spawned into the pool per job.
+    Pool(&'a rayon::ThreadPool),
+    /// Helpers kept for a whole graph compute.
+    Team(&'a Team),
+}
+
+impl<'a> Threads<'a> {
+    /// `n` threads of `pool` (the caller and `n - 1` helpers), spawned per job.
+    pub fn pool(pool: &'a rayon::ThreadPool, n: usize) -> Threads<'a> {
+        Threads { n: n.max(1), how: How::Pool(pool) }
+    }
+
+    /// The number of threads, the caller included.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Runs `job(me)` for `me` in `0..parts.min(n)`, `me == 0` on the calling thread, and
+    /// returns when all are done. A panic of any part is resumed on the caller once every part
+    /// has finished.
+    pub(crate) fn run(&self, parts: usize, job: Job<'_>) {
+        let parts = parts.clamp(1, self.n);
+        if parts == 1 {
+            return job(0);
+        }
+        match self.how {
+            How::Team(team) => team.run(parts, job),
+            How::Pool(pool) => run_spawned(pool, parts, job),
+        }
+    }
+}
+
+/// [`Threads::run`] with helpers spawned into `pool` for this job.
+fn run_spawned(pool: &rayon::ThreadPool, parts: usize, job: Job<'_>) {
+    let helpers = parts - 1;
+    let done = AtomicUsize::new(0);
+    let done = &done;
+    pool.in_place_scope(|s| {
+        for me in 1..parts {
+            s.spawn(move |_| {
+                // The scope resumes a helper's panic at its end; count it done first so that
+                // the caller does not spin for it.
+                let r = catch_unwind(AssertUnwindSafe(|| job(me)));
+                done.fetch_add(1, Ordering::Release);
+                if let Err(p) = r {
+                    resume_unwind(p);
+                }
+            });
+        }
+        job(0);
+        // The calling thread spins until the helpers are done instead of sleeping in the
+        // scope's join (waking a sleeping thread costs tens of microseconds, the length of a
+        // whole token-generation matmul); after `JOIN_SPINS` rounds it sleeps there after all.
+        let mut spins = 0;
+        while done.load(Ordering::Acquire) < helpers && spins < JOIN_SPINS {
+            std::hint::spin_loop();
+            spins += 1;
+        }
+    });
+}
+
+/// Runs `body` with `n` threads of `pool` that stay ready for jobs until it returns: the
+/// calling thread and `n - 1` helpers spawned into the pool once.
+pub fn with_team<R>(pool: &rayon::ThreadPool, n: usize, body: impl FnOnce(&Threads<'_>) -> R) -> R {
+    if n <= 1 {
+        return body(&Threads::pool(pool, 1));
+    }
+    let team = Team::new(n);
+    let team = &team;
+    let result = pool.in_place_scope(|s| {
+        for me in 1..n {
+            s.spawn(move |_| team.helper(me));
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| body(&Threads { n, how: How::Team(team) })));
+        team.quit();
+        r
+    });
+    result.unwrap_or_else(|p| resume_unwind(p))
+}
+
+/// The state a team's threads share.
+struct Team {
+    /// Jobs posted so far; a helper runs a job when it sees this change.
+    posted: AtomicUsize,
+    /// Set once the team's compute ends.
+    done: AtomicBool,
+    /// Helpers that have not finished the current job.
+    pending: AtomicUsize,
+    /// A part of the current job panicked.
+    panicked: AtomicBool,
+    /// The current job and its number of parts: written by the caller only while no helper
+    /// reads it (before `posted` moves on, after `pending` reached 0).
+    slot: UnsafeCell<Option<(Job<'static>, usize)>>,
+    /// Per helper (index `me - 1`): whether it is parked, and its thread once it started.
+    helpers: Vec<Parking>,
+}
+
+#[derive(Default)]
+struct Parking {
+    parked: AtomicBool,
+    thread: std::sync::OnceLock<Thread>,
+}
+
+// SAFETY: `slot` is written by the team's caller only while no helper reads it (see its doc:
+// the writes and reads are ordered by the release / acquire pairs on `posted` and `pending`);
+// everything else is atomics.
+unsafe impl Sync for Team {}
+
+impl Team {
+    fn new(n: usize) -> Team {
+        Team {
+            posted: AtomicUsize::new(0),
+            done: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            slot: UnsafeCell::new(None),
+            helpers: (1..n).map(|_| Parking::default()).collect(),
+        }
+    }
+
+    /// The caller's side of a job (`parts` >= 2): posts it, runs part 0, waits for the helpers.
+    fn run(&self, parts: usize, job: Job<'_>) {
+        // SAFETY: only the lifetime is erased. The job is read by the helpers between the
+        // `posted` increment below and their `pending` decrement, and this function returns
+        // (so `job` stays borrowed) only after `pending` reached 0; `slot` is cleared before.
+        let job: Job<'static> = unsafe { std::mem::transmute::<Job<'_>, Job<'static>>(job) };
+        // SAFETY: no helper reads `slot` now: every helper finished the previous job.
+        unsafe { *self.slot.get() = Some((job, parts)) };
+        self.pending.store(self.helpers.len(), Ordering::Relaxed);
+        self.posted.fetch_add(1, Ordering::SeqCst);
+        self.wake_parked();
+        let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
+        let mut round = 0;
+        while self.pending.load(Ordering::Acquire) != 0 {
+            backoff(&mut round);
+        }
+        // SAFETY: every helper is done with the job (pending is 0).
+        unsafe { *self.slot.get() = None };
+        if let Err(p) = mine {
+            resume_unwind(p);
+        }
+        if self.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a worker thread panicked during a CPU op");
+        }
+    }
+
+    /// A helper's loop: waits for each job and runs its part `me` of it, until the team ends.
+    fn helper(&self, me: usize) {
+        let parking = &self.helpers[me - 1];
+        // `set` fails only if already set, which nothing does.
+        let _ = parking.thread.set(std::thread::current());
+        let mut seen = 0;
+        loop {
+            let mut round = 0;
+            loop {
+                if self.posted.load(Ordering::Acquire) != seen {
+                    break;
+                }
+                if self.done.load(Ordering::Acquire) {
+                    return;
+                }
+                if round < SPINS + YIELDS {
+                    backoff(&mut round);
+                } else {
+                    // Parked: the caller unparks a helper whose flag it sees after posting.
+                    // Both sides use SeqCst, so either the caller sees the flag or this thread
+                    // sees the new job (or the end) before parking.
+                    parking.parked.store(true, Ordering::SeqCst);
+                    if self.posted.load(Ordering::SeqCst) == seen
+                        && !self.done.load(Ordering::SeqCst)
+                    {
+                        std::thread::park();
+                    }
+                    parking.parked.store(false, Ordering::SeqCst);
+                }
+            }
+            seen = seen.wrapping_add(1);
+            // SAFETY: the job was written before `posted` moved (acquire above), and stays
+            // until this helper decrements `pending`.
+            let current = unsafe { *self.slot.get() };
+            if let Some((job, parts)) = current {
+                if me < parts && catch_unwind(AssertUnwindSafe(|| job(me))).is_err() {
+                    self.panicked.store(true, Ordering::Relaxed);
+                }
+            }
+            self.pending.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// Ends the team: its helpers return once they see it.
+    fn quit(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        self.wake_parked();
+    }
+
+    fn wake_parked(&self) {
+        for h in &self.helpers {
+            if h.parked.load(Ordering::SeqCst) {
+                if let Some(t) = h.thread.get() {
+                    t.unpark();
+                }
+            }
+        }
+    }
+}
+
+/// One round of waiting: a spin for the first [`SPINS`] rounds, then a yield of the core.
+fn backoff(round: &mut usize) {
+    if *round < SPINS {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+    *round += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn pool(n: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
+    }
+
+    /// Every part of every job runs once, on its own index, with both ways of getting threads;
+    /// jobs posted after the helpers parked still run.
+    #[test]
+    fn each_part_runs_once_per_job() {
+        let p = pool(3);
+        let check = |t: &Threads<'_>| {
+            for parts in [1, 2, 3, 5] {
+                let hits: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+                for _ in 0..50 {
+                    t.run(parts, &|me| {
+                        hits[me].fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                let got: Vec<u64> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
+                let want: Vec<u64> =
+                    (0..3).map(|i| if i < parts.min(3) { 50 } else { 0 }).collect();
+                assert_eq!(got, want, "parts {parts}");
+            }
+        };
+        check(&Threads::pool(&p, 3));
+        with_team(&p, 3, |t| {
+            check(t);
+            // Long enough for the helpers to park.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            check(t);
+        });
+    }
+
+    /// A helper's panic reaches the caller after the job, and the team still ends.
+    #[test]
+    fn a_helper_panic_reaches_the_caller() {
+        let p = pool(2);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            with_team(&p, 2, |t| {
+                t.run(2, &|me| assert_ne!(me, 1, "part 1 fails"));
+            })
+        }));
+        assert!(r.is_err());
+        // The pool is still usable.
+        with_team(&p, 2, |t| t.run(2, &|_| {}));
+    }
+}
