@@ -87,6 +87,8 @@ struct Case {
     /// Keys before the first query's position (the rest of the cells are empty, masked);
     /// `None`: the queries are the last `n_q` of the `n_kv` keys.
     past: Option<usize>,
+    /// A sliding window: a query sees only the keys less than this many positions back.
+    window: Option<usize>,
 }
 
 /// Values of the operands as stored (after rounding to their types).
@@ -122,7 +124,9 @@ fn attention_graph(c: &Case, rng: &mut Rng) -> (Graph, TensorId, Stored) {
     let mut mv = Vec::new();
     for iq in 0..c.n_q + 2 {
         for j in 0..c.n_kv {
-            let visible = iq < c.n_q && j <= past + iq && (j % 7 != 3 || j == past + iq);
+            let in_window = c.window.is_none_or(|w| past + iq - j < w);
+            let visible =
+                iq < c.n_q && j <= past + iq && in_window && (j % 7 != 3 || j == past + iq);
             mv.push(if visible { 0.0 } else { f32::NEG_INFINITY });
         }
     }
@@ -193,6 +197,7 @@ fn flash_attention_matches_its_definition() {
             params: base,
             kv_type: DType::F16,
             past: None,
+            window: None,
         },
         Case {
             d: 64,
@@ -204,6 +209,7 @@ fn flash_attention_matches_its_definition() {
             params: base,
             kv_type: DType::F16,
             past: None,
+            window: None,
         },
         Case {
             d: 32,
@@ -215,6 +221,7 @@ fn flash_attention_matches_its_definition() {
             params: base,
             kv_type: DType::F32,
             past: None,
+            window: None,
         },
         Case {
             d: 32,
@@ -226,6 +233,7 @@ fn flash_attention_matches_its_definition() {
             params: AttnParams { scale: 0.3, max_bias: 8.0, softcap: 20.0 },
             kv_type: DType::F16,
             past: None,
+            window: None,
         },
         // Enough (query, head) rows per unit for the rows-in-lanes product (8 x 4 and 4 x 4),
         // with ALiBi, a soft cap and a head size that is not a multiple of the lanes.
@@ -239,6 +247,7 @@ fn flash_attention_matches_its_definition() {
             params: AttnParams { scale: 0.3, max_bias: 8.0, softcap: 20.0 },
             kv_type: DType::F16,
             past: None,
+            window: None,
         },
         // A prompt at the start of a padded cache: 6 queries, 256 cells, the rest empty.
         Case {
@@ -251,6 +260,33 @@ fn flash_attention_matches_its_definition() {
             params: AttnParams { scale: 1.0, max_bias: 0.0, softcap: 0.0 },
             kv_type: DType::F16,
             past: Some(0),
+            window: None,
+        },
+        // Generation: one query at position 300 of a 512-cell cache (keys split between the
+        // threads), and one in a sliding window of 150 (the visible keys start at 151).
+        Case {
+            d: 256,
+            dv: 256,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 1,
+            n_kv: 512,
+            params: AttnParams { scale: 0.0625, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(300),
+            window: None,
+        },
+        Case {
+            d: 64,
+            dv: 64,
+            heads: 2,
+            kv_heads: 1,
+            n_q: 1,
+            n_kv: 512,
+            params: AttnParams { scale: 0.125, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(300),
+            window: Some(150),
         },
     ];
     for (i, c) in cases.iter().enumerate() {

@@ -10,8 +10,10 @@
 //! [`attn_tiles::dots_t`]), stored key-major, their softmax step one pass across the rows
 //! ([`attn_tiles::softmax_block`]) and the weighted values another product
 //! ([`attn_tiles::weighted_sum_t`]). When
-//! there are fewer (query, KV head) units than threads (generation: one query), the keys are split
-//! into ranges whose partial results (max, sum, weighted values) are merged at the end.
+//! there are fewer (query, KV head) units than threads (generation: one query), the keys some
+//! query sees (the span the mask leaves visible: not the cache's empty cells) are split into
+//! ranges whose partial results (max, sum, weighted values) are merged at the end. A thread's
+//! buffer for a block of converted keys and values is kept between calls.
 //!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
@@ -28,6 +30,11 @@ const Q_BLOCK: usize = 8;
 const K_BLOCK: usize = 64;
 /// Fewest keys per range when keys are split between threads.
 const MIN_KEYS_PER_SPLIT: usize = 128;
+
+thread_local! {
+    /// A thread's buffer for a block of converted keys and values.
+    static KV_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 /// One query's running softmax: max score, sum of weights, weighted sum of values.
 #[derive(Clone)]
@@ -125,6 +132,34 @@ fn alibi_slope(max_bias: f32, h: usize, n_head: usize) -> f32 {
 }
 
 impl Attn {
+    /// The keys some query may see: from the first key the mask leaves visible to any query to
+    /// the one past the last (every key without a mask; an empty range when all are hidden).
+    ///
+    /// # Safety
+    ///
+    /// The mask's pointer is valid for reads of its layout (the backend's contract).
+    unsafe fn visible_keys(&self) -> (usize, usize) {
+        let Some(m) = &self.mask else { return (0, self.n_kv) };
+        let (mut lo, mut hi) = (self.n_kv, 0);
+        let mut row = vec![0f32; self.n_kv];
+        for iq in 0..self.n_q {
+            // SAFETY: mask row iq has n_kv elements (validated shape).
+            unsafe { read_f32(m.layout.dtype, Self::row(m, iq, 0, 0), self.n_kv, &mut row) };
+            let visible = |x: &f32| *x != f32::NEG_INFINITY;
+            if let (Some(first), Some(last)) =
+                (row.iter().position(visible), row.iter().rposition(visible))
+            {
+                lo = lo.min(first);
+                hi = hi.max(last + 1);
+            }
+        }
+        if lo < hi {
+            (lo, hi)
+        } else {
+            (0, 0)
+        }
+    }
+
     fn row(t: &HostTensor, i1: usize, i2: usize, i3: usize) -> *const u8 {
         let nb = &t.layout.nb;
         t.ptr.wrapping_add(i1 * nb[1] + i2 * nb[2] + i3 * nb[3]).cast_const()
@@ -166,8 +201,13 @@ impl Attn {
         let (mut max, mut sum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
         let mut rescale = vec![1f32; r];
         let mut acc = vec![0f32; rows * dv];
-        let mut kb = vec![0f32; K_BLOCK * d];
-        let mut vb = vec![0f32; K_BLOCK * dv];
+        // The converted keys and values of a block, in this thread's scratch (kept between
+        // calls: generation runs one unit per layer and token).
+        let mut scratch = KV_SCRATCH.take();
+        if scratch.len() < K_BLOCK * (d + dv) {
+            scratch.resize(K_BLOCK * (d + dv), 0.0);
+        }
+        let (kb, vb) = scratch.split_at_mut(K_BLOCK * d);
         let mut mask = vec![0f32; nq * K_BLOCK];
         // The mask key-major as the scores (padding rows see every key with bias 0).
         let mut mask_t = vec![0f32; K_BLOCK * r];
@@ -239,6 +279,7 @@ impl Attn {
             attn_tiles::weighted_sum_t(&mut acc, rows, dv, s, r, vb, nk);
             j0 = j1;
         }
+        KV_SCRATCH.set(scratch);
         let run = (0..rows)
             .map(|i| Running { max: max[i], sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
             .collect();
@@ -295,21 +336,29 @@ pub(super) unsafe fn flash_attn_ext(
     let mut units = Vec::new();
     let q_blocks = a.n_q.div_ceil(Q_BLOCK);
     let base = q.layout.ne[3] * n_kv_heads * q_blocks;
-    let splits = if base >= threads.n() {
-        1
+    // Fewer units than threads (generation): split the keys some query sees (the cache's
+    // empty cells are masked) into ranges of at least `MIN_KEYS_PER_SPLIT`.
+    let (lo, hi, splits) = if base >= threads.n() {
+        (0, a.n_kv, 1)
     } else {
-        threads.n().div_ceil(base).min(a.n_kv.div_ceil(MIN_KEYS_PER_SPLIT)).max(1)
+        // SAFETY: forwarded caller contract.
+        let (lo, hi) = unsafe { a.visible_keys() };
+        (lo, hi, threads.n().div_ceil(base).min((hi - lo).div_ceil(MIN_KEYS_PER_SPLIT)).max(1))
     };
-    let per_split = a.n_kv.div_ceil(splits).div_ceil(K_BLOCK) * K_BLOCK;
+    let per_split = ((hi - lo).div_ceil(splits).div_ceil(K_BLOCK) * K_BLOCK).max(K_BLOCK);
     for i3 in 0..q.layout.ne[3] {
         for hk in 0..n_kv_heads {
             for b in 0..q_blocks {
                 let (q0, q1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(a.n_q));
-                let mut k0 = 0;
-                while k0 < a.n_kv {
-                    let k1 = (k0 + per_split).min(a.n_kv);
+                // At least one unit (of no keys when all are hidden: zeros, as ggml).
+                let mut k0 = lo;
+                loop {
+                    let k1 = (k0 + per_split).min(hi);
                     units.push(Unit { i3, hk, q0, q1, k0, k1 });
                     k0 = k1;
+                    if k0 >= hi {
+                        break;
+                    }
                 }
             }
         }
