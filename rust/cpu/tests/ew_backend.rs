@@ -56,6 +56,37 @@ fn compare(what: &str, got: &[f32], want: &[f32]) {
     assert!(e <= TOL, "{what}: nmse {e:e} > {TOL:e}");
 }
 
+/// The graph of `build` (inputs from seed `seed`) computed by the reference, every tensor in
+/// memory of its own: the output's values.
+fn reference_output<F>(build: &F, seed: u64) -> R<Vec<f32>>
+where
+    F: Fn(&mut Graph, &mut Rng) -> R<(Inputs, TensorId)>,
+{
+    let mut g = Graph::new();
+    let (inputs, out) = build(&mut g, &mut Rng::new(seed))?;
+    allocate_all(&mut g)?;
+    for (id, v) in &inputs {
+        write(&g, *id, v)?;
+    }
+    reference::compute_graph(&g, &|| false)?;
+    Ok(get_f32(&g, out)?)
+}
+
+/// The graph of `build` with memory planned by the graph allocator (element-wise nodes may
+/// run in place) and its inputs written; and its output.
+fn planned_graph<F>(build: &F, seed: u64) -> R<(Graph, TensorId)>
+where
+    F: Fn(&mut Graph, &mut Rng) -> R<(Inputs, TensorId)>,
+{
+    let mut g = Graph::new();
+    let (inputs, out) = build(&mut g, &mut Rng::new(seed))?;
+    GraphAllocator::new(CpuBufferType::shared()).alloc_graph(&mut g)?;
+    for (id, v) in &inputs {
+        write(&g, *id, v)?;
+    }
+    Ok((g, out))
+}
+
 /// Builds a graph with `build` twice: computes one copy with the reference (every tensor in
 /// memory of its own) and the other with a CPU backend of `threads` threads (memory planned by
 /// the graph allocator, so element-wise nodes may run in place); compares the output. Returns
@@ -64,21 +95,8 @@ fn check<F>(what: &str, threads: usize, build: F) -> R<u64>
 where
     F: Fn(&mut Graph, &mut Rng) -> R<(Inputs, TensorId)>,
 {
-    let mut g = Graph::new();
-    let (inputs, out) = build(&mut g, &mut Rng::new(7))?;
-    allocate_all(&mut g)?;
-    for (id, v) in &inputs {
-        write(&g, *id, v)?;
-    }
-    reference::compute_graph(&g, &|| false)?;
-    let want = get_f32(&g, out)?;
-
-    let mut g2 = Graph::new();
-    let (inputs2, out2) = build(&mut g2, &mut Rng::new(7))?;
-    GraphAllocator::new(CpuBufferType::shared()).alloc_graph(&mut g2)?;
-    for (id, v) in &inputs2 {
-        write(&g2, *id, v)?;
-    }
+    let want = reference_output(&build, 7)?;
+    let (g2, out2) = planned_graph(&build, 7)?;
     let mut cpu = CpuBackend::new(Some(threads))?;
     cpu.graph_compute(&g2)?;
     compare(&format!("{what}, {threads} threads"), &get_f32(&g2, out2)?, &want);
@@ -454,14 +472,7 @@ fn sessions_computing_at_once_share_the_pool() -> R {
         g.set_output(y)?;
         Ok((vec![(w, wv), (x, xv), (b, bv)], y))
     };
-    let mut g = Graph::new();
-    let (inputs, out) = build(&mut g, &mut Rng::new(3))?;
-    allocate_all(&mut g)?;
-    for (id, v) in &inputs {
-        write(&g, *id, v)?;
-    }
-    reference::compute_graph(&g, &|| false)?;
-    let want = get_f32(&g, out)?;
+    let want = reference_output(&build, 3)?;
     std::thread::scope(|s| {
         let runs: Vec<_> = [2usize, 3, 2, 1]
             .into_iter()
@@ -469,12 +480,7 @@ fn sessions_computing_at_once_share_the_pool() -> R {
                 let (build, want) = (&build, &want);
                 s.spawn(move || -> Result<(), String> {
                     let session = || -> R {
-                        let mut g = Graph::new();
-                        let (inputs, out) = build(&mut g, &mut Rng::new(3))?;
-                        GraphAllocator::new(CpuBufferType::shared()).alloc_graph(&mut g)?;
-                        for (id, v) in &inputs {
-                            write(&g, *id, v)?;
-                        }
+                        let (g, out) = planned_graph(build, 3)?;
                         let mut cpu = CpuBackend::new(Some(threads))?;
                         for i in 0..40 {
                             cpu.graph_compute(&g)?;
