@@ -200,8 +200,11 @@ unsafe fn dot_group<const NR: usize, const W: usize>(
                 sdot_lane!(s, v[3][m], y, 3)
             } else {
                 // Slots 0, 2: rows 0, 1 of words 0, 1; slots 1, 3: rows 2, 3.
-                let y0 = vreinterpretq_s8_s64(vld1q_dup_s64(y.cast::<i64>()));
-                let y1 = vreinterpretq_s8_s64(vld1q_dup_s64(y.add(8).cast::<i64>()));
+                // One 16-byte load (an immediate offset) and two `dup`s: `ld1r` takes no
+                // offset, each one counted an `add` for its address.
+                let y = vld1q_s64(y.cast());
+                let y0 = vreinterpretq_s8_s64(vdupq_laneq_s64::<0>(y));
+                let y1 = vreinterpretq_s8_s64(vdupq_laneq_s64::<1>(y));
                 let s01 = sdot!(sdot!(vdupq_n_s32(0), v[0][m], y0), v[2][m], y1);
                 let s23 = sdot!(sdot!(vdupq_n_s32(0), v[1][m], y0), v[3][m], y1);
                 vpaddq_s32(s01, s23)
