@@ -18,7 +18,7 @@
 //! (slot `e` of a quarter is word `e` of the group's activation). I8mm tier: pairs of
 //! activation rows by `smmla` (slots `e`, `e + 2`: rows 0, 1 / 2, 3 of the group's 8-byte words
 //! 0, 1, by the two activation rows' word, zipped from two 16-byte loads); a lone activation row
-//! by `sdot` on the 8-byte word duplicated (`ld1r`), `addp` of the two row pairs.
+//! by `sdot` on the 8-byte word duplicated (`dup`), `addp` of the two row pairs.
 //!
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
