@@ -261,7 +261,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 assert_eq!(repack::can_repack(&l), k4_tiers.contains(&tier), "{tier:?} {dtype}");
             }
             let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
-            let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod];
+            let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
             assert_eq!(repack::can_repack(&q6k), q6k_tiers.contains(&tier), "{tier:?} Q6_K");
             for dtype in [DType::Q2_K, DType::Q3_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();

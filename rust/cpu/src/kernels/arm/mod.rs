@@ -136,10 +136,12 @@ pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         .or_else(|| packed_q6_k::packed_tile(4, wt))
 }
 
-/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K), with its tile
-/// size.
+/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), with
+/// its tile size.
 pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    packed_i8mm::packed_tile(wt).or_else(|| packed_q4_k::packed_tile(8, wt))
+    packed_i8mm::packed_tile(wt)
+        .or_else(|| packed_q4_k::packed_tile(8, wt))
+        .or_else(|| packed_q6_k::packed_tile(8, wt))
 }
 
 /// Quantizes an activation row to "Q8_0 with sums" with NEON (`dst` sized by the caller).

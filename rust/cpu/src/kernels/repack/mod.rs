@@ -285,7 +285,7 @@ fn geometry(dtype: DType) -> Option<Geometry> {
 /// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
 /// a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16 values), contiguous, rows of
 /// every plane a multiple of the group, and the tier has repacked kernels for the type (on ARM:
-/// Q4_0, Q8_0, Q4_K, Q5_K on dotprod and i8mm, Q6_K on dotprod).
+/// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
 pub fn can_repack(layout: &Layout) -> bool {
     PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
 }
