@@ -124,7 +124,7 @@ fn attention_graph(c: &Case, rng: &mut Rng) -> (Graph, TensorId, Stored) {
     let mut mv = Vec::new();
     for iq in 0..c.n_q + 2 {
         for j in 0..c.n_kv {
-            let in_window = c.window.is_none_or(|w| past + iq - j < w);
+            let in_window = c.window.is_none_or(|w| j + w > past + iq);
             let visible =
                 iq < c.n_q && j <= past + iq && in_window && (j % 7 != 3 || j == past + iq);
             mv.push(if visible { 0.0 } else { f32::NEG_INFINITY });
