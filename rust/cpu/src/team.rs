@@ -15,11 +15,19 @@ use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::Thread;
+use std::time::{Duration, Instant};
 
-/// Spin rounds a thread waits (for a job, or for the helpers to finish one) before it starts
-/// yielding its core (some tens of microseconds: the gap between two ops of a token).
-const SPINS: usize = 1 << 14;
-/// Yields a helper makes after [`SPINS`] before it parks until the next job.
+/// How long a thread waits spinning (for a job, or for the helpers to finish one) before it
+/// starts yielding its core. It is a time, not a count of spin rounds, because a round's
+/// `pause` takes 10 ns on one x86 core and 50 on another. A token's serial stretches between
+/// two jobs (norms, attention on the calling thread) last up to a few hundred microseconds; a
+/// helper that had begun yielding in one of them was measured to start its next job more than
+/// 100 us late, about twice a token (Gemma 3 270M at 2 threads on a Xeon, spinning 170 us:
+/// tg128 91.9 t/s; spinning 1 ms: 95.3, averages of six alternating runs).
+const SPIN_FOR: Duration = Duration::from_millis(1);
+/// Spin rounds between two looks at the clock.
+const ROUNDS_PER_CLOCK: usize = 64;
+/// Yields a helper makes after [`SPIN_FOR`] before it parks until the next job.
 const YIELDS: usize = 1 << 10;
 /// Spin rounds [`Threads::pool`]'s caller waits for its helpers before sleeping in the scope's
 /// join (about a millisecond).
@@ -167,9 +175,9 @@ impl Team {
         self.posted.fetch_add(1, Ordering::SeqCst);
         self.wake_parked();
         let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
-        let mut round = 0;
+        let mut wait = Backoff::new();
         while self.pending.load(Ordering::Acquire) != 0 {
-            backoff(&mut round);
+            wait.round();
         }
         // SAFETY: every helper is done with the job (pending is 0).
         unsafe { *self.slot.get() = None };
@@ -188,7 +196,7 @@ impl Team {
         let _ = parking.thread.set(std::thread::current());
         let mut seen = 0;
         loop {
-            let mut round = 0;
+            let mut wait = Backoff::new();
             loop {
                 if self.posted.load(Ordering::Acquire) != seen {
                     break;
@@ -196,8 +204,8 @@ impl Team {
                 if self.done.load(Ordering::Acquire) {
                     return;
                 }
-                if round < SPINS + YIELDS {
-                    backoff(&mut round);
+                if wait.yields < YIELDS {
+                    wait.round();
                 } else {
                     // Parked: the caller unparks a helper whose flag it sees after posting.
                     // Both sides use SeqCst, so either the caller sees the flag or this thread
@@ -241,14 +249,38 @@ impl Team {
     }
 }
 
-/// One round of waiting: a spin for the first [`SPINS`] rounds, then a yield of the core.
-fn backoff(round: &mut usize) {
-    if *round < SPINS {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
+/// A thread's wait for something another thread does: spins for [`SPIN_FOR`], then yields its
+/// core at each round.
+struct Backoff {
+    /// When the wait began (the first look at the clock).
+    since: Option<Instant>,
+    /// Spin rounds since the last look at the clock.
+    spins: usize,
+    /// Yields made so far.
+    yields: usize,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { since: None, spins: 0, yields: 0 }
     }
-    *round += 1;
+
+    /// One round of waiting.
+    fn round(&mut self) {
+        if self.yields > 0 {
+            self.yields += 1;
+            return std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+        self.spins += 1;
+        if self.spins == ROUNDS_PER_CLOCK {
+            self.spins = 0;
+            let since = *self.since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= SPIN_FOR {
+                self.yields = 1;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -300,5 +332,22 @@ mod tests {
         assert!(r.is_err());
         // The pool is still usable.
         with_team(&p, 2, |t| t.run(2, &|_| {}));
+    }
+
+    /// A wait spins for `SPIN_FOR` (by the clock, whatever a spin round costs) and only then
+    /// yields.
+    #[test]
+    fn a_wait_spins_for_its_time_then_yields() {
+        let start = Instant::now();
+        let mut wait = Backoff::new();
+        let mut rounds = 0u64;
+        while wait.yields == 0 {
+            wait.round();
+            rounds += 1;
+        }
+        assert!(start.elapsed() >= SPIN_FOR, "yielded after {:?}", start.elapsed());
+        assert!(rounds >= ROUNDS_PER_CLOCK as u64);
+        wait.round();
+        assert_eq!(wait.yields, 2, "every later round yields");
     }
 }
