@@ -57,10 +57,13 @@ pub fn set_f32(graph: &Graph, id: TensorId, values: &[f32]) -> Result<()> {
     set_tensor(graph, id, &bytes)
 }
 
-/// Reads the contiguous F32 tensor `id` as values.
+/// Reads the contiguous F32 tensor `id` as values, with one copy straight into the result (a
+/// model's logits are a megabyte per token: reading them through a byte vector cost three
+/// fresh allocations and copies).
 pub fn get_f32(graph: &Graph, id: TensorId) -> Result<Vec<f32>> {
-    let bytes = get_tensor(graph, id)?;
-    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    let mut out = vec![0f32; graph.get(id)?.nbytes() / 4];
+    read_tensor(graph, id, 0, bytemuck::cast_slice_mut(&mut out))?;
+    Ok(out)
 }
 
 /// Reads tensor `id` in logical order (ne0 fastest, then ne1, ne2, ne3), densely packed: for

@@ -235,7 +235,12 @@ impl Context {
             self.cache.commit(&plan);
             self.history.extend_from_slice(chunk);
             if matches!(rows, Rows::All) || last_chunk {
-                out.values.extend_from_slice(&values);
+                if out.values.is_empty() {
+                    // The usual case (one batch): the values move, uncopied.
+                    out.values = values;
+                } else {
+                    out.values.extend_from_slice(&values);
+                }
                 out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));
             }
         }
