@@ -28,6 +28,22 @@ pub(super) unsafe fn act_blocks<const NR: usize>(
     std::array::from_fn(|j| unsafe { b.add(j * ldb + blk * q8_k::BYTES) })
 }
 
+/// The Q8_K blocks `blk` of the `2 * NP` activation rows `b + j * ldb`, in pairs (rows
+/// `2p, 2p + 1`), as the `smmla` bodies take them.
+///
+/// # Safety
+///
+/// The rows hold more than `blk` blocks.
+#[inline(always)]
+pub(super) unsafe fn act_block_pairs<const NP: usize>(
+    b: *const u8,
+    ldb: usize,
+    blk: usize,
+) -> [[*const u8; 2]; NP] {
+    // SAFETY: within the rows (caller's contract).
+    std::array::from_fn(|p| unsafe { act_blocks::<2>(b.add(2 * p * ldb), ldb, blk) })
+}
+
 /// `acc + isum * d * bd`: the four rows' integer sums of a block (lanes: rows) scaled by their
 /// `d` and by the Q8_K block's scale `bd` (its leading f32 at `y`).
 ///

@@ -26,7 +26,7 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::packed_k::{act_blocks, for_each_run, scaled, store, COLS, ROWS};
+use super::packed_k::{act_block_pairs, act_blocks, for_each_run, scaled, store, COLS, ROWS};
 use super::{f16x4_at, sdot, sdot_lane, smmla};
 use crate::kernels::blocks::{q4_k, q5_k, q8_k, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
@@ -279,9 +279,7 @@ unsafe fn group_mm<const NP: usize, const Q5: bool>(
             let g = a.add(blk * gblock(Q5));
             let (d, dmin) = (f16x4_at(g), f16x4_at(g.add(F16_BYTES * ROWS)));
             let (sc, mn) = scales_mins(g.add(SCALES));
-            let ys: [[*const u8; 2]; NP] = std::array::from_fn(|p| {
-                std::array::from_fn(|h| b.add((2 * p + h) * ldb + blk * q8_k::BYTES))
-            });
+            let ys = act_block_pairs::<NP>(b, ldb, blk);
             // isum[p]: [r0 c0, r0 c1, r1 c0, r1 c1] and the same for rows 2, 3.
             let mut isum = [[vdupq_n_s32(0); 2]; NP];
             for ch in 0..4 {

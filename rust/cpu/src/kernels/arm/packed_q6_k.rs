@@ -24,7 +24,7 @@
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::packed_k::{act_blocks, for_each_run, scaled, store, COLS, ROWS};
+use super::packed_k::{act_block_pairs, act_blocks, for_each_run, scaled, store, COLS, ROWS};
 use super::{f16x4_at, sdot, sdot_lane, smmla};
 use crate::kernels::blocks::{q6_k, q8_k, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
@@ -364,9 +364,7 @@ unsafe fn group_mm<const NP: usize>(
         let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
         for blk in 0..k / 256 {
             let g = a.add(blk * GBLOCK);
-            let ys: [[*const u8; 2]; NP] = std::array::from_fn(|p| {
-                std::array::from_fn(|h| b.add((2 * p + h) * ldb + blk * q8_k::BYTES))
-            });
+            let ys = act_block_pairs::<NP>(b, ldb, blk);
             // isum[p]: [r0 c0, r0 c1, r1 c0, r1 c1] and the same for rows 2, 3.
             let mut isum = [[vdupq_n_s32(0); 2]; NP];
             // Unrolled by hand; each quarter's loads after the previous quarter's sums.
