@@ -284,11 +284,12 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
             }
             if tg > 0 {
                 ctx.clear();
-                ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
+                // One output for the run, as a generation loop keeps it.
+                let mut out = ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
                 mark(MARK_START)?;
                 let t = Instant::now();
                 for k in 0..tg {
-                    ctx.decode(&[toks[k + 1]], Rows::Last).map_err(err)?;
+                    ctx.decode_into(&[toks[k + 1]], Rows::Last, &mut out).map_err(err)?;
                 }
                 tg_runs.push(tg as f64 / t.elapsed().as_secs_f64());
                 mark(MARK_STOP)?;

@@ -57,13 +57,24 @@ pub fn set_f32(graph: &Graph, id: TensorId, values: &[f32]) -> Result<()> {
     set_tensor(graph, id, &bytes)
 }
 
-/// Reads the contiguous F32 tensor `id` as values, with one copy straight into the result (a
-/// model's logits are a megabyte per token: reading them through a byte vector cost three
-/// fresh allocations and copies).
+/// Reads the contiguous F32 tensor `id` as values.
 pub fn get_f32(graph: &Graph, id: TensorId) -> Result<Vec<f32>> {
-    let mut out = vec![0f32; graph.get(id)?.nbytes() / 4];
-    read_tensor(graph, id, 0, bytemuck::cast_slice_mut(&mut out))?;
+    let mut out = Vec::new();
+    read_f32_into(graph, id, &mut out)?;
     Ok(out)
+}
+
+/// Reads the contiguous F32 tensor `id` into `out` (resized to its element count), with one
+/// copy and no allocation when `out` already has the room. A model's logits are a megabyte or
+/// more per token: reading them through a fresh byte vector cost two allocations (each new
+/// pages to fault in) and two copies.
+pub fn read_f32_into(graph: &Graph, id: TensorId, out: &mut Vec<f32>) -> Result<()> {
+    let n = graph.get(id)?.nbytes() / 4;
+    if out.len() != n {
+        out.clear();
+        out.resize(n, 0.0);
+    }
+    read_tensor(graph, id, 0, bytemuck::cast_slice_mut(out))
 }
 
 /// Reads tensor `id` in logical order (ne0 fastest, then ne1, ne2, ne3), densely packed: for

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, BackendParams, DeviceType};
 use tessera_core::registry::Registry;
 use tessera_core::sched::Scheduler;
-use tessera_core::tensor_data::{get_f32, set_tensor};
+use tessera_core::tensor_data::{read_f32_into, set_tensor};
 
 /// How to create a [`Context`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub enum Rows {
 }
 
 /// What a decode returns: one row of `width` values per token asked for.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Output {
     /// Values per row (the vocabulary for logits, `n_embd` for hidden states).
     pub width: usize,
@@ -195,15 +195,39 @@ impl Context {
 
     /// Processes `tokens` at the next positions and returns the logits of `rows`.
     pub fn decode(&mut self, tokens: &[u32], rows: Rows) -> Result<Output> {
-        self.run(tokens, rows, false)
+        let mut out = Output::default();
+        self.run_into(tokens, rows, false, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Context::decode`], into `out`, whose buffers are reused: a generation loop decoding
+    /// one token at a time into the same `out` reads each token's logits with one copy and no
+    /// allocation. On an error `out` holds no rows.
+    pub fn decode_into(&mut self, tokens: &[u32], rows: Rows, out: &mut Output) -> Result<()> {
+        let r = self.run_into(tokens, rows, false, out);
+        if r.is_err() {
+            out.values.clear();
+            out.positions.clear();
+        }
+        r
     }
 
     /// Processes `tokens` and returns the final hidden state (after the output norm) of `rows`.
     pub fn hidden_states(&mut self, tokens: &[u32], rows: Rows) -> Result<Output> {
-        self.run(tokens, rows, true)
+        let mut out = Output::default();
+        self.run_into(tokens, rows, true, &mut out)?;
+        Ok(out)
     }
 
-    fn run(&mut self, tokens: &[u32], rows: Rows, embeddings: bool) -> Result<Output> {
+    /// Decodes `tokens` into `out` (its old rows replaced): the first rows kept are read
+    /// straight into `out.values`, reusing its buffer.
+    fn run_into(
+        &mut self,
+        tokens: &[u32],
+        rows: Rows,
+        embeddings: bool,
+        out: &mut Output,
+    ) -> Result<()> {
         if tokens.is_empty() {
             return Err(LlmError::EmptyInput("no tokens to decode".into()));
         }
@@ -220,8 +244,11 @@ impl Context {
                 n_ctx: self.cache.n_ctx(),
             });
         }
-        let width = if embeddings { hp.n_embd } else { n_vocab };
-        let mut out = Output { width, values: Vec::new(), positions: Vec::new() };
+        out.width = if embeddings { hp.n_embd } else { n_vocab };
+        out.positions.clear();
+        // Rows of a batch after the first kept one (several batches of `Rows::All`).
+        let mut later = Vec::new();
+        let mut kept_any = false;
         let chunks: Vec<&[u32]> = tokens.chunks(self.n_batch).collect();
         for (ci, chunk) in chunks.iter().enumerate() {
             let last_chunk = ci + 1 == chunks.len();
@@ -231,30 +258,33 @@ impl Context {
                 Rows::Last => vec![chunk.len() - 1],
             };
             let plan = self.cache.plan(chunk.len())?;
-            let values = self.run_batch(chunk, &plan, &want, embeddings)?;
+            let keep = matches!(rows, Rows::All) || last_chunk;
+            let direct = keep && !kept_any;
+            let values = if direct { &mut out.values } else { &mut later };
+            self.run_batch(chunk, &plan, &want, embeddings, values)?;
             self.cache.commit(&plan);
             self.history.extend_from_slice(chunk);
-            if matches!(rows, Rows::All) || last_chunk {
-                if out.values.is_empty() {
-                    // The usual case (one batch): the values move, uncopied.
-                    out.values = values;
-                } else {
-                    out.values.extend_from_slice(&values);
+            if keep {
+                if !direct {
+                    out.values.extend_from_slice(&later);
                 }
+                kept_any = true;
                 out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));
             }
         }
-        Ok(out)
+        Ok(())
     }
 
-    /// Computes one batch (the graph of its shape prepared if needed) and reads its result.
+    /// Computes one batch (the graph of its shape prepared if needed) and reads its result
+    /// into `values`.
     fn run_batch(
         &mut self,
         tokens: &[u32],
         plan: &BatchPlan,
         want: &[usize],
         embeddings: bool,
-    ) -> Result<Vec<f32>> {
+        values: &mut Vec<f32>,
+    ) -> Result<()> {
         let mut n_kv = [0usize; 2];
         for (i, k) in plan.kinds.iter().enumerate() {
             n_kv[i] = k.n_kv;
@@ -294,7 +324,7 @@ impl Context {
                 return Err(e.into());
             }
         }
-        Ok(get_f32(g, fg.result)?)
+        Ok(read_f32_into(g, fg.result, values)?)
     }
 }
 

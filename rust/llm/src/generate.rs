@@ -179,14 +179,14 @@ pub fn generate(
     let t0 = Instant::now();
     let cached = ctx.reuse_prefix(&tokens);
     let rest = &tokens[cached..];
-    let logits = ctx.decode(rest, Rows::Last)?;
+    // One output for the whole generation: each step's logits land in the same buffer.
+    let mut out = ctx.decode(rest, Rows::Last)?;
     timings.prompt_tokens = rest.len();
     timings.cached_tokens = cached;
     timings.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
     sampler.accept_all(&tokens);
 
     let t1 = Instant::now();
-    let mut logits = logits.last().to_vec();
     let mut text = String::new();
     let mut generated = Vec::new();
     let mut utf8 = StreamDecoder::new();
@@ -198,7 +198,7 @@ pub fn generate(
         if cancel.load(Ordering::Relaxed) {
             break StopReason::Cancelled;
         }
-        let token = sampler.sample(&logits)?;
+        let token = sampler.sample(out.last())?;
         sampler.accept(token);
         if tok.is_eog(token) && !options.ignore_eos {
             break StopReason::EndOfGeneration;
@@ -219,8 +219,8 @@ pub fn generate(
         if ctx.n_past() >= ctx.n_ctx() {
             break StopReason::ContextFull;
         }
-        match ctx.decode(&[token], Rows::Last) {
-            Ok(out) => logits.copy_from_slice(out.last()),
+        match ctx.decode_into(&[token], Rows::Last, &mut out) {
+            Ok(()) => {}
             Err(LlmError::Cancelled) => break StopReason::Cancelled,
             Err(e) => return Err(e),
         }

@@ -10,8 +10,8 @@ use tessera_core::registry::Registry;
 use tessera_gguf::GgufFile;
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::{
-    generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Model, Prompt,
-    Rows, StopReason,
+    generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Model, Output,
+    Prompt, Rows, StopReason,
 };
 
 fn registry() -> Registry {
@@ -112,6 +112,32 @@ fn clear_and_rows_match_fresh_contexts() {
         let prefix = context(&model, 256, 64).decode(&b[..cut], Rows::Last).unwrap();
         assert_eq!(all.row(cut - 1), prefix.last(), "row {} of the batch", cut - 1);
     }
+}
+
+/// Decoding into one reused output gives exactly what fresh outputs hold: a prompt over several
+/// batches (every row), then one token at a time; after an error the output holds no rows.
+#[test]
+fn decode_into_a_reused_output_matches_decode() {
+    let model = load(&gemma_path());
+    let toks = model.tokenizer().encode(TEXT, true, true);
+    assert!(toks.len() > 16, "three batches of 8");
+    let (mut fresh, mut reused) = (context(&model, 256, 8), context(&model, 256, 8));
+    let mut out = Output::default();
+    reused.decode_into(&toks, Rows::All, &mut out).unwrap();
+    assert_eq!(out, fresh.decode(&toks, Rows::All).unwrap());
+    assert_eq!(out.positions, (0..toks.len()).collect::<Vec<_>>());
+    assert_eq!(out.values.len(), toks.len() * out.width);
+    // Rows of the second and third batch are the last rows of the prompt cut there.
+    for cut in [1, 12, toks.len()] {
+        let prefix = context(&model, 256, 8).decode(&toks[..cut], Rows::Last).unwrap();
+        assert_eq!(out.row(cut - 1), prefix.last(), "row {}", cut - 1);
+    }
+    for &t in &toks[..4] {
+        reused.decode_into(&[t], Rows::Last, &mut out).unwrap();
+        assert_eq!(out, fresh.decode(&[t], Rows::Last).unwrap());
+    }
+    assert!(reused.decode_into(&[u32::MAX], Rows::Last, &mut out).is_err());
+    assert!(out.values.is_empty() && out.positions.is_empty());
 }
 
 /// Generation continues where the prompt ends, reuses a shared prefix from the cache, and a
