@@ -431,6 +431,26 @@ fn description_is_the_model_name_on_x86_linux() {
     assert_eq!(features::cpu_description(), model);
 }
 
+/// cpuid's vendor string is /proc/cpuinfo's `vendor_id` (an independent reading of it).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "x86")))]
+#[test]
+fn vendor_is_the_vendor_id_on_x86_linux() {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let vendor = text
+        .lines()
+        .find(|l| l.starts_with("vendor_id"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap();
+    assert_eq!(features::x86_vendor(), Some(vendor.as_str()));
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
+#[test]
+fn no_x86_vendor_elsewhere() {
+    assert_eq!(features::x86_vendor(), None);
+}
+
 #[test]
 fn description_is_never_empty() {
     let d = features::cpu_description();

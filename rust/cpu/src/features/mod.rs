@@ -321,6 +321,20 @@ pub fn cpu_description() -> String {
         .unwrap_or_else(|| format!("{} CPU", std::env::consts::ARCH))
 }
 
+/// The x86 CPU vendor from cpuid (`GenuineIntel`, `AuthenticAMD`, ...), read once per process;
+/// `None` on other architectures.
+pub fn x86_vendor() -> Option<&'static str> {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        static VENDOR: OnceLock<Option<String>> = OnceLock::new();
+        VENDOR.get_or_init(x86::vendor_string).as_deref()
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+    {
+        None
+    }
+}
+
 /// `"<ro.soc.manufacturer> <ro.soc.model>"` (Android 12+), e.g. `QTI SM8550`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn android_soc_name() -> Option<String> {

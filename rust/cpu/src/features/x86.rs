@@ -65,3 +65,15 @@ pub(super) fn brand_string() -> Option<String> {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     (!text.is_empty()).then_some(text)
 }
+
+/// The vendor string of cpuid leaf 0 (`GenuineIntel`, `AuthenticAMD`, ...), `None` when it is
+/// not printable ASCII.
+pub(super) fn vendor_string() -> Option<String> {
+    let r = cpuid(0, 0);
+    let mut bytes = Vec::with_capacity(12);
+    for register in [r.ebx, r.edx, r.ecx] {
+        bytes.extend_from_slice(&register.to_le_bytes());
+    }
+    let ok = bytes.iter().all(|b| b.is_ascii_graphic());
+    ok.then(|| String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -31,7 +31,9 @@ const P_Q8_0: u8 = 1;
 /// Packed kernel kind: Q5_0 weights.
 const P_Q5_0: u8 = 2;
 
-/// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches (Xeon with
+/// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches where
+/// [`super::prefetch::Site::Packed512`] is on (Intel; AMD's hardware prefetchers do better alone)
+/// (Xeon with
 /// AVX-512, 1 thread, 262144 x 640 weights from RAM, as Gemma 3's output layer: Q8_0 11.6 ->
 /// 13.0 GB/s, the DRAM bound; Q5_0 8.5 -> 10.7; Q4_0 unchanged; 2, 3, 6 and 8 blocks gained
 /// less, 1 block nothing).
@@ -71,9 +73,10 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
         let flip = _mm512_set1_epi8(-128);
         let fifth = _mm512_set1_epi8(0x10);
         let mut acc = [_mm512_setzero_ps(); NR];
+        let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::Packed512);
         for blk in 0..k / 32 {
             let g = a.add(blk * bsz);
-            if NR == 1 {
+            if prefetch {
                 // A matrix-vector product waits on RAM: fetch the group's block
                 // GEMV_PREFETCH_BLOCKS ahead (past the group's end: the next group's, which
                 // follows it) into L1, and the one GEMV_PREFETCH_L2_BLOCKS ahead into L2.
@@ -244,7 +247,8 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
 }
 
 /// Prefetches share `step` of `steps` of the `bytes` at `p` into L1: the one-row K-quant
-/// kernels fetch their next group block while they compute this one, since a matrix-vector
+/// kernels fetch their next group block while they compute this one where
+/// [`super::prefetch::Site::KQuant512`] is on (Intel), since a matrix-vector
 /// product waits on the latency of L3 / RAM (measured on a Xeon with AVX-512, 4096 x 4096
 /// Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 -> 33 from RAM; two blocks ahead or more gained
 /// less from RAM).
@@ -281,6 +285,7 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
         let nib = _mm512_set1_epi8(0x0f);
         let bit4 = _mm512_set1_epi8(0x10);
         let bsz = if KIND == P_Q5_K { q5_k::BYTES } else { q4_k::BYTES };
+        let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::KQuant512);
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
             // A group's block: the sixteen d, the sixteen dmin, the 12 scale bytes byte-planar
@@ -325,7 +330,7 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             };
             let mut tj = [_mm512_setzero_ps(); NR];
             for ch in 0..4 {
-                if NR == 1 {
+                if prefetch {
                     prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, ch, 4);
                 }
                 let mut lo = [_mm512_setzero_si512(); 8];
@@ -450,6 +455,7 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
             P_Q3_K => (12, 1),
             _ => (16, 2),
         };
+        let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::KQuant512);
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
             let g = a.add(blk * bsz * ROWS);
@@ -548,7 +554,7 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                         }
                     });
                     let t = 8 * n + 2 * m;
-                    if NR == 1 {
+                    if prefetch {
                         prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, 4 * n + m, 8);
                     }
                     for (j, tj) in tj.iter_mut().enumerate() {

@@ -347,6 +347,7 @@ macro_rules! x86_tier {
                     if Q5 { (q5_k::BYTES, q5_k::QS) } else { (q4_k::BYTES, q4_k::QS) };
                 const _: () = assert!(q4_k::DMIN == q5_k::DMIN && q4_k::SCALES == q5_k::SCALES);
                 let nb = k / 256;
+                let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::KQuantTile);
                 let mut acc = [[_mm256_setzero_ps(); NR]; MR];
                 let mut macc = [[_mm256_setzero_ps(); NR]; MR];
                 let nib = _mm256_set1_epi8(0x0f);
@@ -359,7 +360,7 @@ macro_rules! x86_tier {
                     let mut mins = [_mm256_setzero_si256(); MR];
                     for i in 0..MR {
                         let p = a.add(i * lda + blk * bsize);
-                        if NR == 1 {
+                        if prefetch {
                             prefetch_row_ahead(p, bsize);
                         }
                         d[i] = h2f!(rd16!(p));
@@ -473,6 +474,7 @@ macro_rules! x86_tier {
                     _ => q2_k::BYTES,
                 };
                 let nb = k / 256;
+                let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::KQuantTile);
                 let mut acc = [[_mm256_setzero_ps(); NR]; MR];
                 let mut macc = [[_mm256_setzero_ps(); NR]; MR];
                 let nib = _mm256_set1_epi8(0x0f);
@@ -487,7 +489,7 @@ macro_rules! x86_tier {
                     let mut corr_w = [_mm256_setzero_si256(); MR];
                     for i in 0..MR {
                         let p = a.add(i * lda + blk * bsize);
-                        if NR == 1 {
+                        if prefetch {
                             prefetch_row_ahead(p, bsize);
                         }
                         let scales = match KIND {

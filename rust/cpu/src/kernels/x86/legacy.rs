@@ -112,8 +112,12 @@ macro_rules! legacy_tier {
                 let nib = _mm256_set1_epi8(0x0f);
                 let ones16 = _mm256_set1_epi16(1);
                 let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                let prefetch = NR == 1
+                    && crate::kernels::x86::prefetch::on(
+                        crate::kernels::x86::prefetch::Site::Legacy,
+                    );
                 for blk in 0..nb {
-                    if NR == 1 {
+                    if prefetch {
                         // A one-row product waits on RAM's latency with MR row streams: each
                         // row's line AHEAD blocks on goes to L1 now.
                         for i in 0..MR {

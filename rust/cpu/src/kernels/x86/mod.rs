@@ -8,6 +8,7 @@ mod kern;
 mod legacy;
 mod packed_avx2;
 mod packed_f16;
+pub(crate) mod prefetch;
 mod quant_act;
 
 use super::TileFn;

@@ -113,9 +113,10 @@ unsafe fn group<const NR: usize, const KIND: u8>(
         let nib = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); NR];
+        let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::Packed256);
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
-            if NR == 1 {
+            if prefetch {
                 // A matrix-vector product waits on RAM (see GEMV_PREFETCH_BLOCKS); past the
                 // group's end the blocks ahead are the next group's, which follows it.
                 let (near, far) = (

@@ -1,0 +1,107 @@
+//! Software prefetch in the x86 one-row (matrix-vector) kernels, on or off per CPU vendor.
+//!
+//! A matrix-vector product reads every weight once and waits on RAM. The one-row kernels can
+//! fetch the weights some blocks ahead with `prefetcht0` / `prefetcht1` on top of the hardware
+//! prefetchers ([`Site`]). Whether that pays depends on the CPU's own prefetchers:
+//!
+//! - Intel (a Xeon with AVX-512 and AMX; the figures are in each site's comment): it pays, up
+//!   to 1.5x from RAM (Q5_0 262144 x 640, 1 thread: 8.5 -> 11.4 GB/s).
+//! - AMD (Zen 4 EPYC, AVX-512 tier, weights from RAM, alternating runs of one binary with the
+//!   sites on and off): it costs up to a third. 1 thread: Q8_0 262144 x 640 (Gemma 3's output
+//!   layer) 54.5 GFLOPS off against 38.0 on, Q5_0 78.6 / 60.0; 4096 x 4096 Q4_K 94.4 / 63.4,
+//!   Q5_K 79.5 / 48.0, Q6_K 42.9 / 32.5; 2 threads Q4_K 124 / 79; from L3 off is as fast or
+//!   faster (Q4_K 187 / 151).
+//!
+//! The plain-row kernels (the one-column K-quant tiles, Q4_1 / Q5_0 / Q5_1) read several rows
+//! side by side, and there the prefetch pays on AMD too (the same Zen 4 forced to the AVX2
+//! tier, 2 threads, from RAM: Q6_K 40.4 GFLOPS with it, 20.1 without; Q4_K 48.8 / 34.5); the
+//! AVX2 tier's repacked Q4_0 / Q8_0 / Q5_0 measured mixed there (Q8_0 1 thread 36.8 / 31.1, 2
+//! threads 57.5 / 64.2) and keeps it.
+//!
+//! So AMD's CPUs (and Hygon's, the same cores) leave the AVX-512 tier's repacked one-row
+//! kernels to the hardware prefetchers ([`Site::Packed512`], [`Site::KQuant512`] off), every
+//! other site and CPU prefetches, unless `TESSERA_PREFETCH` says otherwise (for benchmarks):
+//! `on`, `off`, or a bit mask of the sites (decimal or `0x` hex). (The repacked F16 tiles'
+//! prefetch is not a site: it serves several activation rows too, and pays on both: Zen 4,
+//! N = 16, 1 thread, 110 against 74 GFLOPS without it.)
+
+use std::sync::OnceLock;
+
+/// Name of the environment variable that forces the prefetch sites on or off.
+pub const PREFETCH_ENV: &str = "TESSERA_PREFETCH";
+
+/// A kernel that prefetches weights ahead in its one-row path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Site {
+    /// Repacked Q4_0 / Q8_0 / Q5_0 on the AVX-512 tier.
+    Packed512 = 1,
+    /// Repacked K-quants on the AVX-512 tier (the next group block).
+    KQuant512 = 2,
+    /// The one-column K-quant tiles (plain rows; the AVX2 tier's only K-quant kernels).
+    KQuantTile = 4,
+    /// The Q4_1 / Q5_1 / Q5_0 one-row tiles (plain rows).
+    Legacy = 8,
+    /// Repacked Q4_0 / Q8_0 / Q5_0 on the AVX2 tier.
+    Packed256 = 16,
+}
+
+/// Every site.
+const ALL: u32 = 31;
+
+/// Whether the one-row kernel of `site` prefetches on this CPU (see the module doc).
+#[inline]
+pub(crate) fn on(site: Site) -> bool {
+    static MASK: OnceLock<u32> = OnceLock::new();
+    let mask = *MASK.get_or_init(|| {
+        let forced = std::env::var(PREFETCH_ENV).ok().and_then(|v| parse(&v));
+        forced.unwrap_or_else(|| default_mask(crate::features::x86_vendor()))
+    });
+    mask & site as u32 != 0
+}
+
+/// The sites on by default for a CPU of `vendor` (cpuid's vendor string).
+fn default_mask(vendor: Option<&str>) -> u32 {
+    match vendor {
+        Some("AuthenticAMD" | "HygonGenuine") => {
+            ALL & !(Site::Packed512 as u32 | Site::KQuant512 as u32)
+        }
+        _ => ALL,
+    }
+}
+
+/// `on`, `off` or a mask (decimal or `0x` hex); `None` for anything else.
+fn parse(v: &str) -> Option<u32> {
+    let v = v.trim().to_ascii_lowercase();
+    match v.as_str() {
+        "on" => Some(ALL),
+        "off" => Some(0),
+        _ => match v.strip_prefix("0x") {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => v.parse().ok(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amd_cpus_leave_the_avx512_repacked_rows_to_the_hardware() {
+        assert_eq!(default_mask(Some("GenuineIntel")), ALL);
+        let amd = Site::KQuantTile as u32 | Site::Legacy as u32 | Site::Packed256 as u32;
+        assert_eq!(default_mask(Some("AuthenticAMD")), amd);
+        assert_eq!(default_mask(Some("HygonGenuine")), amd);
+        assert_eq!(default_mask(None), ALL);
+    }
+
+    #[test]
+    fn the_variable_takes_words_and_masks() {
+        assert_eq!(parse(" On "), Some(ALL));
+        assert_eq!(parse("off"), Some(0));
+        assert_eq!(parse("0x3"), Some(3));
+        assert_eq!(parse("12"), Some(12));
+        assert_eq!(parse("sometimes"), None);
+    }
+}
