@@ -9,6 +9,7 @@ pub mod bench_ew;
 pub mod gguf;
 pub mod info;
 pub mod llm;
+pub mod profile;
 
 use tessera_core::registry::Registry;
 

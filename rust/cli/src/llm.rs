@@ -195,6 +195,8 @@ struct BenchModelArgs {
     no_warmup: bool,
     /// `--count-markers`: each prompt run and each generation run between count markers.
     count_markers: bool,
+    /// `--profile`: after the runs, one prompt and one generation run with per-op timers.
+    profile: bool,
 }
 
 fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
@@ -212,6 +214,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
         json: None,
         no_warmup: false,
         count_markers: false,
+        profile: false,
     };
     let c = &mut a.common;
     let mut i = 0;
@@ -226,6 +229,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
             "--json" => a.json = Some(value(args, &mut i, "--json")?.to_string()),
             "--no-warmup" => a.no_warmup = true,
             "--count-markers" => a.count_markers = true,
+            "--profile" => a.profile = true,
             other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
             other => return Err(format!("bench model: unknown argument {other:?}")),
         }
@@ -244,13 +248,15 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
 }
 
 /// `tessera bench model MODEL [-p PP] [-n TG] [-t T,..] [-r REPS] [-b BATCH] [--device D]
-/// [--json FILE] [--no-warmup] [--count-markers]`.
+/// [--json FILE] [--no-warmup] [--count-markers] [--profile]`.
 ///
 /// `-p 0` or `-n 0` leaves that test out (as llama-bench does). `--no-warmup` skips the warm-up
 /// decode; `--count-markers` puts each timed prompt decode and each timed generation loop
 /// between the count markers of `bench matmul --count-markers` (for `scripts/arm-counts.sh`).
+/// `--profile` then decodes the prompt once more and generates `-n` tokens with per-op timers
+/// ([`crate::profile`]) and prints where the time went, per thread count.
 pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
-    let BenchModelArgs { common: mut c, pp, tg, reps, json, no_warmup, count_markers } =
+    let BenchModelArgs { common: mut c, pp, tg, reps, json, no_warmup, count_markers, profile } =
         bench_model_args(args)?;
     if c.threads.is_empty() {
         c.threads = vec![tessera_cpu::device::default_threads()];
@@ -310,6 +316,9 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
                 );
             }
         }
+        if profile {
+            profile_decodes(&mut ctx, &toks, pp, tg, threads)?;
+        }
         if let Some(path) = &json {
             let row = serde_json::json!({
                 "engine": "tessera", "model": c.model, "device": dev, "tier": tier,
@@ -326,6 +335,47 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `bench model --profile`: one prompt decode of `pp` tokens and `tg` single-token decodes of
+/// `toks` with per-op timers on `ctx`, each printed as a table.
+fn profile_decodes(
+    ctx: &mut Context,
+    toks: &[u32],
+    pp: usize,
+    tg: usize,
+    threads: usize,
+) -> Result<(), String> {
+    let err = |e: tessera_llm::LlmError| e.to_string();
+    let times = crate::profile::OpTimes::default();
+    ctx.set_eval_callback(Some(times.callback()));
+    let result = (|| {
+        if pp > 0 {
+            ctx.clear();
+            times.start();
+            let t = Instant::now();
+            ctx.decode(&toks[..pp], Rows::Last).map_err(err)?;
+            let wall = t.elapsed().as_secs_f64() * 1e6;
+            println!("\nprofile, pp{pp}, {threads} thread(s):\n{}", times.table(1, "prompt"));
+            println!("decode call: {wall:.1} us per prompt");
+        }
+        if tg > 0 {
+            ctx.clear();
+            let mut out = ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
+            times.reset();
+            let t = Instant::now();
+            for k in 0..tg {
+                times.start();
+                ctx.decode_into(&[toks[k + 1]], Rows::Last, &mut out).map_err(err)?;
+            }
+            let wall = t.elapsed().as_secs_f64() * 1e6 / tg as f64;
+            println!("\nprofile, tg{tg}, {threads} thread(s):\n{}", times.table(tg, "token"));
+            println!("decode call: {wall:.1} us per token");
+        }
+        Ok(())
+    })();
+    ctx.set_eval_callback(None);
+    result
 }
 
 #[cfg(test)]
@@ -349,7 +399,8 @@ mod tests {
     fn bench_model_takes_the_counting_flags_and_one_empty_test() {
         let a = args("m.gguf -p 0 -n 16 -r 1 --no-warmup --count-markers").unwrap();
         assert_eq!((a.pp, a.tg, a.reps), (0, 16, 1));
-        assert!(a.no_warmup && a.count_markers);
+        assert!(a.no_warmup && a.count_markers && !a.profile);
+        assert!(args("m.gguf --profile").unwrap().profile);
         let a = args("-p 64 -n 0 m.gguf").unwrap();
         assert_eq!((a.pp, a.tg), (64, 0));
     }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, BackendParams, DeviceType};
 use tessera_core::registry::Registry;
-use tessera_core::sched::Scheduler;
+use tessera_core::sched::{EvalCallback, Scheduler};
 use tessera_core::tensor_data::{read_f32_into, set_tensor};
 
 /// How to create a [`Context`].
@@ -165,6 +165,14 @@ impl Context {
     /// Clears the cancel flag.
     pub fn reset_cancel(&self) {
         self.cancel.store(false, Ordering::Relaxed);
+    }
+
+    /// Sets or clears a callback run after each node of every later decode, with the graph and
+    /// the node (ggml's `cb_eval`: for per-op timers or to read intermediate tensors); returning
+    /// `false` stops the decode with an error (`tessera_core::Error::Aborted`).
+    /// Each node then runs on its own (synchronized after it), which costs some speed.
+    pub fn set_eval_callback(&mut self, callback: Option<EvalCallback>) {
+        self.scheduler.set_eval_callback(callback);
     }
 
     /// Forgets every position (the next decode starts at position 0).
