@@ -252,16 +252,23 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
 /// product waits on the latency of L3 / RAM (measured on a Xeon with AVX-512, 4096 x 4096
 /// Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 -> 33 from RAM; two blocks ahead or more gained
 /// less from RAM).
+/// `HINT` is the cache level (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-fn prefetch_share(p: *const u8, bytes: usize, step: usize, steps: usize) {
+fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, steps: usize) {
     let lines = bytes.div_ceil(64 * steps);
     let p = p.wrapping_add(step * lines * 64);
     for l in 0..lines {
         // A prefetch of any address is harmless.
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * l).cast());
+        _mm_prefetch::<HINT>(p.wrapping_add(64 * l).cast());
     }
 }
+
+/// Group blocks ahead that the one-row Q6_K kernel prefetches into L2 where
+/// [`super::prefetch::Site::Q6KL2`] is on (AMD: Zen 4, 4096 x 4096 from RAM, alternating runs,
+/// 1 thread 28-43 -> 52 GFLOPS, 2 threads 51 -> 91; 2 blocks ahead gained about as much, the
+/// same for Q2_K-Q5_K nothing clear).
+const Q6_K_L2_AHEAD: usize = 4;
 
 /// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K
 /// activation rows: per 32-value sub-block, eight `vpdpbusd` give the sixteen rows' integer
@@ -331,7 +338,7 @@ unsafe fn packed_q45k<const NR: usize, const KIND: u8>(
             let mut tj = [_mm512_setzero_ps(); NR];
             for ch in 0..4 {
                 if prefetch {
-                    prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, ch, 4);
+                    prefetch_share::<_MM_HINT_T0>(g.wrapping_add(bsz * ROWS), bsz * ROWS, ch, 4);
                 }
                 let mut lo = [_mm512_setzero_si512(); 8];
                 let mut hi = [_mm512_setzero_si512(); 8];
@@ -456,12 +463,14 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
             _ => (16, 2),
         };
         let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::KQuant512);
+        let far = NR == 1 && KIND == P_Q6_K && super::prefetch::on(super::prefetch::Site::Q6KL2);
         let mut acc = [_mm512_setzero_ps(); NR];
         for blk in 0..k / 256 {
             let g = a.add(blk * bsz * ROWS);
             let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
             let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
             let sp = g.add(n_d * F16_BYTES * ROWS);
+            let ahead = g.wrapping_add(Q6_K_L2_AHEAD * bsz * ROWS);
             let plane = |t: usize| _mm_loadu_si128(sp.add(16 * t).cast());
             let to_f = |x: __m128i, m: __m512, signed: bool| {
                 let v = if signed { _mm512_cvtepi8_epi32(x) } else { _mm512_cvtepu8_epi32(x) };
@@ -555,7 +564,11 @@ unsafe fn packed_k16<const NR: usize, const KIND: u8>(
                     });
                     let t = 8 * n + 2 * m;
                     if prefetch {
-                        prefetch_share(g.wrapping_add(bsz * ROWS), bsz * ROWS, 4 * n + m, 8);
+                        let next = g.wrapping_add(bsz * ROWS);
+                        prefetch_share::<_MM_HINT_T0>(next, bsz * ROWS, 4 * n + m, 8);
+                    }
+                    if far {
+                        prefetch_share::<_MM_HINT_T1>(ahead, bsz * ROWS, 4 * n + m, 8);
                     }
                     for (j, tj) in tj.iter_mut().enumerate() {
                         let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 128 * n + 32 * m);
