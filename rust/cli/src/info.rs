@@ -44,6 +44,15 @@ pub fn info(registry: &Registry) -> Result<(String, bool)> {
         .map(|(dtype, tier)| format!("{dtype}={tier}"))
         .collect();
     let _ = writeln!(out, "  kernel tier per weight type: {}", tiers.join(" "));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sites: Vec<String> = tessera_cpu::kernels::prefetch_sites()
+            .into_iter()
+            .map(|(site, on)| format!("{site}={}", if on { "on" } else { "off" }))
+            .collect();
+        let env = tessera_cpu::kernels::PREFETCH_ENV;
+        let _ = writeln!(out, "  matrix-vector prefetch ({env}): {}", sites.join(" "));
+    }
     let _ = writeln!(out, "\nDevices:");
     for d in registry.devices() {
         let m = d.memory();

@@ -125,6 +125,8 @@ pub use tier::{
     active_tier, detected_tier, force_tier, last_tier_used, reset_tier, tier_for, tier_name,
     tier_use_count, tiers_by_type, Tier, TIER_ENV,
 };
+#[cfg(target_arch = "x86_64")]
+pub use x86::{prefetch_sites, PREFETCH_ENV};
 
 use crate::error::CpuError;
 

@@ -32,11 +32,10 @@ const P_Q8_0: u8 = 1;
 const P_Q5_0: u8 = 2;
 
 /// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches where
-/// [`super::prefetch::Site::Packed512`] is on (Intel; AMD's hardware prefetchers do better alone)
-/// (Xeon with
-/// AVX-512, 1 thread, 262144 x 640 weights from RAM, as Gemma 3's output layer: Q8_0 11.6 ->
-/// 13.0 GB/s, the DRAM bound; Q5_0 8.5 -> 10.7; Q4_0 unchanged; 2, 3, 6 and 8 blocks gained
-/// less, 1 block nothing).
+/// [`super::prefetch::Site::Packed512`] is on (not on AMD, whose hardware prefetchers do better
+/// alone). Measured on a Xeon with AVX-512, 1 thread, 262144 x 640 weights from RAM, as Gemma
+/// 3's output layer: Q8_0 11.6 -> 13.0 GB/s, the DRAM bound; Q5_0 8.5 -> 10.7; Q4_0 unchanged;
+/// 2, 3, 6 and 8 blocks gained less, 1 block nothing.
 const GEMV_PREFETCH_BLOCKS: usize = 4;
 /// Group blocks ahead that the same kernel also prefetches into L2, so that more lines are on
 /// their way from RAM than L1's fill buffers hold (same Xeon, alternating, K = 640, from RAM:
@@ -246,13 +245,12 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
     _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ms))
 }
 
-/// Prefetches share `step` of `steps` of the `bytes` at `p` into L1: the one-row K-quant
-/// kernels fetch their next group block while they compute this one where
-/// [`super::prefetch::Site::KQuant512`] is on (Intel), since a matrix-vector
-/// product waits on the latency of L3 / RAM (measured on a Xeon with AVX-512, 4096 x 4096
-/// Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 -> 33 from RAM; two blocks ahead or more gained
-/// less from RAM).
-/// `HINT` is the cache level (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2).
+/// Prefetches share `step` of `steps` of the `bytes` at `p` into the cache level `HINT`
+/// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2): the one-row K-quant kernels fetch a later group block
+/// while they compute this one, since a matrix-vector product waits on the latency of L3 / RAM.
+/// Where [`super::prefetch::Site::KQuant512`] is on (not on AMD) the next block into L1
+/// (measured on a Xeon with AVX-512, 4096 x 4096 Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 ->
+/// 33 from RAM; two blocks ahead or more gained less from RAM).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, steps: usize) {

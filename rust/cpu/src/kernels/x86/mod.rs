@@ -9,6 +9,8 @@ mod legacy;
 mod packed_avx2;
 mod packed_f16;
 pub(crate) mod prefetch;
+
+pub use prefetch::{sites as prefetch_sites, PREFETCH_ENV};
 mod quant_act;
 
 use super::TileFn;

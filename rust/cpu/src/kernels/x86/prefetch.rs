@@ -57,6 +57,21 @@ pub(crate) enum Site {
 /// Every site.
 const ALL: u32 = 63;
 
+/// Every site with its name.
+const SITES: [(Site, &str); 6] = [
+    (Site::Packed512, "avx512-q4_0/q5_0/q8_0"),
+    (Site::KQuant512, "avx512-k-quants"),
+    (Site::Q6KL2, "avx512-q6_k-l2"),
+    (Site::KQuantTile, "k-quant-rows"),
+    (Site::Legacy, "q4_1/q5_0/q5_1-rows"),
+    (Site::Packed256, "avx2-q4_0/q5_0/q8_0"),
+];
+
+/// The sites and whether each prefetches on this CPU, for display (`tessera info`).
+pub fn sites() -> Vec<(&'static str, bool)> {
+    SITES.iter().map(|&(site, name)| (name, on(site))).collect()
+}
+
 /// Whether the one-row kernel of `site` prefetches on this CPU (see the module doc).
 #[inline]
 pub(crate) fn on(site: Site) -> bool {
@@ -110,6 +125,15 @@ mod tests {
         assert_eq!(default_mask(Some("AuthenticAMD")), amd);
         assert_eq!(default_mask(Some("HygonGenuine")), amd);
         assert_eq!(default_mask(None), intel);
+    }
+
+    #[test]
+    fn every_site_is_named_once() {
+        let mask = SITES.iter().fold(0, |m, &(site, _)| {
+            assert_eq!(m & site as u32, 0, "{site:?} twice");
+            m | site as u32
+        });
+        assert_eq!(mask, ALL);
     }
 
     #[test]
