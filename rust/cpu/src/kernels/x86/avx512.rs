@@ -263,7 +263,7 @@ fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, step
 }
 
 /// Group blocks ahead that the one-row Q6_K kernel prefetches into L2 where
-/// [`super::prefetch::Site::Q6KL2`] is on (AMD: Zen 4, 4096 x 4096 from RAM, alternating runs,
+/// [`super::prefetch::Site::Q6KL2`] is on (every CPU; Zen 4, 4096 x 4096 from RAM, alternating,
 /// 1 thread 28-43 -> 52 GFLOPS, 2 threads 51 -> 91; 2 blocks ahead gained about as much, the
 /// same for Q2_K-Q5_K nothing clear).
 const Q6_K_L2_AHEAD: usize = 4;
