@@ -327,10 +327,12 @@ mod repacked {
     use tessera_cpu::kernels::repack::{self, PackedWeights, RepackBufferType};
 
     /// The types some tier repacks.
-    const REPACKED: [DType; 8] = [
+    const REPACKED: [DType; 10] = [
         DType::Q4_0,
         DType::Q8_0,
         DType::Q5_0,
+        DType::Q4_1,
+        DType::Q5_1,
         DType::Q2_K,
         DType::Q3_K,
         DType::Q4_K,
@@ -351,7 +353,7 @@ mod repacked {
                 assert_eq!(back, a, "{dtype} {k}x{m}");
             }
         }
-        assert!(repack::pack(DType::Q4_1, 32, &[0u8; 160], &mut [0u8; 160]).is_err());
+        assert!(repack::pack(DType::BF16, 32, &[0u8; 1024], &mut [0u8; 1024]).is_err());
         assert!(repack::pack(DType::Q8_0, 32, &[0u8; 34 * 8], &mut [0u8; 34 * 8]).is_err());
     }
 

@@ -91,27 +91,34 @@ fn matmul(
 /// Checks the stored bytes of a tensor against the layout's definition: per group and block,
 /// the rows' scales, then word `h` of every row's quants.
 fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[u8]) {
-    // Block bytes, offset of the quants, their length; Q5_0 has 4 bytes of fifth bits after d.
-    let (bsize, qat, qlen) = match dtype {
-        DType::Q4_0 => (18, 2, 16),
-        DType::Q5_0 => (22, 6, 16),
-        _ => (34, 2, 32),
+    // Block bytes, its f16 header fields (d; Q4_1 / Q5_1: m), offset of the fifth bits (Q5_0 /
+    // Q5_1), of the quants, their length.
+    let (bsize, halves, qh_at, qat, qlen) = match dtype {
+        DType::Q4_0 => (18, 1, None, 2, 16),
+        DType::Q5_0 => (22, 1, Some(2), 6, 16),
+        DType::Q4_1 => (20, 2, None, 4, 16),
+        DType::Q5_1 => (24, 2, Some(4), 8, 16),
+        _ => (34, 1, None, 2, 32),
     };
     let row = k / 32 * bsize;
     let mut o = 0;
     for g in 0..plain.len() / (row * pl.rows) {
         for b in 0..k / 32 {
             let at = |r: usize, off: usize| (g * pl.rows + r) * row + b * bsize + off;
-            for r in 0..pl.rows {
-                assert_eq!(stored[o..o + 2], plain[at(r, 0)..at(r, 2)], "{pl:?} scale g{g} b{b}");
-                o += 2;
+            for f in 0..halves {
+                for r in 0..pl.rows {
+                    let p = at(r, 2 * f);
+                    assert_eq!(stored[o..o + 2], plain[p..p + 2], "{pl:?} field {f} g{g} b{b}");
+                    o += 2;
+                }
             }
-            if dtype == DType::Q5_0 {
+            if let Some(qh_at) = qh_at {
                 // The fifth bits as masks: per half (values 0..16, 16..32) and chunk of quant
                 // bytes, one bit per byte of the chunk's vector (row r's word at r * word).
                 let masks = &stored[o..o + 4 * pl.rows];
                 for r in 0..pl.rows {
-                    let qh = u32::from_le_bytes(plain[at(r, 2)..at(r, 6)].try_into().unwrap());
+                    let qh = plain[at(r, qh_at)..at(r, qh_at + 4)].try_into().unwrap();
+                    let qh = u32::from_le_bytes(qh);
                     for t in 0..32 {
                         let (chunk, byte) = (t % 16 / pl.word, t % 16 % pl.word);
                         let bit =
@@ -159,7 +166,7 @@ fn every_layout_round_trips_and_matches_exact() {
     assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
     let k_big = if small() { 32 * 9 } else { 32 * 33 };
     for (tier, pl) in tiers {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }
@@ -251,7 +258,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
             assert!(!repack::can_repack(&f16(256, 12)), "{tier:?} F16 12 rows");
             let q5 = Layout::contiguous(DType::Q5_0, &[256, 16]).unwrap();
             assert_eq!(repack::can_repack(&q5), x86, "{tier:?} Q5_0");
-            for dtype in [DType::F32, DType::BF16, DType::Q4_1, DType::Q5_1] {
+            for dtype in [DType::F32, DType::BF16] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
@@ -263,7 +270,7 @@ fn can_repack_refuses_other_rows_views_and_types() {
             let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
             let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
             assert_eq!(repack::can_repack(&q6k), q6k_tiers.contains(&tier), "{tier:?} Q6_K");
-            for dtype in [DType::Q2_K, DType::Q3_K] {
+            for dtype in [DType::Q2_K, DType::Q3_K, DType::Q4_1, DType::Q5_1] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
@@ -285,8 +292,16 @@ fn can_repack_refuses_other_rows_views_and_types() {
 #[test]
 fn pack_as_round_trips_every_layout() {
     for pl in [PackLayout::R16W4, PackLayout::R8W8, PackLayout::R4W4, PackLayout::R4W8] {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
-        {
+        for dtype in [
+            DType::Q4_0,
+            DType::Q8_0,
+            DType::Q5_0,
+            DType::Q4_1,
+            DType::Q5_1,
+            DType::Q4_K,
+            DType::Q5_K,
+            DType::Q6_K,
+        ] {
             let k = if dtype.block_size() == 256 { 2 * 256 } else { 5 * 32 };
             let m = 3 * pl.rows;
             let plain = quantize_to_vec(dtype, &rand_vec(k * m, 8)).unwrap();
@@ -345,7 +360,7 @@ fn rewrites_follow_the_active_tier() {
 fn planes_of_repacked_weights_match_exact() {
     let _g = lock();
     for (tier, pl) in packing_tiers() {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0] {
+        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }

@@ -1,4 +1,5 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0 and k-quant rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, (AVX-512 VNNI) Q4_1 / Q5_1 and
+//! k-quant rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -19,7 +20,8 @@
 //!
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
-//! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_K: the `d`, the `dmin`,
+//! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_1: the scales, then the
+//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`, the `dmin`,
 //! then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K: the `d`, then byte `s`
 //! of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes; Q2_K: the `d`, the
 //! `dmin`, then its 16 `scales` bytes), then
@@ -36,13 +38,13 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q2_k, q3_k, q4_0, q4_k, q5_0, q5_k, q6_k, q8_0, F16_BYTES};
+use super::blocks::{q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferType};
-use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK5_0, QK8_0, QK_K};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK4_1, QK5_0, QK5_1, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -108,7 +110,7 @@ struct Geometry {
     /// Q6_K's halves of `ql` and `qh` in the order its kernel reads them.
     runs: &'static [(usize, usize)],
     own: Option<PackLayout>,
-    /// Q5_0: the rows' `qh` fields (the second field) are stored as byte masks
+    /// Q5_0 / Q5_1: the rows' `qh` fields (the last field) are stored as byte masks
     /// ([`qh_to_masks`]).
     qh_masks: bool,
 }
@@ -212,6 +214,24 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: true,
         }),
+        DType::Q4_1 => Some(Geometry {
+            values: QK4_1,
+            size: q4_1::BYTES,
+            fields: &[(0, F16_BYTES), (q4_1::M, F16_BYTES)],
+            quants: quants(q4_1::QS, q4_1::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: false,
+        }),
+        DType::Q5_1 => Some(Geometry {
+            values: QK5_1,
+            size: q5_1::BYTES,
+            fields: &[(0, F16_BYTES), (q5_1::M, F16_BYTES), (q5_1::QH, q5_1::QS - q5_1::QH)],
+            quants: quants(q5_1::QS, q5_1::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: true,
+        }),
         DType::Q8_0 => Some(Geometry {
             values: QK8_0,
             size: q8_0::BYTES,
@@ -283,7 +303,7 @@ fn geometry(dtype: DType) -> Option<Geometry> {
 }
 
 /// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
-/// a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16 values), contiguous, rows of
+/// (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16 values), contiguous, rows of
 /// every plane a multiple of the group, and the tier has repacked kernels for the type (on ARM:
 /// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
 pub fn can_repack(layout: &Layout) -> bool {
@@ -315,7 +335,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q5_0, Q8_0, the k-quants and F16 are repacked",
+            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));
@@ -368,11 +388,12 @@ fn block_map(
     }
 }
 
-/// The bytes of block `b`'s `qh` fields (the second field, every row's) in a packed group.
+/// The bytes of block `b`'s `qh` fields (the last field, every row's) in a packed group.
 fn qh_field(g: &Geometry, pl: PackLayout, b: usize) -> std::ops::Range<usize> {
     let rows = g.group(pl).rows;
-    let start = b * g.size * rows + g.fields[0].1 * rows;
-    start..start + g.fields[1].1 * rows
+    let (before, qh) = g.fields.split_at(g.fields.len() - 1);
+    let start = b * g.size * rows + before.iter().map(|f| f.1).sum::<usize>() * rows;
+    start..start + qh[0].1 * rows
 }
 
 /// Where bit `t` of row `r`'s 32 fifth bits goes among the masks of [`qh_to_masks`].

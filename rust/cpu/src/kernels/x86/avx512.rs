@@ -19,7 +19,7 @@ use super::kern::X86Tiles;
 use crate::kernels::Tiles;
 // (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q5_k, q6_k, q8_0 and q8_k
 // among them.)
-use crate::kernels::blocks::{q5_0, q8_1, F16_BYTES};
+use crate::kernels::blocks::{q4_1, q5_0, q5_1, q8_1, F16_BYTES};
 
 /// Rows per repacked group (the 16 x 4 layout).
 const ROWS: usize = 16;
@@ -30,6 +30,10 @@ const P_Q4_0: u8 = 0;
 const P_Q8_0: u8 = 1;
 /// Packed kernel kind: Q5_0 weights.
 const P_Q5_0: u8 = 2;
+/// Packed kernel kind: Q4_1 weights (Q4_0's quants without a zero point, and a minimum).
+const P_Q4_1: u8 = 3;
+/// Packed kernel kind: Q5_1 weights (Q5_0's quants without a zero point, and a minimum).
+const P_Q5_1: u8 = 4;
 
 /// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches where
 /// [`super::prefetch::Site::Packed512`] is on (not on AMD, whose hardware prefetchers do better
@@ -44,10 +48,11 @@ const GEMV_PREFETCH_BLOCKS: usize = 4;
 /// -> 25.5-26.0; Q4_0 65536 rows 12.2 -> 13.2-13.7; 8 and 16 blocks gained less).
 const GEMV_PREFETCH_L2_BLOCKS: usize = 12;
 
-/// Repacked Q4_0 / Q8_0 / Q5_0 weights (`KIND`; one group of sixteen rows, see
+/// Repacked Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 weights (`KIND`; one group of sixteen rows, see
 /// [`crate::kernels::repack`]) times `NR` activation rows in the "Q8_0 with sums" format: one
 /// `vpdpbusd` multiplies four quants of all sixteen rows by a broadcast word of one activation
-/// row. Q5_0's fifth bits are stored as byte masks: one masked move per 64 quants.
+/// row. The fifth bits of Q5_0 / Q5_1 are stored as byte masks: one masked move per 64 quants.
+/// Q4_1 / Q5_1's minimum `m` multiplies the activation block's `d * sum(q)`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn packed<const NR: usize, const KIND: u8>(
     k: usize,
@@ -62,12 +67,17 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
     // in the Q8_0-with-sums format at `b + j * ldb`, and 16 writable outputs at `c + j * ldc`;
     // every load and store below stays within them.
     unsafe {
-        // A group's block: the sixteen f16 scales, (Q5_0) the fifth-bit masks, then the quants.
+        // A group's block: the sixteen f16 scales, (Q4_1 / Q5_1) the sixteen minimums, (Q5_0 /
+        // Q5_1) the fifth-bit masks, then the quants.
         let (bsz, zp, qs_at) = match KIND {
             P_Q4_0 => (q4_0::BYTES * ROWS, 8, F16_BYTES * ROWS),
             P_Q5_0 => (q5_0::BYTES * ROWS, 16, q5_0::QS * ROWS),
+            P_Q4_1 => (q4_1::BYTES * ROWS, 0, q4_1::QS * ROWS),
+            P_Q5_1 => (q5_1::BYTES * ROWS, 0, q5_1::QS * ROWS),
             _ => (q8_0::BYTES * ROWS, 128, F16_BYTES * ROWS),
         };
+        let has_min = matches!(KIND, P_Q4_1 | P_Q5_1);
+        let masks_at = if KIND == P_Q5_1 { 2 * F16_BYTES * ROWS } else { F16_BYTES * ROWS };
         let nib = _mm512_set1_epi8(0x0f);
         let flip = _mm512_set1_epi8(-128);
         let fifth = _mm512_set1_epi8(0x10);
@@ -88,6 +98,11 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
                 }
             }
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+            let mw = if has_min {
+                _mm512_cvtph_ps(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()))
+            } else {
+                _mm512_setzero_ps()
+            };
             let qs = g.add(qs_at);
             let mut w = [_mm512_setzero_si512(); 8];
             if KIND == P_Q8_0 {
@@ -100,8 +115,8 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
                     w[h] = _mm512_and_si512(q, nib);
                     w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
                 }
-                if KIND == P_Q5_0 {
-                    let masks = g.add(F16_BYTES * ROWS).cast::<u64>();
+                if matches!(KIND, P_Q5_0 | P_Q5_1) {
+                    let masks = g.add(masks_at).cast::<u64>();
                     for (i, wi) in w.iter_mut().enumerate() {
                         let m = u64::from_le(std::ptr::read_unaligned(masks.add(i)));
                         *wi = _mm512_or_si512(*wi, _mm512_maskz_mov_epi8(m, fifth));
@@ -126,6 +141,9 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
                     _mm512_mul_ps(dw, _mm512_set1_ps(bd)),
                     *acc_j,
                 );
+                if has_min {
+                    *acc_j = _mm512_fmadd_ps(mw, _mm512_set1_ps(bd * sum as f32), *acc_j);
+                }
             }
         }
         for (j, acc_j) in acc.iter().enumerate() {
@@ -155,6 +173,22 @@ packed_tiled!(
     packed_q5_0,
     packed,
     P_Q5_0,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q4_1,
+    packed,
+    P_Q4_1,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_q5_1,
+    packed,
+    P_Q5_1,
     16,
     [8, 4, 1]
 );
@@ -207,6 +241,8 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 8)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 8)),
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
+        DType::Q4_1 => Some((packed_q4_1 as TileFn, ROWS, 8)),
+        DType::Q5_1 => Some((packed_q5_1 as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 16)),
         DType::Q2_K => Some((packed_q2_k as TileFn, ROWS, 16)),
         DType::Q3_K => Some((packed_q3_k as TileFn, ROWS, 16)),
