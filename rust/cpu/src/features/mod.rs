@@ -335,6 +335,12 @@ pub fn x86_vendor() -> Option<&'static str> {
     }
 }
 
+/// Whether `vendor` (an [`x86_vendor`] string) names AMD's cores (AMD's, or Hygon's, which are
+/// Zen cores), whose prefetchers and caches some kernel choices are tuned for apart.
+pub fn is_amd_vendor(vendor: Option<&str>) -> bool {
+    matches!(vendor, Some("AuthenticAMD" | "HygonGenuine"))
+}
+
 /// `"<ro.soc.manufacturer> <ro.soc.model>"` (Android 12+), e.g. `QTI SM8550`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn android_soc_name() -> Option<String> {

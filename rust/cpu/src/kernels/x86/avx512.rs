@@ -214,7 +214,7 @@ packed_tiled!(
     packed_k16,
     P_Q6_K,
     16,
-    [8, 4, 1]
+    [16, 8, 4, 1]
 );
 packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
@@ -234,8 +234,8 @@ packed_tiled!(
 );
 
 /// The kernel for repacked weights of `wt`, with its tile size: 16 rows by 8 columns, or 16
-/// columns for Q2_K-Q5_K (their per-step word assembly shared by twice the columns: 10-30 %
-/// faster at N >= 16; Q6_K measured slower at N = 128).
+/// columns for the k-quants (their per-step word assembly shared by twice the columns: 10-30 %
+/// faster at N >= 16), but for Q6_K on AMD ([`q6_k_columns`]).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 8)),
@@ -247,8 +247,20 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q2_K => Some((packed_q2_k as TileFn, ROWS, 16)),
         DType::Q3_K => Some((packed_q3_k as TileFn, ROWS, 16)),
         DType::Q5_K => Some((packed_q5_k as TileFn, ROWS, 16)),
-        DType::Q6_K => Some((packed_q6_k as TileFn, ROWS, 8)),
+        DType::Q6_K => Some((packed_q6_k as TileFn, ROWS, q6_k_columns())),
         _ => None,
+    }
+}
+
+/// Activation columns of the repacked Q6_K tile: 16, as the other k-quants (Xeon, family 6
+/// model 207, 4096 x 4096, alternating, medians of four: N = 128 1 thread 139 -> 172 GFLOPS, 2
+/// threads 278 -> 349; N = 512 163 -> 181 / 298 -> 349; N = 16 2 threads 296 -> 389), but 8 on
+/// AMD, where 16 measured slower at N = 128 (Zen 4).
+fn q6_k_columns() -> usize {
+    if crate::features::is_amd_vendor(crate::features::x86_vendor()) {
+        8
+    } else {
+        16
     }
 }
 

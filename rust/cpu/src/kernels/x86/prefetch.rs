@@ -87,11 +87,10 @@ pub(crate) fn on(site: Site) -> bool {
 
 /// The sites on by default for a CPU of `vendor` (cpuid's vendor string).
 fn default_mask(vendor: Option<&str>) -> u32 {
-    match vendor {
-        Some("AuthenticAMD" | "HygonGenuine") => {
-            ALL & !(Site::Packed512 as u32 | Site::KQuant512 as u32)
-        }
-        _ => ALL,
+    if crate::features::is_amd_vendor(vendor) {
+        ALL & !(Site::Packed512 as u32 | Site::KQuant512 as u32)
+    } else {
+        ALL
     }
 }
 
