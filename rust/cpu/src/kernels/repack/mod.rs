@@ -21,13 +21,13 @@
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_1: the scales, then the
-//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`, the `dmin`,
-//! then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K: the `d`, then byte `s`
-//! of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes; Q2_K: the `d`, the
-//! `dmin`, then its 16 `scales` bytes), then
-//! the quants in chunks `h`, each holding bytes `word * h..word * (h + 1)` of the block's quants
-//! (`qs`; Q5_K's `qh` and `qs`; Q6_K's `ql` and `qh`; Q3_K's `hmask` and `qs`) of every row. A group takes exactly the bytes of its plain rows, so tensors keep their
-//! GGUF size and offsets.
+//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`,
+//! the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K:
+//! the `d`, then byte `s` of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes;
+//! Q2_K: the `d`, the `dmin`, then its 16 `scales` bytes), then the quants in chunks `h`, each
+//! holding bytes `word * h..word * (h + 1)` of the block's quants (`qs`; Q5_K's `qh` and `qs`;
+//! Q6_K's `ql` and `qh`; Q3_K's `hmask` and `qs`) of every row. A group takes exactly the bytes
+//! of its plain rows, so tensors keep their GGUF size and offsets.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
 //! `read` returns the GGUF bytes again. Each buffer remembers how each of its tensors is stored
@@ -303,9 +303,9 @@ fn geometry(dtype: DType) -> Option<Geometry> {
 }
 
 /// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
-/// (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16 values), contiguous, rows of
-/// every plane a multiple of the group, and the tier has repacked kernels for the type (on ARM:
-/// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
+/// (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16
+/// values), contiguous, rows of every plane a multiple of the group, and the tier has repacked
+/// kernels for the type (on ARM: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
 pub fn can_repack(layout: &Layout) -> bool {
     PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
 }
