@@ -11,7 +11,7 @@ use crate::device::{default_threads, CpuDevice};
 use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
 use crate::matmul::{self, try_chunks, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
-use crate::team::{self, Threads};
+use crate::team::Threads;
 use crate::workers::Lease;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -300,8 +300,8 @@ impl Backend for CpuBackend {
         let aborted = move || abort.as_ref().is_some_and(|f| f());
         // The shared pool as it is now, held for this call only; its helpers stay with this
         // compute from the first node to the last.
-        let pool = self.workers.pool()?;
-        team::with_team(&pool, self.threads, |threads| {
+        let workers = self.workers.workers()?;
+        workers.crew.with_team(&workers.pool, self.threads, |threads| {
             for &id in nodes {
                 if aborted() {
                     return Err(Error::Aborted);

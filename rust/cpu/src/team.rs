@@ -1,20 +1,27 @@
-//! The threads an op runs on: the calling thread and `n - 1` helpers of the shared pool
-//! ([`crate::workers`]).
+//! The threads an op runs on: the calling thread and `n - 1` helpers.
 //!
-//! A graph compute keeps its helpers for all of its ops ([`with_team`]): they are spawned into
-//! the pool once, wait for the next op's job between ops (spinning, then yielding, then parked),
-//! and end with the compute. Generating a token runs a few hundred ops of tens of microseconds
-//! each, about half of them split over the threads; handing each one to a rayon job of its own
-//! (waking a worker, joining a scope) cost a tenth of a token's time on two threads.
+//! A graph compute keeps its helpers for all of its ops: they wait for the next op's job
+//! between ops (spinning, then yielding, then parked). Generating a token runs a few hundred
+//! ops of tens of microseconds each, about half of them split over the threads; handing each
+//! one to a rayon job of its own (waking a worker, joining a scope) cost a tenth of a token's
+//! time on two threads.
+//!
+//! The helpers are a [`Crew`]: threads of their own that outlive the computes, so that the
+//! next compute (the next token) finds them still spinning where they ran. Spawning the
+//! helpers into the rayon pool per compute instead ([`with_team`], also the fallback while
+//! another compute holds the crew) woke a sleeping pool thread at each token, which started
+//! late or on the caller's core: the first jobs of a token then waited 0.1 to 2 ms for it
+//! (Gemma 3 270M at 2 threads on a Xeon: 45 of 64 tokens).
 //!
 //! [`Threads::pool`] is the other way, for one op outside a graph compute (the matmul driver's
 //! [`MatMul::run`](crate::matmul::MatMul::run)): the helpers are spawned for the op and joined
-//! after it. Benchmarks of single ops use a team, as a model's graph does.
+//! after it.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::Thread;
+use std::sync::Arc;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// How long a thread waits spinning (for a job, or for the helpers to finish one) before it
@@ -121,6 +128,82 @@ pub fn with_team<R>(pool: &rayon::ThreadPool, n: usize, body: impl FnOnce(&Threa
         r
     });
     result.unwrap_or_else(|p| resume_unwind(p))
+}
+
+/// Helper threads kept ready for graph computes: `n - 1` threads of their own that run the
+/// jobs of one compute at a time and wait for the next compute's between computes.
+pub struct Crew {
+    team: Arc<Team>,
+    /// Set while a compute uses the crew.
+    in_use: AtomicBool,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Crew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Crew({} helpers)", self.handles.len())
+    }
+}
+
+impl Crew {
+    /// A crew for computes of up to `n` threads: spawns `n - 1` helper threads.
+    pub fn new(n: usize) -> std::io::Result<Crew> {
+        let team = Arc::new(Team::new(n.max(1)));
+        let mut crew = Crew { team, in_use: AtomicBool::new(false), handles: Vec::new() };
+        for me in 1..n {
+            let team = crew.team.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("tessera-team-{me}"))
+                .spawn(move || team.helper(me))?;
+            // On an error the crew dropped here ends the helpers spawned so far.
+            crew.handles.push(h);
+        }
+        Ok(crew)
+    }
+
+    /// The most threads a compute can have from this crew (its helpers and the caller).
+    pub fn threads(&self) -> usize {
+        self.handles.len() + 1
+    }
+
+    /// Runs `body` with `n` threads: the calling thread and `n - 1` of the crew's helpers, or,
+    /// while another compute holds the crew or it is too small, helpers spawned into `pool` for
+    /// this call ([`with_team`]).
+    pub fn with_team<R>(
+        &self,
+        pool: &rayon::ThreadPool,
+        n: usize,
+        body: impl FnOnce(&Threads<'_>) -> R,
+    ) -> R {
+        if n <= 1 {
+            return body(&Threads::pool(pool, 1));
+        }
+        let free = || {
+            self.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        };
+        if n > self.threads() || !free() {
+            return with_team(pool, n, body);
+        }
+        /// Frees the crew when the compute ends, also by a panic.
+        struct Release<'a>(&'a AtomicBool);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release(&self.in_use);
+        body(&Threads { n, how: How::Team(&self.team) })
+    }
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        self.team.quit();
+        for h in self.handles.drain(..) {
+            // A helper catches its jobs' panics, so it returns normally.
+            let _ = h.join();
+        }
+    }
 }
 
 /// The state a team's threads share.
@@ -289,10 +372,11 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     fn pool(n: usize) -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
+        let name = |i| format!("test-pool-{i}");
+        rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(name).build().unwrap()
     }
 
-    /// Every part of every job runs once, on its own index, with both ways of getting threads;
+    /// Every part of every job runs once, on its own index, with every way of getting threads;
     /// jobs posted after the helpers parked still run.
     #[test]
     fn each_part_runs_once_per_job() {
@@ -312,12 +396,56 @@ mod tests {
             }
         };
         check(&Threads::pool(&p, 3));
+        let park = || std::thread::sleep(Duration::from_millis(100));
         with_team(&p, 3, |t| {
             check(t);
             // Long enough for the helpers to park.
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            park();
             check(t);
         });
+        let crew = Crew::new(3).unwrap();
+        crew.with_team(&p, 3, check);
+        park();
+        crew.with_team(&p, 3, |t| {
+            check(t);
+            park();
+            check(t);
+        });
+    }
+
+    /// The name of the thread that runs part 1 of a job on `t`.
+    fn part_one_thread(t: &Threads<'_>) -> Option<String> {
+        let name = std::sync::Mutex::new(None);
+        t.run(2, &|me| {
+            if me == 1 {
+                *name.lock().unwrap() = std::thread::current().name().map(str::to_string);
+            }
+        });
+        name.into_inner().unwrap()
+    }
+
+    /// A crew's helpers serve compute after compute; a compute that finds the crew taken (or
+    /// too small) gets helpers spawned into the pool, and the crew is free again afterwards.
+    #[test]
+    fn computes_share_the_crew_one_at_a_time() {
+        let p = pool(2);
+        let crew = Crew::new(2).unwrap();
+        assert_eq!(crew.threads(), 2);
+        let ours = Some("tessera-team-1".to_string());
+        for _ in 0..3 {
+            assert_eq!(crew.with_team(&p, 2, part_one_thread), ours);
+        }
+        let (p, crew) = (&p, &crew);
+        std::thread::scope(|s| {
+            crew.with_team(p, 2, |_| {
+                // The crew is held here: a compute on another thread gets pool helpers.
+                let other = s.spawn(|| crew.with_team(p, 2, part_one_thread)).join().unwrap();
+                assert!(other.is_some_and(|n| n.starts_with("test-pool")));
+            })
+        });
+        assert_eq!(crew.with_team(p, 2, part_one_thread), ours);
+        let three = crew.with_team(p, 3, part_one_thread);
+        assert!(three.is_some_and(|n| n.starts_with("test-pool")), "a crew of 2 serves 2");
     }
 
     /// A helper's panic reaches the caller after the job, and the team still ends.
@@ -332,6 +460,13 @@ mod tests {
         assert!(r.is_err());
         // The pool is still usable.
         with_team(&p, 2, |t| t.run(2, &|_| {}));
+        let crew = Crew::new(2).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            crew.with_team(&p, 2, |t| t.run(2, &|me| assert_ne!(me, 1, "part 1 fails")))
+        }));
+        assert!(r.is_err());
+        // The crew was freed by the panic and its helper still runs jobs.
+        assert_eq!(crew.with_team(&p, 2, part_one_thread).as_deref(), Some("tessera-team-1"));
     }
 
     /// A wait spins for `SPIN_FOR` (by the clock, whatever a spin round costs) and only then

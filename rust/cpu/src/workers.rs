@@ -1,27 +1,41 @@
-//! The CPU device's worker threads: one rayon pool for the whole process, shared by every
-//! [`crate::CpuBackend`] (every session, every model), instead of a pool per backend.
+//! The CPU device's worker threads: one set for the whole process, shared by every
+//! [`crate::CpuBackend`] (every session, every model), instead of a set per backend.
 //!
-//! Each backend holds a [`Lease`] for its thread count `n`. The pool has as many threads as the
+//! Each backend holds a [`Lease`] for its thread count `n`. The workers are as many as the
 //! largest count leased now (at most [`MAX_THREADS`](crate::backend::MAX_THREADS)), so a
 //! process with ten 4-thread sessions runs 4 workers, not 40, and a 512-thread session's
-//! workers go away when it closes. A backend uses `n` threads of the pool per op: the calling
-//! thread and `n - 1` helpers spawned into the pool (see [`crate::matmul::parallel_chunks`]),
-//! whatever the pool's size, so its parallelism is its own count.
+//! workers go away when it closes. They are two sets of that size ([`Workers`]): a rayon pool,
+//! for ops outside a graph compute (the calling thread and `n - 1` helpers spawned into it,
+//! see [`crate::matmul::parallel_chunks`]), and a [`Crew`] of helper threads that a graph
+//! compute takes for all of its ops (another compute at the same time spawns its helpers into
+//! the pool). A backend uses `n` threads whatever the workers' size, so its parallelism is its
+//! own count.
 //!
-//! The pool is replaced (not resized: rayon pools have a fixed size) when a larger count is
-//! leased, and dropped when the largest lease ends; a backend takes the current pool at each
-//! compute ([`Lease::pool`]: one uncontended lock), so an idle backend holds no threads of an
-//! old pool.
+//! The workers are replaced (not resized: rayon pools have a fixed size) when a larger count is
+//! leased, and dropped when the largest lease ends; a backend takes the current ones at each
+//! compute ([`Lease::workers`]: one uncontended lock), so an idle backend holds no threads of
+//! old ones.
 
 use crate::buffer::CPU_NAME;
+use crate::team::Crew;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tessera_core::{Error, Result};
 
+/// The threads a compute takes: the pool, and the crew of graph-compute helpers of the same
+/// size.
+#[derive(Clone, Debug)]
+pub struct Workers {
+    /// The rayon pool (ops outside a graph compute, and the fallback of a busy crew).
+    pub pool: Arc<rayon::ThreadPool>,
+    /// The helpers of graph computes ([`Crew::with_team`]).
+    pub crew: Arc<Crew>,
+}
+
 #[derive(Default)]
 struct Shared {
-    /// The pool and its number of threads.
-    pool: Option<(Arc<rayon::ThreadPool>, usize)>,
+    /// The workers and their number of threads.
+    pool: Option<(Workers, usize)>,
     /// Thread count -> number of leases of that count.
     leases: BTreeMap<usize, usize>,
 }
@@ -31,15 +45,19 @@ impl Shared {
         self.leases.keys().next_back().copied().unwrap_or(0)
     }
 
-    /// The pool for the current leases (made, or remade larger, as needed).
-    fn pool(&mut self) -> Result<Arc<rayon::ThreadPool>> {
+    /// The workers for the current leases (made, or remade larger, as needed).
+    fn pool(&mut self) -> Result<Workers> {
         let want = self.largest().max(1);
         match &self.pool {
-            Some((pool, size)) if *size >= want => Ok(pool.clone()),
+            Some((w, size)) if *size >= want => Ok(w.clone()),
             _ => {
-                let pool = Arc::new(make_pool(want)?);
-                self.pool = Some((pool.clone(), want));
-                Ok(pool)
+                let crew = Crew::new(want).map_err(|e| Error::Backend {
+                    backend: CPU_NAME.into(),
+                    message: format!("cannot start a helper thread: {e}"),
+                })?;
+                let w = Workers { pool: Arc::new(make_pool(want)?), crew: Arc::new(crew) };
+                self.pool = Some((w.clone(), want));
+                Ok(w)
             }
         }
     }
@@ -114,8 +132,8 @@ impl Lease {
         Ok(())
     }
 
-    /// The current pool, for one compute (at least [`Lease::threads`] threads).
-    pub fn pool(&self) -> Result<Arc<rayon::ThreadPool>> {
+    /// The current workers, for one compute (at least [`Lease::threads`] threads).
+    pub fn workers(&self) -> Result<Workers> {
         shared().pool()
     }
 }
@@ -146,13 +164,15 @@ mod tests {
         assert_eq!(pool_threads(), 3);
         let mut c = Lease::new(7).unwrap();
         assert_eq!(pool_threads(), 7);
-        assert_eq!(c.pool().unwrap().current_num_threads(), 7);
+        let w = c.workers().unwrap();
+        assert_eq!((w.pool.current_num_threads(), w.crew.threads()), (7, 7));
+        drop(w);
         c.set(2).unwrap();
         // The 7-thread pool was let go; the next compute gets one of 3.
         assert_eq!(pool_threads(), 0);
-        assert_eq!(a.pool().unwrap().current_num_threads(), 3);
+        assert_eq!(a.workers().unwrap().crew.threads(), 3);
         drop((a, b));
-        assert_eq!(c.pool().unwrap().current_num_threads(), 2);
+        assert_eq!(c.workers().unwrap().pool.current_num_threads(), 2);
         drop(c);
         assert_eq!(pool_threads(), 0);
     }
