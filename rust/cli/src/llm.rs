@@ -189,6 +189,8 @@ struct BenchModelArgs {
     pp: usize,
     /// Generated tokens per generation run (0: no generation test).
     tg: usize,
+    /// Tokens in the cache before each generation run (llama-bench's `-d`).
+    depth: usize,
     reps: usize,
     json: Option<String>,
     /// `--no-warmup`: no warm-up decode before the runs.
@@ -210,6 +212,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
         },
         pp: 512,
         tg: 128,
+        depth: 0,
         reps: 3,
         json: None,
         no_warmup: false,
@@ -222,6 +225,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
         match args[i].as_str() {
             "-p" => a.pp = number(value(args, &mut i, "-p")?, "-p")?,
             "-n" => a.tg = number(value(args, &mut i, "-n")?, "-n")?,
+            "-d" | "--depth" => a.depth = number(value(args, &mut i, "-d")?, "-d")?,
             "-r" | "--reps" => a.reps = number(value(args, &mut i, "-r")?, "-r")?,
             "-t" | "--threads" => c.threads = thread_list(value(args, &mut i, "-t")?)?,
             "-b" | "--batch" => c.n_batch = number(value(args, &mut i, "-b")?, "-b")?,
@@ -247,17 +251,28 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
     Ok(a)
 }
 
-/// `tessera bench model MODEL [-p PP] [-n TG] [-t T,..] [-r REPS] [-b BATCH] [--device D]
-/// [--json FILE] [--no-warmup] [--count-markers] [--profile]`.
+/// `tessera bench model MODEL [-p PP] [-n TG] [-d DEPTH] [-t T,..] [-r REPS] [-b BATCH]
+/// [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile]`.
 ///
-/// `-p 0` or `-n 0` leaves that test out (as llama-bench does). `--no-warmup` skips the warm-up
-/// decode; `--count-markers` puts each timed prompt decode and each timed generation loop
-/// between the count markers of `bench matmul --count-markers` (for `scripts/arm-counts.sh`).
+/// `-p 0` or `-n 0` leaves that test out (as llama-bench does); `-d` decodes that many tokens
+/// (untimed) before each generation run, which then attends to them (llama-bench's `-d`).
+/// `--no-warmup` skips the warm-up decode; `--count-markers` puts each timed prompt decode and
+/// each timed generation loop between the count markers of `bench matmul --count-markers` (for
+/// `scripts/arm-counts.sh`).
 /// `--profile` then decodes the prompt once more and generates `-n` tokens with per-op timers
 /// ([`crate::profile`]) and prints where the time went, per thread count.
 pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
-    let BenchModelArgs { common: mut c, pp, tg, reps, json, no_warmup, count_markers, profile } =
-        bench_model_args(args)?;
+    let BenchModelArgs {
+        common: mut c,
+        pp,
+        tg,
+        depth,
+        reps,
+        json,
+        no_warmup,
+        count_markers,
+        profile,
+    } = bench_model_args(args)?;
     if c.threads.is_empty() {
         c.threads = vec![tessera_cpu::device::default_threads()];
     }
@@ -266,9 +281,10 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
     let model = load(reg, &c)?;
     let hp = model.hparams();
     let tier = tessera_cpu::kernels::active_tier().name();
-    // The generation reads tokens 1..=tg: a prefix of the same sequence as the prompt's.
-    let toks = random_tokens(pp.max(tg + 1), hp.n_vocab);
-    let n_ctx = (pp + tg + 8).max(2048).min(hp.n_ctx_train);
+    // A generation run decodes tokens 0..=depth, then generates from tokens depth + 1..=depth +
+    // tg: a prefix of the same sequence as the prompt's.
+    let toks = random_tokens(pp.max(depth + tg + 1), hp.n_vocab);
+    let n_ctx = (pp.max(depth + tg + 1) + 8).max(2048).min(hp.n_ctx_train);
     println!("| model | size | params | device | tier | threads | test | t/s |");
     println!("|---|---|---|---|---|---|---|---|");
     for &threads in &c.threads {
@@ -291,11 +307,11 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
             if tg > 0 {
                 ctx.clear();
                 // One output for the run, as a generation loop keeps it.
-                let mut out = ctx.decode(&toks[..1], Rows::Last).map_err(err)?;
+                let mut out = ctx.decode(&toks[..depth + 1], Rows::Last).map_err(err)?;
                 mark(MARK_START)?;
                 let t = Instant::now();
                 for k in 0..tg {
-                    ctx.decode_into(&[toks[k + 1]], Rows::Last, &mut out).map_err(err)?;
+                    ctx.decode_into(&[toks[depth + k + 1]], Rows::Last, &mut out).map_err(err)?;
                 }
                 tg_runs.push(tg as f64 / t.elapsed().as_secs_f64());
                 mark(MARK_STOP)?;
@@ -308,7 +324,8 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
         let size = format!("{:.1} MiB", model.weight_bytes() as f64 / (1 << 20) as f64);
         let params = format!("{:.1} M", model.n_params() as f64 / 1e6);
         let dev = model.device().name();
-        for (test, tps) in [(format!("pp{pp}"), pp_tps), (format!("tg{tg}"), tg_tps)] {
+        let tg_name = if depth > 0 { format!("tg{tg} @ d{depth}") } else { format!("tg{tg}") };
+        for (test, tps) in [(format!("pp{pp}"), pp_tps), (tg_name, tg_tps)] {
             if let Some(tps) = tps {
                 println!(
                     "| {} | {size} | {params} | {dev} | {tier} | {threads} | {test} | {tps:.1} |",
@@ -322,7 +339,7 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
         if let Some(path) = &json {
             let row = serde_json::json!({
                 "engine": "tessera", "model": c.model, "device": dev, "tier": tier,
-                "threads": threads, "pp_tokens": pp, "tg_tokens": tg,
+                "threads": threads, "pp_tokens": pp, "tg_tokens": tg, "depth": depth,
                 "pp_tps": pp_tps, "tg_tps": tg_tps, "pp_runs": pp_runs, "tg_runs": tg_runs,
                 "weight_bytes": model.weight_bytes(),
             });
@@ -390,7 +407,7 @@ mod tests {
     #[test]
     fn bench_model_defaults_are_llama_benchs() {
         let a = args("m.gguf").unwrap();
-        assert_eq!((a.pp, a.tg, a.reps), (512, 128, 3));
+        assert_eq!((a.pp, a.tg, a.depth, a.reps), (512, 128, 0, 3));
         assert!(!a.no_warmup && !a.count_markers);
         assert_eq!(a.common.model, "m.gguf");
     }
@@ -403,6 +420,8 @@ mod tests {
         assert!(args("m.gguf --profile").unwrap().profile);
         let a = args("-p 64 -n 0 m.gguf").unwrap();
         assert_eq!((a.pp, a.tg), (64, 0));
+        assert_eq!(args("m.gguf -d 1024").unwrap().depth, 1024);
+        assert!(args("m.gguf -d x").is_err());
     }
 
     #[test]

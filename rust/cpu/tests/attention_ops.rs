@@ -262,8 +262,21 @@ fn flash_attention_matches_its_definition() {
             past: Some(0),
             window: None,
         },
-        // Generation: one query at position 300 of a 512-cell cache (keys split between the
-        // threads), and one in a sliding window of 150 (the visible keys start at 151).
+        // Generation: one query at position 69 of a 256-cell cache (70 keys, split between
+        // two threads at key 40, within a block of 64), one at position 300 of a 512-cell
+        // cache, and one in a sliding window of 150 (the visible keys start at 151).
+        Case {
+            d: 64,
+            dv: 64,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 1,
+            n_kv: 256,
+            params: AttnParams { scale: 0.125, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(69),
+            window: None,
+        },
         Case {
             d: 256,
             dv: 256,
