@@ -136,7 +136,7 @@ impl DType {
         }
         (n / self.block_size())
             .checked_mul(self.type_size())
-            .ok_or(Error::Overflow { what: format!("row of {n} values of {self}") })
+            .ok_or_else(|| Error::Overflow { what: format!("row of {n} values of {self}") })
     }
 
     /// ggml's numeric type id.

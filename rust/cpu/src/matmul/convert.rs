@@ -51,8 +51,9 @@ pub(crate) unsafe fn activations(
     }
     let row = kernel.act_row_size(k)?;
     let rows = bl.ne[1] * bl.ne[2] * bl.ne[3];
-    let bytes =
-        row.checked_mul(rows).ok_or(Error::Overflow { what: "activation buffer".into() })?;
+    let bytes = row
+        .checked_mul(rows)
+        .ok_or_else(|| Error::Overflow { what: "activation buffer".into() })?;
     if work.len() * 8 < bytes {
         work.resize(bytes.div_ceil(8), 0);
     }
@@ -185,8 +186,9 @@ pub(crate) unsafe fn pack_panels(
     }
     let per_plane = n.div_ceil(nr);
     let tasks = per_plane * ne2 * ne3;
-    let len =
-        tasks.checked_mul(k * nr).ok_or(Error::Overflow { what: "activation panels".into() })?;
+    let len = tasks
+        .checked_mul(k * nr)
+        .ok_or_else(|| Error::Overflow { what: "activation panels".into() })?;
     if work.len() < len {
         work.resize(len, 0.0);
     }

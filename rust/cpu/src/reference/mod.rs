@@ -178,18 +178,23 @@ pub fn compute_nodes(graph: &Graph, nodes: &[TensorId], abort: &dyn Fn() -> bool
 }
 
 /// Whether a block type can be dequantized (`dequantize`) or quantized by
-/// `tessera_core::quant`, probed once on a zero block.
+/// `tessera_core::quant`, probed once per type on a zero block (the backend asks for every
+/// node it computes).
 fn quant_available(dtype: DType, dequantize: bool) -> bool {
-    if !dtype.is_quantized() {
-        return true;
-    }
-    let mut bytes = vec![0u8; dtype.type_size()];
-    let mut values = vec![0f32; dtype.block_size()];
-    if dequantize {
-        tessera_core::quant::dequantize_row(dtype, &bytes, &mut values).is_ok()
-    } else {
-        tessera_core::quant::quantize_row(dtype, &values, &mut bytes).is_ok()
-    }
+    static PROBED: std::sync::OnceLock<Vec<(DType, [bool; 2])>> = std::sync::OnceLock::new();
+    let probe = |dtype: DType| {
+        if !dtype.is_quantized() {
+            return [true, true];
+        }
+        let mut bytes = vec![0u8; dtype.type_size()];
+        let mut values = vec![0f32; dtype.block_size()];
+        let de = tessera_core::quant::dequantize_row(dtype, &bytes, &mut values).is_ok();
+        let quant = tessera_core::quant::quantize_row(dtype, &values, &mut bytes).is_ok();
+        [de, quant]
+    };
+    let probed = PROBED.get_or_init(|| DType::ALL.iter().map(|&d| (d, probe(d))).collect());
+    let can = probed.iter().find(|(d, _)| *d == dtype).map_or_else(|| probe(dtype), |p| p.1);
+    can[usize::from(!dequantize)]
 }
 
 /// Whether the reference implements the op of tensor `id` with its operand types and shapes
