@@ -277,6 +277,10 @@ fn matmul(a: &Args) -> Result<(), String> {
                     .num_threads(threads)
                     .build()
                     .map_err(|e| e.to_string())?;
+                // Helpers of their own for every weight type's runs, as a model's graph computes
+                // have (helpers spawned into the pool per configuration could start on the
+                // caller's core and stall its first runs by milliseconds).
+                let crew = team::Crew::new(threads).map_err(|e| e.to_string())?;
                 for w in &all {
                     let wbytes = w.copies[0].len();
                     let tier = if w.repacked {
@@ -285,7 +289,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                         kernels::tier_name(dtype)
                     };
                     // The helpers stay for all the runs, as for the ops of a model's graph.
-                    let (mut times, runs) = team::with_team(&pool, threads, |team| {
+                    let (mut times, runs) = crew.with_team(&pool, threads, |team| {
                         let mm = MatMul::new();
                         let mut next = 0usize;
                         let mut once = |d: &mut [f32]| -> Result<f64, String> {
