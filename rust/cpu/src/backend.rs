@@ -54,13 +54,15 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
-fn check_threads(n: usize) -> Result<usize> {
-    if n == 0 || n > MAX_THREADS {
-        return Err(Error::InvalidArgument(format!(
-            "thread count {n} must be between 1 and {MAX_THREADS}"
-        )));
+/// `n` as a thread count, or the error naming it as given and the range (1 to [`MAX_THREADS`]):
+/// the one check of a thread count, which the FFI's options use too.
+pub fn check_threads(n: u64) -> Result<usize> {
+    match usize::try_from(n) {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(Error::InvalidArgument(format!(
+            "thread count {n} must be an integer between 1 and {MAX_THREADS}"
+        ))),
     }
-    Ok(n)
 }
 
 /// A host pointer that may cross to pool threads.
@@ -75,7 +77,7 @@ unsafe impl Sync for SendTensor {}
 impl CpuBackend {
     /// A backend with `threads` workers (`None`: [`default_threads`]).
     pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
-        let threads = check_threads(threads.unwrap_or_else(default_threads))?;
+        let threads = check_threads(threads.unwrap_or_else(default_threads) as u64)?;
         Ok(CpuBackend {
             threads,
             workers: Lease::new(threads)?,
@@ -259,7 +261,7 @@ impl Backend for CpuBackend {
     }
 
     fn set_n_threads(&mut self, n: usize) -> Result<()> {
-        let n = check_threads(n)?;
+        let n = check_threads(n as u64)?;
         self.workers.set(n)?;
         self.threads = n;
         Ok(())

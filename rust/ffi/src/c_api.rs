@@ -9,13 +9,11 @@
 //! ```
 
 use crate::error::TesseraError;
-use crate::json_api::{error_response, handle};
-use serde_json::Value;
+use crate::json_api::{error_text, respond};
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-fn to_c_string(v: &Value) -> *mut c_char {
-    let text = v.to_string();
+fn to_c_string(text: String) -> *mut c_char {
     // serde_json escapes NUL as \u0000, so the text has no interior NUL byte.
     CString::new(text)
         .unwrap_or_else(|_| {
@@ -37,21 +35,19 @@ fn to_c_string(v: &Value) -> *mut c_char {
 pub unsafe extern "C" fn tessera_call_json(request: *const c_char) -> *mut c_char {
     let response = catch_unwind(AssertUnwindSafe(|| {
         if request.is_null() {
-            return error_response(&TesseraError::invalid_argument(
-                "the request is a NULL pointer",
-            ));
+            return error_text(&TesseraError::invalid_argument("the request is a NULL pointer"));
         }
         // SAFETY: the caller guarantees a valid NUL-terminated string (checked non-NULL above).
         let text = unsafe { CStr::from_ptr(request) };
         match text.to_str() {
-            Ok(text) => handle(text),
-            Err(e) => error_response(&TesseraError::invalid_argument(format!(
+            Ok(text) => respond(text),
+            Err(e) => error_text(&TesseraError::invalid_argument(format!(
                 "the request is not valid UTF-8: {e}"
             ))),
         }
     }))
-    .unwrap_or_else(|_| error_response(&TesseraError::internal("panic in tessera_call_json")));
-    to_c_string(&response)
+    .unwrap_or_else(|_| error_text(&TesseraError::internal("panic in tessera_call_json")));
+    to_c_string(response)
 }
 
 /// Frees a response of [`tessera_call_json`]. NULL is ignored.

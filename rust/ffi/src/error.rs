@@ -173,11 +173,6 @@ impl TesseraError {
     pub(crate) fn cancelled() -> TesseraError {
         TesseraError::Cancelled { message: "computation cancelled".into() }
     }
-
-    /// A [`TesseraError::Closed`] error.
-    pub(crate) fn closed() -> TesseraError {
-        TesseraError::Closed { message: "the session is closed".into() }
-    }
 }
 
 /// The variant for a core error (without its context wrapper): the one place deciding the kind

@@ -7,8 +7,31 @@
 //! (`tessera_set_event_callback`). Every event carries the `requestId` of the request that
 //! produced it, so that JavaScript routes it to the right promise or iterator.
 
+use serde::Serialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
+
+/// An event: `{"type": "loadProgress" | "token", "requestId", ...}`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub(crate) enum Event<'a> {
+    /// The fraction of a model's weights placed while it loads.
+    LoadProgress {
+        /// The `requestId` of the `loadModel` request.
+        request_id: &'a Value,
+        /// From 0 to 1.
+        progress: f32,
+    },
+    /// A generated token.
+    Token {
+        /// The `requestId` of the `generate` request.
+        request_id: &'a Value,
+        /// The token id.
+        token: u32,
+        /// The text the token completes (empty while held back).
+        text: &'a str,
+    },
+}
 
 /// Receives events (JSON objects as text) from long protocol calls.
 #[uniffi::export(callback_interface)]
@@ -40,10 +63,10 @@ pub(crate) fn set_sink(f: Option<Sink>) {
 }
 
 /// Emits `event` to the listener, if any. A listener that panics loses that event only.
-pub(crate) fn emit(event: &Value) {
+pub(crate) fn emit(event: &Event<'_>) {
     let f = sink().read().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some(f) = f {
-        let text = event.to_string();
+        let Ok(text) = serde_json::to_string(event) else { return };
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&text))).is_err() {
             log::warn!("the event listener panicked; the event was dropped");
         }

@@ -2,10 +2,13 @@
 //! build.
 
 use crate::error::{guard, FfiResult};
+use serde::Serialize;
 use tessera_core::backend::{self, Device};
 
 /// The kind of a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+// In the JSON protocol its lower-case name: "cpu", "gpu", "igpu", "accel".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DeviceType {
     /// The host CPU.
     Cpu,
@@ -15,18 +18,6 @@ pub enum DeviceType {
     Igpu,
     /// Another accelerator (NPU ...).
     Accel,
-}
-
-impl DeviceType {
-    /// The lower-case name: "cpu", "gpu", "igpu" or "accel".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeviceType::Cpu => "cpu",
-            DeviceType::Gpu => "gpu",
-            DeviceType::Igpu => "igpu",
-            DeviceType::Accel => "accel",
-        }
-    }
 }
 
 impl From<backend::DeviceType> for DeviceType {
@@ -41,7 +32,8 @@ impl From<backend::DeviceType> for DeviceType {
 }
 
 /// What a device can do besides compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeviceCaps {
     /// Asynchronous transfers and compute.
     pub async_ops: bool,
@@ -54,7 +46,8 @@ pub struct DeviceCaps {
 }
 
 /// A compute device of a registered backend.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeviceInfo {
     /// The backend registration that provides the device ("CPU", "Vulkan", "Metal" ...).
     pub backend: String,
@@ -63,6 +56,7 @@ pub struct DeviceInfo {
     /// A human-readable description (the CPU model, the GPU adapter).
     pub description: String,
     /// The kind of device.
+    #[serde(rename = "type")]
     pub device_type: DeviceType,
     /// Bytes of memory available now.
     pub memory_free: u64,
@@ -110,7 +104,7 @@ pub fn devices() -> FfiResult<Vec<DeviceInfo>> {
 }
 
 /// One CPU feature as ggml names it, e.g. `DOTPROD = 1`, `SVE_CNT = 32`.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize)]
 pub struct FeaturePair {
     /// The feature's name.
     pub name: String,
@@ -119,7 +113,7 @@ pub struct FeaturePair {
 }
 
 /// The kernel tier the CPU backend uses for matmuls with weights of one type.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize)]
 pub struct TierInfo {
     /// The weight type ("F32", "Q4_0" ...).
     pub dtype: String,
@@ -129,7 +123,7 @@ pub struct TierInfo {
 }
 
 /// The CPU's features and the kernel tier chosen for each weight type.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize)]
 pub struct CpuFeatureInfo {
     /// Every feature known for the architecture, present ("1") or not ("0").
     pub pairs: Vec<FeaturePair>,
@@ -157,7 +151,7 @@ pub fn cpu_features() -> FfiResult<CpuFeatureInfo> {
 }
 
 /// How this library was built.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize)]
 pub struct BuildInfo {
     /// The crate version.
     pub version: String,

@@ -1,388 +1,338 @@
 //! The JSON dispatcher of docs/native-protocol.md: one entry point that the TurboModule reaches
 //! through uniffi (`callJson`) and the Node tests through the C ABI (`tessera_call_json`).
 //!
-//! Requests are JSON objects with a `method`; responses are `{"ok": result}` or
-//! `{"error": {"kind", "message"}}`. Sessions opened with `openSession` live in a process-wide
-//! table under a number; a closed session's number answers `Closed` from then on.
+//! Requests are JSON objects with a `method` ([`crate::protocol::Request`]); responses are
+//! `{"ok": result}` or `{"error": {"kind", "message"}}`. This module holds the methods of
+//! devices, sessions, graphs and logging (the model methods are in [`crate::json_model`]).
+//! Sessions opened with `openSession` live in a process-wide table under a number; a closed
+//! session's number answers `Closed` from then on.
 
-use crate::error::{guard_or, TesseraError};
-use crate::info::{build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceInfo};
+use crate::error::{guard, guard_or, FfiResult, TesseraError};
+use crate::gate::{lock, CancelToken};
+use crate::handles::{HandleTable, Names};
+use crate::info::{build_info, cpu_features, devices, CpuFeatureInfo, DeviceInfo};
 use crate::logging::{set_log_level, LogLevel};
-use crate::session::{CancelToken, Session, SessionOptions, TensorData, MAX_THREADS};
-use serde_json::{json, Map, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tessera_core::document::{base64_decode, base64_encode};
+use crate::protocol::{from_text, GraphText, Method, Request, Response};
+use crate::session::{Session, SessionOptions, TensorData};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
 
-type Reply = Result<Value, TesseraError>;
-
-fn bad_request(message: impl Into<String>) -> TesseraError {
-    TesseraError::invalid_argument(message)
-}
-
-/// Open sessions by number. Numbers are never reused: a number below `next` that is not in
-/// `open` belongs to a closed session.
-struct Sessions {
-    next: u64,
-    open: HashMap<u64, Arc<Session>>,
-}
-
-fn sessions() -> MutexGuard<'static, Sessions> {
-    static SESSIONS: OnceLock<Mutex<Sessions>> = OnceLock::new();
-    SESSIONS
-        .get_or_init(|| Mutex::new(Sessions { next: 1, open: HashMap::new() }))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
+/// Open sessions by number.
+static SESSIONS: Mutex<HandleTable<Arc<Session>>> =
+    Mutex::new(HandleTable::new(Names { noun: "session", gone: "is closed", unknown: "session" }));
 
 /// Removes every open session from the table (their numbers answer `Closed` from then on) and
 /// returns them, for [`crate::lifecycle`] to close.
 pub(crate) fn take_open_sessions() -> Vec<Arc<Session>> {
-    sessions().open.drain().map(|(_, s)| s).collect()
+    lock(&SESSIONS).drain()
 }
 
-fn session_id(request: &Map<String, Value>) -> Result<u64, TesseraError> {
-    let v = request.get("session").ok_or_else(|| bad_request("missing \"session\""))?;
-    v.as_u64().ok_or_else(|| bad_request(format!("\"session\" must be a session number, got {v}")))
+fn session(id: u64) -> FfiResult<Arc<Session>> {
+    lock(&SESSIONS).get(id).cloned()
 }
 
-fn lookup(id: u64) -> Result<Arc<Session>, TesseraError> {
-    let table = sessions();
-    match table.open.get(&id) {
-        Some(s) => Ok(s.clone()),
-        None if id >= 1 && id < table.next => {
-            Err(TesseraError::Closed { message: format!("session {id} is closed") })
-        }
-        None => Err(bad_request(format!("unknown session {id}"))),
+/// `devices`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Devices {}
+
+impl Method for Devices {
+    type Reply = Vec<DeviceInfo>;
+
+    fn run(self) -> FfiResult<Vec<DeviceInfo>> {
+        devices()
     }
 }
 
-fn device_json(d: &DeviceInfo) -> Value {
-    json!({
-        "backend": d.backend,
-        "name": d.name,
-        "description": d.description,
-        "type": d.device_type.as_str(),
-        "memoryFree": d.memory_free,
-        "memoryTotal": d.memory_total,
-        "caps": {
-            "asyncOps": d.caps.async_ops,
-            "hostBuffer": d.caps.host_buffer,
-            "bufferFromHostPtr": d.caps.buffer_from_host_ptr,
-            "events": d.caps.events,
-        },
-    })
-}
+/// `cpuFeatures`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CpuFeatures {}
 
-fn cpu_features_json(c: &CpuFeatureInfo) -> Value {
-    json!({
-        "pairs": c.pairs.iter().map(|p| json!({"name": p.name, "value": p.value})).collect::<Vec<_>>(),
-        "tiers": c.tiers.iter().map(|t| json!({"dtype": t.dtype, "tier": t.tier})).collect::<Vec<_>>(),
-    })
-}
+impl Method for CpuFeatures {
+    type Reply = CpuFeatureInfo;
 
-fn build_info_json(b: &BuildInfo) -> Value {
-    json!({"version": b.version, "target": b.target, "features": b.features, "profile": b.profile})
-}
-
-fn tensor_json(t: &TensorData) -> Value {
-    json!({"name": t.name, "dtype": t.dtype, "shape": t.shape, "data": base64_encode(&t.data)})
-}
-
-fn field<'a>(
-    obj: &'a Map<String, Value>,
-    key: &str,
-    what: &str,
-) -> Result<&'a Value, TesseraError> {
-    obj.get(key).ok_or_else(|| bad_request(format!("{what}: missing \"{key}\"")))
-}
-
-fn string_field(obj: &Map<String, Value>, key: &str, what: &str) -> Result<String, TesseraError> {
-    field(obj, key, what)?
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| bad_request(format!("{what}: \"{key}\" must be a string")))
-}
-
-/// Refuses keys of `obj` outside `known` (`what` names the object in the message).
-fn known_keys(obj: &Map<String, Value>, what: &str, known: &[&str]) -> Result<(), TesseraError> {
-    match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(key) => Err(bad_request(format!(
-            "{what}: unknown key {key:?} (known: {})",
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
-        ))),
+    fn run(self) -> FfiResult<CpuFeatureInfo> {
+        cpu_features()
     }
 }
 
-fn parse_input(index: usize, v: &Value) -> Result<TensorData, TesseraError> {
-    let what = format!("inputs[{index}]");
-    let obj = v.as_object().ok_or_else(|| bad_request(format!("{what} must be an object")))?;
-    known_keys(obj, &what, &["name", "dtype", "shape", "data"])?;
-    let name = string_field(obj, "name", &what)?;
-    let what = format!("input {name:?}");
-    let dtype = string_field(obj, "dtype", &what)?;
-    let shape = field(obj, "shape", &what)?
-        .as_array()
-        .ok_or_else(|| bad_request(format!("{what}: \"shape\" must be an array")))?
-        .iter()
-        .map(|d| {
-            d.as_u64().ok_or_else(|| {
-                bad_request(format!("{what}: shape entry {d} is not an integer >= 0"))
-            })
-        })
-        .collect::<Result<Vec<u64>, _>>()?;
-    let data = base64_decode(&string_field(obj, "data", &what)?).map_err(|e| {
-        let why = match e {
-            tessera_core::Error::Base64(why) => why,
-            e => e.to_string(),
-        };
-        bad_request(format!("{what}: \"data\" is not valid base64: {why}"))
-    })?;
-    Ok(TensorData { name, dtype, shape, data })
+/// `buildInfo`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BuildInfo {}
+
+impl Method for BuildInfo {
+    type Reply = crate::info::BuildInfo;
+
+    fn run(self) -> FfiResult<crate::info::BuildInfo> {
+        build_info()
+    }
 }
 
-/// The keys of `options` (sessions and one-shot computes).
-const OPTION_KEYS: &[&str] = &["device", "threads", "memoryBudget"];
+/// `openSession`: `{session}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OpenSession {
+    #[serde(default)]
+    options: Option<SessionOptions>,
+}
 
-fn parse_options(v: Option<&Value>) -> Result<SessionOptions, TesseraError> {
-    let mut options = SessionOptions::default();
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(options) };
-    let obj = v.as_object().ok_or_else(|| bad_request("\"options\" must be an object"))?;
-    known_keys(obj, "options", OPTION_KEYS)?;
-    if let Some(d) = obj.get("device").filter(|d| !d.is_null()) {
-        options.device = d
-            .as_str()
-            .ok_or_else(|| bad_request(format!("options: device {d} must be a string")))?
-            .to_string();
+/// A session's number.
+#[derive(Serialize)]
+pub(crate) struct Opened {
+    session: u64,
+}
+
+impl Method for OpenSession {
+    type Reply = Opened;
+
+    fn run(self) -> FfiResult<Opened> {
+        let session = Arc::new(Session::open(self.options.unwrap_or_default())?);
+        Ok(Opened { session: lock(&SESSIONS).insert(session) })
     }
-    if let Some(t) = obj.get("threads").filter(|t| !t.is_null()) {
-        // Out-of-range counts are reported as given (not clamped to 32 bits first).
-        let n =
-            t.as_u64().filter(|n| (1..=u64::from(MAX_THREADS)).contains(n)).ok_or_else(|| {
-                bad_request(format!(
-                    "options: thread count {t} must be an integer between 1 and {MAX_THREADS}"
+}
+
+/// Outputs of a compute.
+#[derive(Serialize)]
+pub(crate) struct Outputs {
+    outputs: Vec<TensorData>,
+}
+
+/// `compute`: on the session `session`, or (without one) on the session kept for one-shot
+/// computes with `options`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Compute {
+    graph: GraphText,
+    #[serde(default)]
+    inputs: Option<Vec<TensorData>>,
+    #[serde(default)]
+    session: Option<u64>,
+    #[serde(default)]
+    options: Option<SessionOptions>,
+}
+
+impl Method for Compute {
+    type Reply = Outputs;
+
+    fn run(self) -> FfiResult<Outputs> {
+        let (graph, inputs) = (self.graph.0, self.inputs.unwrap_or_default());
+        let outputs = match (self.session, self.options) {
+            (Some(_), Some(_)) => {
+                return Err(TesseraError::invalid_argument(
+                    "compute: give either \"session\" (a session opened with its options) or \
+                     \"options\" (a one-shot compute), not both",
                 ))
-            })?;
-        options.threads = u32::try_from(n).ok();
+            }
+            (Some(id), None) => {
+                session(id)?.run(Arc::new(CancelToken::default()), &graph, inputs)?
+            }
+            (None, options) => {
+                crate::oneshot_sessions::compute(options.unwrap_or_default(), &graph, inputs)?
+            }
+        };
+        Ok(Outputs { outputs })
     }
-    if let Some(b) = obj.get("memoryBudget").filter(|b| !b.is_null()) {
-        let n = b.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
-            bad_request(format!(
-                "options: memoryBudget {b} must be a number of bytes >= 1 (or null for the default)"
-            ))
-        })?;
-        options.memory_budget = Some(n);
+}
+
+/// `loadGraph`: `{graph}`, the loaded document's handle.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoadGraph {
+    session: u64,
+    graph: GraphText,
+}
+
+/// A loaded document's handle.
+#[derive(Serialize)]
+pub(crate) struct Loaded {
+    graph: u64,
+}
+
+impl Method for LoadGraph {
+    type Reply = Loaded;
+
+    fn run(self) -> FfiResult<Loaded> {
+        Ok(Loaded { graph: session(self.session)?.load_graph(self.graph.0)? })
     }
-    Ok(options)
 }
 
-fn open_session(request: &Map<String, Value>) -> Reply {
-    let session = Arc::new(Session::open(parse_options(request.get("options"))?)?);
-    let mut table = sessions();
-    let id = table.next;
-    table.next += 1;
-    table.open.insert(id, session);
-    Ok(json!({ "session": id }))
+/// `computeLoaded`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ComputeLoaded {
+    session: u64,
+    graph: u64,
+    #[serde(default)]
+    inputs: Option<Vec<TensorData>>,
 }
 
-fn compute(request: &Map<String, Value>) -> Reply {
-    let graph = match field(request, "graph", "compute")? {
-        Value::String(s) => s.clone(),
-        v @ Value::Object(_) => v.to_string(),
-        _ => return Err(bad_request("compute: \"graph\" must be a graph document (an object)")),
-    };
-    let inputs = match request.get("inputs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| parse_input(i, v))
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => return Err(bad_request("compute: \"inputs\" must be an array")),
-    };
-    let options = request.get("options").filter(|o| !o.is_null());
-    let outputs = match request.get("session").filter(|s| !s.is_null()) {
-        Some(_) if options.is_some() => {
-            return Err(bad_request(
-                "compute: give either \"session\" (a session opened with its options) or \
-                 \"options\" (a one-shot compute), not both",
-            ))
+impl Method for ComputeLoaded {
+    type Reply = Outputs;
+
+    fn run(self) -> FfiResult<Outputs> {
+        let token = Arc::new(CancelToken::default());
+        let inputs = self.inputs.unwrap_or_default();
+        Ok(Outputs { outputs: session(self.session)?.run_loaded(token, self.graph, inputs)? })
+    }
+}
+
+/// `releaseGraph`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseGraph {
+    session: u64,
+    graph: u64,
+}
+
+/// `{released: true}`.
+#[derive(Serialize)]
+pub(crate) struct Released {
+    pub(crate) released: bool,
+}
+
+impl Method for ReleaseGraph {
+    type Reply = Released;
+
+    fn run(self) -> FfiResult<Released> {
+        session(self.session)?.release_graph(self.graph)?;
+        Ok(Released { released: true })
+    }
+}
+
+/// Array items `ggufInfo` shows when the request does not say.
+const GGUF_ARRAY_ITEMS: u64 = 16;
+
+/// `ggufInfo`: a GGUF file's header, metadata (arrays cut to `arrayItems`) and tensor table,
+/// read from the mapped file (no tensor data is read).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct GgufInfo {
+    path: String,
+    #[serde(default)]
+    array_items: Option<u64>,
+}
+
+impl Method for GgufInfo {
+    type Reply = Value;
+
+    fn run(self) -> FfiResult<Value> {
+        let items = self.array_items.unwrap_or(GGUF_ARRAY_ITEMS);
+        let file = tessera_gguf::GgufFile::open(&self.path)
+            .map_err(|e| TesseraError::InvalidModel { message: e.to_string() })?;
+        Ok(tessera_gguf::summary::to_json(
+            &self.path,
+            &file,
+            usize::try_from(items).unwrap_or(usize::MAX),
+        ))
+    }
+}
+
+/// `cancel`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Cancel {
+    session: u64,
+}
+
+/// `{cancelled}`: whether something was running.
+#[derive(Serialize)]
+pub(crate) struct Cancelled {
+    pub(crate) cancelled: bool,
+}
+
+impl Method for Cancel {
+    type Reply = Cancelled;
+
+    fn run(self) -> FfiResult<Cancelled> {
+        Ok(Cancelled { cancelled: session(self.session)?.cancel_all() > 0 })
+    }
+}
+
+/// `closeSession`; closing twice is fine.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CloseSession {
+    session: u64,
+}
+
+/// `{closed}`: `true`, or how many were closed.
+#[derive(Serialize)]
+pub(crate) struct Closed<T: Serialize> {
+    closed: T,
+}
+
+impl Method for CloseSession {
+    type Reply = Closed<bool>;
+
+    fn run(self) -> FfiResult<Closed<bool>> {
+        let removed = lock(&SESSIONS).remove(self.session)?;
+        // Waits for computes in flight.
+        if let Some(session) = removed {
+            session.close();
         }
-        Some(_) => {
-            let session = lookup(session_id(request)?)?;
-            session.run(Arc::new(CancelToken::default()), &graph, inputs)?
-        }
-        // A session kept for one-shot computes with these options.
-        None => crate::oneshot_sessions::compute(parse_options(options)?, &graph, inputs)?,
-    };
-    Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
+        Ok(Closed { closed: true })
+    }
 }
 
-fn load_graph(request: &Map<String, Value>) -> Reply {
-    let session = lookup(session_id(request)?)?;
-    let graph = match field(request, "graph", "loadGraph")? {
-        Value::String(s) => s.clone(),
-        v @ Value::Object(_) => v.to_string(),
-        _ => return Err(bad_request("loadGraph: \"graph\" must be a graph document (an object)")),
-    };
-    Ok(json!({ "graph": session.load_graph(graph)? }))
+/// `closeAllSessions`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CloseAllSessions {}
+
+impl Method for CloseAllSessions {
+    type Reply = Closed<u64>;
+
+    fn run(self) -> FfiResult<Closed<u64>> {
+        Ok(Closed { closed: crate::lifecycle::close_all() })
+    }
 }
 
-fn graph_handle(request: &Map<String, Value>, what: &str) -> Result<u64, TesseraError> {
-    let v = field(request, "graph", what)?;
-    v.as_u64().ok_or_else(|| {
-        bad_request(format!("{what}: \"graph\" must be a handle from loadGraph, got {v}"))
+/// `setLogLevel`: `{}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetLogLevel {
+    #[serde(deserialize_with = "from_text")]
+    level: LogLevel,
+}
+
+/// An empty reply, `{}`.
+#[derive(Serialize)]
+pub(crate) struct Done {}
+
+impl Method for SetLogLevel {
+    type Reply = Done;
+
+    fn run(self) -> FfiResult<Done> {
+        set_log_level(self.level);
+        Ok(Done {})
+    }
+}
+
+/// The text of the `{"error": ...}` response for `e`.
+pub(crate) fn error_text(e: &TesseraError) -> String {
+    serde_json::to_string(&Response::error(e)).unwrap_or_else(|_| {
+        r#"{"error":{"kind":"Internal","message":"the error could not be written"}}"#.to_string()
     })
 }
 
-fn compute_loaded(request: &Map<String, Value>) -> Reply {
-    let session = lookup(session_id(request)?)?;
-    let handle = graph_handle(request, "computeLoaded")?;
-    let inputs = match request.get("inputs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| parse_input(i, v))
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => return Err(bad_request("computeLoaded: \"inputs\" must be an array")),
-    };
-    let outputs = session.run_loaded(Arc::new(CancelToken::default()), handle, inputs)?;
-    Ok(json!({"outputs": outputs.iter().map(tensor_json).collect::<Vec<_>>()}))
-}
-
-fn release_graph(request: &Map<String, Value>) -> Reply {
-    let session = lookup(session_id(request)?)?;
-    session.release_graph(graph_handle(request, "releaseGraph")?)?;
-    Ok(json!({ "released": true }))
-}
-
-/// `ggufInfo`: a GGUF file's header, metadata (arrays cut to `arrayItems`, default 16) and
-/// tensor table, read from the mapped file (no tensor data is read).
-fn gguf_info(request: &Map<String, Value>) -> Reply {
-    let path = string_field(request, "path", "ggufInfo")?;
-    let items = match request.get("arrayItems") {
-        None | Some(Value::Null) => 16,
-        Some(v) => {
-            v.as_u64().ok_or_else(|| bad_request("ggufInfo: \"arrayItems\" must be an integer"))?
-                as usize
-        }
-    };
-    let file = tessera_gguf::GgufFile::open(&path)
-        .map_err(|e| TesseraError::InvalidModel { message: e.to_string() })?;
-    Ok(tessera_gguf::summary::to_json(&path, &file, items))
-}
-
-fn cancel(request: &Map<String, Value>) -> Reply {
-    let session = lookup(session_id(request)?)?;
-    Ok(json!({ "cancelled": session.cancel_all() > 0 }))
-}
-
-fn close_session(request: &Map<String, Value>) -> Reply {
-    let id = session_id(request)?;
-    let removed = {
-        let mut table = sessions();
-        if id == 0 || id >= table.next {
-            return Err(bad_request(format!("unknown session {id}")));
-        }
-        table.open.remove(&id)
-    };
-    // Waits for computes in flight; closing twice is fine.
-    if let Some(session) = removed {
-        session.close();
-    }
-    Ok(json!({ "closed": true }))
-}
-
-fn parse_level(text: &str) -> Result<LogLevel, TesseraError> {
-    Ok(match text.to_ascii_lowercase().as_str() {
-        "off" => LogLevel::Off,
-        "error" => LogLevel::Error,
-        "warn" | "warning" => LogLevel::Warn,
-        "info" => LogLevel::Info,
-        "debug" => LogLevel::Debug,
-        "trace" => LogLevel::Trace,
-        _ => {
-            return Err(bad_request(format!(
-                "log level {text:?} is not one of off, error, warn, info, debug, trace"
-            )))
-        }
-    })
-}
-
-/// The keys each method takes besides `method`; `None` for an unknown method. Model methods
-/// take `requestId` too (events of the call carry it).
-fn method_keys(method: &str) -> Option<&'static [&'static str]> {
-    Some(match method {
-        "devices" | "cpuFeatures" | "buildInfo" | "closeAllSessions" => &[],
-        "openSession" => &["options"],
-        "compute" => &["graph", "inputs", "session", "options"],
-        "cancel" | "closeSession" => &["session"],
-        "loadGraph" | "releaseGraph" => &["session", "graph"],
-        "computeLoaded" => &["session", "graph", "inputs"],
-        "ggufInfo" => &["path", "arrayItems"],
-        "setLogLevel" => &["level"],
-        "loadModel" => &["path", "options", "requestId"],
-        "modelInfo" | "cancelGeneration" | "releaseModel" => &["model", "requestId"],
-        "tokenize" | "detokenize" | "applyChatTemplate" | "generate" | "embed" => {
-            &["model", "params", "requestId"]
-        }
-        _ => return None,
-    })
-}
-
-fn dispatch(request: &str) -> Reply {
-    let value: Value = tessera_core::strict_json::from_str(request)
-        .map_err(|e| bad_request(format!("the request is not valid JSON: {e}")))?;
-    let obj = value.as_object().ok_or_else(|| bad_request("the request must be a JSON object"))?;
-    let method = string_field(obj, "method", "request")?;
-    if let Some(keys) = method_keys(&method) {
-        let mut known = vec!["method"];
-        known.extend_from_slice(keys);
-        known_keys(obj, &format!("{method} request"), &known)?;
-    }
-    match method.as_str() {
-        "devices" => Ok(Value::Array(devices()?.iter().map(device_json).collect())),
-        "cpuFeatures" => Ok(cpu_features_json(&cpu_features()?)),
-        "buildInfo" => Ok(build_info_json(&build_info()?)),
-        "openSession" => open_session(obj),
-        "compute" => compute(obj),
-        "cancel" => cancel(obj),
-        "loadGraph" => load_graph(obj),
-        "computeLoaded" => compute_loaded(obj),
-        "releaseGraph" => release_graph(obj),
-        "ggufInfo" => gguf_info(obj),
-        "closeSession" => close_session(obj),
-        "closeAllSessions" => Ok(json!({ "closed": crate::lifecycle::close_all() })),
-        "setLogLevel" => {
-            set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
-            Ok(json!({}))
-        }
-        other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
-            Err(bad_request(format!(
-                "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
-                 compute, cancel, closeSession, closeAllSessions, setLogLevel, loadGraph, \
-                 computeLoaded, releaseGraph, ggufInfo, loadModel, \
-                 modelInfo, tokenize, detokenize, applyChatTemplate, generate, cancelGeneration, \
-                 embed, releaseModel)"
-            )))
-        }),
+/// Handles one request and returns the response's JSON text; never panics.
+pub(crate) fn respond(request: &str) -> String {
+    match guard("callJson", || Request::parse(request)?.run()) {
+        Ok(text) => text,
+        Err(e) => error_text(&e),
     }
 }
 
-/// The `{"error": ...}` response for `e`.
-pub(crate) fn error_response(e: &TesseraError) -> Value {
-    json!({"error": {"kind": e.kind(), "message": e.message()}})
-}
-
-/// Handles one request and returns the response value; never panics.
+/// Handles one request and returns the response value (for Rust hosts and tests); never
+/// panics.
 pub fn handle(request: &str) -> Value {
-    let reply = crate::error::guard("callJson", || dispatch(request));
-    match reply {
-        Ok(v) => json!({ "ok": v }),
-        Err(e) => error_response(&e),
-    }
+    serde_json::from_str(&respond(request)).unwrap_or_else(|e| {
+        let e = TesseraError::internal(format!("the response is not JSON: {e}"));
+        serde_json::json!({"error": {"kind": e.kind(), "message": e.message()}})
+    })
 }
 
 /// Runs one request of the native protocol (docs/native-protocol.md) and returns the JSON
@@ -393,13 +343,15 @@ pub fn call_json(request: String) -> String {
     guard_or(
         "callJson",
         || r#"{"error":{"kind":"Internal","message":"panic in callJson"}}"#.to_string(),
-        || handle(&request).to_string(),
+        || respond(&request),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use tessera_core::document::{base64_decode, base64_encode};
 
     /// Through the protocol (as the React Native module calls it), a session computing the same
     /// graph object again reuses the graph it built, with the new inputs.
@@ -433,7 +385,24 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "x = {x:?}");
         }
-        assert_eq!(lookup(id).unwrap().builds(), 1);
+        assert_eq!(session(id).unwrap().builds(), 1);
         handle(&json!({"method": "closeSession", "session": id}).to_string());
+    }
+
+    /// Replies are written as the protocol's camelCase objects.
+    #[test]
+    fn replies_are_the_documented_objects() {
+        let devices = handle(r#"{"method":"devices"}"#);
+        let cpu = devices["ok"].as_array().unwrap().iter().find(|d| d["type"] == "cpu").unwrap();
+        let keys: Vec<&str> = cpu.as_object().unwrap().keys().map(String::as_str).collect();
+        for key in ["backend", "name", "description", "type", "memoryFree", "memoryTotal", "caps"] {
+            assert!(keys.contains(&key), "{cpu}");
+        }
+        assert!(cpu["caps"]["bufferFromHostPtr"].is_boolean(), "{cpu}");
+        assert_eq!(handle(r#"{"method":"setLogLevel","level":"INFO"}"#), json!({"ok": {}}));
+        assert_eq!(
+            handle(r#"{"method":"closeSession","session":0}"#)["error"],
+            json!({"kind": "InvalidArgument", "message": "unknown session 0"})
+        );
     }
 }

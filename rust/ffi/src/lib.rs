@@ -23,6 +23,8 @@ pub mod c_api;
 pub mod error;
 pub mod events;
 mod files;
+mod gate;
+mod handles;
 pub mod info;
 #[cfg(target_os = "android")]
 mod jni_hook;
@@ -33,7 +35,10 @@ pub mod logging;
 pub mod model;
 mod oneshot;
 mod oneshot_sessions;
+pub mod options;
 mod prepared;
+mod protocol;
+mod record;
 pub mod registry;
 pub mod session;
 

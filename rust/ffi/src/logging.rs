@@ -46,6 +46,27 @@ impl From<LogLevel> for LevelFilter {
     }
 }
 
+impl std::str::FromStr for LogLevel {
+    type Err = String;
+
+    /// A level by name, in any case ("warning" is `Warn` too).
+    fn from_str(text: &str) -> Result<LogLevel, String> {
+        Ok(match text.to_ascii_lowercase().as_str() {
+            "off" => LogLevel::Off,
+            "error" => LogLevel::Error,
+            "warn" | "warning" => LogLevel::Warn,
+            "info" => LogLevel::Info,
+            "debug" => LogLevel::Debug,
+            "trace" => LogLevel::Trace,
+            _ => {
+                return Err(format!(
+                    "log level {text:?} is not one of off, error, warn, info, debug, trace"
+                ))
+            }
+        })
+    }
+}
+
 impl From<log::Level> for LogLevel {
     fn from(l: log::Level) -> LogLevel {
         match l {

@@ -7,8 +7,12 @@
 //! called from any thread while a generation runs; `close()` waits for it to stop.
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
+use crate::gate::{lock, Gate};
+use crate::options::check_threads;
+use crate::record::uniffi_record_with_defaults;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use tessera_llm::chat::ChatMessage;
 use tessera_llm::embed::{embed, Pooling};
 use tessera_llm::sampling::SamplingParams;
@@ -16,33 +20,28 @@ use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Prompt,
 };
 
-/// How to load a model.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct ModelOptions {
-    /// A device name from `devices()` (case-insensitive), or "auto": a hardware GPU when there
-    /// is one, else the CPU.
-    #[uniffi(default = "auto")]
-    pub device: String,
-    /// CPU threads; `None` for the performance cores.
-    #[uniffi(default = None)]
-    pub threads: Option<u32>,
-    /// Positions of the context (KV cache); `None` for 4096 or the model's training context
-    /// if smaller.
-    #[uniffi(default = None)]
-    pub n_ctx: Option<u32>,
-    /// Prompt tokens per batch.
-    #[uniffi(default = 512)]
-    pub n_batch: u32,
-}
-
-impl Default for ModelOptions {
-    fn default() -> ModelOptions {
-        ModelOptions { device: "auto".into(), threads: None, n_ctx: None, n_batch: 512 }
+uniffi_record_with_defaults! {
+    /// How to load a model.
+    #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Deserialize)]
+    #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+    pub struct ModelOptions {
+        /// A device name from `devices()` (case-insensitive), or "auto": a hardware GPU when there
+        /// is one, else the CPU.
+        pub device: String = "auto",
+        /// CPU threads; `None` for the performance cores.
+        #[serde(deserialize_with = "crate::options::deserialize_threads")]
+        pub threads: Option<u32> = None,
+        /// Positions of the context (KV cache); `None` for 4096 or the model's training context
+        /// if smaller.
+        pub n_ctx: Option<u32> = None,
+        /// Prompt tokens per batch.
+        pub n_batch: u32 = 512,
     }
 }
 
 /// What a loaded model is.
-#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, uniffi::Record, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     /// `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
     pub architecture: String,
@@ -73,7 +72,8 @@ pub struct ModelInfo {
 }
 
 /// A chat message.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChatTurn {
     /// "system", "user", "assistant" (or what the template knows).
     pub role: String,
@@ -90,61 +90,97 @@ pub struct LogitBias {
     pub bias: f32,
 }
 
-/// What to generate and how. Exactly one of `prompt` and `messages`.
-#[derive(Debug, Clone, PartialEq, uniffi::Record)]
-pub struct GenerateRequest {
-    /// A text prompt (BOS added as the model asks, special tokens parsed).
-    #[uniffi(default = None)]
-    pub prompt: Option<String>,
-    /// A conversation, rendered with the model's chat template.
-    #[uniffi(default = None)]
-    pub messages: Option<Vec<ChatTurn>>,
-    /// Most tokens to generate.
-    #[uniffi(default = 256)]
-    pub max_tokens: u32,
-    /// Strings that end the text where they appear (not included).
-    #[uniffi(default = [])]
-    pub stop: Vec<String>,
-    /// Sampling temperature; 0 is greedy.
-    #[uniffi(default = 0.8)]
-    pub temperature: f32,
-    /// Keep the `top_k` most likely tokens (0: all).
-    #[uniffi(default = 40)]
-    pub top_k: u32,
-    /// Nucleus sampling (1: off).
-    #[uniffi(default = 0.95)]
-    pub top_p: f32,
-    /// Drop tokens below `min_p` times the top probability (0: off).
-    #[uniffi(default = 0.05)]
-    pub min_p: f32,
-    /// Locally typical sampling (1: off).
-    #[uniffi(default = 1.0)]
-    pub typical_p: f32,
-    /// Repetition penalty over the last `penalty_last_n` tokens (1: off).
-    #[uniffi(default = 1.0)]
-    pub repeat_penalty: f32,
-    /// Frequency penalty (0: off).
-    #[uniffi(default = 0.0)]
-    pub frequency_penalty: f32,
-    /// Presence penalty (0: off).
-    #[uniffi(default = 0.0)]
-    pub presence_penalty: f32,
-    /// Tokens the penalties look back over.
-    #[uniffi(default = 64)]
-    pub penalty_last_n: u32,
-    /// Biases per token.
-    #[uniffi(default = [])]
-    pub logit_bias: Vec<LogitBias>,
-    /// Seed of the draw (`None`: random).
-    #[uniffi(default = None)]
-    pub seed: Option<u64>,
-    /// Keep generating past end-of-generation tokens.
-    #[uniffi(default = false)]
-    pub ignore_eos: bool,
+uniffi_record_with_defaults! {
+    /// What to generate and how. Exactly one of `prompt` and `messages`.
+    #[derive(Debug, Clone, PartialEq, uniffi::Record, Deserialize)]
+    #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+    pub struct GenerateRequest {
+        /// A text prompt (BOS added as the model asks, special tokens parsed).
+        pub prompt: Option<String> = None,
+        /// A conversation, rendered with the model's chat template.
+        pub messages: Option<Vec<ChatTurn>> = None,
+        /// Most tokens to generate.
+        pub max_tokens: u32 = 256,
+        /// Strings that end the text where they appear (not included).
+        pub stop: Vec<String> = [],
+        /// Sampling temperature; 0 is greedy.
+        pub temperature: f32 = 0.8,
+        /// Keep the `top_k` most likely tokens (0: all).
+        pub top_k: u32 = 40,
+        /// Nucleus sampling (1: off).
+        pub top_p: f32 = 0.95,
+        /// Drop tokens below `min_p` times the top probability (0: off).
+        pub min_p: f32 = 0.05,
+        /// Locally typical sampling (1: off).
+        pub typical_p: f32 = 1.0,
+        /// Repetition penalty over the last `penalty_last_n` tokens (1: off).
+        pub repeat_penalty: f32 = 1.0,
+        /// Frequency penalty (0: off).
+        pub frequency_penalty: f32 = 0.0,
+        /// Presence penalty (0: off).
+        pub presence_penalty: f32 = 0.0,
+        /// Tokens the penalties look back over.
+        pub penalty_last_n: u32 = 64,
+        /// Biases per token.
+        #[serde(deserialize_with = "logit_bias_pairs")]
+        pub logit_bias: Vec<LogitBias> = [],
+        /// Seed of the draw (`None`: random).
+        pub seed: Option<u64> = None,
+        /// Keep generating past end-of-generation tokens.
+        pub ignore_eos: bool = false,
+    }
+}
+
+/// The protocol's `logitBias`, `[[token, bias]]` with `false` for a ban, read by the sampling
+/// parameters' own reader.
+fn logit_bias_pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LogitBias>, D::Error> {
+    let pairs = tessera_llm::sampling::logit_bias_json::deserialize(d)?;
+    Ok(pairs.into_iter().map(|(token, bias)| LogitBias { token, bias }).collect())
+}
+
+impl GenerateRequest {
+    /// The prompt: exactly one of `prompt` and `messages`.
+    fn prompt(&self) -> FfiResult<Prompt> {
+        match (&self.prompt, &self.messages) {
+            (Some(p), None) => Ok(Prompt::Text(p.clone())),
+            (None, Some(m)) => Ok(Prompt::Messages(
+                m.iter().map(|t| ChatMessage::new(t.role.clone(), t.content.clone())).collect(),
+            )),
+            _ => Err(TesseraError::invalid_argument(
+                "generate: give exactly one of prompt and messages",
+            )),
+        }
+    }
+}
+
+/// The runtime's options for a request: the one conversion of the foreign API's (and the
+/// protocol's) generation parameters.
+impl From<&GenerateRequest> for GenerateOptions {
+    fn from(r: &GenerateRequest) -> GenerateOptions {
+        GenerateOptions {
+            sampling: SamplingParams {
+                temperature: r.temperature,
+                top_k: r.top_k,
+                top_p: r.top_p,
+                min_p: r.min_p,
+                typical_p: r.typical_p,
+                repeat_penalty: r.repeat_penalty,
+                frequency_penalty: r.frequency_penalty,
+                presence_penalty: r.presence_penalty,
+                penalty_last_n: r.penalty_last_n,
+                logit_bias: r.logit_bias.iter().map(|b| (b.token, b.bias)).collect(),
+                seed: r.seed,
+            },
+            max_tokens: r.max_tokens as usize,
+            stop: r.stop.clone(),
+            ignore_eos: r.ignore_eos,
+        }
+    }
 }
 
 /// Time spent, as llama.rn's `timings`.
-#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, uniffi::Record, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GenerateTimings {
     /// Prompt tokens computed (those reused from the cache not counted).
     pub prompt_n: u32,
@@ -163,7 +199,8 @@ pub struct GenerateTimings {
 }
 
 /// The result of a generation.
-#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+#[derive(Debug, Clone, PartialEq, uniffi::Record, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GenerateResult {
     /// The generated text (stop string excluded).
     pub text: String,
@@ -193,12 +230,6 @@ pub trait LoadProgress: Send + Sync {
     fn on_progress(&self, fraction: f32) -> bool;
 }
 
-#[derive(Default)]
-struct State {
-    closed: bool,
-    in_flight: usize,
-}
-
 /// A loaded language model with its context. Safe to share between threads.
 #[derive(uniffi::Object)]
 pub struct Model {
@@ -207,30 +238,12 @@ pub struct Model {
     context: Mutex<Option<Context>>,
     /// The running generation's cancel flag (shared with its context).
     cancel: Arc<AtomicBool>,
-    state: Mutex<State>,
-    idle: Condvar,
+    gate: Gate,
 }
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model").field("info", &self.info).finish()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Registered work; unregisters on drop, waking `close()`.
-struct Ticket<'a>(&'a Model);
-
-impl Drop for Ticket<'_> {
-    fn drop(&mut self) {
-        let mut s = lock(&self.0.state);
-        s.in_flight -= 1;
-        if s.in_flight == 0 {
-            self.0.idle.notify_all();
-        }
     }
 }
 
@@ -294,17 +307,6 @@ fn quantization(model: &tessera_llm::Model) -> String {
     bytes.into_iter().max_by_key(|(_, n)| *n).map(|(t, _)| t).unwrap_or_default()
 }
 
-fn check_threads(threads: Option<u32>) -> FfiResult<Option<usize>> {
-    match threads {
-        None => Ok(None),
-        Some(t) if (1..=crate::session::MAX_THREADS).contains(&t) => Ok(Some(t as usize)),
-        Some(t) => Err(TesseraError::invalid_argument(format!(
-            "threads {t} must be between 1 and {}",
-            crate::session::MAX_THREADS
-        ))),
-    }
-}
-
 impl Model {
     /// Loads a model (the work of [`Model::load`], without the panic guard).
     pub(crate) fn open(
@@ -316,15 +318,16 @@ impl Model {
         if options.n_batch == 0 {
             return Err(TesseraError::invalid_argument("n_batch must be at least 1"));
         }
+        if options.n_ctx == Some(0) {
+            return Err(TesseraError::invalid_argument("n_ctx must be at least 1"));
+        }
         let registry = crate::registry::registry();
         let device = DeviceChoice::parse(&options.device);
         let model = Arc::new(tessera_llm::Model::load(path, registry, &device, progress)?);
         let hp = model.hparams();
-        let n_ctx = match options.n_ctx {
-            Some(0) => return Err(TesseraError::invalid_argument("n_ctx must be at least 1")),
-            Some(n) => n as usize,
-            None => 4096.min(hp.n_ctx_train),
-        };
+        // The runtime's default context, or the model's training context when smaller.
+        let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
+        let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
         let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
         let context = Context::new(model.clone(), registry, &ctx_opts)?;
         let info = ModelInfo {
@@ -343,32 +346,21 @@ impl Model {
             mapped_bytes: model.weights().mapped_bytes() as u64,
         };
         log::info!("model {} loaded on {}", info.architecture, info.device);
+        let gate = Gate::new("the model is closed", format!("call on model {}", info.architecture));
         Ok(Model {
             info,
             cancel: context.cancel_flag(),
             model,
             context: Mutex::new(Some(context)),
-            state: Mutex::new(State::default()),
-            idle: Condvar::new(),
+            gate,
         })
-    }
-
-    fn enter(&self) -> FfiResult<Ticket<'_>> {
-        let mut s = lock(&self.state);
-        if s.closed {
-            return Err(TesseraError::Closed { message: "the model is closed".into() });
-        }
-        s.in_flight += 1;
-        Ok(Ticket(self))
     }
 
     /// Runs `f` on the context, one call at a time; `Closed` once the model is closed.
     fn with_context<T>(&self, f: impl FnOnce(&mut Context) -> FfiResult<T>) -> FfiResult<T> {
-        let _ticket = self.enter()?;
+        let _pass = self.gate.enter(None)?;
         let mut slot = lock(&self.context);
-        let ctx = slot
-            .as_mut()
-            .ok_or_else(|| TesseraError::Closed { message: "the model is closed".into() })?;
+        let ctx = slot.as_mut().ok_or_else(|| self.gate.closed_error())?;
         f(ctx)
     }
 
@@ -378,36 +370,8 @@ impl Model {
         request: &GenerateRequest,
         on_token: &mut dyn FnMut(u32, &str) -> bool,
     ) -> FfiResult<GenerateResult> {
-        let prompt = match (&request.prompt, &request.messages) {
-            (Some(p), None) => Prompt::Text(p.clone()),
-            (None, Some(m)) => Prompt::Messages(
-                m.iter().map(|t| ChatMessage::new(t.role.clone(), t.content.clone())).collect(),
-            ),
-            _ => {
-                return Err(TesseraError::invalid_argument(
-                    "generate: give exactly one of prompt and messages",
-                ))
-            }
-        };
-        let sampling = SamplingParams {
-            temperature: request.temperature,
-            top_k: request.top_k,
-            top_p: request.top_p,
-            min_p: request.min_p,
-            typical_p: request.typical_p,
-            repeat_penalty: request.repeat_penalty,
-            frequency_penalty: request.frequency_penalty,
-            presence_penalty: request.presence_penalty,
-            penalty_last_n: request.penalty_last_n,
-            logit_bias: request.logit_bias.iter().map(|b| (b.token, b.bias)).collect(),
-            seed: request.seed,
-        };
-        let options = GenerateOptions {
-            sampling,
-            max_tokens: request.max_tokens as usize,
-            stop: request.stop.clone(),
-            ignore_eos: request.ignore_eos,
-        };
+        let prompt = request.prompt()?;
+        let options = GenerateOptions::from(request);
         self.with_context(|ctx| {
             let g = generate(ctx, &prompt, &options, &mut |e| on_token(e.token, &e.text))?;
             let t = g.timings;
@@ -463,7 +427,7 @@ impl Model {
         parse_special: bool,
     ) -> FfiResult<Vec<u32>> {
         guard("Model.tokenize", || {
-            let _t = self.enter()?;
+            let _pass = self.gate.enter(None)?;
             Ok(self.model.tokenizer().encode(&text, add_special, parse_special))
         })
     }
@@ -471,7 +435,7 @@ impl Model {
     /// The text of `tokens` (`special`: special tokens rendered as their text).
     pub fn detokenize(&self, tokens: Vec<u32>, special: bool) -> FfiResult<String> {
         guard("Model.detokenize", || {
-            let _t = self.enter()?;
+            let _pass = self.gate.enter(None)?;
             Ok(self.model.tokenizer().decode(&tokens, special).map_err(LlmError::from)?)
         })
     }
@@ -483,7 +447,7 @@ impl Model {
         add_generation_prompt: bool,
     ) -> FfiResult<String> {
         guard("Model.applyChatTemplate", || {
-            let _t = self.enter()?;
+            let _pass = self.gate.enter(None)?;
             let m: Vec<ChatMessage> =
                 messages.into_iter().map(|t| ChatMessage::new(t.role, t.content)).collect();
             let template = self.model.chat_template()?;
@@ -539,13 +503,7 @@ impl Model {
             "Model.close",
             || (),
             || {
-                let mut s = lock(&self.state);
-                s.closed = true;
-                self.cancel.store(true, Ordering::Relaxed);
-                while s.in_flight > 0 {
-                    s = self.idle.wait(s).unwrap_or_else(|p| p.into_inner());
-                }
-                drop(s);
+                self.gate.close(|| self.cancel.store(true, Ordering::Relaxed));
                 lock(&self.context).take();
             },
         )
@@ -553,6 +511,51 @@ impl Model {
 
     /// Whether [`Model::close`] was called.
     pub fn is_closed(&self) -> bool {
-        guard_or("Model.isClosed", || true, || lock(&self.state).closed)
+        guard_or("Model.isClosed", || true, || self.gate.is_closed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parsed(params: serde_json::Value) -> Result<GenerateRequest, String> {
+        serde_json::from_value(params).map_err(|e| e.to_string())
+    }
+
+    /// The foreign API's defaults (uniffi's and the protocol's, declared once) are the
+    /// runtime's: the default request converts to the runtime's default options, and the
+    /// protocol's `{}` is the default request.
+    #[test]
+    fn request_defaults_are_the_runtimes() {
+        assert_eq!(GenerateOptions::from(&GenerateRequest::default()), GenerateOptions::default());
+        assert_eq!(parsed(json!({})).unwrap(), GenerateRequest::default());
+        assert_eq!(
+            ModelOptions::default().n_batch as usize,
+            ContextOptions::default().n_batch,
+            "the default batch"
+        );
+        let o: ModelOptions = serde_json::from_value(json!({"nCtx": 64})).unwrap();
+        assert_eq!(o, ModelOptions { n_ctx: Some(64), ..ModelOptions::default() });
+    }
+
+    /// camelCase keys, the protocol's bias pairs (`false` bans), unknown keys refused.
+    #[test]
+    fn protocol_params_are_read_into_the_request() {
+        let r =
+            parsed(json!({"prompt": "a", "topK": 3, "logitBias": [[5, 1.5], [7, false]]})).unwrap();
+        assert_eq!((r.prompt.as_deref(), r.top_k), (Some("a"), 3));
+        assert_eq!(
+            r.logit_bias,
+            [LogitBias { token: 5, bias: 1.5 }, LogitBias { token: 7, bias: f32::NEG_INFINITY }]
+        );
+        let options = GenerateOptions::from(&r);
+        assert_eq!(options.sampling.logit_bias, [(5, 1.5), (7, f32::NEG_INFINITY)]);
+        assert_eq!(options.sampling.top_k, 3);
+        let e = parsed(json!({"logitBias": [[1, true]]})).unwrap_err();
+        assert!(e.contains("token 1") && e.contains("`true` is not a bias"), "{e}");
+        let e = parsed(json!({"tempo": 1})).unwrap_err();
+        assert!(e.contains("unknown field `tempo`"), "{e}");
     }
 }

@@ -11,7 +11,8 @@
 //! sessions (the modules' `invalidate`, through [`crate::lifecycle`]).
 
 use crate::error::FfiResult;
-use crate::session::{CancelToken, Session, SessionOptions, TensorData};
+use crate::gate::CancelToken;
+use crate::session::{Session, SessionOptions, TensorData};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 

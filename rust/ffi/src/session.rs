@@ -2,45 +2,44 @@
 //!
 //! A session owns a scheduler over the chosen device's backend and the CPU backend (once, when
 //! the chosen device is the CPU). Computes on one session run one at a time; `cancel()` and
-//! `close()` may be called from any thread while a compute runs. The graph of the last
-//! successful compute stays allocated, weights uploaded, for the next compute of the same
-//! document (see [`crate::prepared`]).
+//! `close()` may be called from any thread while a compute runs (the life cycle of
+//! [`crate::gate`]). The graph of the last successful compute stays allocated, weights
+//! uploaded, for the next compute of the same document (see [`crate::prepared`]).
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
+use crate::gate::{lock, CancelToken, Gate};
+use crate::handles::{HandleTable, Names};
 use crate::oneshot;
+use crate::options::{check_budget, check_threads};
 use crate::prepared::{quoted, Constants, DocHasher, PreparedGraph};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::record::uniffi_record_with_defaults;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tessera_core::backend::{AbortCallback, Backend, BackendParams, DeviceType};
 use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::{get_tensor, set_tensor};
 use tessera_core::Error;
 
-/// The largest thread count a session accepts (the CPU backend's limit).
-pub const MAX_THREADS: u32 = tessera_cpu::backend::MAX_THREADS as u32;
+pub use crate::options::MAX_THREADS;
 
-/// How to open a [`Session`].
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct SessionOptions {
-    /// A device name from `devices()` (case-insensitive), or "auto" for the best device: a GPU
-    /// when there is one, else the CPU.
-    #[uniffi(default = "auto")]
-    pub device: String,
-    /// CPU worker threads, 1 to 512; `None` for the number of performance cores.
-    #[uniffi(default = None)]
-    pub threads: Option<u32>,
-    /// The most bytes one graph may plan on this session's devices (compute buffers, weights,
-    /// copies), checked before anything is allocated: a graph that needs more fails with
-    /// `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
-    /// devices (the device with the least), taken when a graph is planned.
-    #[uniffi(default = None)]
-    pub memory_budget: Option<u64>,
-}
-
-impl Default for SessionOptions {
-    fn default() -> SessionOptions {
-        SessionOptions { device: "auto".into(), threads: None, memory_budget: None }
+uniffi_record_with_defaults! {
+    /// How to open a [`Session`].
+    #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Deserialize)]
+    #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+    pub struct SessionOptions {
+        /// A device name from `devices()` (case-insensitive), or "auto" for the best device: a GPU
+        /// when there is one, else the CPU.
+        pub device: String = "auto",
+        /// CPU worker threads, 1 to 512; `None` for the number of performance cores.
+        #[serde(deserialize_with = "crate::options::deserialize_threads")]
+        pub threads: Option<u32> = None,
+        /// The most bytes one graph may plan on this session's devices (compute buffers, weights,
+        /// copies), checked before anything is allocated: a graph that needs more fails with
+        /// `OutOfMemory`. `None`: [`DEFAULT_BUDGET_PERCENT`] of the free memory of the session's
+        /// devices (the device with the least), taken when a graph is planned.
+        #[serde(deserialize_with = "crate::options::deserialize_budget")]
+        pub memory_budget: Option<u64> = None,
     }
 }
 
@@ -59,7 +58,9 @@ pub fn set_default_memory_budget(bytes: Option<u64>) {
 }
 
 /// A named tensor's bytes: an input to, or an output of, a compute.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+// In the JSON protocol `{name, dtype, shape, data}`, `data` in base64.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Serialize, Deserialize)]
+#[serde(try_from = "Base64TensorData")]
 pub struct TensorData {
     /// The tensor's name in the graph document.
     pub name: String,
@@ -70,28 +71,37 @@ pub struct TensorData {
     /// dimension).
     pub shape: Vec<u64>,
     /// The bytes, little-endian, contiguous (GGUF block layout for quantized types).
+    #[serde(serialize_with = "base64_text")]
     pub data: Vec<u8>,
 }
 
-/// Cancellation flag of one compute.
-#[derive(Debug, Default)]
-pub(crate) struct CancelToken(AtomicBool);
+/// A [`TensorData`] as the protocol writes it, `data` in base64.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Base64TensorData {
+    name: String,
+    dtype: String,
+    shape: Vec<u64>,
+    data: String,
+}
 
-impl CancelToken {
-    pub(crate) fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
+impl TryFrom<Base64TensorData> for TensorData {
+    type Error = String;
 
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+    fn try_from(t: Base64TensorData) -> Result<TensorData, String> {
+        let data = tessera_core::document::base64_decode(&t.data).map_err(|e| {
+            let why = match e {
+                Error::Base64(why) => why,
+                e => e.to_string(),
+            };
+            format!("input {:?}: \"data\" is not valid base64: {why}", t.name)
+        })?;
+        Ok(TensorData { name: t.name, dtype: t.dtype, shape: t.shape, data })
     }
 }
 
-#[derive(Default)]
-struct State {
-    closed: bool,
-    in_flight: usize,
-    active: Vec<Arc<CancelToken>>,
+fn base64_text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&tessera_core::document::base64_encode(bytes))
 }
 
 /// A compute device with its scheduler. Safe to share between threads.
@@ -100,8 +110,7 @@ pub struct Session {
     device: String,
     backends: Vec<String>,
     options: SessionOptions,
-    state: Mutex<State>,
-    idle: Condvar,
+    gate: Gate,
     engine: Mutex<Option<Engine>>,
     hasher: DocHasher,
     /// How many documents were built (not found as the graph kept from the last compute).
@@ -113,10 +122,11 @@ struct Engine {
     scheduler: Scheduler,
     last: Option<PreparedGraph>,
     /// Documents loaded with [`Session::load_graph`], each with a scheduler of its own.
-    loaded: HashMap<u64, (PreparedGraph, Scheduler)>,
-    /// The next handle.
-    next: u64,
+    loaded: HandleTable<(PreparedGraph, Scheduler)>,
 }
+
+/// How errors name a session's loaded graphs.
+const LOADED_GRAPHS: Names = Names { noun: "graph", gone: "was released", unknown: "graph handle" };
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,49 +134,6 @@ impl std::fmt::Debug for Session {
             .field("device", &self.device)
             .field("backends", &self.backends)
             .finish()
-    }
-}
-
-/// Work registered with a session; unregisters on drop, waking `close()`.
-struct Ticket<'a> {
-    session: &'a Session,
-    token: Arc<CancelToken>,
-}
-
-impl Drop for Ticket<'_> {
-    fn drop(&mut self) {
-        let mut state = lock(&self.session.state);
-        state.in_flight -= 1;
-        state.active.retain(|t| !Arc::ptr_eq(t, &self.token));
-        log::debug!("compute on {} done ({} in flight)", self.session.device, state.in_flight);
-        if state.in_flight == 0 {
-            self.session.idle.notify_all();
-        }
-    }
-}
-
-/// Locks a mutex, recovering from poisoning (every exported call catches panics, so a panic
-/// while a lock was held must not make the session unusable).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn check_threads(threads: Option<u32>) -> FfiResult<Option<usize>> {
-    match threads {
-        None => Ok(None),
-        Some(n) if (1..=MAX_THREADS).contains(&n) => Ok(Some(n as usize)),
-        Some(n) => Err(TesseraError::invalid_argument(format!(
-            "thread count {n} must be between 1 and {MAX_THREADS}"
-        ))),
-    }
-}
-
-fn check_budget(budget: Option<u64>) -> FfiResult<Option<u64>> {
-    match budget {
-        Some(0) => Err(TesseraError::invalid_argument(
-            "memory budget 0 must be at least 1 byte (or null for the default)",
-        )),
-        b => Ok(b),
     }
 }
 
@@ -293,29 +260,20 @@ impl Session {
             device: device.name(),
             backends: names,
             options,
-            state: Mutex::new(State::default()),
-            idle: Condvar::new(),
+            gate: Gate::new("the session is closed", format!("compute on {}", device.name())),
             engine: Mutex::new(Some(Engine {
                 scheduler,
                 last: None,
-                loaded: HashMap::new(),
-                next: 1,
+                loaded: HandleTable::new(LOADED_GRAPHS),
             })),
             hasher: DocHasher::default(),
             builds: AtomicUsize::new(0),
         })
     }
 
-    /// Registers a compute; fails once the session is closed.
-    fn enter(&self, token: Arc<CancelToken>) -> FfiResult<Ticket<'_>> {
-        let mut state = lock(&self.state);
-        if state.closed {
-            return Err(TesseraError::closed());
-        }
-        state.in_flight += 1;
-        state.active.push(token.clone());
-        log::debug!("compute on {} registered ({} in flight)", self.device, state.in_flight);
-        Ok(Ticket { session: self, token })
+    /// The session's engine, `Closed` once the session is closed.
+    fn engine<'a>(&self, slot: &'a mut Option<Engine>) -> FfiResult<&'a mut Engine> {
+        slot.as_mut().ok_or_else(|| self.gate.closed_error())
     }
 
     /// Computes `graph_json` with `inputs` under `token` (the body of `compute` and
@@ -327,10 +285,9 @@ impl Session {
         inputs: Vec<TensorData>,
     ) -> FfiResult<Vec<TensorData>> {
         guard("Session.compute", || {
-            let ticket = self.enter(token)?;
-            let result = self.compute_graph(&ticket.token, graph_json, inputs);
-            match result {
-                Err(_) if ticket.token.is_cancelled() => Err(TesseraError::cancelled()),
+            let _pass = self.gate.enter(Some(token.clone()))?;
+            match self.compute_graph(&token, graph_json, inputs) {
+                Err(_) if token.is_cancelled() => Err(TesseraError::cancelled()),
                 other => other,
             }
         })
@@ -344,20 +301,12 @@ impl Session {
         inputs: Vec<TensorData>,
     ) -> FfiResult<Vec<TensorData>> {
         guard("Session.computeLoaded", || {
-            let ticket = self.enter(token)?;
+            let _pass = self.gate.enter(Some(token.clone()))?;
             let mut slot = lock(&self.engine);
-            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
-            let next = engine.next;
-            let (prepared, scheduler) = engine.loaded.get_mut(&handle).ok_or_else(|| {
-                if handle >= 1 && handle < next {
-                    TesseraError::Closed { message: format!("graph {handle} was released") }
-                } else {
-                    TesseraError::invalid_argument(format!("unknown graph handle {handle}"))
-                }
-            })?;
+            let (prepared, scheduler) = self.engine(&mut slot)?.loaded.get_mut(handle)?;
             let inputs = prepared.match_inputs(inputs)?;
-            match compute_prepared(scheduler, prepared, &inputs, &ticket.token) {
-                Err(_) if ticket.token.is_cancelled() => Err(TesseraError::cancelled()),
+            match compute_prepared(scheduler, prepared, &inputs, &token) {
+                Err(_) if token.is_cancelled() => Err(TesseraError::cancelled()),
                 other => other,
             }
         })
@@ -371,7 +320,7 @@ impl Session {
     ) -> FfiResult<Vec<TensorData>> {
         let fingerprint = self.hasher.fingerprint(graph_json);
         let mut slot = lock(&self.engine);
-        let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
+        let engine = self.engine(&mut slot)?;
         if token.is_cancelled() {
             return Err(TesseraError::cancelled());
         }
@@ -439,7 +388,7 @@ impl Session {
     /// How many computes of this session are in flight: running, or registered and waiting for
     /// the one running to finish ([`Session::close`] waits for them).
     pub fn computes_in_flight(&self) -> usize {
-        guard_or("Session.computes_in_flight", || 0, || lock(&self.state).in_flight)
+        guard_or("Session.computes_in_flight", || 0, || self.gate.in_flight())
     }
 
     /// Cancels every compute in flight; returns how many there were.
@@ -448,14 +397,11 @@ impl Session {
             "Session.cancel",
             || 0,
             || {
-                let state = lock(&self.state);
-                for token in &state.active {
-                    token.cancel();
+                let n = self.gate.cancel_all();
+                if n > 0 {
+                    log::debug!("cancelling {n} compute(s) on {}", self.device);
                 }
-                if !state.active.is_empty() {
-                    log::debug!("cancelling {} compute(s) on {}", state.active.len(), self.device);
-                }
-                state.active.len()
+                n
             },
         )
     }
@@ -529,18 +475,14 @@ impl Session {
     /// [`Session::release_graph`] or `close()`.
     pub fn load_graph(&self, graph_json: String) -> FfiResult<u64> {
         guard("Session.loadGraph", || {
-            let _ticket = self.enter(Arc::new(CancelToken::default()))?;
+            let _pass = self.gate.enter(None)?;
             let mut scheduler = new_scheduler(&self.options)?;
             let fingerprint = self.hasher.fingerprint(&graph_json);
             let (mut prepared, constants) = build(&graph_json, fingerprint, &scheduler)?;
             let budget = self.budget_now(&scheduler);
             allocate(&mut prepared, constants, &mut scheduler, budget)?;
             let mut slot = lock(&self.engine);
-            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
-            let handle = engine.next;
-            engine.next += 1;
-            engine.loaded.insert(handle, (prepared, scheduler));
-            Ok(handle)
+            Ok(self.engine(&mut slot)?.loaded.insert((prepared, scheduler)))
         })
     }
 
@@ -558,13 +500,7 @@ impl Session {
     pub fn release_graph(&self, handle: u64) -> FfiResult<()> {
         guard("Session.releaseGraph", || {
             let mut slot = lock(&self.engine);
-            let engine = slot.as_mut().ok_or_else(TesseraError::closed)?;
-            if handle == 0 || handle >= engine.next {
-                return Err(TesseraError::invalid_argument(format!(
-                    "unknown graph handle {handle}"
-                )));
-            }
-            engine.loaded.remove(&handle);
+            self.engine(&mut slot)?.loaded.remove(handle)?;
             Ok(())
         })
     }
@@ -586,12 +522,7 @@ impl Session {
             "Session.close",
             || (),
             || {
-                let mut state = lock(&self.state);
-                state.closed = true;
-                while state.in_flight > 0 {
-                    state = self.idle.wait(state).unwrap_or_else(|p| p.into_inner());
-                }
-                drop(state);
+                self.gate.close(|| ());
                 lock(&self.engine).take();
             },
         )
@@ -599,7 +530,7 @@ impl Session {
 
     /// Whether [`Session::close`] was called.
     pub fn is_closed(&self) -> bool {
-        guard_or("Session.is_closed", || true, || lock(&self.state).closed)
+        guard_or("Session.is_closed", || true, || self.gate.is_closed())
     }
 }
 
@@ -658,7 +589,7 @@ mod tests {
         let file = crate::files::open(&path).unwrap();
         let map = file.bytes().as_ptr_range();
         let slot = lock(&session.engine);
-        let (prepared, _) = &slot.as_ref().unwrap().loaded[&handle];
+        let (prepared, _) = slot.as_ref().unwrap().loaded.get(handle).unwrap();
         let g = &prepared.graph;
         let addr = |name: &str| {
             let id = g.by_name(name).unwrap();

@@ -17,7 +17,7 @@ mod chain;
 mod params;
 
 pub use chain::Candidate;
-pub use params::SamplingParams;
+pub use params::{logit_bias_json, SamplingParams};
 
 use chain::Candidates;
 use rand_chacha::rand_core::{Rng, SeedableRng};

@@ -135,8 +135,9 @@ fn check(
     }
 }
 
-/// `logitBias` as `[[id, bias], ...]`, a ban (`-inf`) written and read as `false`.
-mod logit_bias_json {
+/// `logitBias` as `[[id, bias], ...]`, a ban (`-inf`) written and read as `false` (also the
+/// FFI's reader of the protocol's `logitBias`).
+pub mod logit_bias_json {
     use serde::de::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -147,6 +148,7 @@ mod logit_bias_json {
         Flag(bool),
     }
 
+    /// Writes `(id, bias)` pairs, a ban as `false`.
     pub fn serialize<S: Serializer>(pairs: &[(u32, f32)], s: S) -> Result<S::Ok, S::Error> {
         let out: Vec<(u32, Bias)> = pairs
             .iter()
@@ -157,6 +159,7 @@ mod logit_bias_json {
         out.serialize(s)
     }
 
+    /// Reads `[id, bias]` pairs, `false` as a ban (`-inf`); `true` is an error.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u32, f32)>, D::Error> {
         let raw: Vec<(u32, Bias)> = Vec::deserialize(d)?;
         raw.into_iter()
