@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 use tessera_core::backend::{BackendParams, DeviceType};
-use tessera_core::registry::Registry;
+use tessera_core::registry::{DeviceChoice, Registry};
 use tessera_core::sched::Scheduler;
 use tessera_core::{quant, tensor_data, DType, Graph, Result};
 use tessera_cpu::features::{self, CpuFeatures};
@@ -80,8 +80,8 @@ pub fn info(registry: &Registry) -> Result<(String, bool)> {
 
 /// What to do when no GPU device was found.
 fn no_gpu_hint() -> String {
-    if std::env::var("TESSERA_NO_GPU").is_ok_and(|v| v == "1") {
-        return "no GPU device: TESSERA_NO_GPU=1 leaves it out".to_string();
+    if tessera_gpu::disabled_by_env() {
+        return format!("no GPU device: {}=1 leaves it out", tessera_gpu::NO_GPU_ENV);
     }
     let how = if cfg!(target_vendor = "apple") {
         "Metal found no usable GPU"
@@ -149,8 +149,7 @@ fn demo(registry: &Registry) -> Result<(String, bool)> {
     let p = g.soft_max(y)?;
     g.set_output(p)?;
     // The preferred device, with the CPU behind it for what that device cannot run.
-    let preferred = registry.devices_by_preference();
-    let mut devices: Vec<_> = preferred.iter().take(1).cloned().collect();
+    let mut devices = vec![registry.choose(&DeviceChoice::Auto)?];
     if devices.iter().all(|d| d.device_type() != DeviceType::Cpu) {
         devices.extend(registry.device_by_type(DeviceType::Cpu));
     }

@@ -13,13 +13,19 @@ pub mod profile;
 
 use tessera_core::registry::Registry;
 
-/// The registry of every device this build can use, as the app has it (tessera-ffi's default
-/// registry): the GPU first when one works, then the CPU. `TESSERA_NO_GPU=1` leaves the GPU out.
+/// The registry of every device this build can use, in the app's order (as tessera-ffi's
+/// default registry): the GPU first when one works, then the CPU. `TESSERA_NO_GPU=1` leaves
+/// the GPU out ([`tessera_gpu::register_unless_disabled`]).
 pub fn registry() -> Registry {
-    tessera_ffi::default_registry()
+    let mut registry = Registry::new();
+    tessera_gpu::register_unless_disabled(&mut registry);
+    registry.register(tessera_cpu::CpuBackendReg::shared());
+    registry
 }
 
 /// A registry with the CPU alone.
 pub fn cpu_registry() -> Registry {
-    tessera_ffi::cpu_registry()
+    let mut registry = Registry::new();
+    registry.register(tessera_cpu::CpuBackendReg::shared());
+    registry
 }

@@ -83,6 +83,20 @@ pub trait BufferType: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// The buffer type for a weight of `layout` on `device` whose only readers are MUL_MAT nodes
+/// taking it as their first operand: the first of `extra` (the device's extra buffer types,
+/// [`crate::registry::Registry::extra_buffer_types`]) that [accepts](BufferType::accepts_weight)
+/// it and that the device reads; `None` for the device's own memory. The one rule for placing
+/// weights in a layout of their own (repacked), used for graph constants (the scheduler), model
+/// weights (the runtime) and model-file tensors of graph documents (the FFI).
+pub fn weight_buffer_type<'a>(
+    extra: &'a [Arc<dyn BufferType>],
+    device: &dyn Device,
+    layout: &Layout,
+) -> Option<&'a Arc<dyn BufferType>> {
+    extra.iter().find(|bt| bt.accepts_weight(layout) && device.supports_buffer_type(bt.as_ref()))
+}
+
 /// Memory owned by someone else (a memory-mapped file, a caller's array) that a device can wrap
 /// as a buffer without copying.
 ///

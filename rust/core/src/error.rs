@@ -72,20 +72,9 @@ pub enum Error {
     /// A tensor id that does not belong to the graph.
     #[error("tensor id {0} does not exist in this graph")]
     InvalidTensorId(usize),
-    /// A graph description that refers to tensors in a cycle.
-    #[error("the graph has a cycle through {0:?}")]
-    Cycle(String),
     /// A name used for two tensors.
     #[error("duplicate tensor name {0:?}")]
     DuplicateName(String),
-    /// A name that refers to nothing.
-    #[error("{context}: unknown tensor {name:?}")]
-    UnknownTensor {
-        /// Where the name was used.
-        context: String,
-        /// The name.
-        name: String,
-    },
     /// Data whose length does not fit the tensor.
     #[error("{context}: expected {expected} bytes, got {actual}")]
     DataLength {
@@ -114,7 +103,7 @@ pub enum Error {
     /// A tensor used in compute without memory.
     #[error("tensor {0:?} has no data: allocate the graph first")]
     NotAllocated(String),
-    /// An invalid graph description (JSON) or parameter.
+    /// An invalid graph (a graph document's structure, an op whose layout is its own) or parameter.
     #[error("invalid graph: {0}")]
     InvalidGraph(String),
     /// A parameter out of range (thread count, option value ...).
@@ -159,7 +148,7 @@ pub enum Error {
         /// What it lacks.
         what: String,
     },
-    /// An error in one node or tensor of a graph document, naming it.
+    /// An error in one node or tensor of a graph, naming it.
     #[error("{kind} {name:?}: {error}")]
     InGraph {
         /// "node", "tensor" or "output".
@@ -178,19 +167,6 @@ pub enum Error {
         /// Which parameter, the value given and what is accepted.
         reason: String,
     },
-    /// Numbers given for a tensor (a document's `values`) whose count does not fit it.
-    #[error("{context}: expected {expected} values, got {actual}")]
-    ValueCount {
-        /// The tensor.
-        context: String,
-        /// Expected number of values (the tensor's elements).
-        expected: usize,
-        /// Given number of values.
-        actual: usize,
-    },
-    /// Text that is not valid base64.
-    #[error("invalid base64: {0}")]
-    Base64(String),
     /// An op that would write into a constant (a weight, or a document's constant): the kept
     /// graph would compute with the overwritten value next time, so such graphs are refused.
     #[error("{op} writes into {constant:?}, a constant (weights and constants are read-only: make it an input, or copy into a tensor of its own)")]
@@ -213,9 +189,6 @@ pub enum Error {
         /// Where the bytes go (per device).
         detail: String,
     },
-    /// A panic caught at a boundary.
-    #[error("internal error (panic): {0}")]
-    Panic(String),
 }
 
 impl Error {

@@ -157,6 +157,35 @@ impl Graph {
         (cur, offs)
     }
 
+    /// For each tensor (by index): the nodes reading it when every read is a MUL_MAT taking
+    /// it directly (not through a view) as its first operand, `None` when another read exists
+    /// or none. Such weights are what an extra buffer type may hold in a layout of its own
+    /// ([`crate::backend::weight_buffer_type`]).
+    pub fn matmul_weight_readers(&self) -> Vec<Option<Vec<TensorId>>> {
+        let mut readers: Vec<Option<Vec<TensorId>>> = vec![Some(Vec::new()); self.len()];
+        for id in self.ids() {
+            let t = self.tensor(id);
+            if let Some(v) = t.view_src {
+                readers[self.view_root(v).0.index()] = None;
+            }
+            for (i, &s) in t.src.iter().enumerate() {
+                let root = self.view_root(s).0;
+                let slot = &mut readers[root.index()];
+                if s != root || i != 0 || !matches!(t.op, Op::MulMat) {
+                    *slot = None;
+                } else if let Some(r) = slot {
+                    r.push(id);
+                }
+            }
+        }
+        for r in &mut readers {
+            if r.as_ref().is_some_and(Vec::is_empty) {
+                *r = None;
+            }
+        }
+        readers
+    }
+
     /// The memory of `id`: its own storage, or its view root's storage shifted by the view
     /// offset.
     pub fn storage_of(&self, id: TensorId) -> Option<Storage> {
@@ -540,12 +569,7 @@ impl Graph {
 
     /// A gated linear unit of one operand (`glu`) or two (`glu_split`) with its `swapped` flag
     /// as a graph document gives it (with two operands, `swapped` is refused).
-    pub(crate) fn glu_node(
-        &mut self,
-        op: GluOp,
-        swapped: bool,
-        src: &[TensorId],
-    ) -> Result<TensorId> {
+    pub fn glu_node(&mut self, op: GluOp, swapped: bool, src: &[TensorId]) -> Result<TensorId> {
         self.node(Op::Glu { op, swapped }, src.to_vec())
     }
 

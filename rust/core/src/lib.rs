@@ -8,7 +8,6 @@
 
 pub mod alloc;
 pub mod backend;
-pub mod document;
 pub mod dtype;
 pub mod error;
 pub mod graph;
@@ -18,7 +17,6 @@ pub mod registry;
 pub mod sched;
 pub mod shape_rules;
 pub mod storage;
-pub mod strict_json;
 pub mod tensor;
 pub mod tensor_data;
 

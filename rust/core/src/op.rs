@@ -104,6 +104,25 @@ impl Default for RopeParams {
     }
 }
 
+impl RopeParams {
+    /// ggml's `ggml_rope_yarn_corr_dims`: the YaRN correction dims
+    /// `[max(0, floor(start)), min(n_dims - 1, ceil(end))]`, computed in f32 exactly as ggml
+    /// does (they are floored and ceiled, so an f64 value could land on the other side). Every
+    /// ROPE implementation (CPU reference, CPU tables, GPU) uses these.
+    pub fn yarn_corr_dims(&self) -> [f32; 2] {
+        // ggml's `ggml_rope_yarn_corr_dim`: the dim at which `n_rot` rotations happen over
+        // `n_ctx_orig` positions.
+        let corr_dim = |n_rot: f32| {
+            self.n_dims as f32
+                * (self.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * self.freq_base.ln())
+        };
+        let start = corr_dim(self.beta_fast).floor();
+        let end = corr_dim(self.beta_slow).ceil();
+        [start.max(0.0), end.min(self.n_dims as f32 - 1.0)]
+    }
+}
+
 /// Parameters of FLASH_ATTN_EXT, as ggml's `ggml_flash_attn_ext`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -1,10 +1,34 @@
 //! The registry of backend registrations and their devices (ggml's `ggml_backend_reg_*` and
 //! `ggml_backend_dev_*` lookups, and `ggml_backend_init_by_name / by_type / best`).
 
-use crate::backend::{Backend, BackendParams, BackendReg, Device, DeviceType};
+use crate::backend::{Backend, BackendParams, BackendReg, BufferType, Device, DeviceType};
 use crate::error::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+
+/// Which device to use, as an app or a command line names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The best device: the first of [`Registry::devices_by_preference`] (a hardware GPU when
+    /// there is one, else the CPU; a software GPU such as lavapipe is never preferred to the
+    /// CPU).
+    #[default]
+    Auto,
+    /// The device of this name (case-insensitive), e.g. "CPU" or "Vulkan0".
+    Named(String),
+}
+
+impl DeviceChoice {
+    /// `"auto"` (any case, or empty) is [`DeviceChoice::Auto`], anything else a device name.
+    pub fn parse(s: &str) -> DeviceChoice {
+        let s = s.trim();
+        if s.is_empty() || s.eq_ignore_ascii_case("auto") {
+            DeviceChoice::Auto
+        } else {
+            DeviceChoice::Named(s.to_string())
+        }
+    }
+}
 
 /// Registered backends and their devices, in registration order.
 #[derive(Default, Clone)]
@@ -123,8 +147,48 @@ impl Registry {
         devices
     }
 
-    /// A backend on the best device: a GPU first, the CPU last. A device whose backend fails
-    /// to start is logged and the next one is tried.
+    /// The extra buffer types the registration of `device` offers for it
+    /// ([`BackendReg::extra_buffer_types`], e.g. "CPU_REPACK"); none for a device not here.
+    pub fn extra_buffer_types(&self, device: &dyn Device) -> Vec<Arc<dyn BufferType>> {
+        let name = device.name();
+        self.regs
+            .iter()
+            .find(|r| r.devices().iter().any(|d| d.name() == name))
+            .map(|r| r.extra_buffer_types(device))
+            .unwrap_or_default()
+    }
+
+    /// The device `choice` names: the first by preference for [`DeviceChoice::Auto`] (the one
+    /// meaning of "auto"), else the device of that name. [`Error::UnknownDevice`] when there is
+    /// none.
+    pub fn choose(&self, choice: &DeviceChoice) -> Result<Arc<dyn Device>> {
+        match choice {
+            DeviceChoice::Auto => self
+                .devices_by_preference()
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::UnknownDevice("no device registered".into())),
+            DeviceChoice::Named(name) => {
+                self.device_by_name(name).ok_or_else(|| Error::UnknownDevice(name.clone()))
+            }
+        }
+    }
+
+    /// A backend on the device `choice` names; for [`DeviceChoice::Auto`] a device whose
+    /// backend fails to start is logged and the next by preference is tried.
+    pub fn init_choice(
+        &self,
+        choice: &DeviceChoice,
+        params: &BackendParams,
+    ) -> Result<Box<dyn Backend>> {
+        match choice {
+            DeviceChoice::Auto => self.init_best(params),
+            DeviceChoice::Named(_) => self.choose(choice)?.init_backend(params),
+        }
+    }
+
+    /// A backend on the best device ([`DeviceChoice::Auto`]): a GPU first, the CPU last. A
+    /// device whose backend fails to start is logged and the next one is tried.
     pub fn init_best(&self, params: &BackendParams) -> Result<Box<dyn Backend>> {
         let mut last = None;
         for d in self.devices_by_preference() {

@@ -12,7 +12,9 @@
 //! [`Scheduler::set_extra_buffer_types`] and [`Scheduler::use_registry_extra_buffer_types`].
 
 use crate::alloc;
-use crate::backend::{copy_between, Backend, Buffer, BufferType, BufferUsage, Device, Event};
+use crate::backend::{
+    copy_between, weight_buffer_type, Backend, Buffer, BufferType, BufferUsage, Device, Event,
+};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::op::Op;
@@ -151,14 +153,7 @@ impl Scheduler {
     /// `registry` offers ([`crate::backend::BackendReg::extra_buffer_types`]).
     pub fn use_registry_extra_buffer_types(&mut self, registry: &Registry) {
         for (b, device) in self.devices.iter().enumerate() {
-            let name = device.name();
-            let types = registry
-                .regs()
-                .iter()
-                .find(|r| r.devices().iter().any(|d| d.name() == name))
-                .map(|r| r.extra_buffer_types(device.as_ref()))
-                .unwrap_or_default();
-            self.extra[b] = types;
+            self.extra[b] = registry.extra_buffer_types(device.as_ref());
         }
         self.prepared = None;
     }
@@ -172,24 +167,7 @@ impl Scheduler {
         if self.extra.iter().all(|e| e.is_empty()) {
             return Vec::new();
         }
-        // Readers of each memory owner: false once one reads it other than as MUL_MAT src0
-        // (or through a view).
-        let n = graph.len();
-        let mut matmul_only = vec![true; n];
-        let mut readers: Vec<Vec<TensorId>> = vec![Vec::new(); n];
-        for id in graph.ids() {
-            let t = graph.tensor(id);
-            if let Some(v) = t.view_src {
-                matmul_only[graph.view_root(v).0.index()] = false;
-            }
-            for (i, &s) in t.src.iter().enumerate() {
-                let root = graph.view_root(s).0;
-                readers[root.index()].push(id);
-                if s != root || i != 0 || !matches!(t.op, Op::MulMat) {
-                    matmul_only[root.index()] = false;
-                }
-            }
-        }
+        let readers = graph.matmul_weight_readers();
         let mut out: Vec<(Arc<dyn BufferType>, Vec<TensorId>)> = Vec::new();
         for id in graph.ids() {
             let t = graph.tensor(id);
@@ -199,16 +177,15 @@ impl Scheduler {
                 && !t.flags.input
                 && t.is_leaf()
                 && t.view_src.is_none()
-                && t.storage.is_none()
-                && matmul_only[i]
-                && !readers[i].is_empty();
-            let Some(b) = backend_of[i].filter(|_| eligible) else { continue };
-            if readers[i].iter().any(|r| backend_of[r.index()] != Some(b)) {
+                && t.storage.is_none();
+            let (Some(b), Some(readers)) = (backend_of[i].filter(|_| eligible), &readers[i]) else {
+                continue;
+            };
+            if readers.iter().any(|r| backend_of[r.index()] != Some(b)) {
                 continue;
             }
-            let Some(bt) = self.extra[b].iter().find(|bt| {
-                bt.accepts_weight(&t.layout) && self.devices[b].supports_buffer_type(bt.as_ref())
-            }) else {
+            let Some(bt) = weight_buffer_type(&self.extra[b], self.devices[b].as_ref(), &t.layout)
+            else {
                 continue;
             };
             match out.iter_mut().find(|(o, _)| Arc::ptr_eq(o, bt)) {

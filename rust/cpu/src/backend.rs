@@ -99,18 +99,6 @@ impl CpuBackend {
         self.threads
     }
 
-    fn host_tensor(graph: &Graph, id: TensorId) -> Result<HostTensor> {
-        let t = graph.get(id)?;
-        let s = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
-        let base = s.buffer.host_ptr().ok_or_else(|| Error::Backend {
-            backend: CPU_NAME.into(),
-            message: format!("tensor {} is not in host memory ({})", t.label(id), s.buffer.name()),
-        })?;
-        // SAFETY: `set_storage` checked that the tensor's bytes lie within the buffer.
-        let ptr = unsafe { base.as_ptr().add(s.offset) };
-        Ok(HostTensor { layout: t.layout, ptr })
-    }
-
     fn compute_node(
         &self,
         threads: &Threads<'_>,
@@ -133,9 +121,9 @@ impl CpuBackend {
             )));
         }
         let weights_packed = Self::check_repacked_readers(graph, id)?;
-        let dst = Self::host_tensor(graph, id)?;
+        let dst = reference::host_tensor(graph, id)?;
         let srcs =
-            t.src.iter().map(|&s| Self::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
+            t.src.iter().map(|&s| reference::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
         if matches!(t.op, Op::MulMat) {
             return self.mul_mat(threads, dst, &srcs, weights_packed, aborted);
         }

@@ -10,8 +10,7 @@
 //! next compute (the next token) finds them still spinning where they ran. Spawning the
 //! helpers into the rayon pool per compute instead ([`with_team`], also the fallback while
 //! another compute holds the crew) woke a sleeping pool thread at each token, which started
-//! late or on the caller's core: the first jobs of a token then waited 0.1 to 2 ms for it
-//! (Gemma 3 270M at 2 threads on a Xeon: 45 of 64 tokens).
+//! late or on the caller's core (docs/x86-measurements.md).
 //!
 //! [`Threads::pool`] is the other way, for one op outside a graph compute (the matmul driver's
 //! [`MatMul::run`](crate::matmul::MatMul::run)): the helpers are spawned for the op and joined
@@ -28,9 +27,8 @@ use std::time::{Duration, Instant};
 /// starts yielding its core. It is a time, not a count of spin rounds, because a round's
 /// `pause` takes 10 ns on one x86 core and 50 on another. A token's serial stretches between
 /// two jobs (norms, attention on the calling thread) last up to a few hundred microseconds; a
-/// helper that had begun yielding in one of them was measured to start its next job more than
-/// 100 us late, about twice a token (Gemma 3 270M at 2 threads on a Xeon, spinning 170 us:
-/// tg128 91.9 t/s; spinning 1 ms: 95.3, averages of six alternating runs).
+/// helper that had begun yielding in one of them was measured to start its next job late
+/// (docs/x86-measurements.md).
 const SPIN_FOR: Duration = Duration::from_millis(1);
 /// Spin rounds between two looks at the clock.
 const ROUNDS_PER_CLOCK: usize = 64;

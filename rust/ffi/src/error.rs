@@ -1,5 +1,6 @@
 //! The one error type of the foreign API, and the panic guard every exported function uses.
 
+use crate::document::DocumentError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tessera_core::Error;
 
@@ -185,21 +186,16 @@ fn classify(error: &Error) -> fn(String) -> TesseraError {
         Error::ShapeMismatch { .. } | Error::ViewOutOfBounds { .. } => {
             |message| TesseraError::ShapeMismatch { message }
         }
-        // Mistakes in the document itself: invalid shapes (no, too many, zero or too large
-        // dimensions, rows that are not whole blocks), parameters, base64 of constants,
-        // structure, and writes into constants.
+        // Mistakes in the graph itself: invalid shapes (no, too many, zero or too large
+        // dimensions, rows that are not whole blocks), parameters, structure, and writes into
+        // constants.
         Error::InvalidShape { .. }
         | Error::BlockAlignment { .. }
         | Error::InvalidParam { .. }
-        | Error::Base64(_)
         | Error::WriteToConstant { .. }
-        | Error::Cycle(_)
         | Error::DuplicateName(_)
-        | Error::UnknownTensor { .. }
         | Error::InvalidGraph(_) => |message| TesseraError::InvalidGraph { message },
-        Error::DataLength { .. } | Error::ValueCount { .. } => {
-            |message| TesseraError::DataLength { message }
-        }
+        Error::DataLength { .. } => |message| TesseraError::DataLength { message },
         // Arguments and data found wrong when used (an index read at compute time, a write
         // into read-only memory).
         Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::ReadOnly(_) => {
@@ -218,11 +214,10 @@ fn classify(error: &Error) -> fn(String) -> TesseraError {
         Error::Backend { .. } => |message| TesseraError::Backend { message },
         Error::InGraph { error, .. } => classify(error),
         // Bugs: a tensor id from another graph, an access outside a buffer, compute before
-        // allocation, a caught panic, and kinds added later until classified here.
-        Error::InvalidTensorId(_)
-        | Error::OutOfBounds(_)
-        | Error::NotAllocated(_)
-        | Error::Panic(_) => |message| TesseraError::Internal { message },
+        // allocation, and kinds added later until classified here.
+        Error::InvalidTensorId(_) | Error::OutOfBounds(_) | Error::NotAllocated(_) => {
+            |message| TesseraError::Internal { message }
+        }
         _ => |message| TesseraError::Internal { message },
     }
 }
@@ -232,6 +227,25 @@ impl From<Error> for TesseraError {
         // `InGraph` takes its inner error's kind and keeps the full text, which names the node
         // or tensor.
         classify(&error)(error.to_string())
+    }
+}
+
+/// The variant for a document error: the core's kinds, and what only documents get wrong
+/// (names, cycles, base64) as `InvalidGraph`, value counts as `DataLength`.
+fn classify_document(error: &DocumentError) -> fn(String) -> TesseraError {
+    match error {
+        DocumentError::Core(e) => classify(e),
+        DocumentError::InGraph { error, .. } => classify_document(error),
+        DocumentError::Cycle(_)
+        | DocumentError::UnknownTensor { .. }
+        | DocumentError::Base64(_) => |message| TesseraError::InvalidGraph { message },
+        DocumentError::ValueCount { .. } => |message| TesseraError::DataLength { message },
+    }
+}
+
+impl From<DocumentError> for TesseraError {
+    fn from(error: DocumentError) -> TesseraError {
+        classify_document(&error)(error.to_string())
     }
 }
 
@@ -283,43 +297,45 @@ mod tests {
             Error::InGraph { kind: "node".into(), name: "y".into(), error: Box::new(inner) }.into();
         assert_eq!(e.kind(), "UnknownOp");
         assert!(e.message().contains("\"y\"") && e.message().contains("FOO"), "{e}");
-        let e: TesseraError = Error::Cycle("a".into()).into();
+        let e: TesseraError = DocumentError::Cycle("a".into()).into();
         assert_eq!(e.kind(), "InvalidGraph");
         let e: TesseraError = Error::OutOfMemory { device: "CPU".into(), size: 9 }.into();
         assert_eq!(e.kind(), "OutOfMemory");
-        let e: TesseraError = Error::Panic("x".into()).into();
-        assert_eq!(e.kind(), "Internal");
         assert_eq!(e.to_string(), e.message());
     }
 
-    /// The kinds of the docs' tables, one core error of each family at a time.
+    /// The kinds of the docs' tables, one core (or document) error of each family at a time.
     #[test]
     fn core_errors_get_the_documented_kinds() {
         let s = || String::from("x");
-        let cases: Vec<(Error, &str)> = vec![
+        let cases: Vec<(DocumentError, &str)> = vec![
+            (DocumentError::Base64(s()), "InvalidGraph"),
+            (DocumentError::ValueCount { context: s(), expected: 3, actual: 2 }, "DataLength"),
+            (DocumentError::UnknownTensor { context: s(), name: s() }, "InvalidGraph"),
+        ];
+        let core: Vec<(Error, &str)> = vec![
             (Error::InvalidShape { shape: vec![0], reason: s() }, "InvalidGraph"),
             (
                 Error::BlockAlignment { dtype: tessera_core::DType::Q4_0, n: 3, block: 32 },
                 "InvalidGraph",
             ),
             (Error::param("CLAMP", s()), "InvalidGraph"),
-            (Error::Base64(s()), "InvalidGraph"),
             (Error::WriteToConstant { op: "CPY".into(), constant: s() }, "InvalidGraph"),
-            (Error::ValueCount { context: s(), expected: 3, actual: 2 }, "DataLength"),
             (Error::DataLength { context: s(), expected: 3, actual: 2 }, "DataLength"),
             (Error::shape("ADD", s()), "ShapeMismatch"),
             (Error::ViewOutOfBounds { op: "VIEW".into(), reason: s() }, "ShapeMismatch"),
             (Error::dtype("ROPE", tessera_core::DType::I32, s()), "Unsupported"),
             // The CPU's own error for a kernel tier the processor lacks, as it reaches the FFI.
-            (tessera_cpu::CpuError::TierUnsupported(s()).into(), "Unsupported"),
+            (Error::from(tessera_cpu::CpuError::TierUnsupported(s())), "Unsupported"),
             (Error::IndexOutOfRange { op: "GET_ROWS".into(), reason: s() }, "InvalidArgument"),
             (Error::OverBudget { needed: 2, budget: 1, detail: s() }, "OutOfMemory"),
             (Error::Overflow { what: s() }, "OutOfMemory"),
             (Error::OutOfBounds(s()), "Internal"),
             (Error::NotAllocated(s()), "Internal"),
         ];
+        let cases = cases.into_iter().chain(core.into_iter().map(|(e, kind)| (e.into(), kind)));
         for (e, kind) in cases {
-            let wrapped = Error::InGraph {
+            let wrapped = DocumentError::InGraph {
                 kind: "node".into(),
                 name: "n".into(),
                 error: Box::new(e.clone()),

@@ -8,12 +8,12 @@
 //! bytes are then copied once from the mapping, tensor by tensor. On other devices (GPUs) file
 //! tensors are uploaded once from the mapping.
 
+use crate::document::{DocumentError, FileTensor, FileTensors};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use tessera_core::backend::{Buffer, Device, DeviceType};
-use tessera_core::document::{FileTensor, FileTensors};
+use tessera_core::backend::{weight_buffer_type, Buffer, Device, DeviceType};
 use tessera_core::registry::Registry;
-use tessera_core::{Error, Graph, Layout, Op, Result, Storage, TensorId};
+use tessera_core::{Error, Graph, Layout, Result, Storage, TensorId};
 use tessera_gguf::{GgufFile, TensorInfo};
 
 /// Opens `path`, or returns the mapping some other document holds.
@@ -49,9 +49,9 @@ impl DocumentFiles {
         Ok(f)
     }
 
-    fn info(&self, path: &str, tensor: &str) -> Result<(Arc<GgufFile>, TensorInfo)> {
+    fn info(&self, path: &str, tensor: &str) -> Result<(Arc<GgufFile>, TensorInfo), DocumentError> {
         let f = self.file(path)?;
-        let info = f.tensor(tensor).cloned().ok_or_else(|| Error::UnknownTensor {
+        let info = f.tensor(tensor).cloned().ok_or_else(|| DocumentError::UnknownTensor {
             context: format!("model file {path}"),
             name: tensor.to_string(),
         })?;
@@ -60,7 +60,7 @@ impl DocumentFiles {
 }
 
 impl FileTensors for DocumentFiles {
-    fn layout(&self, path: &str, tensor: &str) -> Result<Layout> {
+    fn layout(&self, path: &str, tensor: &str) -> Result<Layout, DocumentError> {
         Ok(self.info(path, tensor)?.1.layout())
     }
 }
@@ -83,17 +83,6 @@ impl ConstantBytes {
     }
 }
 
-/// Whether every reader of `id` is a MUL_MAT taking it as its weights.
-fn only_matmul_weight(graph: &Graph, id: TensorId) -> bool {
-    let readers: Vec<TensorId> =
-        graph.ids().filter(|&n| graph.tensor(n).src.contains(&id)).collect();
-    !readers.is_empty()
-        && readers.iter().all(|&n| {
-            let t = graph.tensor(n);
-            matches!(t.op, Op::MulMat) && t.src[0] == id && !t.src[1..].contains(&id)
-        })
-}
-
 /// Places the file tensors of a built graph for `device` (see the module doc): sets the storage
 /// of those used in place and returns the others' bytes, to write once the graph has memory.
 pub(crate) fn place(
@@ -102,20 +91,17 @@ pub(crate) fn place(
     files: &DocumentFiles,
     device: &Arc<dyn Device>,
     registry: &Registry,
-) -> Result<Vec<(TensorId, ConstantBytes)>> {
+) -> Result<Vec<(TensorId, ConstantBytes)>, DocumentError> {
     let mut copied = Vec::new();
     let host = device.device_type() == DeviceType::Cpu && device.buffer_type().is_host();
-    let extra = registry
-        .regs()
-        .iter()
-        .find(|r| r.devices().iter().any(|d| d.name() == device.name()))
-        .and_then(|r| r.extra_buffer_types(device.as_ref()).into_iter().next());
+    let extra = registry.extra_buffer_types(device.as_ref());
+    let matmul_weights = graph.matmul_weight_readers();
     let mut mappings: HashMap<String, Arc<dyn Buffer>> = HashMap::new();
     for ft in file_tensors {
         let (file, info) = files.info(&ft.path, &ft.tensor)?;
-        let repack = extra.as_ref().is_some_and(|bt| {
-            bt.accepts_weight(&info.layout()) && only_matmul_weight(graph, ft.id)
-        });
+        // Copied where the scheduler will repack it (the core's one rule), in place otherwise.
+        let repack = matmul_weights[ft.id.index()].is_some()
+            && weight_buffer_type(&extra, device.as_ref(), &info.layout()).is_some();
         if host && !repack {
             let buffer = match mappings.get(&ft.path) {
                 Some(b) => b.clone(),

@@ -350,8 +350,8 @@ pub fn call_json(request: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::{base64_decode, base64_encode};
     use serde_json::json;
-    use tessera_core::document::{base64_decode, base64_encode};
 
     /// Through the protocol (as the React Native module calls it), a session computing the same
     /// graph object again reuses the graph it built, with the new inputs.

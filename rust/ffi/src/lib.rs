@@ -20,6 +20,7 @@
 uniffi::setup_scaffolding!();
 
 pub mod c_api;
+pub mod document;
 pub mod error;
 pub mod events;
 mod files;
@@ -58,5 +59,5 @@ pub use model::{
     ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,
     ModelInfo, ModelOptions, TokenListener,
 };
-pub use registry::{cpu_registry, default_registry, registry};
+pub use registry::{default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};

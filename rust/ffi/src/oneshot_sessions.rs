@@ -96,9 +96,9 @@ pub(crate) fn builds_of_kept(options: &SessionOptions) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::{base64_decode, base64_encode};
     use crate::json_api::handle;
     use serde_json::json;
-    use tessera_core::document::{base64_decode, base64_encode};
 
     fn f32s(b64: &str) -> Vec<f32> {
         base64_decode(b64)

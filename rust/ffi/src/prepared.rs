@@ -11,6 +11,7 @@
 //! The document text itself is not kept, nor are the constants' bytes once
 //! uploaded: they live in the backends' buffers.
 
+use crate::document::GraphDocument;
 use crate::error::{FfiResult, TesseraError};
 use crate::files::{ConstantBytes, DocumentFiles};
 use crate::session::TensorData;
@@ -18,7 +19,6 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
 use tessera_core::backend::Device;
-use tessera_core::document::GraphDocument;
 use tessera_core::registry::Registry;
 use tessera_core::{DType, Error, Graph, TensorId};
 

@@ -9,11 +9,11 @@
 //! Errors name the method, where in the request the problem is and what it is:
 //! `compute: inputs[0]: unknown key "type" (known: name, dtype, shape, data)`.
 
+use crate::document::strict_json;
 use crate::error::{FfiResult, TesseraError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
-use serde_path_to_error::Segment;
 
 /// One method of the protocol: its request, run, gives a reply serialized as the response's
 /// `ok` value.
@@ -139,7 +139,7 @@ impl Request {
     /// Parses a request: strict JSON (a key given twice is an error), an object whose `method`
     /// names a method, and that method's fields.
     pub(crate) fn parse(text: &str) -> FfiResult<Request> {
-        let value = tessera_core::strict_json::from_str(text)
+        let value = strict_json::from_str(text)
             .map_err(|e| bad(format!("the request is not valid JSON: {e}")))?;
         let Value::Object(mut fields) = value else {
             return Err(bad("the request must be a JSON object"));
@@ -151,41 +151,12 @@ impl Request {
         };
         // The method's fields as the variant's content: `{"compute": {...}}`.
         let tagged = Value::Object(Map::from_iter([(method.clone(), Value::Object(fields))]));
-        from_value(tagged).map_err(|(path, message)| {
-            let message = message.replacen("unknown value", "unknown method", 1);
-            match path.as_str() {
-                "" => bad(format!("{method}: {message}")),
-                path => bad(format!("{method}: {path}: {message}")),
-            }
+        // The path without its first segment (the method).
+        strict_json::from_value(tagged, 1).map_err(|mut e| {
+            e.message = reworded(&e.message).replacen("unknown value", "unknown method", 1);
+            bad(format!("{method}: {e}"))
         })
     }
-}
-
-/// `value` as a `T`, or where in it the error is (serde_path_to_error's path without its first
-/// segment, the method) and the message in the protocol's words ([`reworded`]).
-fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, (String, String)> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let message = e.inner().to_string();
-        let mut segments: Vec<&Segment> = e.path().iter().skip(1).collect();
-        // The path of an unknown key ends with the key, which the message names.
-        if message.starts_with("unknown field `") {
-            segments.pop();
-        }
-        let mut path = String::new();
-        for segment in segments {
-            match segment {
-                Segment::Seq { index } => path.push_str(&format!("[{index}]")),
-                Segment::Map { key } | Segment::Enum { variant: key } => {
-                    if !path.is_empty() {
-                        path.push('.');
-                    }
-                    path.push_str(key);
-                }
-                Segment::Unknown => path.push_str(".?"),
-            }
-        }
-        (path, reworded(&message))
-    })
 }
 
 /// serde's messages about keys in the protocol's words: `unknown key "k" (known: a, b)` for

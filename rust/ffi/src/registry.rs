@@ -14,30 +14,17 @@ pub(crate) struct Loaded {
     pub(crate) backend_of: HashMap<String, String>,
 }
 
-/// The environment variable that leaves the GPU out of [`default_registry`] (`1`; empty or
-/// `0` keep it): for running on the CPU alone, e.g. from the `tessera` command line.
-pub const NO_GPU_ENV: &str = "TESSERA_NO_GPU";
-
 /// Builds the default registry: every device this build can use, the one the app's sessions
-/// and the `tessera` command line use.
+/// use.
 ///
 /// Registration order is priority order: a GPU backend first when one is available (and
-/// [`NO_GPU_ENV`] is not set), then the CPU. GPU registration is fallible and lazy
-/// (`Registry::register_with` catches errors and panics and logs them), so a broken driver
-/// never prevents the CPU from being used.
+/// `TESSERA_NO_GPU` is not set, [`tessera_gpu::register_unless_disabled`]), then the CPU. GPU
+/// registration is fallible and lazy (`Registry::register_with` catches errors and panics and
+/// logs them), so a broken driver never prevents the CPU from being used.
 pub fn default_registry() -> Registry {
     let mut registry = Registry::new();
     #[cfg(feature = "gpu")]
-    if std::env::var_os(NO_GPU_ENV).is_none_or(|v| v.is_empty() || v == "0") {
-        registry.register_with("GPU", tessera_gpu::register);
-    }
-    registry.register(tessera_cpu::CpuBackendReg::shared());
-    registry
-}
-
-/// A registry with the CPU alone.
-pub fn cpu_registry() -> Registry {
-    let mut registry = Registry::new();
+    tessera_gpu::register_unless_disabled(&mut registry);
     registry.register(tessera_cpu::CpuBackendReg::shared());
     registry
 }

@@ -6,6 +6,7 @@
 //! [`crate::gate`]). The graph of the last successful compute stays allocated, weights
 //! uploaded, for the next compute of the same document (see [`crate::prepared`]).
 
+use crate::document::DocumentError;
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::gate::{lock, CancelToken, Gate};
 use crate::handles::{HandleTable, Names};
@@ -16,7 +17,8 @@ use crate::record::uniffi_record_with_defaults;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tessera_core::backend::{AbortCallback, Backend, BackendParams, DeviceType};
+use tessera_core::backend::{AbortCallback, BackendParams, DeviceType};
+use tessera_core::registry::DeviceChoice;
 use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::{get_tensor, set_tensor};
 use tessera_core::Error;
@@ -89,9 +91,9 @@ impl TryFrom<Base64TensorData> for TensorData {
     type Error = String;
 
     fn try_from(t: Base64TensorData) -> Result<TensorData, String> {
-        let data = tessera_core::document::base64_decode(&t.data).map_err(|e| {
+        let data = crate::document::base64_decode(&t.data).map_err(|e| {
             let why = match e {
-                Error::Base64(why) => why,
+                DocumentError::Base64(why) => why,
                 e => e.to_string(),
             };
             format!("input {:?}: \"data\" is not valid base64: {why}", t.name)
@@ -101,7 +103,7 @@ impl TryFrom<Base64TensorData> for TensorData {
 }
 
 fn base64_text<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&tessera_core::document::base64_encode(bytes))
+    s.serialize_str(&crate::document::base64_encode(bytes))
 }
 
 /// A compute device with its scheduler. Safe to share between threads.
@@ -162,15 +164,11 @@ fn new_scheduler(options: &SessionOptions) -> FfiResult<Scheduler> {
     let threads = check_threads(options.threads)?;
     let registry = crate::registry::registry();
     let params = BackendParams { threads };
-    let wanted = options.device.trim();
-    let first: Box<dyn Backend> = if wanted.is_empty() || wanted.eq_ignore_ascii_case("auto") {
-        registry.init_best(&params)?
-    } else {
-        if registry.device_by_name(wanted).is_none() {
-            return Err(unknown_device(wanted));
-        }
-        registry.init_by_name(wanted, &params)?
-    };
+    let choice = DeviceChoice::parse(&options.device);
+    let first = registry.init_choice(&choice, &params).map_err(|e| match (e, &choice) {
+        (Error::UnknownDevice(_), DeviceChoice::Named(name)) => unknown_device(name),
+        (e, _) => e.into(),
+    })?;
     let device = first.device();
     let mut backends = vec![first];
     if device.device_type() != DeviceType::Cpu {
@@ -638,7 +636,7 @@ mod tests {
                 "outputs": ["y"]
             })
             .to_string();
-            let wq = tessera_core::document::values_to_bytes(dtype, &w).unwrap();
+            let wq = crate::document::values_to_bytes(dtype, &w).unwrap();
             let mut wd = vec![0f32; k * m];
             tessera_core::quant::dequantize_row(dtype, &wq, &mut wd).unwrap();
             let want: Vec<f64> = (0..n * m)
@@ -715,7 +713,7 @@ mod tests {
             })
             .to_string()
         };
-        let wq = tessera_core::document::values_to_bytes(DType::Q8_0, &w).unwrap();
+        let wq = crate::document::values_to_bytes(DType::Q8_0, &w).unwrap();
         let mut wd = vec![0f32; k * m];
         tessera_core::quant::dequantize_row(DType::Q8_0, &wq, &mut wd).unwrap();
         let want = |x: &[f32], scale: f64| -> Vec<f64> {

@@ -136,7 +136,7 @@ fn q8_0_weights() -> Vec<u8> {
 
 #[test]
 fn computes_with_a_q8_0_constant() {
-    let data = tessera_core::document::base64_encode(&q8_0_weights());
+    let data = tessera_ffi::document::base64_encode(&q8_0_weights());
     let doc = json!({
         "version": 1,
         "tensors": [
@@ -582,7 +582,7 @@ fn c_abi_round_trip() {
     let build = call(r#"{"method":"buildInfo"}"#);
     assert_eq!(build["ok"]["version"], env!("CARGO_PKG_VERSION"));
 
-    let x = tessera_core::document::base64_encode(&f32_bytes(&[1.0, 0.0, 1.0, 2.0, 1.0, 0.0]));
+    let x = tessera_ffi::document::base64_encode(&f32_bytes(&[1.0, 0.0, 1.0, 2.0, 1.0, 0.0]));
     let graph: Value = serde_json::from_str(&matmul_softmax_doc()).unwrap();
     let request = json!({
         "method": "compute",
@@ -594,7 +594,7 @@ fn c_abi_round_trip() {
     let outputs = response["ok"]["outputs"].as_array().unwrap_or_else(|| panic!("{response}"));
     assert_eq!(outputs[0]["name"], "y");
     assert_eq!(outputs[0]["shape"], json!([2, 2]));
-    let y = tessera_core::document::base64_decode(outputs[0]["data"].as_str().unwrap()).unwrap();
+    let y = tessera_ffi::document::base64_decode(outputs[0]["data"].as_str().unwrap()).unwrap();
     assert_close(&f32_values(&y), &[4.0, -1.0, 4.0, 1.0], 1e-6);
 
     let mut bad = request.clone();
@@ -649,7 +649,7 @@ fn json_protocol_sessions_cancel_and_close() {
         .iter()
         .map(|t| {
             json!({"name": t.name, "dtype": t.dtype, "shape": t.shape,
-                   "data": tessera_core::document::base64_encode(&t.data)})
+                   "data": tessera_ffi::document::base64_encode(&t.data)})
         })
         .collect();
     let graph: Value = serde_json::from_str(&doc).unwrap();
@@ -672,7 +672,7 @@ fn json_protocol_sessions_cancel_and_close() {
     assert_eq!(response["error"]["kind"], "Cancelled", "{response}");
 
     // The session still computes, then closes; afterwards its number answers Closed.
-    let x = tessera_core::document::base64_encode(&f32_bytes(&[1.0, 0.0, 1.0, 2.0, 1.0, 0.0]));
+    let x = tessera_ffi::document::base64_encode(&f32_bytes(&[1.0, 0.0, 1.0, 2.0, 1.0, 0.0]));
     let graph: Value = serde_json::from_str(&matmul_softmax_doc()).unwrap();
     let compute = json!({"method": "compute", "session": id, "graph": graph,
                          "inputs": [{"name": "x", "dtype": "F32", "shape": [3, 2], "data": x}]})

@@ -55,7 +55,7 @@ fn the_default_budget_applies_to_sessions_without_one() {
     assert_eq!(error_of(&r).0, "OutOfMemory", "{r}");
     let sum = |r: &Value| {
         let data = r["ok"]["outputs"][0]["data"].as_str().unwrap_or_else(|| panic!("{r}"));
-        let bytes = tessera_core::document::base64_decode(data).unwrap();
+        let bytes = tessera_ffi::document::base64_decode(data).unwrap();
         f32::from_le_bytes(bytes[..4].try_into().unwrap())
     };
     assert_eq!(sum(&compute(own, repeat_sum(n))), (n / 2) as f32);

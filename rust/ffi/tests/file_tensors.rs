@@ -148,7 +148,7 @@ fn a_loaded_document_computes_with_only_its_inputs_through_the_protocol() {
         .clone();
     let g = ok(json!({"method": "loadGraph", "session": s, "graph": document()}))["graph"].clone();
     let x: Vec<f32> = (0..1920).map(|i| (i % 7) as f32 - 3.0).collect();
-    let to_b64 = |b: Vec<u8>| tessera_core::document::base64_encode(&b);
+    let to_b64 = |b: Vec<u8>| tessera_ffi::document::base64_encode(&b);
     let req = |x: &[f32]| {
         json!({"method": "computeLoaded", "session": s, "graph": g, "inputs": [
             {"name": "x", "dtype": "F32", "shape": [640, 3], "data": to_b64(x.iter().flat_map(|v| v.to_le_bytes()).collect())},
@@ -161,11 +161,11 @@ fn a_loaded_document_computes_with_only_its_inputs_through_the_protocol() {
     let doubled: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
     let other = ok(req(&doubled));
     let y1 = f32s(
-        &tessera_core::document::base64_decode(first["outputs"][0]["data"].as_str().unwrap())
+        &tessera_ffi::document::base64_decode(first["outputs"][0]["data"].as_str().unwrap())
             .unwrap(),
     );
     let y2 = f32s(
-        &tessera_core::document::base64_decode(other["outputs"][0]["data"].as_str().unwrap())
+        &tessera_ffi::document::base64_decode(other["outputs"][0]["data"].as_str().unwrap())
             .unwrap(),
     );
     let e = nmse(&y2, &y1.iter().map(|&v| 2.0 * f64::from(v)).collect::<Vec<_>>());

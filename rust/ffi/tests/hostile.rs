@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
-use tessera_core::document::{base64_decode, base64_encode};
+use tessera_ffi::document::{base64_decode, base64_encode};
 
 fn call(request: &Value) -> Value {
     call_text(&request.to_string())

@@ -91,9 +91,8 @@ fn graphs_over_the_budget_are_refused_before_allocating() {
     reset_peak();
     let r = call(&json!({"method": "compute", "session": s, "graph": repeat_sum(n)}));
     assert!(r["ok"].is_object(), "{r}");
-    let out =
-        tessera_core::document::base64_decode(r["ok"]["outputs"][0]["data"].as_str().unwrap())
-            .unwrap();
+    let out = tessera_ffi::document::base64_decode(r["ok"]["outputs"][0]["data"].as_str().unwrap())
+        .unwrap();
     // 2^25 x 0.25, exact in f64 and in f32.
     assert_eq!(f32::from_le_bytes([out[0], out[1], out[2], out[3]]), (n / 4) as f32);
     let peak = status_bytes("VmHWM:").saturating_sub(before);

@@ -29,7 +29,10 @@ pub use backend::GpuBackend;
 pub use buffer::{GpuBuffer, GpuBufferType};
 pub use device::GpuDevice;
 pub use headless::quiet_device_select;
-pub use registry::{api_name, default_backends, register, register_with, GpuOptions, GpuReg};
+pub use registry::{
+    api_name, default_backends, disabled_by_env, register, register_unless_disabled, register_with,
+    GpuOptions, GpuReg, NO_GPU_ENV,
+};
 
 /// The wgpu version this crate is built on, re-exported so that callers of
 /// [`register_with`] name the same `Backends` type.

@@ -6,6 +6,7 @@ use crate::device::GpuDevice;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tessera_core::backend::{BackendReg, Device};
+use tessera_core::registry::Registry;
 use tessera_core::{Error, Result};
 
 /// The graphics API this build uses: "Metal" on Apple platforms, "Vulkan" elsewhere.
@@ -67,6 +68,24 @@ impl BackendReg for GpuReg {
 /// Registers the GPU with [`default_backends`]. See [`register_with`].
 pub fn register() -> Result<Option<Arc<dyn BackendReg>>> {
     register_with(default_backends())
+}
+
+/// The environment variable that leaves the GPU out of the apps' registries (`1`, or any value
+/// but empty and `0`): for running on the CPU alone, e.g. from the `tessera` command line.
+pub const NO_GPU_ENV: &str = "TESSERA_NO_GPU";
+
+/// Whether [`NO_GPU_ENV`] leaves the GPU out.
+pub fn disabled_by_env() -> bool {
+    std::env::var_os(NO_GPU_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Adds the GPU to `registry` (fallibly and lazily, [`Registry::register_with`]: a broken
+/// driver only logs) unless [`NO_GPU_ENV`] leaves it out. The apps (the FFI's default registry
+/// and the command line) register the GPU this way, before the CPU.
+pub fn register_unless_disabled(registry: &mut Registry) {
+    if !disabled_by_env() {
+        registry.register_with("GPU", register);
+    }
 }
 
 fn type_rank(t: wgpu::DeviceType) -> u8 {

@@ -24,4 +24,5 @@ pub use generate::{
     generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
 };
 pub use hparams::{Architecture, HParams};
-pub use model::{DeviceChoice, Model};
+pub use model::Model;
+pub use tessera_core::registry::DeviceChoice;

@@ -9,55 +9,20 @@ use crate::tokenizer::Tokenizer;
 use crate::weights::{Progress, WeightStore};
 use std::path::Path;
 use std::sync::Arc;
-use tessera_core::backend::{Device, DeviceType};
-use tessera_core::registry::Registry;
+use tessera_core::backend::Device;
+use tessera_core::registry::{DeviceChoice, Registry};
 use tessera_gguf::GgufFile;
 
-/// Which device runs the model.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum DeviceChoice {
-    /// The best device: a hardware GPU when there is one, else the CPU (a software GPU such
-    /// as lavapipe is never chosen automatically).
-    #[default]
-    Auto,
-    /// The device of this name (case-insensitive), e.g. "CPU" or "Vulkan0".
-    Named(String),
-}
-
-impl DeviceChoice {
-    /// `"auto"` (or empty) is [`DeviceChoice::Auto`], anything else a device name.
-    pub fn parse(s: &str) -> DeviceChoice {
-        let s = s.trim();
-        if s.is_empty() || s.eq_ignore_ascii_case("auto") {
-            DeviceChoice::Auto
-        } else {
-            DeviceChoice::Named(s.to_string())
-        }
-    }
-
-    /// The device of `registry` this choice names.
-    pub fn resolve(&self, registry: &Registry) -> Result<Arc<dyn Device>> {
-        match self {
-            DeviceChoice::Auto => registry
-                .devices_by_preference()
-                .into_iter()
-                .find(|d| !d.is_software())
-                .or_else(|| registry.device_by_type(DeviceType::Cpu))
-                .ok_or_else(|| LlmError::UnknownDevice {
-                    name: "auto".into(),
-                    available: device_list(registry),
-                }),
-            DeviceChoice::Named(name) => registry
-                .devices()
-                .iter()
-                .find(|d| d.name().eq_ignore_ascii_case(name))
-                .cloned()
-                .ok_or_else(|| LlmError::UnknownDevice {
-                    name: name.clone(),
-                    available: device_list(registry),
-                }),
-        }
-    }
+/// The device of `registry` that `choice` names (the registry's one meaning of "auto"), or
+/// the error listing the devices there are.
+fn resolve(choice: &DeviceChoice, registry: &Registry) -> Result<Arc<dyn Device>> {
+    registry.choose(choice).map_err(|_| LlmError::UnknownDevice {
+        name: match choice {
+            DeviceChoice::Auto => "auto".into(),
+            DeviceChoice::Named(name) => name.clone(),
+        },
+        available: device_list(registry),
+    })
 }
 
 fn device_list(registry: &Registry) -> String {
@@ -104,7 +69,7 @@ impl Model {
         let tensors = ModelTensors::from_gguf(&file, &hparams)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
         let chat = chat_template(&file, &hparams, &tokenizer);
-        let device = device.resolve(registry)?;
+        let device = resolve(device, registry)?;
         let weights = WeightStore::place(&file, &tensors, &device, registry, progress)?;
         log::info!(
             "model {} on {}: {} weights mapped in place, {} copied",

@@ -11,7 +11,7 @@ use crate::error::{LlmError, Result};
 use crate::tensors::{ModelTensor, ModelTensors};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tessera_core::backend::{Buffer, BufferType, BufferUsage, Device};
+use tessera_core::backend::{weight_buffer_type, Buffer, BufferType, BufferUsage, Device};
 use tessera_core::registry::Registry;
 use tessera_core::{Layout, Storage};
 use tessera_gguf::GgufFile;
@@ -60,16 +60,21 @@ impl WeightStore {
         if device.buffer_type().is_host() {
             let mapping = device.buffer_from_host_memory(file.memory(), file.file_size())?;
             mapping.set_usage(BufferUsage::Weights);
-            let extra = extra_buffer_type(registry, device);
-            let repack: Vec<&ModelTensor> = match &extra {
-                Some(bt) => tensors
-                    .matmul_only()
-                    .into_iter()
-                    .filter(|t| bt.accepts_weight(&t.info.layout()))
-                    .collect(),
-                None => Vec::new(),
-            };
-            if let (Some(bt), false) = (&extra, repack.is_empty()) {
+            // The weights only MUL_MAT reads, in the extra buffer type the core's rule gives
+            // them (repacked), grouped by type.
+            let extra = registry.extra_buffer_types(device.as_ref());
+            let mut groups: Vec<(&Arc<dyn BufferType>, Vec<&ModelTensor>)> = Vec::new();
+            for t in tensors.matmul_only() {
+                let layout = t.info.layout();
+                let Some(bt) = weight_buffer_type(&extra, device.as_ref(), &layout) else {
+                    continue;
+                };
+                match groups.iter_mut().find(|(g, _)| Arc::ptr_eq(g, bt)) {
+                    Some((_, list)) => list.push(t),
+                    None => groups.push((bt, vec![t])),
+                }
+            }
+            for (bt, repack) in groups {
                 let buffer = alloc_for(bt.as_ref(), &repack)?;
                 let mut offset = 0;
                 for t in &repack {
@@ -137,16 +142,6 @@ impl WeightStore {
     pub fn mapped_bytes(&self) -> usize {
         self.mapped_bytes
     }
-}
-
-/// The first extra buffer type the device's registration offers for weights (`CPU_REPACK`).
-fn extra_buffer_type(registry: &Registry, device: &Arc<dyn Device>) -> Option<Arc<dyn BufferType>> {
-    let name = device.name();
-    registry
-        .regs()
-        .iter()
-        .find(|r| r.devices().iter().any(|d| d.name() == name))
-        .and_then(|r| r.extra_buffer_types(device.as_ref()).into_iter().next())
 }
 
 /// One buffer of `bt` holding every tensor of `list`, each at an aligned offset.

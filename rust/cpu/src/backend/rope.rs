@@ -13,19 +13,6 @@ use std::sync::{Arc, Mutex};
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use tessera_core::{DType, Result, RopeParams};
 
-/// ggml's `ggml_rope_yarn_corr_dim` (in f32, as ggml).
-fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
-    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-        / (2.0 * base.ln())
-}
-
-/// ggml's `ggml_rope_yarn_corr_dims`.
-fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
-    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
-    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
-    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
-}
-
 /// How many position tables [`RopeTables`] keeps (the ROPEs of one model use one or two sets
 /// of parameters; a graph has one set of positions).
 const KEPT_TABLES: usize = 4;
@@ -153,7 +140,7 @@ fn position_table(key: TableKey) -> PositionTable {
     let mut mscale = f64::from(p.attn_factor);
     let mut ramp_mix = Vec::new();
     if p.ext_factor != 0.0 {
-        let [low, high] = yarn_corr_dims(p);
+        let [low, high] = p.yarn_corr_dims();
         ramp_mix = (0..half)
             .map(|i| {
                 let y = (i as f64 - f64::from(low)) / f64::from(0.001f32.max(high - low));

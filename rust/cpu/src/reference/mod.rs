@@ -115,8 +115,9 @@ fn run(op: &Op, dst: &Mem, srcs: &[Mem], p: &mut Poller) -> Result<()> {
 /// The memory of tensor `id` as a [`HostTensor`]: its storage's host address plus offset.
 ///
 /// Errors: [`Error::NotAllocated`] without storage, [`Error::Backend`] when the buffer is not
-/// host memory, [`Error::OutOfBounds`] when the tensor does not fit in its buffer.
-fn host_tensor(graph: &Graph, id: TensorId) -> Result<HostTensor> {
+/// host memory, [`Error::OutOfBounds`] when the tensor does not fit in its buffer. (The
+/// reference's graph walk and the backend both resolve tensors here.)
+pub(crate) fn host_tensor(graph: &Graph, id: TensorId) -> Result<HostTensor> {
     let t = graph.get(id)?;
     let storage = graph.storage_of(id).ok_or_else(|| Error::NotAllocated(t.label(id)))?;
     let base = storage.buffer.host_ptr().ok_or_else(|| Error::Backend {

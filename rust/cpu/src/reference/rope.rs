@@ -11,26 +11,12 @@
 //! `n_dims` on are copied unchanged.
 //!
 //! Angles and rotations are computed in f64 from the closed form (ggml builds the angles by
-//! repeated f32 multiplication); the YaRN correction dims are computed in f32 exactly as ggml
-//! does, since they are floored / ceiled and an f64 value could land on the other side.
+//! repeated f32 multiplication); the YaRN correction dims are the core's
+//! `RopeParams::yarn_corr_dims` (in f32 exactly as ggml, since they are floored / ceiled).
 
 use super::access::{rows, scratch_f32, Mem, Poller, Scratch};
 use tessera_core::op::ROPE_MODE_NEOX;
 use tessera_core::{Result, RopeParams};
-
-/// ggml's `ggml_rope_yarn_corr_dim`: the dim at which `n_rot` rotations happen over
-/// `n_ctx_orig` positions (in f32, as ggml).
-fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
-    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-        / (2.0 * base.ln())
-}
-
-/// ggml's `ggml_rope_yarn_corr_dims`: `[max(0, floor(start)), min(n_dims - 1, ceil(end))]`.
-pub(crate) fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
-    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
-    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
-    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
-}
 
 /// ggml's `rope_yarn_ramp` for pair `i` (`i0 / 2` in ggml): 1 below `low`, 0 above `high`.
 fn ramp(low: f32, high: f32, i: usize) -> f64 {
@@ -65,7 +51,7 @@ pub(crate) fn rope(
     let ne = a.ne();
     let half = p.n_dims / 2;
     let neox = p.mode == ROPE_MODE_NEOX;
-    let corr = yarn_corr_dims(p);
+    let corr = p.yarn_corr_dims();
     // Angle per unit of position of each pair: freq_base^(-2i / n_dims) / freq_factor[i].
     let base = f64::from(p.freq_base);
     let freqs: Vec<f64> = (0..half)

@@ -1,25 +1,12 @@
 //! ROPE (`shaders/rope.wgsl`): normal and NeoX modes, frequency base and scale, frequency
-//! factors, attention factor, YaRN (its correction dims computed here in f32 exactly as ggml's
-//! `ggml_rope_yarn_corr_dims`, since they are floored and ceiled).
+//! factors, attention factor, YaRN (its correction dims from the core's
+//! `RopeParams::yarn_corr_dims`, as ggml's `ggml_rope_yarn_corr_dims`).
 
 use super::{grid_256, operand, Dispatch, Kernel, Params};
 use crate::context::Context;
 use std::sync::Arc;
 use tessera_core::op::ROPE_MODE_NEOX;
-use tessera_core::{Graph, Op, Result, RopeParams, TensorId};
-
-/// ggml's `ggml_rope_yarn_corr_dim`, in f32.
-fn corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
-    n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-        / (2.0 * base.ln())
-}
-
-/// ggml's `ggml_rope_yarn_corr_dims`: `[max(0, floor(low)), min(n_dims - 1, ceil(high))]`.
-fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
-    let start = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base).floor();
-    let end = corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base).ceil();
-    [start.max(0.0), end.min(p.n_dims as f32 - 1.0)]
-}
+use tessera_core::{Graph, Op, Result, TensorId};
 
 pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Dispatch> {
     let t = graph.tensor(id);
@@ -33,7 +20,7 @@ pub(super) fn plan(ctx: &Arc<Context>, graph: &Graph, id: TensorId) -> Result<Di
     let d = operand(ctx, graph, id)?;
     let ne = t.ne();
     let n = ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3];
-    let corr = yarn_corr_dims(&rp);
+    let corr = rp.yarn_corr_dims();
     let mut params = Params::default();
     params
         .desc(&a)

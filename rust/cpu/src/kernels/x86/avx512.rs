@@ -37,15 +37,10 @@ const P_Q5_1: u8 = 4;
 
 /// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches where
 /// [`super::prefetch::Site::Packed512`] is on (not on AMD, whose hardware prefetchers do better
-/// alone). Measured on a Xeon with AVX-512, 1 thread, 262144 x 640 weights from RAM, as Gemma
-/// 3's output layer: Q8_0 11.6 -> 13.0 GB/s, the DRAM bound; Q5_0 8.5 -> 10.7; Q4_0 unchanged;
-/// 2, 3, 6 and 8 blocks gained less, 1 block nothing.
+/// alone); measured, docs/x86-measurements.md.
 const GEMV_PREFETCH_BLOCKS: usize = 4;
 /// Group blocks ahead that the same kernel also prefetches into L2, so that more lines are on
-/// their way from RAM than L1's fill buffers hold (same Xeon, alternating, K = 640, from RAM:
-/// Q5_0 2048 rows 1 thread 8.3-9.1 -> 11.4-11.6 GB/s, 2 threads 16.3-16.5 -> 19.7-20.3; 65536
-/// rows 2 threads 14.4-15.2 -> 21.9-22.1; Q8_0 262144 rows 11.7-11.9 -> 12.5-12.6 / 22.7-24.4
-/// -> 25.5-26.0; Q4_0 65536 rows 12.2 -> 13.2-13.7; 8 and 16 blocks gained less).
+/// their way from RAM than L1's fill buffers hold (docs/x86-measurements.md).
 const GEMV_PREFETCH_L2_BLOCKS: usize = 12;
 
 /// Repacked Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 weights (`KIND`; one group of sixteen rows, see
@@ -252,10 +247,8 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     }
 }
 
-/// Activation columns of the repacked Q6_K tile: 16, as the other k-quants (Xeon, family 6
-/// model 207, 4096 x 4096, alternating, medians of four: N = 128 1 thread 139 -> 172 GFLOPS, 2
-/// threads 278 -> 349; N = 512 163 -> 181 / 298 -> 349; N = 16 2 threads 296 -> 389), but 8 on
-/// AMD, where 16 measured slower at N = 128 (Zen 4).
+/// Activation columns of the repacked Q6_K tile: 16, as the other k-quants, but 8 on AMD, where
+/// 16 measured slower (docs/x86-measurements.md).
 fn q6_k_columns() -> usize {
     if crate::features::is_amd_vendor(crate::features::x86_vendor()) {
         8
@@ -297,8 +290,7 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
 /// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2): the one-row K-quant kernels fetch a later group block
 /// while they compute this one, since a matrix-vector product waits on the latency of L3 / RAM.
 /// Where [`super::prefetch::Site::KQuant512`] is on (not on AMD) the next block into L1
-/// (measured on a Xeon with AVX-512, 4096 x 4096 Q6_K, 1 thread: 48 -> 65 GFLOPS from L3, 22 ->
-/// 33 from RAM; two blocks ahead or more gained less from RAM).
+/// (measured, docs/x86-measurements.md).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, steps: usize) {
@@ -311,9 +303,7 @@ fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, step
 }
 
 /// Group blocks ahead that the one-row Q6_K kernel prefetches into L2 where
-/// [`super::prefetch::Site::Q6KL2`] is on (every CPU; Zen 4, 4096 x 4096 from RAM, alternating,
-/// 1 thread 28-43 -> 52 GFLOPS, 2 threads 51 -> 91; 2 blocks ahead gained about as much, the
-/// same for Q2_K-Q5_K nothing clear).
+/// [`super::prefetch::Site::Q6KL2`] is on (every CPU; measured, docs/x86-measurements.md).
 const Q6_K_L2_AHEAD: usize = 4;
 
 /// Repacked Q4_K or Q5_K weights (`KIND`; one group of sixteen rows) times `NR` Q8_K

@@ -97,22 +97,18 @@ pub(super) struct X86Tiles {
     pub(super) q4_1_q5_0_q5_1: Tiles,
 }
 
+/// Blocks ahead in its row that a one-column K-quant tile prefetches into L1 (see
+/// `prefetch_row_ahead`; measured, docs/x86-measurements.md).
+pub(super) const KQUANT_PREFETCH_BLOCKS: usize = 1;
+/// Blocks ahead that the same tile prefetches into L2.
+pub(super) const KQUANT_PREFETCH_L2_BLOCKS: usize = 4;
+
 /// Instantiates the kernels of one x86 tier in the module that invokes it, with their tile
 /// lookup `tile(wt)`: the kernels below and those of [`super::legacy`] (in a module
 /// `legacy_q`).
 ///
 /// `$feat`: the target features; `vnni`: whether `vpdpbusd` is available; `$tiles`: the
 /// [`X86Tiles`] constant of the tier.
-/// Blocks ahead in its row that a one-column K-quant tile prefetches into L1 (see
-/// `prefetch_row_ahead`; measured with the AVX2 tier on a Xeon, from RAM, alternating against
-/// no prefetch, 1 / 2 threads: Q4_K 640 x 1024 5.4 -> 6.8-7.2 / 9.0-9.3 -> 11.2-11.9 GB/s, 8192 x
-/// 4096 4.8-4.9 -> 8.2 / 8.6-8.8 -> 13.5-16.1; Q6_K 640 x 2048 6.0-6.1 -> 8.0-8.6 / 11.2-11.8 ->
-/// 14.5-15.0, 8192 x 4096 7.7 -> 9.7-10.1 / 14.5-14.7 -> 18.6-19.1; in cache (Q4_K 640 x 2048)
-/// 14.0-14.9 -> 13.5-13.6; 2 / 6 blocks about the same, L1 alone less).
-pub(super) const KQUANT_PREFETCH_BLOCKS: usize = 1;
-/// Blocks ahead that the same tile prefetches into L2.
-pub(super) const KQUANT_PREFETCH_L2_BLOCKS: usize = 4;
-
 macro_rules! x86_tier {
     ($feat:literal, vnni: $vnni:expr, $tiles:ident) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};

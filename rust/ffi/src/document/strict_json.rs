@@ -1,5 +1,5 @@
 //! Strict JSON: parsing into a [`serde_json::Value`] that refuses an object with the same key
-//! twice.
+//! twice, and reading a value as a type with an error that says where in the value it is.
 //!
 //! `serde_json` keeps the last of duplicate keys silently, so `{"version": 1, "version": 2}`
 //! would read as version 2 and a request with two `"session"` keys as the second. Graph
@@ -7,8 +7,11 @@
 //! key. Everything else is serde_json's: its syntax errors (with line and column) and its
 //! nesting limit of 128 levels, so deep input cannot overflow the stack.
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::{Map, Number, Value};
+use serde_path_to_error::Segment;
 use std::fmt;
 
 /// Parses `text` as one JSON value, refusing duplicate object keys. The error is serde_json's
@@ -18,6 +21,52 @@ pub fn from_str(text: &str) -> Result<Value, serde_json::Error> {
     let value = StrictValue.deserialize(&mut de)?;
     de.end()?;
     Ok(value)
+}
+
+/// Why a value is not a `T`, and where in it: `tensors[1].shape[0]: invalid value: integer
+/// `-1`, expected usize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueError {
+    /// Where, as `key.key[index]` (empty: the value itself).
+    pub path: String,
+    /// What is wrong (serde's message).
+    pub message: String,
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.path.as_str() {
+            "" => f.write_str(&self.message),
+            path => write!(f, "{path}: {}", self.message),
+        }
+    }
+}
+
+/// `value` as a `T`, or the error with its place, the first `skip` segments of the path left
+/// out (the variant of an externally tagged enum, say). An unknown key's place is the object
+/// holding it (the message names the key).
+pub fn from_value<T: DeserializeOwned>(value: Value, skip: usize) -> Result<T, ValueError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let message = e.inner().to_string();
+        let mut segments: Vec<&Segment> = e.path().iter().skip(skip).collect();
+        if message.starts_with("unknown field `") {
+            segments.pop();
+        }
+        let mut path = String::new();
+        for segment in segments {
+            match segment {
+                Segment::Seq { index } => path.push_str(&format!("[{index}]")),
+                Segment::Map { key } | Segment::Enum { variant: key } => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                }
+                Segment::Unknown => path.push_str(".?"),
+            }
+        }
+        ValueError { path, message }
+    })
 }
 
 /// A seed producing a `Value` with unique keys.

@@ -1,10 +1,10 @@
 //! Graph documents: valid documents build the expected graph; every invalid one is rejected
 //! with an error that names the tensor or node.
 
-use tessera_core::document::{base64_encode, GraphDocument};
 use tessera_core::{DType, Error, Op};
+use tessera_ffi::document::{base64_encode, DocumentError as D, GraphDocument};
 
-fn build(json: &str) -> Result<tessera_core::document::BuiltGraph, Error> {
+fn build(json: &str) -> Result<tessera_ffi::document::BuiltGraph, D> {
     GraphDocument::from_json(json)?.build()
 }
 
@@ -50,7 +50,7 @@ fn a_valid_document_builds_in_forward_order() {
     assert_eq!(GraphDocument::from_json(&doc.to_json()).unwrap(), doc);
 }
 
-fn expect_err(json: &str) -> Error {
+fn expect_err(json: &str) -> D {
     match build(json) {
         Ok(_) => panic!("accepted: {json}"),
         Err(e) => e,
@@ -67,7 +67,7 @@ const X: &str = r#"{"name":"x","type":"F32","shape":[4,2]}"#;
 fn unknown_op_names_the_node() {
     let e = expect_err(&doc(X, r#"{"name":"y","op":"FROBNICATE","src":["x"]}"#, r#""y""#));
     assert!(
-        matches!(&e, Error::InGraph { name, error, .. } if name == "y" && matches!(**error, Error::UnknownOp(_))),
+        matches!(&e, D::InGraph { name, error, .. } if name == "y" && matches!(**error, D::Core(Error::UnknownOp(_)))),
         "{e}"
     );
     assert!(e.to_string().contains("FROBNICATE"));
@@ -77,7 +77,7 @@ fn unknown_op_names_the_node() {
 fn unknown_type_names_the_tensor() {
     let e = expect_err(&doc(r#"{"name":"x","type":"Q9_9","shape":[4]}"#, "", r#""x""#));
     assert!(
-        matches!(&e, Error::InGraph { name, error, .. } if name == "x" && matches!(**error, Error::UnknownType(_))),
+        matches!(&e, D::InGraph { name, error, .. } if name == "x" && matches!(**error, D::Core(Error::UnknownType(_)))),
         "{e}"
     );
 }
@@ -86,11 +86,11 @@ fn unknown_type_names_the_tensor() {
 fn missing_source_is_named() {
     let e = expect_err(&doc(X, r#"{"name":"y","op":"SILU","src":["nope"]}"#, r#""y""#));
     assert!(
-        matches!(&e, Error::UnknownTensor { name, context } if name == "nope" && context.contains("\"y\"")),
+        matches!(&e, D::UnknownTensor { name, context } if name == "nope" && context.contains("\"y\"")),
         "{e}"
     );
     let e = expect_err(&doc(X, "", r#""ghost""#));
-    assert!(matches!(&e, Error::UnknownTensor { name, .. } if name == "ghost"), "{e}");
+    assert!(matches!(&e, D::UnknownTensor { name, .. } if name == "ghost"), "{e}");
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn shape_mismatch_names_node_op_and_shapes() {
     let e = expect_err(&doc(t, r#"{"name":"y","op":"MUL_MAT","src":["w","x"]}"#, r#""y""#));
     let msg = e.to_string();
     assert!(
-        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::ShapeMismatch { .. })),
+        matches!(&e, D::InGraph { error, .. } if matches!(**error, D::Core(Error::ShapeMismatch { .. }))),
         "{e}"
     );
     assert!(
@@ -114,13 +114,13 @@ fn wrong_data_length_is_rejected() {
     let t = format!(r#"{{"name":"c","type":"F32","shape":[4],"data":"{data}"}}"#);
     let e = expect_err(&doc(&t, "", r#""c""#));
     assert!(
-        matches!(&e, Error::InGraph { name, error, .. } if name == "c" && matches!(**error, Error::DataLength { expected: 16, actual: 12, .. })),
+        matches!(&e, D::InGraph { name, error, .. } if name == "c" && matches!(**error, D::Core(Error::DataLength { expected: 16, actual: 12, .. }))),
         "{e}"
     );
     let e =
         expect_err(&doc(r#"{"name":"c","type":"F32","shape":[4],"values":[1,2,3]}"#, "", r#""c""#));
     assert!(
-        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::ValueCount { expected: 4, actual: 3, .. })),
+        matches!(&e, D::InGraph { error, .. } if matches!(**error, D::ValueCount { expected: 4, actual: 3, .. })),
         "{e}"
     );
     let e = expect_err(&doc(r#"{"name":"c","type":"F32","shape":[1],"data":"@@"}"#, "", r#""c""#));
@@ -133,17 +133,17 @@ fn wrong_data_length_is_rejected() {
 #[test]
 fn duplicate_names_are_rejected() {
     let e = expect_err(&doc(&format!("{X},{X}"), "", r#""x""#));
-    assert_eq!(e, Error::DuplicateName("x".into()));
+    assert_eq!(e, D::Core(Error::DuplicateName("x".into())));
     let e = expect_err(&doc(X, r#"{"name":"x","op":"SILU","src":["x"]}"#, r#""x""#));
-    assert_eq!(e, Error::DuplicateName("x".into()));
+    assert_eq!(e, D::Core(Error::DuplicateName("x".into())));
     let e = expect_err(&doc(
         X,
         r#"{"name":"y","op":"SILU","src":["x"]},{"name":"y","op":"RELU","src":["x"]}"#,
         r#""y""#,
     ));
-    assert_eq!(e, Error::DuplicateName("y".into()));
+    assert_eq!(e, D::Core(Error::DuplicateName("y".into())));
     let e = expect_err(&doc(X, "", r#""x","x""#));
-    assert_eq!(e, Error::InvalidGraph("output \"x\" is listed twice".into()));
+    assert_eq!(e, D::Core(Error::InvalidGraph("output \"x\" is listed twice".into())));
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn unsupported_version_is_rejected() {
     for v in ["3", "0"] {
         let e = expect_err(&good().replacen("\"version\": 1", &format!("\"version\": {v}"), 1));
         let want = format!("unsupported version {v}");
-        assert!(matches!(&e, Error::InvalidGraph(m) if m.contains(&want)), "{e}");
+        assert!(matches!(&e, D::Core(Error::InvalidGraph(m)) if m.contains(&want)), "{e}");
     }
     // Version 2 reads every version-1 document.
     build(&good().replacen("\"version\": 1", "\"version\": 2", 1)).unwrap();
@@ -164,9 +164,9 @@ fn cycles_are_rejected() {
         r#"{"name":"a","op":"ADD","src":["x","b"]},{"name":"b","op":"ADD","src":["a","x"]}"#,
         r#""b""#,
     ));
-    assert!(matches!(&e, Error::Cycle(n) if n == "a" || n == "b"), "{e}");
+    assert!(matches!(&e, D::Cycle(n) if n == "a" || n == "b"), "{e}");
     let e = expect_err(&doc(X, r#"{"name":"s","op":"SILU","src":["s"]}"#, r#""s""#));
-    assert!(matches!(&e, Error::Cycle(n) if n == "s"), "{e}");
+    assert!(matches!(&e, D::Cycle(n) if n == "s"), "{e}");
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn bad_params_and_arity_are_rejected() {
     let e = expect_err(r#"{"version":1,"tensors":[],"nodes":[],"outputs":[],"extra":1}"#);
     assert!(e.to_string().contains("unknown field"), "{e}");
     let e = expect_err("{not json");
-    assert!(matches!(e, Error::InvalidGraph(_)));
+    assert!(matches!(e, D::Core(Error::InvalidGraph(_))));
     let e = expect_err(&doc(X, "", ""));
     assert!(e.to_string().contains("no outputs"), "{e}");
     let e = expect_err(&doc(
@@ -200,7 +200,7 @@ fn bad_params_and_arity_are_rejected() {
         r#""h""#,
     ));
     assert!(
-        matches!(&e, Error::InGraph { error, .. } if matches!(**error, Error::InvalidShape { .. } | Error::Overflow { .. })),
+        matches!(&e, D::InGraph { error, .. } if matches!(**error, D::Core(Error::InvalidShape { .. } | Error::Overflow { .. }))),
         "{e}"
     );
 }
