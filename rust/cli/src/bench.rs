@@ -273,13 +273,9 @@ fn matmul(a: &Args) -> Result<(), String> {
             let dl = Layout::contiguous(DType::F32, &[a.m, n]).map_err(|e| e.to_string())?;
             let mut d = vec![0f32; a.m * n];
             for &threads in &a.threads {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .map_err(|e| e.to_string())?;
                 // Helpers of their own for every weight type's runs, as a model's graph computes
-                // have (helpers spawned into the pool per configuration could start on the
-                // caller's core and stall its first runs by milliseconds).
+                // have (helpers started per configuration could start on the caller's core and
+                // stall its first runs by milliseconds).
                 let crew = team::Crew::new(threads).map_err(|e| e.to_string())?;
                 for w in &all {
                     let wbytes = w.copies[0].len();
@@ -289,7 +285,7 @@ fn matmul(a: &Args) -> Result<(), String> {
                         kernels::tier_name(dtype)
                     };
                     // The helpers stay for all the runs, as for the ops of a model's graph.
-                    let (mut times, runs) = crew.with_team(&pool, threads, |team| {
+                    let (mut times, runs) = crew.with_team(threads, |team| {
                         let mm = MatMul::new();
                         let mut next = 0usize;
                         let mut once = |d: &mut [f32]| -> Result<f64, String> {

@@ -288,10 +288,9 @@ impl Backend for CpuBackend {
     fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
         let abort = self.abort.clone();
         let aborted = move || abort.as_ref().is_some_and(|f| f());
-        // The shared pool as it is now, held for this call only; its helpers stay with this
+        // A crew of the shared workers, held for this call only: its helpers stay with this
         // compute from the first node to the last.
-        let workers = self.workers.workers()?;
-        workers.crew.with_team(&workers.pool, self.threads, |threads| {
+        self.workers.with_team(|threads| {
             for &id in nodes {
                 if aborted() {
                     return Err(Error::Aborted);
@@ -299,6 +298,6 @@ impl Backend for CpuBackend {
                 self.compute_node(threads, graph, id, &aborted)?;
             }
             Ok(())
-        })
+        })?
     }
 }

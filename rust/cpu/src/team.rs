@@ -1,20 +1,14 @@
-//! The threads an op runs on: the calling thread and `n - 1` helpers.
+//! The threads an op runs on: the calling thread and `n - 1` helpers of a [`Crew`].
 //!
-//! A graph compute keeps its helpers for all of its ops: they wait for the next op's job
-//! between ops (spinning, then yielding, then parked). Generating a token runs a few hundred
-//! ops of tens of microseconds each, about half of them split over the threads; handing each
-//! one to a rayon job of its own (waking a worker, joining a scope) cost a tenth of a token's
-//! time on two threads.
-//!
-//! The helpers are a [`Crew`]: threads of their own that outlive the computes, so that the
-//! next compute (the next token) finds them still spinning where they ran. Spawning the
-//! helpers into the rayon pool per compute instead ([`with_team`], also the fallback while
-//! another compute holds the crew) woke a sleeping pool thread at each token, which started
-//! late or on the caller's core (docs/x86-measurements.md).
-//!
-//! [`Threads::pool`] is the other way, for one op outside a graph compute (the matmul driver's
-//! [`MatMul::run`](crate::matmul::MatMul::run)): the helpers are spawned for the op and joined
-//! after it.
+//! A crew's helpers are threads of their own that outlive the computes: a graph compute (a
+//! token) posts each op's job to them and they wait for the next one between ops and between
+//! computes (spinning, then yielding, then parked), so the next token finds them still spinning
+//! where they ran. Generating a token runs a few hundred ops of tens of microseconds each, about
+//! half of them split over the threads; handing each to a thread woken for it (a rayon job, a
+//! thread spawned per compute) made the first jobs of a token wait for a sleeping thread
+//! (docs/x86-measurements.md). This is the CPU's only way of running on several threads: graph
+//! computes take a crew for all of their ops ([`crate::workers`]), and the matmul driver's
+//! public [`MatMul::run`](crate::matmul::MatMul::run) takes one for its op.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -34,32 +28,24 @@ const SPIN_FOR: Duration = Duration::from_millis(1);
 const ROUNDS_PER_CLOCK: usize = 64;
 /// Yields a helper makes after [`SPIN_FOR`] before it parks until the next job.
 const YIELDS: usize = 1 << 10;
-/// Spin rounds [`Threads::pool`]'s caller waits for its helpers before sleeping in the scope's
-/// join (about a millisecond).
-const JOIN_SPINS: usize = 1 << 17;
 
 /// A job: run for each thread index `0..parts` (0 on the calling thread).
 type Job<'a> = &'a (dyn Fn(usize) + Sync);
 
-/// The threads an op may use.
+/// The threads an op may use: the calling thread and the helpers of a team.
 pub struct Threads<'a> {
     n: usize,
-    how: How<'a>,
+    team: Option<&'a Team>,
 }
 
-enum How<'a> {
-    /// Helpers spawned into the pool per job.
-    Pool(&'a rayon::ThreadPool),
-    /// Helpers kept for a whole graph compute.
-    Team(&'a Team),
-}
-
-impl<'a> Threads<'a> {
-    /// `n` threads of `pool` (the caller and `n - 1` helpers), spawned per job.
-    pub fn pool(pool: &'a rayon::ThreadPool, n: usize) -> Threads<'a> {
-        Threads { n: n.max(1), how: How::Pool(pool) }
+impl Threads<'static> {
+    /// The calling thread alone.
+    pub fn single() -> Threads<'static> {
+        Threads { n: 1, team: None }
     }
+}
 
+impl Threads<'_> {
     /// The number of threads, the caller included.
     pub fn n(&self) -> usize {
         self.n
@@ -70,66 +56,15 @@ impl<'a> Threads<'a> {
     /// has finished.
     pub(crate) fn run(&self, parts: usize, job: Job<'_>) {
         let parts = parts.clamp(1, self.n);
-        if parts == 1 {
-            return job(0);
-        }
-        match self.how {
-            How::Team(team) => team.run(parts, job),
-            How::Pool(pool) => run_spawned(pool, parts, job),
+        match self.team {
+            Some(team) if parts > 1 => team.run(parts, job),
+            _ => job(0),
         }
     }
 }
 
-/// [`Threads::run`] with helpers spawned into `pool` for this job.
-fn run_spawned(pool: &rayon::ThreadPool, parts: usize, job: Job<'_>) {
-    let helpers = parts - 1;
-    let done = AtomicUsize::new(0);
-    let done = &done;
-    pool.in_place_scope(|s| {
-        for me in 1..parts {
-            s.spawn(move |_| {
-                // The scope resumes a helper's panic at its end; count it done first so that
-                // the caller does not spin for it.
-                let r = catch_unwind(AssertUnwindSafe(|| job(me)));
-                done.fetch_add(1, Ordering::Release);
-                if let Err(p) = r {
-                    resume_unwind(p);
-                }
-            });
-        }
-        job(0);
-        // The calling thread spins until the helpers are done instead of sleeping in the
-        // scope's join (waking a sleeping thread costs tens of microseconds, the length of a
-        // whole token-generation matmul); after `JOIN_SPINS` rounds it sleeps there after all.
-        let mut spins = 0;
-        while done.load(Ordering::Acquire) < helpers && spins < JOIN_SPINS {
-            std::hint::spin_loop();
-            spins += 1;
-        }
-    });
-}
-
-/// Runs `body` with `n` threads of `pool` that stay ready for jobs until it returns: the
-/// calling thread and `n - 1` helpers spawned into the pool once.
-pub fn with_team<R>(pool: &rayon::ThreadPool, n: usize, body: impl FnOnce(&Threads<'_>) -> R) -> R {
-    if n <= 1 {
-        return body(&Threads::pool(pool, 1));
-    }
-    let team = Team::new(n);
-    let team = &team;
-    let result = pool.in_place_scope(|s| {
-        for me in 1..n {
-            s.spawn(move |_| team.helper(me));
-        }
-        let r = catch_unwind(AssertUnwindSafe(|| body(&Threads { n, how: How::Team(team) })));
-        team.quit();
-        r
-    });
-    result.unwrap_or_else(|p| resume_unwind(p))
-}
-
-/// Helper threads kept ready for graph computes: `n - 1` threads of their own that run the
-/// jobs of one compute at a time and wait for the next compute's between computes.
+/// Helper threads kept ready for computes: `n - 1` threads of their own that run the jobs of
+/// one compute at a time and wait for the next compute's between computes.
 pub struct Crew {
     team: Arc<Team>,
     /// Set while a compute uses the crew.
@@ -165,22 +100,23 @@ impl Crew {
     }
 
     /// Runs `body` with `n` threads: the calling thread and `n - 1` of the crew's helpers, or,
-    /// while another compute holds the crew or it is too small, helpers spawned into `pool` for
-    /// this call ([`with_team`]).
-    pub fn with_team<R>(
-        &self,
-        pool: &rayon::ThreadPool,
-        n: usize,
-        body: impl FnOnce(&Threads<'_>) -> R,
-    ) -> R {
+    /// while another compute holds the crew or it is too small, the helpers of a crew of its
+    /// own, started for this call (the calling thread alone if none can be started).
+    pub fn with_team<R>(&self, n: usize, body: impl FnOnce(&Threads<'_>) -> R) -> R {
         if n <= 1 {
-            return body(&Threads::pool(pool, 1));
+            return body(&Threads::single());
         }
         let free = || {
             self.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
         };
         if n > self.threads() || !free() {
-            return with_team(pool, n, body);
+            return match Crew::new(n) {
+                Ok(own) => own.with_team(n, body),
+                Err(e) => {
+                    log::warn!("cannot start {} helper threads ({e}): running on one", n - 1);
+                    body(&Threads::single())
+                }
+            };
         }
         /// Frees the crew when the compute ends, also by a panic.
         struct Release<'a>(&'a AtomicBool);
@@ -190,7 +126,7 @@ impl Crew {
             }
         }
         let _release = Release(&self.in_use);
-        body(&Threads { n, how: How::Team(&self.team) })
+        body(&Threads { n, team: Some(&self.team) })
     }
 }
 
@@ -369,17 +305,12 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
-    fn pool(n: usize) -> rayon::ThreadPool {
-        let name = |i| format!("test-pool-{i}");
-        rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(name).build().unwrap()
-    }
-
-    /// Every part of every job runs once, on its own index, with every way of getting threads;
-    /// jobs posted after the helpers parked still run.
+    /// Every part of every job runs once, on its own index, on one thread and on a crew; jobs
+    /// posted after the helpers parked still run.
     #[test]
     fn each_part_runs_once_per_job() {
-        let p = pool(3);
         let check = |t: &Threads<'_>| {
+            let n = t.n();
             for parts in [1, 2, 3, 5] {
                 let hits: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
                 for _ in 0..50 {
@@ -389,23 +320,18 @@ mod tests {
                 }
                 let got: Vec<u64> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
                 let want: Vec<u64> =
-                    (0..3).map(|i| if i < parts.min(3) { 50 } else { 0 }).collect();
-                assert_eq!(got, want, "parts {parts}");
+                    (0..3).map(|i| if i < parts.min(n) { 50 } else { 0 }).collect();
+                assert_eq!(got, want, "parts {parts} on {n} threads");
             }
         };
-        check(&Threads::pool(&p, 3));
+        check(&Threads::single());
         let park = || std::thread::sleep(Duration::from_millis(100));
-        with_team(&p, 3, |t| {
+        let crew = Crew::new(3).unwrap();
+        crew.with_team(3, check);
+        park();
+        crew.with_team(3, |t| {
             check(t);
             // Long enough for the helpers to park.
-            park();
-            check(t);
-        });
-        let crew = Crew::new(3).unwrap();
-        crew.with_team(&p, 3, check);
-        park();
-        crew.with_team(&p, 3, |t| {
-            check(t);
             park();
             check(t);
         });
@@ -423,48 +349,59 @@ mod tests {
     }
 
     /// A crew's helpers serve compute after compute; a compute that finds the crew taken (or
-    /// too small) gets helpers spawned into the pool, and the crew is free again afterwards.
+    /// too small) gets helpers of its own, and the crew is free again afterwards.
     #[test]
     fn computes_share_the_crew_one_at_a_time() {
-        let p = pool(2);
         let crew = Crew::new(2).unwrap();
         assert_eq!(crew.threads(), 2);
-        let ours = Some("tessera-team-1".to_string());
+        let ours = part_one_thread_id(&crew, 2);
         for _ in 0..3 {
-            assert_eq!(crew.with_team(&p, 2, part_one_thread), ours);
+            assert_eq!(part_one_thread_id(&crew, 2), ours);
         }
-        let (p, crew) = (&p, &crew);
+        let crew = &crew;
         std::thread::scope(|s| {
-            crew.with_team(p, 2, |_| {
-                // The crew is held here: a compute on another thread gets pool helpers.
-                let other = s.spawn(|| crew.with_team(p, 2, part_one_thread)).join().unwrap();
-                assert!(other.is_some_and(|n| n.starts_with("test-pool")));
+            crew.with_team(2, |t| {
+                let mine = part_one_thread(t);
+                // The crew is held here: a compute on another thread gets helpers of its own.
+                let other = s.spawn(|| part_one_thread_id(crew, 2)).join().unwrap();
+                assert_ne!(other, ours);
+                assert_eq!(mine.as_deref(), Some("tessera-team-1"));
             })
         });
-        assert_eq!(crew.with_team(p, 2, part_one_thread), ours);
-        let three = crew.with_team(p, 3, part_one_thread);
-        assert!(three.is_some_and(|n| n.starts_with("test-pool")), "a crew of 2 serves 2");
+        assert_eq!(part_one_thread_id(crew, 2), ours);
+        assert_ne!(part_one_thread_id(crew, 3), ours, "a crew of 2 serves 2");
     }
 
-    /// A helper's panic reaches the caller after the job, and the team still ends.
+    /// The id of the thread that runs part 1 of a job on `n` threads of `crew`.
+    fn part_one_thread_id(crew: &Crew, n: usize) -> std::thread::ThreadId {
+        crew.with_team(n, |t| {
+            let id = std::sync::Mutex::new(None);
+            t.run(2, &|me| {
+                if me == 1 {
+                    *id.lock().unwrap() = Some(std::thread::current().id());
+                }
+            });
+            id.into_inner().unwrap().unwrap()
+        })
+    }
+
+    /// A helper's panic reaches the caller after the job, and the crew still works.
     #[test]
     fn a_helper_panic_reaches_the_caller() {
-        let p = pool(2);
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            with_team(&p, 2, |t| {
-                t.run(2, &|me| assert_ne!(me, 1, "part 1 fails"));
-            })
-        }));
-        assert!(r.is_err());
-        // The pool is still usable.
-        with_team(&p, 2, |t| t.run(2, &|_| {}));
         let crew = Crew::new(2).unwrap();
         let r = catch_unwind(AssertUnwindSafe(|| {
-            crew.with_team(&p, 2, |t| t.run(2, &|me| assert_ne!(me, 1, "part 1 fails")))
+            crew.with_team(2, |t| t.run(2, &|me| assert_ne!(me, 1, "part 1 fails")))
         }));
         assert!(r.is_err());
         // The crew was freed by the panic and its helper still runs jobs.
-        assert_eq!(crew.with_team(&p, 2, part_one_thread).as_deref(), Some("tessera-team-1"));
+        assert_eq!(crew.with_team(2, part_one_thread).as_deref(), Some("tessera-team-1"));
+        // A crew started for one call (the shared one taken) ends its helpers after a panic.
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            crew.with_team(2, |_| {
+                crew.with_team(2, |t| t.run(2, &|me| assert_ne!(me, 1, "part 1 fails")))
+            })
+        }));
+        assert!(r.is_err());
     }
 
     /// A wait spins for `SPIN_FOR` (by the clock, whatever a spin round costs) and only then

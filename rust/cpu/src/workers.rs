@@ -1,41 +1,33 @@
 //! The CPU device's worker threads: one set for the whole process, shared by every
 //! [`crate::CpuBackend`] (every session, every model), instead of a set per backend.
 //!
-//! Each backend holds a [`Lease`] for its thread count `n`. The workers are as many as the
-//! largest count leased now (at most [`MAX_THREADS`](crate::backend::MAX_THREADS)), so a
-//! process with ten 4-thread sessions runs 4 workers, not 40, and a 512-thread session's
-//! workers go away when it closes. They are two sets of that size ([`Workers`]): a rayon pool,
-//! for ops outside a graph compute (the calling thread and `n - 1` helpers spawned into it,
-//! see [`crate::matmul::parallel_chunks`]), and a [`Crew`] of helper threads that a graph
-//! compute takes for all of its ops (another compute at the same time spawns its helpers into
-//! the pool). A backend uses `n` threads whatever the workers' size, so its parallelism is its
-//! own count.
+//! Each backend holds a [`Lease`] for its thread count `n`. The workers are [`Crew`]s of as many
+//! threads as the largest count leased now (at most
+//! [`MAX_THREADS`](crate::backend::MAX_THREADS)): `size - 1` helper threads each, the calling
+//! thread being the last one. A compute takes an idle crew for all of its ops and gives it back
+//! afterwards, so computes one after another (the tokens of a generation, the sessions of a
+//! process) run on one crew: a process with ten 4-thread sessions runs 3 helper threads, not
+//! 40. A compute that runs while another holds that crew gets a crew of its own, kept idle
+//! afterwards for the next such compute. A backend uses `n` threads whatever the crews' size,
+//! so its parallelism is its own count.
 //!
-//! The workers are replaced (not resized: rayon pools have a fixed size) when a larger count is
-//! leased, and dropped when the largest lease ends; a backend takes the current ones at each
-//! compute ([`Lease::workers`]: one uncontended lock), so an idle backend holds no threads of
-//! old ones.
+//! The crews are replaced when a larger count is leased, and dropped when the largest lease
+//! ends (idle ones at once, those in use when their compute gives them back), so an idle
+//! backend holds no threads of old ones.
 
 use crate::buffer::CPU_NAME;
-use crate::team::Crew;
+use crate::team::{Crew, Threads};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
 use tessera_core::{Error, Result};
-
-/// The threads a compute takes: the pool, and the crew of graph-compute helpers of the same
-/// size.
-#[derive(Clone, Debug)]
-pub struct Workers {
-    /// The rayon pool (ops outside a graph compute, and the fallback of a busy crew).
-    pub pool: Arc<rayon::ThreadPool>,
-    /// The helpers of graph computes ([`Crew::with_team`]).
-    pub crew: Arc<Crew>,
-}
 
 #[derive(Default)]
 struct Shared {
-    /// The workers and their number of threads.
-    pool: Option<(Workers, usize)>,
+    /// Threads per crew (helpers and the calling thread): the largest lease.
+    size: usize,
+    /// Crews of `size` threads that no compute holds now.
+    idle: Vec<Crew>,
     /// Thread count -> number of leases of that count.
     leases: BTreeMap<usize, usize>,
 }
@@ -45,71 +37,79 @@ impl Shared {
         self.leases.keys().next_back().copied().unwrap_or(0)
     }
 
-    /// The workers for the current leases (made, or remade larger, as needed).
-    fn pool(&mut self) -> Result<Workers> {
-        let want = self.largest().max(1);
-        match &self.pool {
-            Some((w, size)) if *size >= want => Ok(w.clone()),
-            _ => {
-                let crew = Crew::new(want).map_err(|e| Error::Backend {
-                    backend: CPU_NAME.into(),
-                    message: format!("cannot start a helper thread: {e}"),
-                })?;
-                let w = Workers { pool: Arc::new(make_pool(want)?), crew: Arc::new(crew) };
-                self.pool = Some((w.clone(), want));
-                Ok(w)
-            }
+    /// Follows the leases: a new size drops the idle crews (returned, to be dropped outside
+    /// the lock, since dropping a crew joins its helpers).
+    fn resize(&mut self) -> Vec<Crew> {
+        let want = self.largest();
+        if want == self.size {
+            return Vec::new();
         }
+        self.size = want;
+        std::mem::take(&mut self.idle)
     }
 
-    fn add(&mut self, n: usize) {
+    fn add(&mut self, n: usize) -> Vec<Crew> {
         *self.leases.entry(n).or_default() += 1;
+        self.resize()
     }
 
-    fn remove(&mut self, n: usize) {
+    fn remove(&mut self, n: usize) -> Vec<Crew> {
         if let Some(c) = self.leases.get_mut(&n) {
             *c -= 1;
             if *c == 0 {
                 self.leases.remove(&n);
             }
         }
-        // Fewer threads are wanted now: let the pool go (its threads end once the computes
-        // using it finish); the next compute makes one of the size then needed.
-        if self.pool.as_ref().is_some_and(|(_, size)| *size > self.largest()) {
-            self.pool = None;
-        }
+        self.resize()
     }
 }
 
 fn shared() -> MutexGuard<'static, Shared> {
-    static SHARED: Mutex<Shared> = Mutex::new(Shared { pool: None, leases: BTreeMap::new() });
+    static SHARED: Mutex<Shared> =
+        Mutex::new(Shared { size: 0, idle: Vec::new(), leases: BTreeMap::new() });
     SHARED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn make_pool(threads: usize) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("tessera-cpu-{i}"))
-        .build()
-        .map_err(|e| Error::Backend { backend: CPU_NAME.into(), message: e.to_string() })
+/// A crew of `size` threads: an idle one, or a new one.
+fn take_crew() -> Result<Crew> {
+    let size = {
+        let mut s = shared();
+        if let Some(crew) = s.idle.pop() {
+            return Ok(crew);
+        }
+        s.size.max(1)
+    };
+    Crew::new(size).map_err(|e| Error::Backend {
+        backend: CPU_NAME.into(),
+        message: format!("cannot start a helper thread: {e}"),
+    })
 }
 
-/// A backend's claim on `n` threads of the shared pool; released on drop.
+/// Gives `crew` back: kept idle when it still has the leases' size, dropped otherwise.
+fn give_back(crew: Crew) {
+    let mut s = shared();
+    if crew.threads() == s.size {
+        s.idle.push(crew);
+    } else {
+        drop(s);
+        drop(crew);
+    }
+}
+
+/// A backend's claim on `n` threads of the shared workers; released on drop.
 #[derive(Debug)]
 pub struct Lease {
     n: usize,
 }
 
 impl Lease {
-    /// Leases `n` threads (the pool grows to `n` if it is smaller).
+    /// Leases `n` threads (the crews grow to `n` if they are smaller) and starts the first crew
+    /// of that size, so that a thread that cannot start fails here rather than at a compute.
     pub fn new(n: usize) -> Result<Lease> {
-        let mut s = shared();
-        s.add(n);
-        if let Err(e) = s.pool() {
-            s.remove(n);
-            return Err(e);
-        }
-        Ok(Lease { n })
+        drop(shared().add(n));
+        let lease = Lease { n };
+        give_back(take_crew()?);
+        Ok(lease)
     }
 
     /// The leased thread count.
@@ -121,59 +121,70 @@ impl Lease {
     pub fn set(&mut self, n: usize) -> Result<()> {
         if n != self.n {
             let mut s = shared();
-            s.add(n);
-            if let Err(e) = s.pool() {
-                s.remove(n);
-                return Err(e);
-            }
-            s.remove(self.n);
+            let mut dropped = s.add(n);
+            dropped.extend(s.remove(self.n));
+            drop(s);
+            drop(dropped);
             self.n = n;
         }
         Ok(())
     }
 
-    /// The current workers, for one compute (at least [`Lease::threads`] threads).
-    pub fn workers(&self) -> Result<Workers> {
-        shared().pool()
+    /// Runs `body` on [`Lease::threads`] threads: the calling thread and the helpers of a crew
+    /// it holds until `body` returns.
+    pub fn with_team<R>(&self, body: impl FnOnce(&Threads<'_>) -> R) -> Result<R> {
+        if self.n <= 1 {
+            return Ok(body(&Threads::single()));
+        }
+        let crew = take_crew()?;
+        let result = catch_unwind(AssertUnwindSafe(|| crew.with_team(self.n, body)));
+        // Given back also after a panic (the crew's helpers caught theirs).
+        give_back(crew);
+        Ok(result.unwrap_or_else(|p| resume_unwind(p)))
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        shared().remove(self.n);
+        let dropped = shared().remove(self.n);
+        drop(dropped);
     }
 }
 
-/// The number of threads of the shared pool now (0 when there is none), for tests and
-/// diagnostics.
-pub fn pool_threads() -> usize {
-    shared().pool.as_ref().map_or(0, |(_, size)| *size)
+/// The threads of the shared crews (helpers and one calling thread each) and how many crews
+/// are idle now, for tests and diagnostics.
+pub fn crew_threads() -> (usize, usize) {
+    let s = shared();
+    (s.size, s.idle.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The pool follows the largest lease: shared by equal counts, grown for a larger one,
-    /// dropped to the next largest when that ends. (The only test of this crate's unit tests
-    /// that leases threads, so no other lease changes the pool meanwhile.)
+    /// The crews follow the largest lease: shared by equal counts, replaced for a larger one,
+    /// dropped to the next largest when that ends; a compute while another holds the crew gets
+    /// one of its own. (The only test of this crate's unit tests that leases threads, so no
+    /// other lease changes the crews meanwhile.)
     #[test]
-    fn the_pool_has_the_largest_leased_count() {
+    fn the_crews_have_the_largest_leased_count() {
         let a = Lease::new(3).unwrap();
         let b = Lease::new(3).unwrap();
-        assert_eq!(pool_threads(), 3);
+        assert_eq!(crew_threads(), (3, 1));
         let mut c = Lease::new(7).unwrap();
-        assert_eq!(pool_threads(), 7);
-        let w = c.workers().unwrap();
-        assert_eq!((w.pool.current_num_threads(), w.crew.threads()), (7, 7));
-        drop(w);
+        assert_eq!(crew_threads(), (7, 1));
+        assert_eq!(c.with_team(|t| t.n()).unwrap(), 7);
+        // Two computes at once: two crews, both kept for the next time.
+        a.with_team(|_| b.with_team(|t| assert_eq!(t.n(), 3)).unwrap()).unwrap();
+        assert_eq!(crew_threads(), (7, 2));
         c.set(2).unwrap();
-        // The 7-thread pool was let go; the next compute gets one of 3.
-        assert_eq!(pool_threads(), 0);
-        assert_eq!(a.workers().unwrap().crew.threads(), 3);
+        // The 7-thread crews were let go; the next compute starts one of 3.
+        assert_eq!(crew_threads(), (3, 0));
+        assert_eq!(a.with_team(|t| t.n()).unwrap(), 3);
+        assert_eq!(crew_threads(), (3, 1));
         drop((a, b));
-        assert_eq!(c.workers().unwrap().pool.current_num_threads(), 2);
+        assert_eq!(c.with_team(|t| t.n()).unwrap(), 2);
         drop(c);
-        assert_eq!(pool_threads(), 0);
+        assert_eq!(crew_threads(), (0, 0));
     }
 }

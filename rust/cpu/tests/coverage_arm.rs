@@ -41,7 +41,7 @@ fn run(kernel: &MatKernel, a: &[u8], x: &[f32], k: usize, m: usize, n: usize) ->
     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
     let b = f32_bytes(x);
     let mut d = vec![f32::NAN; m * n];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let pool = tessera_cpu::team::Crew::new(1).unwrap();
     // SAFETY: every buffer holds its layout's bytes and dst is separate.
     unsafe {
         MatMul::new()

@@ -45,7 +45,7 @@ fn never() -> bool {
 fn run(kernel: &MatKernel, a: &[u8], al: Layout, b: &[u8], bl: Layout) -> Vec<f32> {
     let dl = Layout::contiguous(DType::F32, &[al.ne[1], bl.ne[1]]).unwrap();
     let mut d = vec![0f32; dl.nelements()];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let pool = tessera_cpu::team::Crew::new(1).unwrap();
     // SAFETY: every buffer holds its layout's bytes and dst is separate.
     unsafe {
         MatMul::new()

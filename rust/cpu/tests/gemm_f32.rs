@@ -28,7 +28,7 @@ fn gemm_tiers() -> Vec<Tier> {
 fn run(kernel: &MatKernel, threads: usize, a: &[u8], al: Layout, b: &[u8], bl: Layout) -> Vec<f32> {
     let dl = Layout::contiguous(DType::F32, &[al.ne[1], bl.ne[1], bl.ne[2], bl.ne[3]]).unwrap();
     let mut d = vec![f32::NAN; dl.nelements()];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = tessera_cpu::team::Crew::new(threads).unwrap();
     // SAFETY: every buffer holds its layout's bytes and dst is separate.
     unsafe {
         MatMul::new()

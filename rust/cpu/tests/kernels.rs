@@ -14,6 +14,7 @@ use tessera_core::quant::{dequantize_to_vec, quantize_to_vec};
 use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
+use tessera_cpu::team::Crew;
 
 const WEIGHT_TYPES: [DType; 13] = [
     DType::F32,
@@ -52,8 +53,8 @@ fn weights(dtype: DType, k: usize, m: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
     (bytes, deq)
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+fn pool(threads: usize) -> Crew {
+    Crew::new(threads).unwrap()
 }
 
 /// Runs the driver with `kernel` on weights `a` (`[k, m]`) and F32 activations `b` of layout

@@ -21,6 +21,7 @@ use tessera_cpu::kernels::repack::{
 };
 use tessera_cpu::kernels::{self, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
+use tessera_cpu::team::Crew;
 
 /// The tests force tiers (process-wide): one at a time.
 static TIER_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -51,8 +52,8 @@ fn under<R>(tier: Tier, f: impl FnOnce() -> R) -> R {
     r
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+fn pool(threads: usize) -> Crew {
+    Crew::new(threads).unwrap()
 }
 
 /// How a repack buffer holds the `len` bytes at `offset`.

@@ -32,7 +32,7 @@ fn run_tier(tier: Tier, dtype: DType) -> Tier {
     let dl = Layout::contiguous(DType::F32, &[m, n]).unwrap();
     let mut d = vec![0f32; m * n];
     let kern = kernels::matmul_kernel_in(tier, dtype).unwrap();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let pool = tessera_cpu::team::Crew::new(1).unwrap();
     let before = kernels::tier_use_count(kern.tier);
     // SAFETY: buffers hold their layouts' bytes.
     unsafe {

@@ -120,7 +120,8 @@ fn graphs_over_the_budget_are_refused_before_allocating() {
 /// Finding 5: sessions share the CPU's worker threads. Ten sessions of 8 threads each start
 /// one set of workers between them (they started 80 threads); a 512-thread session's workers go
 /// away when it closes (each session kept its pool until closed, and there was one per session).
-/// A set of workers for `n` threads is a pool of `n` and a crew of `n - 1` graph-compute helpers.
+/// A set of workers for `n` threads is a crew of `n - 1` helpers (the calling thread is the
+/// n-th).
 #[test]
 fn sessions_share_the_cpu_worker_threads() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -135,7 +136,7 @@ fn sessions_share_the_cpu_worker_threads() {
         let r = call(&json!({"method": "compute", "session": s, "graph": graph}));
         assert!(r["ok"].is_object(), "{r}");
     }
-    let workers = |n: usize| n + (n - 1);
+    let workers = |n: usize| n - 1;
     let with_ten = threads_now();
     assert!(
         with_ten <= base + workers(8),
@@ -152,7 +153,7 @@ fn sessions_share_the_cpu_worker_threads() {
     // The 8-thread pool was replaced by one of 512; its threads end on their own time.
     let with_big = threads_settle_to(base + workers(512));
     assert!(with_big <= base + workers(512), "{with_big} threads with the 512-thread session");
-    assert!(with_big >= base + 1000, "{with_big} threads with the 512-thread session");
+    assert!(with_big >= base + 500, "{with_big} threads with the 512-thread session");
     call(&json!({"method": "closeSession", "session": big}));
     // Back to the 8-thread sessions' pool once they compute again.
     for &s in &sessions {

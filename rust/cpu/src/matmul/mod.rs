@@ -32,7 +32,7 @@ mod split;
 use crate::error::CpuError;
 use crate::kernels::repack::PackLayout;
 use crate::kernels::{self, MatKernel};
-use crate::team::Threads;
+use crate::team::{Crew, Threads};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tessera_core::shape_rules;
@@ -255,9 +255,9 @@ impl MatMul {
         MatMul::default()
     }
 
-    /// Computes `dst = mul_mat(a, b)` with the active tier's kernels on `threads` threads of
-    /// `pool` (1: on the calling thread); weights repacked in a layout (`a.packed`) with the
-    /// kernels of that layout.
+    /// Computes `dst = mul_mat(a, b)` with the active tier's kernels on `threads` threads: the
+    /// calling thread and helpers of `crew` (1: the calling thread alone); weights repacked in a
+    /// layout (`a.packed`) with the kernels of that layout.
     ///
     /// # Safety
     ///
@@ -266,7 +266,7 @@ impl MatMul {
     /// overlap `a` or `b`.
     pub unsafe fn run(
         &self,
-        pool: &rayon::ThreadPool,
+        crew: &Crew,
         threads: usize,
         dst: (Layout, *mut u8),
         a: TensorRef,
@@ -274,7 +274,7 @@ impl MatMul {
         abort: AbortFn<'_>,
     ) -> Result<()> {
         // SAFETY: forwarded caller contract.
-        unsafe { self.run_on(&Threads::pool(pool, threads), dst, a, b, abort) }
+        crew.with_team(threads, |t| unsafe { self.run_on(t, dst, a, b, abort) })
     }
 
     /// As [`MatMul::run`] on `threads` (a graph compute's team, see [`crate::team`]).
@@ -308,7 +308,7 @@ impl MatMul {
     pub unsafe fn run_with(
         &self,
         kernel: &MatKernel,
-        pool: &rayon::ThreadPool,
+        crew: &Crew,
         threads: usize,
         dst: (Layout, *mut u8),
         a: TensorRef,
@@ -316,7 +316,7 @@ impl MatMul {
         abort: AbortFn<'_>,
     ) -> Result<()> {
         // SAFETY: forwarded caller contract.
-        unsafe { self.run_kernel(kernel, &Threads::pool(pool, threads), dst, a, b, abort) }
+        crew.with_team(threads, |t| unsafe { self.run_kernel(kernel, t, dst, a, b, abort) })
     }
 
     /// The driver: as [`MatMul::run_with`] on `threads`.
@@ -385,7 +385,7 @@ impl MatMul {
 ///
 /// As [`MatMul::run`].
 pub unsafe fn mul_mat(
-    pool: &rayon::ThreadPool,
+    crew: &Crew,
     threads: usize,
     dst: (Layout, *mut u8),
     a: TensorRef,
@@ -393,7 +393,7 @@ pub unsafe fn mul_mat(
     abort: AbortFn<'_>,
 ) -> Result<()> {
     // SAFETY: forwarded caller contract.
-    unsafe { MatMul::new().run(pool, threads, dst, a, b, abort) }
+    unsafe { MatMul::new().run(crew, threads, dst, a, b, abort) }
 }
 
 #[cfg(test)]
