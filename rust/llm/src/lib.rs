@@ -2,6 +2,8 @@
 //! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates and embeddings.
 #![warn(missing_docs)]
 
+pub mod arch;
+mod blocks;
 pub mod chat;
 pub mod context;
 pub mod embed;
@@ -17,11 +19,12 @@ pub mod tensors;
 pub mod tokenizer;
 pub mod weights;
 
+pub use arch::Architecture;
 pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::Pooling;
 pub use error::{LlmError, Result};
 pub use generate::{
     generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
 };
-pub use hparams::{Architecture, HParams};
+pub use hparams::HParams;
 pub use model::{DeviceChoice, Model};

@@ -79,6 +79,8 @@ pub fn tiny_model(name: &str) -> PathBuf {
         .arg(&script)
         .arg("--out")
         .arg(&dir)
+        .arg("--only")
+        .arg(name)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {python:?}: {e}"));
     assert!(
