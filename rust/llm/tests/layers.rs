@@ -180,3 +180,14 @@ fn tiny_qwen3_intermediates_match_llama_cpp() {
     // ... and Qcur_normed, Kcur_normed
     check("tiny-qwen3", 3, 14);
 }
+
+#[test]
+fn tiny_smollm3_intermediates_match_llama_cpp() {
+    check("tiny-smollm3", 4, 13);
+}
+
+#[test]
+fn tiny_phi3_intermediates_match_llama_cpp() {
+    // attn_norm, wqkv, Qcur, Kcur, kqv_out, ffn_norm, ffn_up, ffn_swiglu, ffn_out, l_out
+    check("tiny-phi3", 2, 10);
+}

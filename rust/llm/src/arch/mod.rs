@@ -9,8 +9,10 @@
 
 mod gemma3;
 mod llama;
+mod phi3;
 mod qwen2;
 mod qwen3;
+mod smollm3;
 
 use crate::blocks::Builder;
 use crate::chat::ChatTemplate;
@@ -45,7 +47,8 @@ pub(crate) trait Arch: Sync {
 }
 
 /// Every supported architecture, in alphabetical order.
-static REGISTRY: &[&dyn Arch] = &[&gemma3::Gemma3, &llama::Llama, &qwen2::Qwen2, &qwen3::Qwen3];
+static REGISTRY: &[&dyn Arch] =
+    &[&gemma3::Gemma3, &llama::Llama, &phi3::Phi3, &qwen2::Qwen2, &qwen3::Qwen3, &smollm3::SmolLm3];
 
 /// A model architecture the runtime builds graphs for (`general.architecture`), from the
 /// registry.
