@@ -154,6 +154,55 @@ impl<'a> Builder<'a> {
         Ok((q, k))
     }
 
+    /// Layer `il`'s queries, keys and values of `h` (llama.cpp's `build_qkv`), with the head
+    /// norms the layer has, and the queries and keys rotated when the layer uses RoPE (`Qcur`,
+    /// `Kcur`).
+    pub fn rope_qk(
+        &mut self,
+        l: &LayerTensors,
+        h: TensorId,
+        il: usize,
+    ) -> Result<(TensorId, TensorId, TensorId)> {
+        let (q, k, v) = self.qkv(l, h, il)?;
+        let (mut q, mut k) = self.head_norms(l, q, k, il)?;
+        if self.hp.uses_rope(il) {
+            q = self.rope(q, il)?;
+            self.name(q, "Qcur", Some(il))?;
+            k = self.rope(k, il)?;
+            self.name(k, "Kcur", Some(il))?;
+        }
+        Ok((q, k, v))
+    }
+
+    /// The pre-norm decoder of Llama and the architectures built as it is (llama.cpp's
+    /// `llama.cpp`, `qwen2.cpp`, `qwen3.cpp`, `smollm3.cpp`): the embeddings, then per layer
+    /// `x + attention(attn_norm(x))` (`ffn_inp`) and `+ ffn(ffn_norm(.))` (`l_out`), with the
+    /// queries and keys as [`Builder::rope_qk`] makes them, attention scaled by the model's
+    /// scale and a SwiGLU FFN; then the output head. `name_attn_out` names the attention's
+    /// output projection `attn_out` (llama.cpp's Llama and SmolLM3 graphs do).
+    pub fn pre_norm_decoder(&mut self, name_attn_out: bool) -> Result<TensorId> {
+        let (hp, t) = (self.hp, self.t);
+        let mut x = self.embeddings()?;
+        for (il, l) in t.layers.iter().enumerate() {
+            let il_ = Some(il);
+            let h = self.norm(x, &l.attn_norm, "attn_norm", il_)?;
+            let (q, k, v) = self.rope_qk(l, h, il)?;
+            let o = self.attention(l, q, k, v, hp.attn_scale, il)?;
+            if name_attn_out {
+                self.name(o, "attn_out", il_)?;
+            }
+            let (o, residual) = self.last_layer_rows(il, o, x)?;
+            let ffn_inp = self.g.add(o, residual)?;
+            self.name(ffn_inp, "ffn_inp", il_)?;
+            let h = self.norm(ffn_inp, &l.ffn_norm, "ffn_norm", il_)?;
+            let f = self.ffn(&l.ffn, h, GluOp::Swiglu, il)?;
+            self.name(f, "ffn_out", il_)?;
+            x = self.g.add(f, ffn_inp)?;
+            self.name(x, "l_out", il_)?;
+        }
+        self.output(x)
+    }
+
     /// `w x (+ b)`.
     pub fn linear(
         &mut self,

@@ -104,6 +104,30 @@ pub struct LayerTensors {
     pub post_ffn_norm: Option<ModelTensor>,
 }
 
+impl LayerTensors {
+    /// A layer of these tensors, without head norms, post norms or output bias.
+    pub fn new(
+        attn_norm: ModelTensor,
+        qkv: QkvTensors,
+        wo: ModelTensor,
+        ffn_norm: ModelTensor,
+        ffn: FfnTensors,
+    ) -> LayerTensors {
+        LayerTensors {
+            attn_norm,
+            qkv,
+            wo,
+            bo: None,
+            q_norm: None,
+            k_norm: None,
+            post_attn_norm: None,
+            ffn_norm,
+            ffn,
+            post_ffn_norm: None,
+        }
+    }
+}
+
 /// How the graph reads a tensor (where it may be placed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReadBy {
@@ -349,17 +373,6 @@ impl Lookup<'_> {
         let wo = self.matrix(&blk(il, "attn_output.weight"), &[hp.head_dim_v * hp.n_head, e])?;
         let ffn_norm = self.vector(&blk(il, "ffn_norm.weight"), e)?;
         let ffn = self.gated_ffn(il, hp, false)?;
-        Ok(LayerTensors {
-            attn_norm,
-            qkv,
-            wo,
-            bo: None,
-            q_norm: None,
-            k_norm: None,
-            post_attn_norm: None,
-            ffn_norm,
-            ffn,
-            post_ffn_norm: None,
-        })
+        Ok(LayerTensors::new(attn_norm, qkv, wo, ffn_norm, ffn))
     }
 }

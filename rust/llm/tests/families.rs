@@ -7,37 +7,14 @@
 
 mod common;
 
-use common::{repo_root, tiny_model};
+use common::{argmax, context, load, load_bytes, max_diff, patch, repo_root, tiny_model};
 use serde_json::Value;
 use std::sync::Arc;
-use tessera_core::registry::Registry;
-use tessera_gguf::GgufFile;
 use tessera_llm::chat::ChatMessage;
-use tessera_llm::{Context, ContextOptions, DeviceChoice, LlmError, Model, Rows};
+use tessera_llm::{LlmError, Model, Rows};
 
-fn registry() -> Registry {
-    let mut reg = Registry::new();
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg
-}
-
-fn load(name: &str) -> Arc<Model> {
-    Arc::new(
-        Model::load(tiny_model(name), &registry(), &DeviceChoice::Auto, &mut |_| true).unwrap(),
-    )
-}
-
-fn context(model: &Arc<Model>, n_ctx: usize, n_batch: usize) -> Context {
-    let opts = ContextOptions { n_ctx, n_batch, threads: Some(2) };
-    Context::new(model.clone(), &registry(), &opts).unwrap()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
-fn argmax(l: &[f32]) -> usize {
-    (0..l.len()).fold(0, |best, i| if l[i] > l[best] { i } else { best })
+fn load_tiny(name: &str) -> Arc<Model> {
+    load(&tiny_model(name))
 }
 
 const TEXT: &str =
@@ -55,7 +32,7 @@ const BATCH_TOL: f32 = 0.25;
 #[test]
 fn batches_chunks_and_single_tokens_agree() {
     for (name, n_ctx) in [("tiny-smollm3", 256), ("tiny-phi3", 256), ("tiny-phi3", 2048)] {
-        let model = load(name);
+        let model = load_tiny(name);
         let ids = model.tokenizer().encode(TEXT, true, true);
         assert!(ids.len() > 14, "{name}: two chunks of 7");
         let run =
@@ -89,23 +66,11 @@ fn batches_chunks_and_single_tokens_agree() {
     }
 }
 
-/// Replaces the first occurrence of `from` in `bytes` by `to` (same length).
-fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
-    assert_eq!(from.len(), to.len());
-    let at = bytes.windows(from.len()).position(|w| w == from).expect("pattern in the file");
-    bytes[at..at + to.len()].copy_from_slice(to);
-}
-
 /// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
 fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
     let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
     assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
     bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-fn load_bytes(bytes: Vec<u8>) -> Result<Model, LlmError> {
-    let file = Arc::new(GgufFile::from_bytes(bytes)?);
-    Model::from_file(file, &registry(), &DeviceChoice::Auto, &mut |_| true)
 }
 
 fn expect_missing(bytes: Vec<u8>, arch: &str, name: &str) {
@@ -188,7 +153,7 @@ fn each_familys_chat_template_loads_and_renders_as_jinja2() {
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let fixed_now = rec["fixed_now"].as_i64().unwrap();
     for (name, template) in [("tiny-smollm3", "smollm-3"), ("tiny-phi3", "phi-3.5")] {
-        let model = load(name);
+        let model = load_tiny(name);
         let t = model.chat_template().unwrap_or_else(|e| panic!("{name}: {e}"));
         t.set_fixed_time(Some(fixed_now));
         let mut compared = 0;

@@ -21,11 +21,10 @@
 
 mod common;
 
-use common::{fixture, ids, sha256_file, tiny_model};
+use common::{fixture, ids, registry, sha256_file, tiny_model};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tessera_core::registry::Registry;
 use tessera_core::tensor_data::get_tensor_dense;
 use tessera_core::DType;
 use tessera_llm::{Context, ContextOptions, DeviceChoice, Model, Rows};
@@ -38,12 +37,6 @@ const FLOOR: f64 = 2e-3;
 
 /// ggml's ops whose node is a view of another tensor's memory (not computed by Tessera).
 const VIEW_OPS: [&str; 4] = ["RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"];
-
-fn registry() -> Registry {
-    let mut reg = Registry::new();
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg
-}
 
 /// Standard base64 (with padding) decoded.
 fn base64(s: &str) -> Vec<u8> {

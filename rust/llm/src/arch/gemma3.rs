@@ -4,7 +4,7 @@
 //! GeGLU, a final logit soft cap, tied output; and, when the file has none, a built-in chat
 //! template.
 
-use super::Arch;
+use super::{Arch, Registered};
 use crate::blocks::Builder;
 use crate::chat::ChatTemplate;
 use crate::error::Result;
@@ -16,18 +16,14 @@ use tessera_core::{GluOp, TensorId};
 /// llama.cpp's default sliding-window period for Gemma 3 (every sixth layer global).
 const SWA_PERIOD: u32 = 6;
 
+/// The `gemma3` architecture's registry entry.
+pub(super) static GEMMA3: Registered =
+    Registered { name: "gemma3", rope_mode: ROPE_MODE_NEOX, imp: &Gemma3 };
+
 /// The `gemma3` architecture.
-pub(super) struct Gemma3;
+struct Gemma3;
 
 impl Arch for Gemma3 {
-    fn name(&self) -> &'static str {
-        "gemma3"
-    }
-
-    fn rope_mode(&self) -> u32 {
-        ROPE_MODE_NEOX
-    }
-
     fn read_hparams(&self, k: &Keys<'_>, hp: &mut HParams) -> Result<()> {
         if let Some(w) = k.opt_count("attention.sliding_window", MAX_CTX)? {
             hp.n_swa = w;
@@ -64,12 +60,7 @@ impl Arch for Gemma3 {
         for (il, l) in t.layers.iter().enumerate() {
             let il_ = Some(il);
             let h = b.norm(x, &l.attn_norm, "attn_norm", il_)?;
-            let (q, k, v) = b.qkv(l, h, il)?;
-            let (q, k) = b.head_norms(l, q, k, il)?;
-            let q = b.rope(q, il)?;
-            b.name(q, "Qcur", il_)?;
-            let k = b.rope(k, il)?;
-            b.name(k, "Kcur", il_)?;
+            let (q, k, v) = b.rope_qk(l, h, il)?;
             // The queries are scaled before attention (llama.cpp's order, same rounding).
             let q = b.g.scale(q, hp.attn_scale)?;
             let o = b.attention(l, q, k, v, 1.0, il)?;

@@ -21,17 +21,14 @@ use crate::hparams::{HParams, Keys};
 use crate::tensors::{Lookup, ModelTensors};
 use tessera_core::TensorId;
 
-/// What one architecture knows: implemented once per module, registered in [`REGISTRY`].
+/// What one architecture knows: implemented once per module, registered in [`REGISTRY`]
+/// through the module's [`Registered`] entry.
 pub(crate) trait Arch: Sync {
-    /// The GGUF name (`general.architecture`, the prefix of its metadata keys).
-    fn name(&self) -> &'static str;
-
-    /// The RoPE mode llama.cpp uses for it (`llama_model_rope_type`).
-    fn rope_mode(&self) -> u32;
-
     /// Reads the metadata only this architecture has, and sets what it fixes (llama.cpp's
-    /// `load_arch_hparams`), after the common keys are in `hp`.
-    fn read_hparams(&self, k: &Keys<'_>, hp: &mut HParams) -> Result<()>;
+    /// `load_arch_hparams`), after the common keys are in `hp`; nothing by default.
+    fn read_hparams(&self, _k: &Keys<'_>, _hp: &mut HParams) -> Result<()> {
+        Ok(())
+    }
 
     /// Looks up and checks its tensors (llama.cpp's `load_arch_tensors`).
     fn tensors(&self, t: &mut Lookup<'_>, hp: &HParams) -> Result<ModelTensors>;
@@ -46,14 +43,24 @@ pub(crate) trait Arch: Sync {
     }
 }
 
+/// A module's entry in the registry: its name, its RoPE mode and its [`Arch`].
+pub(crate) struct Registered {
+    /// The GGUF name (`general.architecture`, the prefix of its metadata keys).
+    name: &'static str,
+    /// The RoPE mode llama.cpp uses for it (`llama_model_rope_type`).
+    rope_mode: u32,
+    /// What it knows.
+    imp: &'static dyn Arch,
+}
+
 /// Every supported architecture, in alphabetical order.
-static REGISTRY: &[&dyn Arch] =
-    &[&gemma3::Gemma3, &llama::Llama, &phi3::Phi3, &qwen2::Qwen2, &qwen3::Qwen3, &smollm3::SmolLm3];
+static REGISTRY: &[&Registered] =
+    &[&gemma3::GEMMA3, &llama::LLAMA, &phi3::PHI3, &qwen2::QWEN2, &qwen3::QWEN3, &smollm3::SMOLLM3];
 
 /// A model architecture the runtime builds graphs for (`general.architecture`), from the
 /// registry.
 #[derive(Clone, Copy)]
-pub struct Architecture(&'static dyn Arch);
+pub struct Architecture(&'static Registered);
 
 impl Architecture {
     /// The architecture of `general.architecture = name`, or [`LlmError::UnknownArchitecture`]
@@ -61,7 +68,7 @@ impl Architecture {
     pub fn from_name(name: &str) -> Result<Architecture> {
         REGISTRY
             .iter()
-            .find(|a| a.name() == name)
+            .find(|a| a.name == name)
             .map(|&a| Architecture(a))
             .ok_or_else(|| LlmError::UnknownArchitecture(name.to_string()))
     }
@@ -73,17 +80,17 @@ impl Architecture {
 
     /// The GGUF name (the metadata key prefix).
     pub fn name(self) -> &'static str {
-        self.0.name()
+        self.0.name
     }
 
     /// The RoPE mode llama.cpp uses for the architecture (`llama_model_rope_type`).
     pub fn rope_mode(self) -> u32 {
-        self.0.rope_mode()
+        self.0.rope_mode
     }
 
     /// The architecture's module.
     pub(crate) fn imp(self) -> &'static dyn Arch {
-        self.0
+        self.0.imp
     }
 }
 

@@ -7,7 +7,7 @@
 //! The files carry `attention.sliding_window`, which llama.cpp reads and then disables (every
 //! layer attends globally); so does this module.
 
-use super::Arch;
+use super::{Arch, Registered};
 use crate::blocks::Builder;
 use crate::error::Result;
 use crate::hparams::{HParams, Keys};
@@ -15,18 +15,14 @@ use crate::tensors::{blk, FfnTensors, LayerTensors, Lookup, ModelTensors};
 use tessera_core::op::ROPE_MODE_NEOX;
 use tessera_core::{GluOp, TensorId};
 
+/// The `phi3` architecture's registry entry.
+pub(super) static PHI3: Registered =
+    Registered { name: "phi3", rope_mode: ROPE_MODE_NEOX, imp: &Phi3 };
+
 /// The `phi3` architecture.
-pub(super) struct Phi3;
+struct Phi3;
 
 impl Arch for Phi3 {
-    fn name(&self) -> &'static str {
-        "phi3"
-    }
-
-    fn rope_mode(&self) -> u32 {
-        ROPE_MODE_NEOX
-    }
-
     fn read_hparams(&self, k: &Keys<'_>, hp: &mut HParams) -> Result<()> {
         if hp.head_dim_k != hp.head_dim_v {
             return Err(k.bad(
@@ -51,18 +47,8 @@ impl Arch for Phi3 {
             if il == 0 {
                 t.longrope_factors(&mut m, hp)?;
             }
-            m.layers.push(LayerTensors {
-                attn_norm,
-                qkv,
-                wo,
-                bo: None,
-                q_norm: None,
-                k_norm: None,
-                post_attn_norm: None,
-                ffn_norm,
-                ffn: FfnTensors::FusedGateUp { up, down },
-                post_ffn_norm: None,
-            });
+            let ffn = FfnTensors::FusedGateUp { up, down };
+            m.layers.push(LayerTensors::new(attn_norm, qkv, wo, ffn_norm, ffn));
         }
         Ok(m)
     }
@@ -73,10 +59,7 @@ impl Arch for Phi3 {
         for (il, l) in t.layers.iter().enumerate() {
             let il_ = Some(il);
             let h = b.norm(x, &l.attn_norm, "attn_norm", il_)?;
-            let (q, k, v) = b.qkv(l, h, il)?;
-            let q = b.rope(q, il)?;
-            let k = b.rope(k, il)?;
-            b.name(k, "Kcur", il_)?;
+            let (q, k, v) = b.rope_qk(l, h, il)?;
             let q = b.g.scale(q, hp.attn_scale)?;
             b.name(q, "Qcur", il_)?;
             let o = b.attention(l, q, k, v, 1.0, il)?;
