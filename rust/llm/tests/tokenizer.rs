@@ -601,6 +601,9 @@ fn llama3_takes_words_that_are_tokens_whole() {
         add_bos: false,
         add_eos: false,
         add_space_prefix: false,
+        add_sep: false,
+        lowercase: false,
+        strip_accents: false,
     };
     let llama3 = Tokenizer::from_vocab(vocab("llama-bpe")).unwrap();
     let gpt2 = Tokenizer::from_vocab(vocab("gpt-2")).unwrap();

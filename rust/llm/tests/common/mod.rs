@@ -107,3 +107,22 @@ pub fn ids(v: &Value) -> Vec<u32> {
         .map(|x| x.as_u64().expect("an id") as u32)
         .collect()
 }
+
+/// llama.cpp's tokenizer test suite as scripts/setup.sh unpacks it from the llama-cpp-python
+/// 0.3.36 source package on PyPI: `models/ggml-vocab-*` (vocab-only GGUF files and their `.inp` /
+/// `.out` vectors), `tests/CMakeLists.txt` and `src/unicode-data.cpp`. `TESSERA_LLAMA_SUITE`, else
+/// `target/llama-tokenizer-suite` under the repository root.
+pub fn llama_suite_dir() -> PathBuf {
+    let dir = match std::env::var_os("TESSERA_LLAMA_SUITE") {
+        Some(p) => PathBuf::from(p),
+        None => repo_root().join("target/llama-tokenizer-suite"),
+    };
+    assert!(
+        dir.join(".complete").exists() || dir.join("tests/CMakeLists.txt").exists(),
+        "llama.cpp's tokenizer test suite is missing from {}: run scripts/setup.sh (it fetches the \
+         llama-cpp-python 0.3.36 source package from PyPI and unpacks the suite there), or set \
+         TESSERA_LLAMA_SUITE to a directory with its models/, tests/ and src/ files",
+        dir.display()
+    );
+    dir
+}
