@@ -23,7 +23,7 @@ mod vocab;
 mod wpm;
 
 pub use stream::StreamDecoder;
-pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
+pub use vocab::{PreTokenizer, SpaceStrip, Split, TokenType, Vocab, VocabKind};
 
 use attrs::attr;
 use pieces::{PieceStyle, Pieces};
@@ -212,14 +212,18 @@ impl Tokenizer {
             }
         }
 
-        let attrs::Roles { attrs, eog, eot } = attrs::resolve(&vocab, &tokens, n);
+        let attrs::Roles { mut attrs, eog, eot } = attrs::resolve(&vocab, &tokens, n);
+        attrs::set_space_strip(vocab.space_strip, &tokens, &mut attrs);
 
         let specials = Specials::new(
             (0..n)
                 .filter(|&i| attrs[i] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
-                .map(|i| {
-                    let always = attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0;
-                    (i as u32, tokens.text(i).unwrap_or_default().as_bytes(), always)
+                .map(|i| special::SpecialToken {
+                    id: i as u32,
+                    text: tokens.text(i).unwrap_or_default().as_bytes(),
+                    always: attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0,
+                    lstrip: attrs[i] & attr::LSTRIP != 0,
+                    rstrip: attrs[i] & attr::RSTRIP != 0,
                 })
                 .collect(),
         );

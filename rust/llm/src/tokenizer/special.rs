@@ -4,7 +4,8 @@
 //! leftmost non-overlapping occurrence out of the raw text still left. The same is done here,
 //! but only for the tokens that can occur in the text: those all of whose byte pairs the text
 //! has (a vocabulary has thousands of special tokens, a text few). A token that passes this
-//! test but does not occur changes nothing, so the result is exactly llama.cpp's.
+//! test but does not occur changes nothing, so the result is exactly llama.cpp's. A token with
+//! LSTRIP (RSTRIP) also takes the ASCII whitespace before (after) it out of the text.
 
 use memchr::memmem::Finder;
 
@@ -17,11 +18,24 @@ pub(crate) enum Fragment {
     Token(u32),
 }
 
+/// A special token as [`Specials::new`] takes it.
+pub(crate) struct SpecialToken<'a> {
+    pub id: u32,
+    pub text: &'a [u8],
+    /// Matched without `parse_special` (user-defined tokens).
+    pub always: bool,
+    /// Takes the whitespace before it.
+    pub lstrip: bool,
+    /// Takes the whitespace after it.
+    pub rstrip: bool,
+}
+
 struct Special {
     id: u32,
     text: Box<[u8]>,
-    /// Matched without `parse_special` (user-defined tokens).
     always: bool,
+    lstrip: bool,
+    rstrip: bool,
 }
 
 /// The special tokens of a vocabulary, in llama.cpp's order.
@@ -48,12 +62,18 @@ impl Pairs {
 }
 
 impl Specials {
-    /// `specials`: (id, text, user-defined) of every control, unknown and user-defined token.
-    pub(crate) fn new(specials: Vec<(u32, &[u8], bool)>) -> Specials {
+    /// `specials`: every control, unknown and user-defined token.
+    pub(crate) fn new(specials: Vec<SpecialToken>) -> Specials {
         let mut tokens: Vec<Special> = specials
             .into_iter()
-            .filter(|s| !s.1.is_empty())
-            .map(|(id, text, always)| Special { id, text: text.into(), always })
+            .filter(|s| !s.text.is_empty())
+            .map(|s| Special {
+                id: s.id,
+                text: s.text.into(),
+                always: s.always,
+                lstrip: s.lstrip,
+                rstrip: s.rstrip,
+            })
             .collect();
         // llama.cpp sorts by length with std::sort, whose order among equal lengths is
         // unspecified; that order matters only when two such tokens overlap in a text
@@ -96,13 +116,24 @@ impl Specials {
                     continue;
                 };
                 let mut pos = a;
-                for m in finder.find_iter(&text[a..b]) {
-                    let start = a + m;
-                    if start > pos {
-                        next.push(Fragment::Text(pos, start));
+                while let Some(m) = finder.find(&text[pos..b]) {
+                    let start = pos + m;
+                    let mut left_end = start;
+                    if t.lstrip {
+                        while left_end > pos && is_c_space(text[left_end - 1]) {
+                            left_end -= 1;
+                        }
+                    }
+                    if left_end > pos {
+                        next.push(Fragment::Text(pos, left_end));
                     }
                     next.push(Fragment::Token(t.id));
                     pos = start + t.text.len();
+                    if t.rstrip {
+                        while pos < b && is_c_space(text[pos]) {
+                            pos += 1;
+                        }
+                    }
                 }
                 if pos < b {
                     next.push(Fragment::Text(pos, b));
@@ -114,13 +145,23 @@ impl Specials {
     }
 }
 
+/// C's `isspace` in the "C" locale, which llama.cpp strips with.
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tok(id: u32, text: &[u8], always: bool) -> SpecialToken<'_> {
+        SpecialToken { id, text, always, lstrip: false, rstrip: false }
+    }
+
     #[test]
     fn longest_first_then_leftmost() {
-        let s = Specials::new(vec![(1, b"ab", true), (2, b"abc", false), (3, b"ca", true)]);
+        let s =
+            Specials::new(vec![tok(1, b"ab", true), tok(2, b"abc", false), tok(3, b"ca", true)]);
         let text = b"xabcab_cab";
         // parse_special: "abc" first (x|abc|ab_cab), then "ab" (x|abc|ab|_c|ab), then "ca": none left
         assert_eq!(
@@ -148,5 +189,29 @@ mod tests {
         );
         assert_eq!(s.partition(b"", true), []);
         assert_eq!(s.partition(b"zz", true), [Fragment::Text(0, 2)]);
+    }
+
+    #[test]
+    fn stripping_tokens_take_the_ascii_whitespace_beside_them() {
+        let s = Specials::new(vec![
+            SpecialToken { rstrip: true, ..tok(1, b"<r>", false) },
+            SpecialToken { lstrip: true, ..tok(2, b"<l>", false) },
+        ]);
+        let text = b"a <r> \n\t<r>  b \t<l>c\xc2\xa0<l>";
+        assert_eq!(
+            s.partition(text, true),
+            [
+                Fragment::Text(0, 2),
+                Fragment::Token(1),
+                Fragment::Token(1),
+                Fragment::Text(13, 14),
+                Fragment::Token(2),
+                Fragment::Text(19, 22),
+                Fragment::Token(2)
+            ]
+        );
+        // whitespace alone between two stripping tokens vanishes
+        assert_eq!(s.partition(b"<r>  ", true), [Fragment::Token(1)]);
+        assert_eq!(s.partition(b" <l>", true), [Fragment::Token(2)]);
     }
 }

@@ -36,6 +36,8 @@ pub(crate) mod keys {
     pub const ADD_SEP: &str = "tokenizer.ggml.add_sep_token";
     pub const LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
     pub const STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
+    pub const NAME: &str = "general.name";
+    pub const ARCH: &str = "general.architecture";
 }
 
 /// A token's type, as GGUF's `tokenizer.ggml.token_type` codes it.
@@ -117,6 +119,43 @@ pub enum Split {
     DeepseekCoder,
     /// Gemma 4's: runs of newlines and runs of other characters (spaces are U+2581 by then).
     Newlines,
+}
+
+/// Special tokens that take the whitespace beside them out of the text (llama.cpp's LSTRIP and
+/// RSTRIP attributes, which it sets by model name, pre-tokenizer or architecture, not from the
+/// file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SpaceStrip {
+    /// None do.
+    #[default]
+    None,
+    /// `<mask>` takes the whitespace before it (Jina v2 de / es / code, Nomic BERT MoE, Jina
+    /// BERT v3).
+    MaskBefore,
+    /// `[MASK]` takes the whitespace before it (ModernBERT).
+    BracketMaskBefore,
+    /// Every special token but `<unk>`, `<s>` and `<|endoftext|>` takes the whitespace after it
+    /// (models whose `general.name` says Phi-3).
+    Phi3After,
+}
+
+impl SpaceStrip {
+    /// llama.cpp's rule for a model of `general.name` `name`, pre-tokenizer `pre` and
+    /// `general.architecture` `arch`.
+    pub fn of(name: &str, pre: &str, arch: &str) -> SpaceStrip {
+        let name = name.to_ascii_lowercase();
+        if ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p))
+            || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|a| arch.contains(a))
+        {
+            SpaceStrip::MaskBefore
+        } else if name.contains("phi-3") || name.contains("phi3") {
+            SpaceStrip::Phi3After
+        } else if name.contains("modern-bert") {
+            SpaceStrip::BracketMaskBefore
+        } else {
+            SpaceStrip::None
+        }
+    }
 }
 
 /// The pre-tokenizer `tokenizer.ggml.pre` names, with the flags llama.cpp ties to that name.
@@ -280,6 +319,8 @@ pub struct Vocab {
     /// WordPiece: whether accents are stripped first (`tokenizer.ggml.normalizer.strip_accents`,
     /// by default as `lowercase`).
     pub strip_accents: bool,
+    /// Which special tokens take the whitespace beside them out of the text.
+    pub space_strip: SpaceStrip,
 }
 
 /// Metadata values a vocabulary is read from: implemented for [`tessera_gguf::GgufFile`] and,
@@ -411,6 +452,11 @@ impl Vocab {
         let add_sep = meta.boolean(keys::ADD_SEP)?.unwrap_or(kind == VocabKind::Wpm);
         let lowercase = meta.boolean(keys::LOWERCASE)?.unwrap_or(true);
         let strip_accents = meta.boolean(keys::STRIP_ACCENTS)?.unwrap_or(lowercase);
+        let space_strip = SpaceStrip::of(
+            meta.string(keys::NAME)?.unwrap_or(""),
+            &pre_name,
+            meta.string(keys::ARCH)?.unwrap_or(""),
+        );
 
         let vocab = Vocab {
             kind,
@@ -440,6 +486,7 @@ impl Vocab {
             add_sep,
             lowercase,
             strip_accents,
+            space_strip,
         };
         Ok((vocab, tokens))
     }

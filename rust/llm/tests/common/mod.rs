@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tessera_llm::tokenizer::Tokenizer;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -125,4 +126,56 @@ pub fn llama_suite_dir() -> PathBuf {
         dir.display()
     );
     dir
+}
+
+/// The bytes of a hex string.
+pub fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+/// Special ids, flags, end-of-generation ids and every token's piece against the fixture.
+pub fn check_vocab(tok: &Tokenizer, v: &Value, label: &str) {
+    let opt = |k: &str| v[k].as_u64().map(|x| x as u32);
+    assert_eq!(tok.n_vocab() as u64, v["n_vocab"].as_u64().unwrap(), "{label}: n_vocab");
+    assert_eq!(tok.bos(), opt("bos"), "{label}: bos");
+    assert_eq!(tok.eos(), opt("eos"), "{label}: eos");
+    assert_eq!(tok.eot(), opt("eot"), "{label}: eot");
+    assert_eq!(tok.nl(), opt("nl"), "{label}: nl");
+    assert_eq!(tok.add_bos(), v["add_bos"].as_bool().unwrap(), "{label}: add_bos");
+    assert_eq!(tok.add_eos(), v["add_eos"].as_bool().unwrap(), "{label}: add_eos");
+    let eog = ids(&v["eog"]);
+    assert_eq!(tok.eog_tokens(), &eog[..], "{label}: end-of-generation ids");
+    for id in 0..tok.n_vocab() as u32 {
+        assert_eq!(tok.is_eog(id), eog.binary_search(&id).is_ok(), "{label}: is_eog({id})");
+    }
+    // the pieces of every id, hashed as record.py hashes llama_token_to_piece's
+    let digest = &v["piece_digest"];
+    let block = digest["block_size"].as_u64().unwrap() as usize;
+    for (special, key) in [(false, "plain"), (true, "special")] {
+        let want: Vec<&str> =
+            digest[key]["blocks"].as_array().unwrap().iter().map(|b| b.as_str().unwrap()).collect();
+        let mut all = Sha256::new();
+        let mut bad = Vec::new();
+        for (b, start) in (0..tok.n_vocab()).step_by(block).enumerate() {
+            let mut h = Sha256::new();
+            for id in start..(start + block).min(tok.n_vocab()) {
+                let p = tok.token_to_piece(id as u32, special).unwrap();
+                let rec = [&(p.len() as u32).to_le_bytes()[..], &p].concat();
+                h.update(&rec);
+                all.update(&rec);
+            }
+            if format!("{:x}", h.finalize()) != want[b] {
+                bad.push(format!("ids {start}..{}", start + block));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{label}: pieces (special = {special}) differ from llama.cpp's in {bad:?}"
+        );
+        assert_eq!(
+            format!("{:x}", all.finalize()),
+            digest[key]["all"].as_str().unwrap(),
+            "{label}: all pieces"
+        );
+    }
 }
