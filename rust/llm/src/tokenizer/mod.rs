@@ -100,7 +100,7 @@ pub struct Tokenizer {
     /// SPM and Gemma 4's BPE: the byte-fallback token of each byte; byte-level BPE: the token
     /// of each byte's character.
     byte_tokens: Box<[Option<u32>; 256]>,
-    /// The longest token text in bytes (WordPiece's search bound).
+    /// The longest token text in bytes (WordPiece's search bound; 0 for the others).
     max_token_len: usize,
     specials: Specials,
     pieces: Pieces,
@@ -257,8 +257,11 @@ impl Tokenizer {
                 VocabKind::Wpm => None,
             };
         }
-        // as llama.cpp, after renaming empty tokens
-        let max_token_len = (0..n).map(|i| tokens.text(i).map_or(0, str::len)).max().unwrap_or(0);
+        // as llama.cpp, after renaming empty tokens (only WordPiece uses it)
+        let max_token_len = match vocab.kind {
+            VocabKind::Wpm => (0..n).map(|i| tokens.text(i).map_or(0, str::len)).max().unwrap_or(0),
+            _ => 0,
+        };
 
         let style = match vocab.kind {
             VocabKind::Bpe if vocab.pre.byte_encode => PieceStyle::ByteLevel,
