@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{check_vocab, fixture, gemma_path, hex, ids, tiny_model};
+use common::{check_decode, check_vocab, fixture, gemma_path, ids, tiny_model};
 use serde_json::Value;
 use tessera_gguf::GgufFile;
 use tessera_llm::tokenizer::{
@@ -66,20 +66,9 @@ fn check_corpus(tok: &Tokenizer, fx: &Value, label: &str) -> usize {
             ("decode_tt_special", "TT", true),
         ] {
             let Some(want) = case.get(key) else { continue };
-            let got = tok.decode_bytes(&ids(&case["ids"][ids_key]), special).expect("decode");
-            // a string, or {"hex": ...} for bytes that are not UTF-8
-            let want_bytes = match want.as_str() {
-                Some(s) => s.as_bytes().to_vec(),
-                None => hex(want["hex"].as_str().expect("hex")),
-            };
+            let ids = ids(&case["ids"][ids_key]);
             n += 1;
-            if got != want_bytes {
-                failures.push(format!(
-                    "{key} {text:?}: llama.cpp {:?}, tessera {:?}",
-                    String::from_utf8_lossy(&want_bytes),
-                    String::from_utf8_lossy(&got)
-                ));
-            }
+            check_decode(tok, &ids, special, want, &format!("{key} {text:?}"), &mut failures);
         }
     }
     assert!(

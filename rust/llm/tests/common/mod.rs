@@ -128,6 +128,31 @@ pub fn llama_suite_dir() -> PathBuf {
     dir
 }
 
+/// Checks `decode_bytes(ids, special)` against llama.cpp's decode `want` (a string, or
+/// {"hex": ...} for bytes that are not UTF-8); a difference is added to `failures`, labelled
+/// with `what`.
+pub fn check_decode(
+    tok: &Tokenizer,
+    ids: &[u32],
+    special: bool,
+    want: &Value,
+    what: &str,
+    failures: &mut Vec<String>,
+) {
+    let want = match want.as_str() {
+        Some(s) => s.as_bytes().to_vec(),
+        None => hex(want["hex"].as_str().expect("a string or hex")),
+    };
+    let got = tok.decode_bytes(ids, special).expect("decode");
+    if got != want {
+        failures.push(format!(
+            "{what}: llama.cpp {:?}, tessera {:?}",
+            String::from_utf8_lossy(&want),
+            String::from_utf8_lossy(&got)
+        ));
+    }
+}
+
 /// The bytes of a hex string.
 pub fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
