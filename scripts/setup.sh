@@ -136,3 +136,18 @@ if [ -f package-lock.json ] && [ ! -d node_modules ]; then
     echo "setup: npm ci" >&2
     npm ci --no-audit --no-fund --loglevel=error
 fi
+
+# The random-weight tiny models that tessera-llm's tests compare with llama.cpp's recorded
+# outputs (rust/llm/tests/fixtures/make_models.py: seeded, the same bytes on every machine, their
+# sha256 checked by the tests), written into target/models; the script fetches the source
+# packages their vocabularies come from (openai-whisper's GPT-2 ranks, llama-cpp-python's
+# vocab-only GGUF files) into target/downloads, sha256 checked.
+tiny_missing=()
+for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3; do
+    [ -f "target/models/$m.gguf" ] || tiny_missing+=("$m")
+done
+if [ ${#tiny_missing[@]} -gt 0 ]; then
+    echo "setup: make_models.py ${tiny_missing[*]}" >&2
+    "$VENV/bin/python" rust/llm/tests/fixtures/make_models.py --out target/models \
+        --only "$(IFS=,; echo "${tiny_missing[*]}")" >/dev/null
+fi

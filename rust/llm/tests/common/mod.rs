@@ -10,11 +10,14 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tessera_core::registry::Registry;
+use tessera_gguf::GgufFile;
 use tessera_llm::tokenizer::Tokenizer;
+use tessera_llm::{Context, ContextOptions, DeviceChoice, LlmError, Model};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -32,6 +35,47 @@ pub fn fixture(name: &str) -> Value {
 pub fn sha256_file(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     format!("{:x}", Sha256::digest(&bytes))
+}
+
+/// A registry of the CPU backend alone.
+pub fn registry() -> Registry {
+    let mut reg = Registry::new();
+    reg.register(tessera_cpu::CpuBackendReg::shared());
+    reg
+}
+
+/// The model at `path`, on the CPU.
+pub fn load(path: &Path) -> Arc<Model> {
+    Arc::new(Model::load(path, &registry(), &DeviceChoice::Auto, &mut |_| true).unwrap())
+}
+
+/// The model of a GGUF file's bytes, on the CPU.
+pub fn load_bytes(bytes: Vec<u8>) -> Result<Model, LlmError> {
+    let file = Arc::new(GgufFile::from_bytes(bytes)?);
+    Model::from_file(file, &registry(), &DeviceChoice::Auto, &mut |_| true)
+}
+
+/// A context of `n_ctx` positions in batches of `n_batch`, on 2 threads.
+pub fn context(model: &Arc<Model>, n_ctx: usize, n_batch: usize) -> Context {
+    let opts = ContextOptions { n_ctx, n_batch, threads: Some(2) };
+    Context::new(model.clone(), &registry(), &opts).unwrap()
+}
+
+/// The largest absolute difference of two rows.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// The index of the largest value (the lowest on ties).
+pub fn argmax(l: &[f32]) -> usize {
+    (0..l.len()).fold(0, |best, i| if l[i] > l[best] { i } else { best })
+}
+
+/// Replaces the first occurrence of `from` in `bytes` by `to` (same length).
+pub fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    assert_eq!(from.len(), to.len());
+    let at = bytes.windows(from.len()).position(|w| w == from).expect("pattern in the file");
+    bytes[at..at + to.len()].copy_from_slice(to);
 }
 
 /// The Gemma 3 270M Q4_K_M file.
@@ -80,6 +124,8 @@ pub fn tiny_model(name: &str) -> PathBuf {
         .arg(&script)
         .arg("--out")
         .arg(&dir)
+        .arg("--only")
+        .arg(name)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {python:?}: {e}"));
     assert!(
