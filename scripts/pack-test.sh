@@ -10,8 +10,8 @@
 #     from it (`cargo check --locked --offline`);
 #  4. the check refuses copies stripped of the Rust sources, of one module file, or of the
 #     generated bindings, and accepts one with prebuilt libraries and no sources;
-#  5. Jest with `preset: 'react-native'` runs tests/pack/*.test.js (the mock, and the package
-#     without the mock);
+#  5. Jest with `preset: 'react-native'` runs tests/pack/*.test.js (the mock, the package
+#     without the mock, the React hooks with react-test-renderer);
 #  6. the Expo plugin on sample configs with the real @expo/config-plugins
 #     (tests/pack/expo-plugin.test.js).
 # Prints "N passed, M failed" for the checks of this script (Jest and the plugin test print their
@@ -59,6 +59,7 @@ cd "$app"
 [ -f package.json ] || echo '{"name":"tessera-pack-test-app","version":"1.0.0","private":true}' > package.json
 npm install --no-audit --no-fund --loglevel=error --no-save \
   "jest@$JEST_VERSION" "react-native@$RN_VERSION" "react@$REACT_VERSION" "@react-native/babel-preset@$RN_VERSION" \
+  "react-test-renderer@$REACT_VERSION" \
   "@expo/config-plugins@$EXPO_PLUGINS_VERSION" "$tarball" > "$work/install.log" 2>&1 || {
   cat "$work/install.log" >&2
   echo "pack: npm install failed" >&2

@@ -131,6 +131,7 @@ export { toFloat32 } from './convert';
 export {
   LanguageModel,
   loadModel,
+  releaseAllModels,
   type ChatMessage,
   type ChatTemplateOptions,
   type Completion,
@@ -146,3 +147,12 @@ export {
   type TokenEvent,
   type TokenizeOptions,
 } from './model';
+export { ChatSession, type ChatSessionOptions } from './chat';
+export {
+  useCompletion,
+  useModel,
+  type CompletionState,
+  type ModelState,
+  type ModelStatus,
+  type UseModelOptions,
+} from './hooks';
