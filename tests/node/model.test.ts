@@ -12,6 +12,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  ChatSession,
   ClosedError,
   InvalidArgumentError,
   InvalidModelError,
@@ -141,6 +142,25 @@ describe('Gemma 3 270M through loadModel', () => {
     expect(result.tokens).toEqual(CHAT_IDS);
     expect(events.map((e) => e.token)).toEqual(CHAT_IDS);
     expect(events.map((e) => e.text).join('')).toBe('What is the capital of France');
+  });
+
+  it('a ChatSession turn reuses the previous turn\'s prompt and reply from the KV cache', async () => {
+    const chat = new ChatSession(model, { completion: { temperature: 0, maxTokens: 8 } });
+    const first = await chat.send('What is the capital of France?').result;
+    expect(first.tokens).toEqual(CHAT_IDS.concat(first.tokens.slice(6)));
+    expect(first.stopReason).toBe('length');
+    const second = await chat.send('And of Italy?').result;
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    expect(chat.messages[1]!.content).toBe(first.text);
+    // The cache held the first prompt and every reply token but the last (sampled, never
+    // decoded, as a generation that stops at maxTokens leaves it): all of it is reused.
+    expect(second.timings.cache_n).toBe(first.promptTokens + first.tokens.length - 1);
+    expect(second.timings.prompt_n).toBe(second.promptTokens - second.timings.cache_n);
+    // The same history as one prompt gives the same reply: the reuse changed nothing.
+    await model.complete('x', { maxTokens: 1 }).result; // another prompt replaces the cache
+    const fresh = await model.complete(chat.messages.slice(0, 3), { temperature: 0, maxTokens: 8 }).result;
+    expect(fresh.timings.cache_n).toBeLessThan(5);
+    expect(fresh.tokens).toEqual(second.tokens);
   });
 
   it('embeds texts as unit vectors of 640 values', async () => {
