@@ -28,7 +28,11 @@
  *   the prompt's longest prefix held from the model's previous completion (its prompt and
  *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
  *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
- *   values computed from the text; after release, calls reject with ClosedError.
+ *   values computed from the text; after release, calls reject with ClosedError;
+ * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
+ *   `__mock.gate` like tokens; a signal cancels it with a CancelledError) into
+ *   /mock/files/tessera/models/NAME; listModels lists what was downloaded, deleteModel removes
+ *   it (no file exists: loading such a path loads the mock model as any path does).
  *
  * The mock's `__mock` export gives the requests received (`__mock.requests`), its native side
  * (`__mock.caller`) and lets a test emit a native log record
@@ -122,7 +126,7 @@ const completionTokens = DEFAULT_COMPLETION.slice();
 const models = new Map();
 let nextModel = 1;
 /** What tests set: `gate`, awaited before each load progress event and generated token. */
-const state = { gate: null };
+const state = { gate: null, downloadSize: 250000000 };
 /** Graphs loaded with loadGraph, by handle (null once released). */
 const loadedGraphs = new Map();
 let nextGraph = 1;
@@ -265,6 +269,34 @@ async function mockLoad(req) {
   return { model: id, info: modelInfo };
 }
 
+/** Models "downloaded" in the mock, by name: { name, path, size, sha256, url }. */
+const downloaded = new Map();
+/** Downloads running: requestId -> { cancel: boolean }. */
+const downloads = new Map();
+const MOCK_MODELS_DIR = '/mock/files/tessera/models';
+
+async function mockDownload(req) {
+  const p = req.params || {};
+  const name = p.name || String(p.url).split('?')[0].split('/').pop();
+  if (downloaded.has(name)) throw new actual.InvalidArgumentError('downloadModel: ' + name + ' is already downloaded');
+  const size = state.downloadSize;
+  const d = { cancel: false };
+  downloads.set(req.requestId, d);
+  try {
+    for (const received of [0, size / 2, size]) {
+      if (state.gate) await state.gate();
+      else await Promise.resolve();
+      if (d.cancel) throw new actual.CancelledError('downloadModel: ' + name + ' cancelled');
+      emitEvent({ type: 'downloadProgress', requestId: req.requestId, received, total: size });
+    }
+  } finally {
+    downloads.delete(req.requestId);
+  }
+  const model = { name, path: MOCK_MODELS_DIR + '/' + name, size, sha256: p.sha256.toLowerCase(), url: p.url };
+  downloaded.set(name, model);
+  return model;
+}
+
 function modelAnswer(req) {
   const p = req.params || {};
   switch (req.method) {
@@ -293,6 +325,17 @@ function modelAnswer(req) {
     case 'cancelLoad':
       // Loads finish within the request: nothing left to cancel.
       return { cancelled: false };
+    case 'downloadModel':
+      return mockDownload(req);
+    case 'cancelDownload': {
+      const d = downloads.get(req.requestId);
+      if (d) d.cancel = true;
+      return { cancelled: Boolean(d) };
+    }
+    case 'listModels':
+      return { directory: MOCK_MODELS_DIR, models: [...downloaded.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
+    case 'deleteModel':
+      return { deleted: downloaded.delete(p.name) };
     case 'releaseModel': {
       const m = models.get(req.model);
       if (m) m.released = true;
@@ -395,6 +438,7 @@ module.exports = {
       loadedGraphs.clear();
       completionTokens.splice(0, completionTokens.length, ...DEFAULT_COMPLETION);
       state.gate = null;
+      downloaded.clear();
       actual.setNativeCaller(mockCaller);
     },
   },

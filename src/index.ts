@@ -39,7 +39,9 @@ export {
   InvalidModelError,
   NativeLibraryError,
   NativeModuleMissingError,
+  NetworkError,
   ShapeError,
+  StorageError,
   TesseraError,
   errorOfKind,
   type BridgeErrorKind,
@@ -156,3 +158,11 @@ export {
   type ModelStatus,
   type UseModelOptions,
 } from './hooks';
+export {
+  deleteModel,
+  downloadModel,
+  listModels,
+  type DownloadModelOptions,
+  type DownloadProgressCallback,
+  type DownloadedModel,
+} from './download';

@@ -277,6 +277,19 @@ fun main() {
     bridge.shutdown()
   }
 
+  test("the models folder is told to the core once, before the first request, JSON-escaped") {
+    val seen = java.util.Collections.synchronizedList(mutableListOf<String>())
+    val bridge = TesseraBridge(native = { seen.add(it); "{\"ok\":{}}" }, modelsDirectory = { "/data/user/0/app/files/tessera/\"models\"" })
+    callAndWait(bridge, "{\"method\":\"devices\"}")
+    callAndWait(bridge, "{\"method\":\"listModels\"}")
+    eq(seen.toList(), listOf(
+      "{\"method\":\"setModelsDirectory\",\"params\":{\"path\":\"/data/user/0/app/files/tessera/\\\"models\\\"\"}}",
+      "{\"method\":\"devices\"}",
+      "{\"method\":\"listModels\"}",
+    ))
+    bridge.shutdown()
+  }
+
   println("$passed passed, $failed failed")
   if (failed > 0) kotlin.system.exitProcess(1)
 }

@@ -12,6 +12,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CancelledError,
   ChatSession,
   ClosedError,
   InvalidArgumentError,
@@ -175,6 +176,22 @@ describe('Gemma 3 270M through loadModel', () => {
     expect(both[0]).toEqual(one);
     const cosine = one.reduce((s, x, i) => s + x * both[1]![i]!, 0);
     expect(cosine).toBeLessThan(0.9999);
+  });
+
+  it('a load aborted at its first progress event stops in the core (Cancelled) and rejects with a CancelledError', async () => {
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const e = await loadModel(GEMMA, { device: 'CPU', threads: 1, nCtx: 256, signal: controller.signal }, (p) => {
+      seen.push(p);
+      controller.abort();
+    }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CancelledError);
+    // The core's own answer to the load is Cancelled too (it stopped placing weights), once it comes.
+    await expect.poll(() => native.log.filter((l) => l.request.includes('"method":"loadModel"')).length, { timeout: 30_000 }).toBe(2);
+    const answer = native.log.filter((l) => l.request.includes('"method":"loadModel"')).at(-1)!.response;
+    expect(JSON.parse(answer).error.kind).toBe('Cancelled');
+    expect(seen.length).toBeGreaterThan(0);
+    expect(native.log.some((l) => l.request.includes('"method":"releaseModel"') && l.request.includes('"model":2'))).toBe(false);
   });
 
   it('rejects bad files and options with typed errors', async () => {

@@ -28,6 +28,9 @@ object Arguments {
 interface JavaScriptModule
 
 open class ReactContext {
+  /** Android's `Context.getFilesDir()`. */
+  val filesDir: java.io.File
+    get() = java.io.File(".")
   fun hasActiveReactInstance(): Boolean = false
   fun <T : JavaScriptModule> getJSModule(jsInterface: Class<T>): T = throw UnsupportedOperationException()
 }

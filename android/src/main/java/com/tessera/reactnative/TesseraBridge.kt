@@ -41,6 +41,9 @@ import java.util.concurrent.atomic.AtomicInteger
  * @param installEventSink installs a sink of protocol events (their JSON text) with the core (the
  *   generated `setEventListener`), or removes it when given `null`
  * @param emitEvent receives each protocol event, on the thread of the call that produced it
+ * @param modelsDirectory the folder `downloadModel` writes to (the module: the app's
+ *   `files/tessera/models`), told to the core once, before the first request that reaches it;
+ *   `null` for none
  */
 class TesseraBridge(
   private val native: (String) -> String,
@@ -50,7 +53,9 @@ class TesseraBridge(
   private val abi: () -> String = { System.getProperty("os.arch") ?: "unknown" },
   private val installEventSink: (((String) -> Unit)?) -> Unit = {},
   private val emitEvent: (String) -> Unit = {},
+  private val modelsDirectory: () -> String? = { null },
 ) {
+  @Volatile private var configured = false
   @Volatile private var logging = false
   @Volatile private var shutDown = false
   @Volatile private var nativeUsed = false
@@ -81,6 +86,7 @@ class TesseraBridge(
     libraryFailure?.let { return errorJson(NATIVE_LIBRARY, it) }
     return try {
       ensureEventSink()
+      configure()
       native(request).also { nativeUsed = true }
     } catch (e: Throwable) {
       if (e is InterruptedException) Thread.currentThread().interrupt()
@@ -102,6 +108,20 @@ class TesseraBridge(
       if (shutDown || eventOwner === this) return
       installEventSink(emitEvent)
       eventOwner = this
+    }
+  }
+
+  /**
+   * Tells the core the models folder once (`setModelsDirectory`). A failure is logged by the
+   * core's answer and not retried: `downloadModel` then says that no folder is set.
+   */
+  private fun configure() {
+    if (configured) return
+    synchronized(lock) {
+      if (configured) return
+      configured = true
+      val dir = modelsDirectory() ?: return
+      native("{\"method\":\"setModelsDirectory\",\"params\":{\"path\":${jsonString(dir)}}}")
     }
   }
 

@@ -47,6 +47,7 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
         )
       },
       emitEvent = ::emitEvent,
+      modelsDirectory = { java.io.File(reactContext.filesDir, "tessera/models").absolutePath },
     )
 
   override fun getName(): String = NAME
