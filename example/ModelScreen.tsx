@@ -8,7 +8,7 @@
  */
 
 import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { Button, ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
+import { Button, Platform, ScrollView, StyleSheet, Text, TextInput, View } from 'react-native';
 import { errorCodes, isErrorWithCode, keepLocalCopy, pick, types } from '@react-native-documents/picker';
 import {
   ChatSession,
@@ -91,7 +91,12 @@ export default function ModelScreen(): React.JSX.Element {
     setError(null);
     try {
       const [file] = await pick({ type: [types.allFiles] });
-      // Android gives content:// URIs; a local copy is a file the core can map.
+      // Android: the content:// URI as it is (read in place where the provider allows). iOS: a
+      // local copy of the picked file.
+      if (Platform.OS === 'android') {
+        setPicked(file.uri);
+        return;
+      }
       const [copy] = await keepLocalCopy({ files: [{ uri: file.uri, fileName: file.name ?? 'model.gguf' }], destination: 'documentDirectory' });
       if (copy.status !== 'success') throw new Error(`could not copy ${file.name}: ${copy.copyError}`);
       setPicked(copy.localUri);

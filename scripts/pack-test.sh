@@ -15,7 +15,7 @@
 #     refuses `await using`), and an `await using` type-checks with the docs' tsconfig.json;
 #     Jest with `preset: 'react-native'` and that Babel config runs tests/pack/*.test.{js,ts}
 #     (the mock, the package without the mock, the React hooks with react-test-renderer,
-#     `await using`);
+#     `await using`); the example app's screens type-check against the installed package;
 #  6. the Expo plugin on sample configs with the real @expo/config-plugins
 #     (tests/pack/expo-plugin.test.js).
 # Prints "N passed, M failed" for the checks of this script (Jest and the plugin test print their
@@ -35,6 +35,7 @@ TYPESCRIPT_VERSION=5.8.3
 TYPES_REACT_VERSION=19.1.17
 TYPES_JEST_VERSION=29.5.14
 RESOURCE_MANAGEMENT_VERSION=7.29.15
+PICKER_VERSION=12.0.2
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -70,6 +71,7 @@ npm install --no-audit --no-fund --loglevel=error --no-save \
   "react-test-renderer@$REACT_VERSION" "@react-native/typescript-config@$RN_VERSION" "typescript@$TYPESCRIPT_VERSION" \
   "@types/react@$TYPES_REACT_VERSION" "@types/jest@$TYPES_JEST_VERSION" \
   "@babel/plugin-transform-explicit-resource-management@$RESOURCE_MANAGEMENT_VERSION" \
+  "@react-native-documents/picker@$PICKER_VERSION" \
   "@expo/config-plugins@$EXPO_PLUGINS_VERSION" "$tarball" > "$work/install.log" 2>&1 || {
   cat "$work/install.log" >&2
   echo "pack: npm install failed" >&2
@@ -159,6 +161,15 @@ if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.using.json 2>&1) > "$
 else
   cat "$work/tsc.log"
   fail "await using does not type-check with the docs' tsconfig.json"
+fi
+# The example app's screens, type-checked against the installed package and React Native's types.
+rm -rf "$app/example" && mkdir -p "$app/example" && cp "$ROOT"/example/*.tsx "$app/example/"
+echo '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }' > "$app/tsconfig.example.json"
+if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.example.json 2>&1) > "$work/tsc-example.log"; then
+  ok "the example app's screens type-check against the package"
+else
+  cat "$work/tsc-example.log"
+  fail "the example app's screens do not type-check against the package"
 fi
 echo "module.exports = { preset: 'react-native', testMatch: ['**/__tests__/**/*.test.{js,ts}'] };" > "$app/jest.config.js"
 (cd "$app" && npx --no-install jest --ci 2>&1) || status=1

@@ -9,6 +9,7 @@
 
 import { newRequestId, onRequestEvents, request, type NativeEvent } from './caller';
 import { defineAsyncDispose, type AbortSignalLike } from './compute';
+import { Platform } from 'react-native';
 import { CancelledError, ClosedError, InvalidArgumentError } from './errors';
 
 /** How to load a model (the protocol's `loadModel` options). */
@@ -303,9 +304,13 @@ function filePath(path: unknown): string {
       return rest;
     }
   }
+  // Android's storage access framework: the module opens it through the content resolver.
+  if (path.startsWith('content://') && Platform.OS === 'android') return path;
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
     throw new InvalidArgumentError(
-      `loadModel: ${describe(path)} is not a file path; copy the file into the app's storage first (a document picker's local copy, or a download) and pass that path`
+      `loadModel: ${describe(path)} is not a file path` +
+        (path.startsWith('content://') ? ' (content:// URIs are Android\'s)' : '') +
+        "; copy the file into the app's storage first (a document picker's local copy, or downloadModel) and pass that path"
     );
   }
   return path;
@@ -742,7 +747,13 @@ const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'signal'] as const;
 /**
  * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).
  *
- * @param path - a file path, or a `file://` URI, on the device
+ * On Android, `path` may be a `content://` URI (a file picker's, shared storage): the module
+ * opens it through the content resolver and the core reads it in place when the provider gives
+ * a regular file (through `/proc/self/fd`), or loads a copy made in the app's storage when it
+ * gives a stream (the copy is then the first half of `onProgress`, and reused by later loads
+ * of the same URI while its size matches).
+ *
+ * @param path - a file path, a `file://` URI, or on Android a `content://` URI
  * @param options - device, threads, context length, batch size, an AbortSignal
  * @param onProgress - receives the fraction of the weights placed, from 0 to 1 (llama.rn: a
  *   percentage)
@@ -763,11 +774,22 @@ export async function loadModel(
   if (abort?.aborted) throw new CancelledError('loadModel: cancelled before it started', { cause: abort.reason });
   const requestId = newRequestId();
   const epoch = releaseEpoch;
+  // A content document the provider cannot give as a file is copied first (Android's module
+  // sends copyProgress): the copy is then the first half of the progress, the weights the rest.
+  let copied = false;
   const off = onProgress
     ? onRequestEvents(requestId, (e) => {
-        if (e.type !== 'loadProgress' || typeof e.progress !== 'number') return;
+        let p: number;
+        if (e.type === 'copyProgress' && typeof e.received === 'number') {
+          copied = true;
+          p = typeof e.total === 'number' && e.total > 0 ? (0.5 * e.received) / e.total : 0;
+        } else if (e.type === 'loadProgress' && typeof e.progress === 'number') {
+          p = copied ? 0.5 + 0.5 * e.progress : e.progress;
+        } else {
+          return;
+        }
         try {
-          onProgress(e.progress);
+          onProgress(p);
         } catch {
           // A failing progress callback does not stop the load.
         }

@@ -214,6 +214,35 @@ fun main() {
     next.shutdown()
   }
 
+  test("a content document that is a regular file loads in place through /proc/self/fd/N (the file-descriptor reader)") {
+    val gemma = System.getenv("TESSERA_GEMMA_GGUF") ?: throw AssertionError("set TESSERA_GEMMA_GGUF")
+    val file = java.io.File(gemma).canonicalFile
+    val input = java.io.FileInputStream(file)
+    // The descriptor number of `input`, as ParcelFileDescriptor.getFd() gives it on Android.
+    val fd =
+      java.io.File("/proc/self/fd").listFiles()!!.firstOrNull {
+        runCatching { java.nio.file.Files.readSymbolicLink(it.toPath()).toString() == file.path }.getOrDefault(false)
+      }?.name ?: throw AssertionError("no descriptor of $file in /proc/self/fd")
+    val source =
+      object : com.tessera.reactnative.ContentSource {
+        override val inPlacePath = "/proc/self/fd/$fd"
+        override val size = file.length()
+        override val displayName = file.name
+        override fun openStream(): java.io.InputStream = throw AssertionError("a regular file is not copied")
+        override fun close() = input.close()
+      }
+    val bridge = TesseraBridge(native = { request -> callJson(request) }, openContent = { source })
+    val loaded = callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"content://test/gemma\",\"options\":{\"device\":\"CPU\",\"threads\":1,\"nCtx\":128}}")
+    val id = Regex("\"model\":(\\d+)").find(loaded)?.groupValues?.get(1) ?: throw AssertionError(loaded)
+    check(loaded.contains("\"architecture\":\"gemma3\"") && Regex("\"mappedBytes\":[1-9]").containsMatchIn(loaded)) { loaded }
+    // The weights were mapped from the file behind the descriptor, which is closed now: the
+    // mapping keeps them, and the model computes.
+    val generated = callAndWait(bridge, "{\"method\":\"generate\",\"model\":$id,\"params\":{\"prompt\":\"The capital of France is\",\"temperature\":0,\"maxTokens\":3}}")
+    check(generated.contains("\"tokens\":[506,5279,529]")) { generated }
+    callAndWait(bridge, "{\"method\":\"releaseModel\",\"model\":$id}")
+    bridge.shutdown()
+  }
+
   test("downloadModel through the bridge from a local server: progress events, the file checked and renamed; a wrong SHA-256 leaves nothing") {
     val data = ByteArray(700_000) { (it * 31 + 7).toByte() }
     val sha = java.security.MessageDigest.getInstance("SHA-256").digest(data).joinToString("") { "%02x".format(it) }

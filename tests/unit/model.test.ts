@@ -134,7 +134,10 @@ describe('loadModel', () => {
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect((e as Error).message).toBe('loadModel: unknown option "n_ctx" (llama.rn\'s name; here: nCtx)');
     await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, signal');
-    await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(/is not a file path; copy the file into the app's storage first/);
+    await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(
+      /is not a file path \(content:\/\/ URIs are Android's\); copy the file into the app's storage first/
+    );
+    await expect(loadModel('https://example.com/m.gguf')).rejects.toThrow(/is not a file path; copy the file/);
     await expect(loadModel('', {})).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(loadModel('/m.gguf', {}, 5 as never)).rejects.toThrow('loadModel: onProgress must be a function, got number');
     expect(fake.requests).toEqual([]);
@@ -181,6 +184,29 @@ describe('loadModel', () => {
     expect(await releaseAllModels()).toBe(0);
     expect(b.isReleased).toBe(true);
     expect(fake.requests.filter((r) => r.method === 'releaseModel').map((r) => r.model)).toEqual([10, 11]);
+  });
+
+  it('on Android a content:// URI goes to the module as it is; a copy is the first half of the progress', async () => {
+    const { Platform } = await import('./stubs/react-native');
+    const was = Platform.OS;
+    Platform.OS = 'android';
+    try {
+      const seen: number[] = [];
+      const { fake } = scripted();
+      const uri = 'content://com.android.externalstorage.documents/document/primary%3ADownload%2Fm.gguf';
+      const pending = loadModel(uri, {}, (p) => seen.push(p));
+      await until(() => fake.requests.length === 1, 'the loadModel request');
+      const req = fake.requests[0]!;
+      expect(req.path).toBe(uri);
+      fake.emitEvent({ type: 'copyProgress', requestId: req.requestId, received: 50, total: 100 });
+      fake.emitEvent({ type: 'copyProgress', requestId: req.requestId, received: 100, total: 100 });
+      fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 0.5 });
+      fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 1 });
+      expect((await pending).path).toBe(uri);
+      expect(seen).toEqual([0.25, 0.5, 0.75, 1]);
+    } finally {
+      Platform.OS = was;
+    }
   });
 
   it('rejects with the class of the native kind', async () => {
