@@ -155,22 +155,19 @@ cp "$ROOT"/tests/pack/*.test.js "$ROOT"/tests/pack/*.test.ts "$app/__tests__/"
 rm -f "$app/__tests__/expo-plugin.test.js"
 cp "$ROOT/tests/pack/compile-docs.js" "$app/"
 (cd "$app" && node compile-docs.js "$ROOT") || status=1
-echo '{ "extends": "./tsconfig.json", "include": ["__tests__/using.test.ts"] }' > "$app/tsconfig.using.json"
-if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.using.json 2>&1) > "$work/tsc.log"; then
-  ok "await using type-checks with the docs' tsconfig.json"
-else
-  cat "$work/tsc.log"
-  fail "await using does not type-check with the docs' tsconfig.json"
-fi
-# The example app's screens, type-checked against the installed package and React Native's types.
+typechecks() { # typechecks WHAT TSCONFIG-JSON: tsc --noEmit in the app with that config
+  echo "$2" > "$app/tsconfig.check.json"
+  if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.check.json 2>&1) > "$work/tsc.log"; then
+    ok "$1 type-checks"
+  else
+    cat "$work/tsc.log"
+    fail "$1 does not type-check"
+  fi
+}
+typechecks "await using, with the docs' tsconfig.json," '{ "extends": "./tsconfig.json", "include": ["__tests__/using.test.ts"] }'
+# The example app's screens, against the installed package and React Native's types.
 rm -rf "$app/example" && mkdir -p "$app/example" && cp "$ROOT"/example/*.tsx "$app/example/"
-echo '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }' > "$app/tsconfig.example.json"
-if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.example.json 2>&1) > "$work/tsc-example.log"; then
-  ok "the example app's screens type-check against the package"
-else
-  cat "$work/tsc-example.log"
-  fail "the example app's screens do not type-check against the package"
-fi
+typechecks "the example app's screens" '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }'
 echo "module.exports = { preset: 'react-native', testMatch: ['**/__tests__/**/*.test.{js,ts}'] };" > "$app/jest.config.js"
 (cd "$app" && npx --no-install jest --ci 2>&1) || status=1
 

@@ -160,7 +160,7 @@ fn io_error(what: &str, path: &Path, e: io::Error) -> TesseraError {
 /// Free bytes for an unprivileged writer in the file system of `dir`.
 fn free_space(dir: &Path) -> Option<u64> {
     let s = rustix::fs::statvfs(dir).ok()?;
-    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 #[derive(Deserialize)]
@@ -341,6 +341,12 @@ fn download(request: &Map<String, Value>) -> Reply {
     let url = p.url.trim().to_string();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(bad(format!("downloadModel: {url:?} is not an http(s) URL")));
+    }
+    if url.starts_with("https://") && !cfg!(feature = "https") {
+        return Err(bad(format!(
+            "downloadModel: {url}: this build of the native library has no TLS (tessera-ffi's \
+             https feature is off)"
+        )));
     }
     let name = match &p.name {
         Some(n) => check_name(n)?.to_string(),
