@@ -11,6 +11,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { ChatSession } from './chat';
 import type { AbortSignalLike } from './compute';
 import { InvalidArgumentError } from './errors';
+import { downloadModel, listModels, type DownloadModelOptions } from './download';
 import {
   loadModel,
   type ChatMessage,
@@ -21,8 +22,14 @@ import {
   type LoadModelOptions,
 } from './model';
 
-/** Where {@link useModel} is in loading its model. */
-export type ModelStatus = 'idle' | 'loading' | 'ready' | 'error';
+/** Where {@link useModel} is in getting its model. */
+export type ModelStatus = 'idle' | 'downloading' | 'loading' | 'ready' | 'error';
+
+/**
+ * What {@link useModel} loads: a path (or `file://` / Android `content://` URI), or a model to
+ * download first (into the app's models folder, unless a file with that SHA-256 is there).
+ */
+export type ModelSource = string | { url: string; sha256: string; name?: string };
 
 /** What {@link useModel} returns. */
 export interface ModelState {
@@ -32,10 +39,12 @@ export interface ModelState {
   status: ModelStatus;
   /** `status === "ready"`. */
   isReady: boolean;
-  /** `status === "loading"`. */
+  /** `status === "loading"` or `"downloading"`. */
   isLoading: boolean;
   /** The fraction of the weights placed while loading, 0 to 1. */
   progress: number;
+  /** The fraction downloaded, 0 to 1 (1 when nothing had to be downloaded). */
+  downloadProgress: number;
   /** Why the load failed, when `status` is `"error"`. */
   error: Error | null;
 }
@@ -43,8 +52,33 @@ export interface ModelState {
 /** Options of {@link useModel}: those of {@link loadModel} (the hook owns the signal). */
 export type UseModelOptions = Omit<LoadModelOptions, 'signal'>;
 
-const IDLE: ModelState = Object.freeze({ model: null, status: 'idle', isReady: false, isLoading: false, progress: 0, error: null });
-const LOADING: ModelState = Object.freeze({ ...IDLE, status: 'loading', isLoading: true });
+const IDLE: ModelState = Object.freeze({
+  model: null,
+  status: 'idle',
+  isReady: false,
+  isLoading: false,
+  progress: 0,
+  downloadProgress: 0,
+  error: null,
+});
+const LOADING: ModelState = Object.freeze({ ...IDLE, status: 'loading', isLoading: true, downloadProgress: 1 });
+const DOWNLOADING: ModelState = Object.freeze({ ...IDLE, status: 'downloading', isLoading: true });
+
+/** The path of `source`: downloaded first (unless there already) when it is a download. */
+async function pathOf(
+  source: ModelSource,
+  signal: AbortSignalLike,
+  onDownload: (fraction: number) => void
+): Promise<string> {
+  if (typeof source === 'string') return source;
+  const sha256 = source.sha256.toLowerCase();
+  const there = (await listModels()).find((m) => m.sha256 === sha256 && (source.name === undefined || m.name === source.name));
+  if (there) return there.path;
+  onDownload(0);
+  const options: DownloadModelOptions = { sha256, signal, onProgress: (r, t) => onDownload(t ? r / t : 0) };
+  if (source.name !== undefined) options.name = source.name;
+  return (await downloadModel(source.url, options)).path;
+}
 
 /** A load the hook owns, kept across StrictMode's simulated unmount and remount. */
 interface OwnedLoad {
@@ -56,9 +90,11 @@ interface OwnedLoad {
 }
 
 /**
- * Loads the model at `source` (a path or `file://` URI, as {@link loadModel} takes) and keeps it
- * loaded while the component is mounted and `source` and `options` stay the same; `null` loads
- * nothing.
+ * Loads the model at `source` (a path or URI, as {@link loadModel} takes, or `{ url, sha256 }`
+ * to download it first with {@link downloadModel}, unless the models folder has a file with that
+ * SHA-256) and keeps it loaded while the component is mounted and `source` and `options` stay
+ * the same; `null` loads nothing. A download shows as `status` `"downloading"` with
+ * `downloadProgress`; unmounting cancels it (its bytes are kept for the next try).
  *
  * The hook releases the model it loaded when the component unmounts or the source or options
  * change (a load still running is cancelled), and never a model it did not load. Under
@@ -73,8 +109,9 @@ interface OwnedLoad {
  * @param source - the model file, or `null` / `undefined` for none
  * @param options - device, threads, context length, batch size
  */
-export function useModel(source: string | null | undefined, options?: UseModelOptions): ModelState {
-  const key = source ? JSON.stringify([source, options?.device, options?.threads, options?.nCtx, options?.nBatch]) : '';
+export function useModel(source: ModelSource | null | undefined, options?: UseModelOptions): ModelState {
+  const where = typeof source === 'object' && source !== null ? [source.url, source.sha256, source.name] : source;
+  const key = source ? JSON.stringify([where, options?.device, options?.threads, options?.nCtx, options?.nBatch]) : '';
   const [state, setState] = useState<{ key: string; value: ModelState }>({ key: '', value: IDLE });
   const owned = useRef<OwnedLoad | null>(null);
 
@@ -90,24 +127,32 @@ export function useModel(source: string | null | undefined, options?: UseModelOp
     const load: OwnedLoad = { key, abort: controller.abort, model: null, dropping: false };
     owned.current = load;
     const mine = (): boolean => owned.current === load && !load.dropping;
-    setState({ key, value: LOADING });
+    setState({ key, value: typeof source === 'string' ? LOADING : DOWNLOADING });
     // The source and options of the render that changed the key.
-    loadModel(source as string, { ...options, signal: controller.signal }, (progress) => {
-      if (mine()) setState((s) => (s.key === key && s.value.status === 'loading' ? { key, value: { ...s.value, progress } } : s));
-    }).then(
-      (model) => {
-        if (owned.current !== load) {
-          model.release().catch(noop);
-          return;
+    const src = source as ModelSource;
+    pathOf(src, controller.signal, (downloadProgress) => {
+      if (mine()) setState((s) => (s.key === key ? { key, value: { ...s.value, downloadProgress } } : s));
+    })
+      .then((path) => {
+        if (mine() && typeof src !== 'string') setState({ key, value: LOADING });
+        return loadModel(path, { ...options, signal: controller.signal }, (progress) => {
+          if (mine()) setState((s) => (s.key === key && s.value.status === 'loading' ? { key, value: { ...s.value, progress } } : s));
+        });
+      })
+      .then(
+        (model) => {
+          if (owned.current !== load) {
+            model.release().catch(noop);
+            return;
+          }
+          load.model = model;
+          setState({ key, value: { ...IDLE, model, status: 'ready', isReady: true, progress: 1, downloadProgress: 1 } });
+        },
+        (e: unknown) => {
+          if (!mine()) return;
+          setState({ key, value: { ...IDLE, status: 'error', error: e instanceof Error ? e : new Error(String(e)) } });
         }
-        load.model = model;
-        setState({ key, value: { model, status: 'ready', isReady: true, isLoading: false, progress: 1, error: null } });
-      },
-      (e: unknown) => {
-        if (!mine()) return;
-        setState({ key, value: { ...IDLE, status: 'error', error: e instanceof Error ? e : new Error(String(e)) } });
-      }
-    );
+      );
     return () => drop(owned, load);
     // The key stands for the source and the options.
     // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -115,7 +160,7 @@ export function useModel(source: string | null | undefined, options?: UseModelOp
 
   if (!key) return IDLE;
   // Until the effect has started this key's load, and never the state of an older key.
-  if (state.key !== key) return LOADING;
+  if (state.key !== key) return typeof source === 'string' ? LOADING : DOWNLOADING;
   return state.value;
 }
 

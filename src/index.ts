@@ -154,6 +154,7 @@ export {
   useCompletion,
   useModel,
   type CompletionState,
+  type ModelSource,
   type ModelState,
   type ModelStatus,
   type UseModelOptions,

@@ -178,6 +178,48 @@ describe('useModel', () => {
     expect(await releaseAllModels()).toBe(0);
   });
 
+  test('a { url, sha256 } source downloads first (downloadProgress), then loads; a file with that hash is not downloaded again', async () => {
+    const source = { url: 'https://example.com/models/tiny.gguf', sha256: 'cd'.repeat(32) };
+    const { Probe, last } = probe(({ s }) => useModel(s));
+    const steps = gate();
+    let r;
+    await act(async () => {
+      r = create(<Probe s={source} />);
+    });
+    await steps.step(2);
+    expect([last().status, last().isLoading, last().downloadProgress, last().model]).toEqual(['downloading', true, 0.5, null]);
+    steps.open();
+    await flush();
+    expect([last().status, last().downloadProgress, last().model.path]).toEqual(['ready', 1, '/mock/files/tessera/models/tiny.gguf']);
+    await act(async () => r.unmount());
+    const again = probe(({ s }) => useModel(s));
+    await act(async () => {
+      r = create(<again.Probe s={{ ...source }} />);
+    });
+    await flush();
+    expect(again.last().status).toBe('ready');
+    expect(methods().filter((m) => m === 'downloadModel')).toHaveLength(1);
+    await act(async () => r.unmount());
+  });
+
+  test('unmounting during a download cancels it', async () => {
+    const { Probe, last } = probe(() => useModel({ url: 'https://example.com/big.gguf', sha256: 'ef'.repeat(32) }));
+    const steps = gate();
+    let r;
+    await act(async () => {
+      r = create(<Probe />);
+    });
+    await steps.step(1);
+    expect(last().status).toBe('downloading');
+    await act(async () => r.unmount());
+    await flush(2);
+    expect(methods()).toContain('cancelDownload');
+    steps.open();
+    await flush();
+    expect(methods()).not.toContain('loadModel');
+    expect((await require('react-native-tessera').listModels()).map((m) => m.name)).not.toContain('big.gguf');
+  });
+
   test('a load that fails gives status "error" with the typed error', async () => {
     const { caller } = __mock;
     setNativeCaller({
