@@ -167,7 +167,7 @@ typechecks() { # typechecks WHAT TSCONFIG-JSON: tsc --noEmit in the app with tha
 typechecks "await using, with the docs' tsconfig.json," '{ "extends": "./tsconfig.json", "include": ["__tests__/using.test.ts"] }'
 # The example app's screens, against the installed package and React Native's types.
 rm -rf "$app/example" && mkdir -p "$app/example" && cp "$ROOT"/example/*.tsx "$app/example/"
-typechecks "the example app's screens" '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }'
+typechecks "the example app" '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }'
 echo "module.exports = { preset: 'react-native', testMatch: ['**/__tests__/**/*.test.{js,ts}'] };" > "$app/jest.config.js"
 (cd "$app" && npx --no-install jest --ci 2>&1) || status=1
 
