@@ -113,6 +113,19 @@ pub enum TesseraError {
         /// The panic message or the inconsistency.
         message: String,
     },
+    /// A download failed on the network: no connection, a cut one, an HTTP error status.
+    #[error("{message}")]
+    Network {
+        /// The URL and what happened.
+        message: String,
+    },
+    /// Files could not be written: not enough free space, a full disk, a folder that cannot
+    /// be created.
+    #[error("{message}")]
+    Storage {
+        /// The file or folder and what happened.
+        message: String,
+    },
 }
 
 impl TesseraError {
@@ -135,6 +148,8 @@ impl TesseraError {
             TesseraError::OutOfMemory { .. } => "OutOfMemory",
             TesseraError::Backend { .. } => "Backend",
             TesseraError::Internal { .. } => "Internal",
+            TesseraError::Network { .. } => "Network",
+            TesseraError::Storage { .. } => "Storage",
         }
     }
 
@@ -156,7 +171,9 @@ impl TesseraError {
             | TesseraError::ContextFull { message }
             | TesseraError::OutOfMemory { message }
             | TesseraError::Backend { message }
-            | TesseraError::Internal { message } => message,
+            | TesseraError::Internal { message }
+            | TesseraError::Network { message }
+            | TesseraError::Storage { message } => message,
         }
     }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
 
-/// An event: `{"type": "loadProgress" | "token", "requestId", ...}`.
+/// An event: `{"type": "loadProgress" | "token" | "downloadProgress", "requestId", ...}`.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub(crate) enum Event<'a> {
@@ -30,6 +30,15 @@ pub(crate) enum Event<'a> {
         token: u32,
         /// The text the token completes (empty while held back).
         text: &'a str,
+    },
+    /// Bytes of a model file downloaded so far.
+    DownloadProgress {
+        /// The `requestId` of the `downloadModel` request.
+        request_id: &'a Value,
+        /// Bytes received (resumed bytes included).
+        received: u64,
+        /// The file's size, when the server announced it.
+        total: Option<u64>,
     },
 }
 

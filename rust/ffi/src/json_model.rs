@@ -79,6 +79,8 @@ impl Method for LoadModel {
         let mut last = -1i32;
         let request_id = &self.request_id;
         let options = self.options.unwrap_or_default();
+        // `cancelLoad` with this requestId stops the load at its next progress step.
+        let running = crate::requests::register(request_id);
         let model = Model::open(&self.path, &options, &mut |progress| {
             // Events at whole percents only.
             let pct = (progress * 100.0) as i32;
@@ -86,7 +88,7 @@ impl Method for LoadModel {
                 last = pct;
                 emit(&Event::LoadProgress { request_id, progress });
             }
-            true
+            !running.cancelled()
         })?;
         let info = model.info();
         Ok(LoadedModel { model: lock(&MODELS).insert(Arc::new(model)), info })

@@ -21,6 +21,7 @@ uniffi::setup_scaffolding!();
 
 pub mod c_api;
 pub mod document;
+mod download;
 pub mod error;
 pub mod events;
 mod files;
@@ -41,6 +42,7 @@ mod prepared;
 mod protocol;
 mod record;
 pub mod registry;
+mod requests;
 pub mod session;
 
 pub use error::TesseraError;

@@ -75,6 +75,7 @@ macro_rules! methods {
     };
 }
 
+use crate::download::{DeleteModel, DownloadModel, ListModels, SetModelsDirectory};
 use crate::json_api::{
     BuildInfo, Cancel, CloseAllSessions, CloseSession, Compute, ComputeLoaded, CpuFeatures,
     Devices, GgufInfo, LoadGraph, OpenSession, ReleaseGraph, SetLogLevel,
@@ -83,6 +84,7 @@ use crate::json_model::{
     ApplyChatTemplate, CancelGeneration, Detokenize, Embed, Generate, LoadModel, ModelInfo,
     ReleaseModel, Tokenize,
 };
+use crate::requests::{CancelDownload, CancelLoad};
 
 methods! {
     /// `devices`: the devices of the default registry.
@@ -113,6 +115,8 @@ methods! {
     SetLogLevel,
     /// `loadModel`: a language model kept under a number.
     LoadModel,
+    /// `cancelLoad`: stops a `loadModel` by its `requestId`.
+    CancelLoad,
     /// `modelInfo`: what a loaded model is.
     ModelInfo,
     /// `tokenize`: a text's tokens.
@@ -129,6 +133,16 @@ methods! {
     Embed,
     /// `releaseModel`: frees a model.
     ReleaseModel,
+    /// `downloadModel`: a model file into the models folder.
+    DownloadModel,
+    /// `cancelDownload`: stops a `downloadModel` by its `requestId`.
+    CancelDownload,
+    /// `listModels`: the model files of the models folder.
+    ListModels,
+    /// `deleteModel`: removes a model file.
+    DeleteModel,
+    /// `setModelsDirectory`: the folder downloads go to.
+    SetModelsDirectory,
 }
 
 fn bad(message: impl Into<String>) -> TesseraError {
@@ -239,7 +253,7 @@ mod tests {
             e.starts_with(r#"nope: unknown method "nope" (known: devices, cpuFeatures, "#),
             "{e}"
         );
-        assert!(e.ends_with("embed, releaseModel)"), "{e}");
+        assert!(e.ends_with("deleteModel, setModelsDirectory)"), "{e}");
         assert_eq!(error(r#"{"method":"cancel"}"#), r#"cancel: missing "session""#);
         assert_eq!(error(r#"{"session":1}"#), r#"request: missing "method""#);
         assert_eq!(error(r#"{"method":7}"#), r#"request: "method" must be a string"#);
