@@ -105,7 +105,7 @@ class Shape:
 SHAPES = {
     s.name: s
     for s in [
-        # meta-llama/Llama-3.2-1B: hidden 2048, 16 layers, 32 / 8 heads of 64, intermediate 8192,
+        # meta-llama/Llama-3.2-1B(-Instruct): hidden 2048, 16 layers, 32 / 8 heads of 64, intermediate 8192,
         # rope_theta 500000 with llama3 scaling (factor 32, low 1, high 4, original 8192),
         # max_position_embeddings 131072, rms_norm_eps 1e-5, vocab 128256, tied embeddings.
         Shape(
@@ -115,14 +115,14 @@ SHAPES = {
             llama3_rope={"factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                          "original_max_position_embeddings": 8192},
         ),
-        # Qwen/Qwen2.5-1.5B: hidden 1536, 28 layers, 12 / 2 heads of 128, intermediate 8960,
-        # rope_theta 1e6, max_position_embeddings 32768, rms_norm_eps 1e-6, vocab 151936,
+        # Qwen/Qwen2.5-1.5B-Instruct: hidden 1536, 28 layers, 12 / 2 heads of 128, intermediate
+        # 8960, rope_theta 1e6, max_position_embeddings 32768, rms_norm_eps 1e-6, vocab 151936,
         # tied embeddings, Q/K/V biases.
         Shape(
             "qwen2.5-1.5b", "Qwen2.5 1.5B", "qwen2", 1536, 28, 12, 2, 128, 8960, 151936, 32768,
             1e-6, 1000000.0, "sdist:ggml-vocab-qwen2.gguf", qkv_bias=True,
         ),
-        # google/gemma-3-1b-pt: hidden 1152, 26 layers, 4 / 1 heads of 256, intermediate 6912,
+        # google/gemma-3-1b-it (and -pt): hidden 1152, 26 layers, 4 / 1 heads of 256, intermediate 6912,
         # rope_theta 1e6 (global layers), 10000 (local), sliding window 512 (5 local : 1 global),
         # max_position_embeddings 32768, rms_norm_eps 1e-6, vocab 262144, tied embeddings,
         # Q/K norms and post-attention / post-FFN norms.
@@ -475,7 +475,7 @@ def write_twin(s: Shape, path: Path, n_layer: int, tok: list) -> None:
     input for its dry run): the header only, then a hole as long as the data."""
     ts = tensor_list(s, n_layer)
     w = new_writer(path, s, n_layer, tok)
-    w.kv_data[0][f"general.file_type"] = gguf.GGUFValue(1, VT.UINT32)  # MOSTLY_F16
+    w.kv_data[0]["general.file_type"] = gguf.GGUFValue(1, VT.UINT32)  # MOSTLY_F16
     total = 0
     for t in ts:
         if len(t.ne) == 1:
