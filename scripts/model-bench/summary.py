@@ -45,7 +45,14 @@ def main() -> None:
     print("| model | weights/token | tier | threads | test | Tessera t/s | llama.cpp t/s | ratio | Tessera / DRAM bound | llama.cpp / DRAM bound |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     below, llama_again = [], {}
-    for f in sorted(out.glob("compare-*.txt"), key=lambda p: (p.stem.split("-", 2)[2], p.stem)):
+    native = next((line.split(": ", 1)[1] for line in meta if line.startswith("native tier: ")), "")
+    order = list(models)
+
+    def key(p: Path) -> tuple:
+        _, tier, model = p.stem.split("-", 2)
+        return (order.index(model) if model in order else len(order), model, tier != native, tier)
+
+    for f in sorted(out.glob("compare-*.txt"), key=key):
         _, tier, model = f.stem.split("-", 2)
         wb = synth_model.weight_bytes_per_token(models[model]) if model in models else None
         for line in f.read_text().splitlines():
@@ -62,7 +69,7 @@ def main() -> None:
             if ratio < BAR[test[:2]]:
                 below.append(f"{model} {tier} t={th} {test} {ratio:.2f}")
     depth_rows = []
-    for f in sorted(out.glob("depth-*.jsonl")):
+    for f in sorted(out.glob("depth-*.jsonl"), key=key):
         depth_rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
     if depth_rows:
         print("\n| model | tier | threads | test | Tessera t/s | llama.cpp t/s | ratio | runs min-max Tessera / llama.cpp |")
