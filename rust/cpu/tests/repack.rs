@@ -98,6 +98,7 @@ fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[
         DType::Q5_0 => (22, 1, Some(2), 6, 16),
         DType::Q4_1 => (20, 2, None, 4, 16),
         DType::Q5_1 => (24, 2, Some(4), 8, 16),
+        DType::IQ4_NL => (18, 1, None, 2, 16),
         _ => (34, 1, None, 2, 32),
     };
     let row = k / 32 * bsize;
@@ -166,7 +167,9 @@ fn every_layout_round_trips_and_matches_exact() {
     assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
     let k_big = if small() { 32 * 9 } else { 32 * 33 };
     for (tier, pl) in tiers {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
+        for dtype in
+            [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL]
+        {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }
@@ -298,6 +301,7 @@ fn pack_as_round_trips_every_layout() {
             DType::Q5_0,
             DType::Q4_1,
             DType::Q5_1,
+            DType::IQ4_NL,
             DType::Q4_K,
             DType::Q5_K,
             DType::Q6_K,
@@ -360,7 +364,9 @@ fn rewrites_follow_the_active_tier() {
 fn planes_of_repacked_weights_match_exact() {
     let _g = lock();
     for (tier, pl) in packing_tiers() {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
+        for dtype in
+            [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL]
+        {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }

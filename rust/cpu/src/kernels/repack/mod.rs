@@ -38,13 +38,15 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES};
+use super::blocks::{
+    iq4_nl, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES,
+};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferType};
-use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK4_1, QK5_0, QK5_1, QK8_0, QK_K};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK4_1, QK4_NL, QK5_0, QK5_1, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -201,6 +203,16 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             size: q4_0::BYTES,
             fields: &[(0, F16_BYTES)],
             quants: quants(q4_0::QS, q4_0::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: false,
+        }),
+        // IQ4_NL has Q4_0's block: the scale, then 16 bytes of nibbles.
+        DType::IQ4_NL => Some(Geometry {
+            values: QK4_NL,
+            size: iq4_nl::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(iq4_nl::QS, iq4_nl::BYTES),
             runs: WHOLE,
             own: None,
             qh_masks: false,

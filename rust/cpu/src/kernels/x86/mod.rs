@@ -4,6 +4,7 @@ mod avx2;
 mod avx512;
 pub(crate) mod ew;
 mod gemm;
+mod iq4;
 mod kern;
 mod legacy;
 mod packed_avx2;
@@ -18,12 +19,12 @@ use tessera_core::DType;
 
 /// The AVX2 tile kernel for weights of `wt`, with its tile size.
 pub(super) fn avx2_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    avx2::tile(wt)
+    avx2::tile(wt).or_else(|| iq4::avx2::tile(wt))
 }
 
 /// The AVX-512 VNNI tile kernel for weights of `wt`, with its tile size.
 pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    avx512::tile(wt)
+    avx512::tile(wt).or_else(|| iq4::avx512::tile(wt))
 }
 
 /// The AVX-512 VNNI kernel for repacked weights of `wt`, with its tile size.

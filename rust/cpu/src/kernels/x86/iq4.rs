@@ -1,0 +1,148 @@
+//! The x86 kernels for IQ4_XS weights (IQ4_NL's run with Q4_0's: `q_0_tile` of
+//! [`super::kern`] and the repacked kernels), written once and instantiated per tier.
+//!
+//! IQ4_XS times Q8_K activations: per 32-value group, the sixteen index bytes of a row become
+//! its 32 levels with one `vpshufb`; the levels are signed, so they are multiplied as their
+//! magnitudes (`vpmaddubsw`'s unsigned side) times the activations with their signs, pairs of
+//! products summed in 16 bits (at most 2 * 127 * 127); the group's 6-bit scale (minus 32)
+//! multiplies the pairs with `vpmaddwd` (AVX-512 VNNI: `vpdpwssd`, which also accumulates), so
+//! that a super-block's sums are exact in 32 bits and scaled by `d * d_b` once. Each row's
+//! levels are built once per group for all the tile's activation rows.
+
+/// Instantiates the IQ4_XS kernel of one x86 tier and its `tile` lookup in the module that
+/// invokes it: `$feat` the target features, `vnni` whether `vpdpwssd` is available, `$tiles`
+/// the register tiles.
+macro_rules! iq4_tier {
+    ($feat:literal, vnni: $vnni:expr, $tiles:expr) => {
+        use crate::kernels::blocks::{iq4_xs, q8_k};
+        use crate::kernels::x86::kern::{h2f, hsum, rd16};
+        use crate::kernels::{TileFn, Tiles};
+        use std::arch::x86_64::*;
+        use tessera_core::DType;
+
+        const TILES: Tiles = $tiles;
+
+        /// IQ4_XS weights times Q8_K activations (see the module doc); `_G` is unused.
+        #[target_feature(enable = $feat)]
+        unsafe fn iq4_xs_tile<const MR: usize, const NR: usize, const _G: u8>(
+            k: usize,
+            a: *const u8,
+            lda: usize,
+            b: *const u8,
+            ldb: usize,
+            c: *mut f32,
+            ldc: usize,
+        ) {
+            // SAFETY: the caller guarantees this function's target features (the tier's) and
+            // the tile's operands: `MR` weight rows of `k / 256` IQ4_XS blocks at
+            // `a + i * lda` and `NR` Q8_K activation rows at `b + j * ldb`, and the outputs
+            // `c + j * ldc + i` are writable; every load and store below stays within them
+            // (the prefetches may point past them, which is harmless).
+            unsafe {
+                let nb = k / 256;
+                let prefetch =
+                    NR == 1 && super::super::prefetch::on(super::super::prefetch::Site::KQuantTile);
+                let nib = _mm256_set1_epi8(0x0f);
+                let levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+                ));
+                let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+                for blk in 0..nb {
+                    let mut d = [0f32; MR];
+                    // The eight group scales minus 32, per row.
+                    let mut sc = [[0i16; 8]; MR];
+                    for i in 0..MR {
+                        let p = a.add(i * lda + blk * iq4_xs::BYTES);
+                        if prefetch {
+                            // The block 1 ahead into L1 and 4 ahead into L2, as the one-column
+                            // K-quant tiles (past the row's end: the next row's, harmless).
+                            for (ahead, l) in [(1, 0), (1, 64), (1, 128), (4, 0), (4, 64)] {
+                                let q = p.wrapping_add(ahead * iq4_xs::BYTES + l).cast();
+                                if ahead == 1 {
+                                    _mm_prefetch::<_MM_HINT_T0>(q);
+                                } else {
+                                    _mm_prefetch::<_MM_HINT_T1>(q);
+                                }
+                            }
+                        }
+                        d[i] = h2f!(rd16!(p));
+                        let h = u32::from(rd16!(p.add(iq4_xs::SCALES_H)));
+                        let l = u32::from_le(std::ptr::read_unaligned(
+                            p.add(iq4_xs::SCALES_L).cast::<u32>(),
+                        ));
+                        for g in 0..8 {
+                            let ls = ((l >> (4 * g)) & 0x0f) | (((h >> (2 * g)) & 3) << 4);
+                            sc[i][g] = ls as i16 - 32;
+                        }
+                    }
+                    let mut iacc = [[_mm256_setzero_si256(); NR]; MR];
+                    for g in 0..8 {
+                        let mut w = [_mm256_setzero_si256(); MR];
+                        let mut aw = [_mm256_setzero_si256(); MR];
+                        let mut s = [_mm256_setzero_si256(); MR];
+                        for i in 0..MR {
+                            let p = a.add(i * lda + blk * iq4_xs::BYTES + iq4_xs::QS + 16 * g);
+                            let q = _mm_loadu_si128(p.cast());
+                            let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+                            w[i] = _mm256_shuffle_epi8(levels, _mm256_and_si256(both, nib));
+                            aw[i] = _mm256_abs_epi8(w[i]);
+                            s[i] = _mm256_set1_epi16(sc[i][g]);
+                        }
+                        for j in 0..NR {
+                            let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 32 * g);
+                            let y = _mm256_loadu_si256(p.cast());
+                            for i in 0..MR {
+                                let p16 = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(y, w[i]));
+                                iacc[i][j] = if $vnni {
+                                    _mm256_dpwssd_epi32(iacc[i][j], p16, s[i])
+                                } else {
+                                    _mm256_add_epi32(iacc[i][j], _mm256_madd_epi16(p16, s[i]))
+                                };
+                            }
+                        }
+                    }
+                    for j in 0..NR {
+                        let bd = std::ptr::read_unaligned(
+                            b.add(j * ldb + blk * q8_k::BYTES).cast::<f32>(),
+                        );
+                        for i in 0..MR {
+                            let s = _mm256_set1_ps(d[i] * bd);
+                            acc[i][j] =
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]), s, acc[i][j]);
+                        }
+                    }
+                }
+                for i in 0..MR {
+                    for j in 0..NR {
+                        *c.add(j * ldc + i) = hsum!(acc[i][j]);
+                    }
+                }
+            }
+        }
+
+        tiled!($feat, tile_iq4_xs, iq4_xs_tile, TILES, 0);
+
+        /// The IQ4_XS tile kernel of this tier, with its tile size.
+        pub(in crate::kernels::x86) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+            match wt {
+                DType::IQ4_XS => Some(TILES.entry(tile_iq4_xs)),
+                _ => None,
+            }
+        }
+    };
+}
+
+/// The AVX2 tier's IQ4_XS kernel.
+pub(super) mod avx2 {
+    iq4_tier!("avx2,fma,f16c", vnni: false, Tiles::new(1, 8).with_gemv(4));
+}
+
+/// The AVX-512 VNNI tier's IQ4_XS kernel.
+pub(super) mod avx512 {
+    #![allow(clippy::incompatible_msrv)]
+    iq4_tier!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        vnni: true,
+        Tiles::new(2, 8).with_gemv(4)
+    );
+}
