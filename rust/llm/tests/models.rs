@@ -1,7 +1,7 @@
 //! The runtime against llama.cpp's recorded outputs (tests/fixtures/model-*.json, recorded by
 //! record.py and record_fa_off.py with llama-cpp-python 0.3.36): Gemma 3 270M Q4_K_M and the
 //! random-weight tiny llama (GQA, untied output), qwen2 (Q/K/V biases) and qwen3 (Q/K norms)
-//! models.
+//! models, and tiny-iq4 (qwen3's shape with its weights in IQ4_NL and IQ4_XS).
 //!
 //! For every recorded prompt the tokenizer gives llama.cpp's ids, and then:
 //! - the top-40 logits of the last position agree with llama.cpp's within the model's noise
@@ -159,4 +159,9 @@ fn tiny_qwen2_matches_llama_cpp() {
 #[test]
 fn tiny_qwen3_matches_llama_cpp() {
     compare(&tiny_model("tiny-qwen3"), "model-tiny-qwen3.json", 2);
+}
+
+#[test]
+fn tiny_iq4_matches_llama_cpp() {
+    compare(&tiny_model("tiny-iq4"), "model-tiny-iq4.json", 2);
 }

@@ -438,10 +438,11 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };
-    // The ARM Q4_0 / Q8_0 kernels read groups of 4 activation rows interleaved in their words.
+    // The ARM Q4_0 / Q8_0 / IQ4_NL kernels read groups of 4 activation rows interleaved in
+    // their words.
     let act_x4 = match (tier, dtype) {
-        (Tier::Dotprod, DType::Q4_0 | DType::Q8_0) => 4,
-        (Tier::I8mm, DType::Q4_0 | DType::Q8_0) => 8,
+        (Tier::Dotprod, DType::Q4_0 | DType::Q8_0 | DType::IQ4_NL) => 4,
+        (Tier::I8mm, DType::Q4_0 | DType::Q8_0 | DType::IQ4_NL) => 8,
         _ => 0,
     };
     Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, act_x4, tile })
