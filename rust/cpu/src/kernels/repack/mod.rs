@@ -1,5 +1,5 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, (AVX-512 VNNI) Q4_1 / Q5_1 and
-//! k-quant rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, IQ4_NL (Q4_0's block), Q5_0, Q8_0, (AVX-512
+//! VNNI) Q4_1 / Q5_1 and k-quant rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -19,7 +19,7 @@
 //! (32-byte words), so that a matrix-vector product streams the weights sequentially.
 //!
 //! A group's block `b` follows block `b - 1`:
-//! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
+//! first the rows' header fields, field by field (Q4_0 / IQ4_NL / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_1: the scales, then the
 //! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`,
 //! the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K:
@@ -314,10 +314,11 @@ fn geometry(dtype: DType) -> Option<Geometry> {
     }
 }
 
-/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
-/// (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16
-/// values), contiguous, rows of every plane a multiple of the group, and the tier has repacked
-/// kernels for the type (on ARM: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
+/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, IQ4_NL, Q5_0,
+/// Q8_0, (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple
+/// of 16 values), contiguous, rows of every plane a multiple of the group, and the tier has
+/// repacked kernels for the type (on ARM: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K on dotprod and
+/// i8mm).
 pub fn can_repack(layout: &Layout) -> bool {
     PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
 }
@@ -347,7 +348,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants and F16 are repacked",
+            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, the k-quants and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));
