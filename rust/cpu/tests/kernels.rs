@@ -338,7 +338,7 @@ mod repacked {
     use tessera_cpu::kernels::repack::{self, PackedWeights, RepackBufferType};
 
     /// The types some tier repacks.
-    const REPACKED: [DType; 11] = [
+    const REPACKED: [DType; 12] = [
         DType::Q4_0,
         DType::Q8_0,
         DType::Q5_0,
@@ -350,6 +350,7 @@ mod repacked {
         DType::Q5_K,
         DType::Q6_K,
         DType::IQ4_NL,
+        DType::IQ4_XS,
     ];
 
     #[test]

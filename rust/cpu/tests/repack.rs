@@ -305,6 +305,7 @@ fn pack_as_round_trips_every_layout() {
             DType::Q4_K,
             DType::Q5_K,
             DType::Q6_K,
+            DType::IQ4_XS,
         ] {
             let k = if dtype.block_size() == 256 { 2 * 256 } else { 5 * 32 };
             let m = 3 * pl.rows;
@@ -313,9 +314,10 @@ fn pack_as_round_trips_every_layout() {
             repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
             if matches!(dtype, DType::Q4_K | DType::Q5_K) {
                 check_stored_k4(pl, dtype, k, &plain, &packed);
-            } else if dtype == DType::Q6_K {
-                // Q6_K's layout is checked through the kernels (tests/kernels.rs).
-                assert_ne!(packed, plain, "{pl:?} Q6_K");
+            } else if matches!(dtype, DType::Q6_K | DType::IQ4_XS) {
+                // Q6_K's and IQ4_XS's layouts are checked through the kernels (tests/kernels.rs,
+                // tests/iq4.rs).
+                assert_ne!(packed, plain, "{pl:?} {dtype}");
             } else {
                 check_stored(pl, dtype, k, &plain, &packed);
             }

@@ -403,7 +403,7 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
-/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, the k-quants and F16; AVX2:
+/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16; AVX2:
 /// Q4_0, Q5_0, Q8_0, IQ4_NL and F16; dotprod and i8mm: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
@@ -431,10 +431,12 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     debug_assert!(
         repack::PackLayout::for_tier(tier).is_some_and(|l| mr % repack::group_rows(l, dtype) == 0)
     );
-    // Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1: Q8_0 with sums (sized as Q8_1); the k-quants: plain
-    // Q8_K; F16: F32.
+    // Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 / IQ4_NL: Q8_0 with sums (sized as Q8_1); the k-quants
+    // and IQ4_XS: plain Q8_K; F16: F32.
     let act = match dtype {
-        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::IQ4_XS => {
+            DType::Q8_K
+        }
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };

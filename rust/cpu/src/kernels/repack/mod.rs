@@ -21,7 +21,8 @@
 //! A group's block `b` follows block `b - 1`:
 //! first the rows' header fields, field by field (Q4_0 / IQ4_NL / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_1: the scales, then the
-//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`,
+//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; IQ4_XS: the `d`,
+//! the `scales_h`, then the 4 bytes of `scales_l`; Q4_K: the `d`,
 //! the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K:
 //! the `d`, then byte `s` of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes;
 //! Q2_K: the `d`, the `dmin`, then its 16 `scales` bytes), then the quants in chunks `h`, each
@@ -39,7 +40,7 @@ mod buffer;
 pub use buffer::{RepackBuffer, RepackBufferType};
 
 use super::blocks::{
-    iq4_nl, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES,
+    iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES,
 };
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
@@ -217,6 +218,20 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // IQ4_XS: d, scales_h, scales_l, then 128 bytes of nibbles.
+        DType::IQ4_XS => Some(Geometry {
+            values: QK_K,
+            size: iq4_xs::BYTES,
+            fields: &[
+                (0, F16_BYTES),
+                (iq4_xs::SCALES_H, iq4_xs::SCALES_L - iq4_xs::SCALES_H),
+                (iq4_xs::SCALES_L, iq4_xs::QS - iq4_xs::SCALES_L),
+            ],
+            quants: quants(iq4_xs::QS, iq4_xs::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: false,
+        }),
         DType::Q5_0 => Some(Geometry {
             values: QK5_0,
             size: q5_0::BYTES,
@@ -348,7 +363,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, the k-quants and F16 are repacked",
+            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));

@@ -146,3 +146,141 @@ pub(super) mod avx512 {
         Tiles::new(2, 8).with_gemv(4)
     );
 }
+
+/// IQ4_XS repacked in the 16 x 4 layout ([`crate::kernels::repack`]) for the AVX-512 VNNI tier:
+/// per group block the sixteen rows' `d`, their `scales_h`, their `scales_l` (4 bytes each),
+/// then the index bytes in 4-byte words of the sixteen rows.
+pub(super) mod packed512 {
+    #![allow(clippy::incompatible_msrv)]
+    #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
+
+    use crate::kernels::blocks::{iq4_xs, q8_k, F16_BYTES};
+    use crate::kernels::x86::prefetch::{on, Site};
+    use crate::kernels::TileFn;
+    use std::arch::x86_64::*;
+    use tessera_core::DType;
+
+    /// Rows per repacked group.
+    const ROWS: usize = 16;
+
+    // The group's header: d, scales_h and scales_l of each row, field after field.
+    const _: () =
+        assert!(iq4_xs::SCALES_H == F16_BYTES && iq4_xs::SCALES_L == 4 && iq4_xs::QS == 8);
+
+    /// One group of sixteen repacked IQ4_XS rows times `NR` Q8_K activation rows: per 32-value
+    /// group, the index words of the sixteen rows become their levels plus 128 (`vpshufb`,
+    /// unsigned) and eight `vpdpbusd` give the rows' integer sums, which start from -128 times
+    /// the activations' sum of the group (from their `bsums`); scaled in f32 by
+    /// `d * (ls - 32)`, and by the activations' `d` once per block.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn group<const NR: usize, const UNUSED: u8>(
+        k: usize,
+        a: *const u8,
+        b: *const u8,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY: the caller guarantees this function's target features and its operands: `a`
+        // one group of sixteen repacked IQ4_XS rows of `k` values, `NR` Q8_K activation rows
+        // at `b + j * ldb`, and 16 writable outputs at `c + j * ldc`; every load and store
+        // below stays within them (the prefetches may point past them, which is harmless).
+        unsafe {
+            let bsz = iq4_xs::BYTES * ROWS;
+            let nib = _mm512_set1_epi8(0x0f);
+            let levels = _mm512_xor_si512(
+                _mm512_broadcast_i32x4(_mm_loadu_si128(
+                    tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+                )),
+                _mm512_set1_epi8(-128),
+            );
+            let prefetch = NR == 1 && on(Site::KQuant512);
+            let mut acc = [_mm512_setzero_ps(); NR];
+            for blk in 0..k / 256 {
+                let g = a.add(blk * bsz);
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(g.cast()));
+                let sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(g.add(F16_BYTES * ROWS).cast()));
+                let sl = _mm512_loadu_si512(g.add(iq4_xs::SCALES_L * ROWS).cast());
+                // d * (ls - 32) of each 32-value group, per row.
+                let wsc: [__m512; 8] = std::array::from_fn(|t| {
+                    let lo = _mm512_srl_epi32(sl, _mm_cvtsi32_si128(4 * t as i32));
+                    let hi = _mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * t as i32));
+                    let ls = _mm512_or_si512(
+                        _mm512_and_si512(lo, _mm512_set1_epi32(0x0f)),
+                        _mm512_slli_epi32::<4>(_mm512_and_si512(hi, _mm512_set1_epi32(3))),
+                    );
+                    let ls = _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
+                    _mm512_mul_ps(d, _mm512_cvtepi32_ps(ls))
+                });
+                // Per activation row, -128 times the sum of each group's 32 quants.
+                let mut start = [[0i32; 8]; NR];
+                for (j, start) in start.iter_mut().enumerate() {
+                    let p = b.add(j * ldb + blk * q8_k::BYTES + q8_k::BSUMS);
+                    let s =
+                        _mm256_madd_epi16(_mm256_loadu_si256(p.cast()), _mm256_set1_epi16(-128));
+                    _mm256_storeu_si256(start.as_mut_ptr().cast(), s);
+                }
+                let q = g.add(iq4_xs::QS * ROWS);
+                let next = g.wrapping_add(bsz);
+                let mut tj = [_mm512_setzero_ps(); NR];
+                for grp in 0..8 {
+                    if prefetch {
+                        // The next group block into L1, a share per 32-value group.
+                        for l in 0..bsz.div_ceil(64 * 8) {
+                            let at = next.wrapping_add(64 * (grp * bsz.div_ceil(64 * 8) + l));
+                            _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                        }
+                    }
+                    // Word h: bytes 4h.. of the group's 16 index bytes of every row; its low
+                    // nibbles are values 4h.., its high nibbles values 16 + 4h.. of the group.
+                    let mut lo = [_mm512_setzero_si512(); 4];
+                    let mut hi = [_mm512_setzero_si512(); 4];
+                    for h in 0..4 {
+                        let w = _mm512_loadu_si512(q.add(64 * (4 * grp + h)).cast());
+                        lo[h] = _mm512_shuffle_epi8(levels, _mm512_and_si512(w, nib));
+                        hi[h] = _mm512_shuffle_epi8(
+                            levels,
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(w), nib),
+                        );
+                    }
+                    for j in 0..NR {
+                        let y = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 32 * grp);
+                        let word =
+                            |o: usize| _mm512_set1_epi32(std::ptr::read_unaligned(y.add(o).cast()));
+                        let mut sl = _mm512_set1_epi32(start[j][grp]);
+                        let mut sh = _mm512_setzero_si512();
+                        for h in 0..4 {
+                            sl = _mm512_dpbusd_epi32(sl, lo[h], word(4 * h));
+                            sh = _mm512_dpbusd_epi32(sh, hi[h], word(16 + 4 * h));
+                        }
+                        let s = _mm512_cvtepi32_ps(_mm512_add_epi32(sl, sh));
+                        tj[j] = _mm512_fmadd_ps(s, wsc[grp], tj[j]);
+                    }
+                }
+                for j in 0..NR {
+                    let bd =
+                        std::ptr::read_unaligned(b.add(j * ldb + blk * q8_k::BYTES).cast::<f32>());
+                    acc[j] = _mm512_fmadd_ps(tj[j], _mm512_set1_ps(bd), acc[j]);
+                }
+            }
+            for (j, acc_j) in acc.iter().enumerate() {
+                _mm512_storeu_ps(c.add(j * ldc), *acc_j);
+            }
+        }
+    }
+
+    packed_tiled!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        packed_iq4_xs,
+        group,
+        0,
+        16,
+        [16, 8, 4, 1]
+    );
+
+    /// The kernel for 16 x 4 repacked IQ4_XS weights, with its tile size (16 rows by 16
+    /// columns).
+    pub(in crate::kernels::x86) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+        (wt == DType::IQ4_XS).then_some((packed_iq4_xs as TileFn, ROWS, 16))
+    }
+}

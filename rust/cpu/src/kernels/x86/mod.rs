@@ -32,7 +32,7 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx512_tile());
     }
-    avx512::packed_tile(wt)
+    avx512::packed_tile(wt).or_else(|| iq4::packed512::packed_tile(wt))
 }
 
 /// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt`, with its tile size.
