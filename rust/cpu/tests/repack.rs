@@ -277,6 +277,11 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
+            // IQ4_NL in Q4_0's layout on every tier that has one; IQ4_XS on x86.
+            let iq4_nl = Layout::contiguous(DType::IQ4_NL, &[256, 16]).unwrap();
+            assert!(repack::can_repack(&iq4_nl), "{tier:?} IQ4_NL");
+            let iq4_xs = Layout::contiguous(DType::IQ4_XS, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&iq4_xs), x86, "{tier:?} IQ4_XS");
             // A tensor that cannot be repacked is stored as written.
             let odd = Layout::contiguous(DType::Q4_0, &[64, pl.rows + 2]).unwrap();
             let plain = quantize_to_vec(DType::Q4_0, &rand_vec(64 * (pl.rows + 2), 4)).unwrap();

@@ -284,3 +284,155 @@ pub(super) mod packed512 {
         (wt == DType::IQ4_XS).then_some((packed_iq4_xs as TileFn, ROWS, 16))
     }
 }
+
+/// IQ4_XS repacked in the 8 x 8 layout ([`crate::kernels::repack`]) for the AVX2 tier: per group
+/// block the eight rows' `d`, their `scales_h`, their `scales_l` (4 bytes each), then the index
+/// bytes in 8-byte words of the eight rows, so that one 32-byte load holds a word of four rows
+/// and `vpmaddubsw` multiplies it by an 8-byte activation word broadcast to the four lanes.
+pub(super) mod packed256 {
+    #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
+
+    use crate::kernels::blocks::{iq4_xs, q8_k, F16_BYTES};
+    use crate::kernels::x86::prefetch::{on, Site};
+    use crate::kernels::TileFn;
+    use std::arch::x86_64::*;
+    use tessera_core::DType;
+
+    /// Rows per repacked group.
+    const ROWS: usize = 8;
+    /// The order of the rows in the lanes after `vphaddd` of rows 0..4 and rows 4..8 (its own
+    /// inverse).
+    const LANES: [i32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
+    /// Group blocks ahead that the one-row kernel prefetches into L1 and into L2 (about the
+    /// bytes ahead of the AVX2 tier's repacked Q4_0 kernel).
+    const PREFETCH_BLOCKS: (usize, usize) = (1, 3);
+
+    /// One group of eight repacked IQ4_XS rows times `NR` Q8_K activation rows: per 32-value
+    /// group, the index words of the rows become their signed levels (`vpshufb`), multiplied as
+    /// their magnitudes times the activations with their signs (`vpmaddubsw`), the pairs times
+    /// each row's group scale minus 32 (`vpmaddwd`), exact in 32 bits for the block, which is
+    /// scaled by `d * d_b` once.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn group<const NR: usize, const UNUSED: u8>(
+        k: usize,
+        a: *const u8,
+        b: *const u8,
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        // SAFETY: the caller guarantees AVX2 and its operands: `a` one group of eight repacked
+        // IQ4_XS rows of `k` values, `NR` Q8_K activation rows at `b + j * ldb`, and 8 writable
+        // outputs at `c + j * ldc`; every load and store below stays within them (the
+        // prefetches may point past them, which is harmless).
+        unsafe {
+            let bsz = iq4_xs::BYTES * ROWS;
+            let lanes = _mm256_loadu_si256(LANES.as_ptr().cast());
+            let nib = _mm256_set1_epi8(0x0f);
+            let levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+            ));
+            // A row's i16 scale four times for each of the rows of a 32-byte word (rows 0..4
+            // of a half in `rows[0]`, rows 4..8 in `rows[1]`), from the eight rows' scales.
+            let spread = [
+                _mm256_setr_epi8(
+                    0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7,
+                    6, 7, 6, 7, 6, 7,
+                ),
+                _mm256_setr_epi8(
+                    8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 12, 13, 12, 13, 12, 13,
+                    12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
+                ),
+            ];
+            let prefetch = NR == 1 && on(Site::Packed256);
+            let mut acc = [_mm256_setzero_ps(); NR];
+            for blk in 0..k / 256 {
+                let g = a.add(blk * bsz);
+                if prefetch {
+                    let (near, far) = (
+                        g.wrapping_add(PREFETCH_BLOCKS.0 * bsz),
+                        g.wrapping_add(PREFETCH_BLOCKS.1 * bsz),
+                    );
+                    for l in (0..bsz).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(l).cast());
+                        _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(l).cast());
+                    }
+                }
+                let d = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(g.cast())), lanes);
+                let sh = _mm256_cvtepu16_epi32(_mm_loadu_si128(g.add(F16_BYTES * ROWS).cast()));
+                let sl = _mm256_loadu_si256(g.add(iq4_xs::SCALES_L * ROWS).cast());
+                let q = g.add(iq4_xs::QS * ROWS);
+                let mut iacc = [_mm256_setzero_si256(); NR];
+                for grp in 0..8 {
+                    let lo4 = _mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * grp as i32));
+                    let hi2 = _mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * grp as i32));
+                    let ls = _mm256_sub_epi32(
+                        _mm256_or_si256(
+                            _mm256_and_si256(lo4, _mm256_set1_epi32(0x0f)),
+                            _mm256_slli_epi32::<4>(_mm256_and_si256(hi2, _mm256_set1_epi32(3))),
+                        ),
+                        _mm256_set1_epi32(32),
+                    );
+                    let ls16 = _mm256_broadcastsi128_si256(_mm_packs_epi32(
+                        _mm256_castsi256_si128(ls),
+                        _mm256_extracti128_si256::<1>(ls),
+                    ));
+                    let scale = spread.map(|s| _mm256_shuffle_epi8(ls16, s));
+                    // raw[2t + half]: word 2grp + t (index bytes 8t.. of the group), rows
+                    // 4 half..; its low nibbles are values 8t.., its high ones 16 + 8t...
+                    let raw: [__m256i; 4] = std::array::from_fn(|t| {
+                        _mm256_loadu_si256(q.add(128 * grp + 32 * t).cast())
+                    });
+                    let lo = raw.map(|r| _mm256_shuffle_epi8(levels, _mm256_and_si256(r, nib)));
+                    let hi = raw.map(|r| {
+                        _mm256_shuffle_epi8(
+                            levels,
+                            _mm256_and_si256(_mm256_srli_epi16::<4>(r), nib),
+                        )
+                    });
+                    let (alo, ahi) =
+                        (lo.map(|r| _mm256_abs_epi8(r)), hi.map(|r| _mm256_abs_epi8(r)));
+                    for j in 0..NR {
+                        let y = b.add(j * ldb + blk * q8_k::BYTES + q8_k::QS + 32 * grp);
+                        let word = |t: usize| {
+                            _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(8 * t).cast::<i64>()))
+                        };
+                        let yw = [word(0), word(1), word(2), word(3)];
+                        let dot = |w: __m256i, aw: __m256i, y: __m256i, s: __m256i| {
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(y, w)), s)
+                        };
+                        let half = |h: usize| {
+                            _mm256_add_epi32(
+                                _mm256_add_epi32(
+                                    dot(lo[h], alo[h], yw[0], scale[h]),
+                                    dot(lo[2 + h], alo[2 + h], yw[1], scale[h]),
+                                ),
+                                _mm256_add_epi32(
+                                    dot(hi[h], ahi[h], yw[2], scale[h]),
+                                    dot(hi[2 + h], ahi[2 + h], yw[3], scale[h]),
+                                ),
+                            )
+                        };
+                        iacc[j] = _mm256_add_epi32(iacc[j], _mm256_hadd_epi32(half(0), half(1)));
+                    }
+                }
+                for j in 0..NR {
+                    let bd =
+                        std::ptr::read_unaligned(b.add(j * ldb + blk * q8_k::BYTES).cast::<f32>());
+                    let s = _mm256_mul_ps(d, _mm256_set1_ps(bd));
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[j]), s, acc[j]);
+                }
+            }
+            for j in 0..NR {
+                _mm256_storeu_ps(c.add(j * ldc), _mm256_permutevar8x32_ps(acc[j], lanes));
+            }
+        }
+    }
+
+    packed_tiled!("avx2,fma,f16c", packed_iq4_xs, group, 0, ROWS, [4, 3, 2, 1]);
+
+    /// The kernel for 8 x 8 repacked IQ4_XS weights, with its tile size (8 rows, 4 columns).
+    pub(in crate::kernels::x86) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
+        (wt == DType::IQ4_XS).then_some((packed_iq4_xs as TileFn, ROWS, 4))
+    }
+}
