@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod chat;
+pub mod constraint;
 pub mod context;
 pub mod embed;
 pub mod error;
@@ -21,7 +22,7 @@ pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::Pooling;
 pub use error::{LlmError, Result};
 pub use generate::{
-    generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
+    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent, TokenProb,
 };
 pub use hparams::{Architecture, HParams};
 pub use model::{DeviceChoice, Model};
