@@ -231,9 +231,10 @@ pub fn generate(
     };
     let mut thinking = options.thinking_budget.as_ref().map(|b| Thinking::new(b, tok));
     let mut lazy = match &options.lazy_constraint {
-        Some(l) => {
-            Some(LazyStart::new(l, TokenConstraint::new(&*model.constraint_vocab()?, &l.constraint)?))
-        }
+        Some(l) => Some(LazyStart::new(
+            l,
+            TokenConstraint::new(&*model.constraint_vocab()?, &l.constraint)?,
+        )),
         None => None,
     };
     let mut timings = Timings::default();
@@ -351,7 +352,11 @@ fn top_probs(
         .into_iter()
         .map(|c| {
             let piece = tok.token_to_piece(c.id, false)?;
-            Ok(TokenProb { token: c.id, text: String::from_utf8_lossy(&piece).into_owned(), prob: c.p })
+            Ok(TokenProb {
+                token: c.id,
+                text: String::from_utf8_lossy(&piece).into_owned(),
+                prob: c.p,
+            })
         })
         .collect()
 }
@@ -381,7 +386,9 @@ impl LazyStart {
         let end = self
             .triggers
             .iter()
-            .filter_map(|t| tail.windows(t.len()).position(|w| w == t.as_slice()).map(|i| i + t.len()))
+            .filter_map(|t| {
+                tail.windows(t.len()).position(|w| w == t.as_slice()).map(|i| i + t.len())
+            })
             .min()?;
         Some(tail[end..].to_vec())
     }
@@ -442,7 +449,8 @@ impl Thinking {
                 self.closed = true;
             }
             let keep = self.seen.len().saturating_sub(16);
-            let cut = (keep..=self.seen.len()).find(|&i| self.seen.is_char_boundary(i)).unwrap_or(0);
+            let cut =
+                (keep..=self.seen.len()).find(|&i| self.seen.is_char_boundary(i)).unwrap_or(0);
             self.seen.drain(..cut);
         }
     }

@@ -22,7 +22,8 @@ pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::Pooling;
 pub use error::{LlmError, Result};
 pub use generate::{
-    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent, TokenProb,
+    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent,
+    TokenProb,
 };
 pub use hparams::{Architecture, HParams};
 pub use model::{DeviceChoice, Model};

@@ -132,7 +132,12 @@ fn formats_are_chosen_from_the_templates() {
         other => panic!("{other}"),
     };
     for r in rec.records.iter().filter(|r| r.case == "tools-offered") {
-        assert_eq!(ToolFormat::detect(template(r, 0).source()), want(&r.template), "{}", r.template);
+        assert_eq!(
+            ToolFormat::detect(template(r, 0).source()),
+            want(&r.template),
+            "{}",
+            r.template
+        );
     }
     let gemma = ChatTemplate::gemma();
     assert_eq!(ToolFormat::detect(gemma.source()), ToolFormat::Generic);
@@ -263,7 +268,10 @@ fn model_texts_of_each_format_parse_whole_and_streamed() {
         &opts(ToolFormat::Hermes),
         "<tool_call>{\"arguments\": {\"q\": \"a \\\"b\\\" {c}\", \"n\": [1, {\"x\": null}]}, \"name\": \"search\"}</tool_call>",
     );
-    assert_eq!(calls_of(&out), vec![("search".into(), json!({"q": "a \"b\" {c}", "n": [1, {"x": null}]}))]);
+    assert_eq!(
+        calls_of(&out),
+        vec![("search".into(), json!({"q": "a \"b\" {c}", "n": [1, {"x": null}]}))]
+    );
     // Llama 3.x: a JSON call as the whole answer, with and without <|python_tag|>.
     for text in [
         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"units\": \"metric\"}}",
@@ -272,7 +280,10 @@ fn model_texts_of_each_format_parse_whole_and_streamed() {
         assert_eq!(calls_of(&parse_both_ways(&opts(ToolFormat::Llama3), text)), expected_calls(1), "{text}");
     }
     // Llama 3.1's built-in tools.
-    let out = parse_both_ways(&opts(ToolFormat::Llama3), "<|python_tag|>brave_search.call(query=\"weather, Paris\")");
+    let out = parse_both_ways(
+        &opts(ToolFormat::Llama3),
+        "<|python_tag|>brave_search.call(query=\"weather, Paris\")",
+    );
     assert_eq!(calls_of(&out), vec![("brave_search".into(), json!({"query": "weather, Paris"}))]);
     // Plain text stays text.
     let out = parse_both_ways(&opts(ToolFormat::Llama3), "Paris is sunny today.");
@@ -325,7 +336,10 @@ fn reasoning_splits_from_the_answer() {
     assert_eq!(out.text, "The answer is **4**.");
     // Still thinking when the generation stopped: all of it is reasoning.
     let out = parse_both_ways(&r1, "Let me think about <this> carefully");
-    assert_eq!((out.reasoning.as_str(), out.text.as_str()), ("Let me think about <this> carefully", ""));
+    assert_eq!(
+        (out.reasoning.as_str(), out.text.as_str()),
+        ("Let me think about <this> carefully", "")
+    );
     // Qwen 3 with thinking off renders an empty think block in the prompt: plain answer.
     let out = parse_both_ways(&auto, "Hello!");
     assert_eq!((out.reasoning.as_str(), out.text.as_str()), ("", "Hello!"));
@@ -348,13 +362,18 @@ fn reasoning_splits_from_the_answer() {
 fn the_prompt_says_whether_the_answer_starts_in_reasoning() {
     let rec = recording();
     let r1 = rec.records.iter().find(|r| r.template == "deepseek-r1-qwen").unwrap();
-    let req = ChatRequest { messages: vec![ChatMessage::new("user", "2+2?")], ..ChatRequest::default() };
+    let req =
+        ChatRequest { messages: vec![ChatMessage::new("user", "2+2?")], ..ChatRequest::default() };
     let on = ChatRequest { enable_thinking: Some(true), ..req.clone() };
     let p = on.prepare(&template(r1, 0)).unwrap();
     assert!(p.output.starts_in_reasoning, "{:?}", p.prompt);
     // llama.cpp's copy of the template closes the block unless enable_thinking is set.
     let p = req.prepare(&template(r1, 0)).unwrap();
-    assert!(!p.output.starts_in_reasoning && p.prompt.ends_with("<think>\n</think>"), "{:?}", p.prompt);
+    assert!(
+        !p.output.starts_in_reasoning && p.prompt.ends_with("<think>\n</think>"),
+        "{:?}",
+        p.prompt
+    );
     let q3 = rec.records.iter().find(|r| r.template == "qwen-3").unwrap();
     for (thinking, opened) in [(None, false), (Some(true), false), (Some(false), false)] {
         let req = ChatRequest { enable_thinking: thinking, ..req.clone() };
@@ -368,10 +387,11 @@ fn the_prompt_says_whether_the_answer_starts_in_reasoning() {
 fn tool_choice_and_lazy_constraints() {
     let rec = recording();
     let qwen = rec.records.iter().find(|r| r.template == "qwen-2.5").unwrap();
-    let tools: Vec<Value> = match serde_json::to_value(&rec.records[0].extra).unwrap()["tools"].clone() {
-        Value::Array(t) => t,
-        _ => panic!(),
-    };
+    let tools: Vec<Value> =
+        match serde_json::to_value(&rec.records[0].extra).unwrap()["tools"].clone() {
+            Value::Array(t) => t,
+            _ => panic!(),
+        };
     let base = ChatRequest {
         messages: vec![ChatMessage::new("user", "Weather in Paris?")],
         tools: tools.clone(),
@@ -380,11 +400,17 @@ fn tool_choice_and_lazy_constraints() {
     let p = base.prepare(&template(qwen, 0)).unwrap();
     let lazy = p.lazy.expect("a lazy constraint");
     assert_eq!(lazy.triggers, ["<tool_call>"]);
-    assert!(matches!(lazy.constraint, OutputConstraint::Lark(ref g) if g.contains("</tool_call>") && g.contains("get_weather")));
+    assert!(
+        matches!(lazy.constraint, OutputConstraint::Lark(ref g) if g.contains("</tool_call>") && g.contains("get_weather"))
+    );
     assert!(p.prompt.contains("\"name\": \"get_weather\""));
     // none: no tools in the prompt, nothing to parse.
-    let p = ChatRequest { tool_choice: ToolChoice::None, ..base.clone() }.prepare(&template(qwen, 0)).unwrap();
-    assert!(!p.prompt.contains("get_weather") && p.lazy.is_none() && p.output.tool_format.is_none());
+    let p = ChatRequest { tool_choice: ToolChoice::None, ..base.clone() }
+        .prepare(&template(qwen, 0))
+        .unwrap();
+    assert!(
+        !p.prompt.contains("get_weather") && p.lazy.is_none() && p.output.tool_format.is_none()
+    );
     // A function by name: only that tool.
     let p = ChatRequest { tool_choice: ToolChoice::Function("add".into()), ..base.clone() }
         .prepare(&template(qwen, 0))
@@ -395,11 +421,15 @@ fn tool_choice_and_lazy_constraints() {
         .unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
     // Gemma (no tool syntax): the generic format, constrained from the first token.
-    let p = ChatRequest { tool_choice: ToolChoice::Required, ..base }.prepare(&ChatTemplate::gemma()).unwrap();
+    let p = ChatRequest { tool_choice: ToolChoice::Required, ..base }
+        .prepare(&ChatTemplate::gemma())
+        .unwrap();
     assert_eq!(p.output.tool_format, Some(ToolFormat::Generic));
     assert!(p.prompt.contains("get_weather"));
     match p.constraint {
-        Some(OutputConstraint::JsonSchema(s)) => assert!(s.to_string().contains("tool_call") && !s.to_string().contains("response")),
+        Some(OutputConstraint::JsonSchema(s)) => {
+            assert!(s.to_string().contains("tool_call") && !s.to_string().contains("response"))
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -422,6 +452,8 @@ fn tool_calls_deserialize_in_openai_and_flat_shapes() {
             ToolCall { id: String::new(), name: "f".into(), arguments: json!({"x": true}) },
         ]
     );
-    let bad = serde_json::from_value::<ChatMessage>(json!({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1"}}]}));
+    let bad = serde_json::from_value::<ChatMessage>(
+        json!({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1"}}]}),
+    );
     assert!(bad.unwrap_err().to_string().contains("not JSON"));
 }

@@ -45,11 +45,9 @@ fn ask(text: &str) -> Prompt {
 
 fn sampled(seed: u64, constraint: OutputConstraint, max_tokens: usize) -> GenerateOptions {
     GenerateOptions {
+        // Temperature 1 with llama.cpp's default filters (top-k 40, top-p 0.95, min-p 0.05).
         sampling: SamplingParams {
             temperature: 1.0,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
             seed: Some(seed),
             ..SamplingParams::default()
         },
@@ -74,145 +72,262 @@ fn run(ctx: &mut Context, prompt: &Prompt, opts: &GenerateOptions) -> Generation
 fn schemas() -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("integer", "Pick a number.", json!({"type": "integer"})),
-        ("bounded-integer", "How many legs has a spider?", json!({"type": "integer", "minimum": 1, "maximum": 12})),
-        ("number-range", "A temperature in Celsius.", json!({"type": "number", "minimum": -40.5, "exclusiveMaximum": 60})),
+        (
+            "bounded-integer",
+            "How many legs has a spider?",
+            json!({"type": "integer", "minimum": 1, "maximum": 12}),
+        ),
+        (
+            "number-range",
+            "A temperature in Celsius.",
+            json!({"type": "number", "minimum": -40.5, "exclusiveMaximum": 60}),
+        ),
         ("boolean", "Is the sky blue?", json!({"type": "boolean"})),
-        ("short-string", "Name a fruit.", json!({"type": "string", "minLength": 2, "maxLength": 20})),
+        (
+            "short-string",
+            "Name a fruit.",
+            json!({"type": "string", "minLength": 2, "maxLength": 20}),
+        ),
         ("enum", "Which color is grass?", json!({"enum": ["red", "green", "blue"]})),
         ("const", "Say yes.", json!({"const": "yes"})),
-        ("pattern", "A US zip code.", json!({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"})),
-        ("date-pattern", "A date.", json!({"type": "string", "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9])$"})),
-        ("person", "Describe a person.", json!({
-            "type": "object",
-            "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-            "required": ["name", "age"],
-            "additionalProperties": false
-        })),
-        ("optional-fields", "A book.", json!({
-            "type": "object",
-            "properties": {
-                "title": {"type": "string", "maxLength": 40},
-                "year": {"type": "integer", "minimum": 1450, "maximum": 2030},
-                "isbn": {"type": "string", "pattern": "^[0-9]{13}$"}
-            },
-            "required": ["title"],
-            "additionalProperties": false
-        })),
-        ("nested", "A company and its address.", json!({
-            "type": "object",
-            "properties": {
-                "company": {"type": "string", "maxLength": 30},
-                "address": {
+        (
+            "pattern",
+            "A US zip code.",
+            json!({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"}),
+        ),
+        (
+            "date-pattern",
+            "A date.",
+            json!({"type": "string", "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9])$"}),
+        ),
+        (
+            "person",
+            "Describe a person.",
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                "required": ["name", "age"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "optional-fields",
+            "A book.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "maxLength": 40},
+                    "year": {"type": "integer", "minimum": 1450, "maximum": 2030},
+                    "isbn": {"type": "string", "pattern": "^[0-9]{13}$"}
+                },
+                "required": ["title"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "nested",
+            "A company and its address.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "company": {"type": "string", "maxLength": 30},
+                    "address": {
+                        "type": "object",
+                        "properties": {
+                            "street": {"type": "string", "maxLength": 40},
+                            "city": {"type": "string", "maxLength": 30},
+                            "zip": {"type": "string", "pattern": "^[0-9]{5}$"}
+                        },
+                        "required": ["city", "zip"],
+                        "additionalProperties": false
+                    }
+                },
+                "required": ["company", "address"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "array-bounds",
+            "Three to five colors.",
+            json!({
+                "type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 3, "maxItems": 5
+            }),
+        ),
+        (
+            "array-of-objects",
+            "A shopping list.",
+            json!({
+                "type": "array",
+                "items": {
                     "type": "object",
-                    "properties": {
-                        "street": {"type": "string", "maxLength": 40},
-                        "city": {"type": "string", "maxLength": 30},
-                        "zip": {"type": "string", "pattern": "^[0-9]{5}$"}
-                    },
-                    "required": ["city", "zip"],
+                    "properties": {"item": {"type": "string", "maxLength": 20}, "qty": {"type": "integer", "minimum": 1, "maximum": 99}},
+                    "required": ["item", "qty"],
                     "additionalProperties": false
-                }
-            },
-            "required": ["company", "address"],
-            "additionalProperties": false
-        })),
-        ("array-bounds", "Three to five colors.", json!({
-            "type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 3, "maxItems": 5
-        })),
-        ("array-of-objects", "A shopping list.", json!({
-            "type": "array",
-            "items": {
+                },
+                "minItems": 1,
+                "maxItems": 4
+            }),
+        ),
+        (
+            "array-of-numbers",
+            "Some measurements.",
+            json!({
+                "type": "array", "items": {"type": "number", "minimum": 0, "maximum": 100}, "minItems": 2, "maxItems": 6
+            }),
+        ),
+        (
+            "tuple",
+            "A point and a label.",
+            json!({
+                "type": "array",
+                "prefixItems": [{"type": "number"}, {"type": "number"}, {"type": "string", "maxLength": 10}],
+                "items": false
+            }),
+        ),
+        (
+            "any-of",
+            "An id or a name.",
+            json!({
+                "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "maxLength": 15}]
+            }),
+        ),
+        (
+            "any-of-objects",
+            "A shape.",
+            json!({
+                "anyOf": [
+                    {"type": "object", "properties": {"kind": {"const": "circle"}, "radius": {"type": "number", "minimum": 0}}, "required": ["kind", "radius"], "additionalProperties": false},
+                    {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number", "minimum": 0}}, "required": ["kind", "side"], "additionalProperties": false}
+                ]
+            }),
+        ),
+        (
+            "nullable",
+            "A middle name, if any.",
+            json!({"type": ["string", "null"], "maxLength": 15}),
+        ),
+        (
+            "ref-defs",
+            "Two people.",
+            json!({
+                "$defs": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}, "required": ["name"], "additionalProperties": false}},
                 "type": "object",
-                "properties": {"item": {"type": "string", "maxLength": 20}, "qty": {"type": "integer", "minimum": 1, "maximum": 99}},
-                "required": ["item", "qty"],
+                "properties": {"first": {"$ref": "#/$defs/person"}, "second": {"$ref": "#/$defs/person"}},
+                "required": ["first", "second"],
                 "additionalProperties": false
-            },
-            "minItems": 1,
-            "maxItems": 4
-        })),
-        ("array-of-numbers", "Some measurements.", json!({
-            "type": "array", "items": {"type": "number", "minimum": 0, "maximum": 100}, "minItems": 2, "maxItems": 6
-        })),
-        ("tuple", "A point and a label.", json!({
-            "type": "array",
-            "prefixItems": [{"type": "number"}, {"type": "number"}, {"type": "string", "maxLength": 10}],
-            "items": false
-        })),
-        ("any-of", "An id or a name.", json!({
-            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "maxLength": 15}]
-        })),
-        ("any-of-objects", "A shape.", json!({
-            "anyOf": [
-                {"type": "object", "properties": {"kind": {"const": "circle"}, "radius": {"type": "number", "minimum": 0}}, "required": ["kind", "radius"], "additionalProperties": false},
-                {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number", "minimum": 0}}, "required": ["kind", "side"], "additionalProperties": false}
-            ]
-        })),
-        ("nullable", "A middle name, if any.", json!({"type": ["string", "null"], "maxLength": 15})),
-        ("ref-defs", "Two people.", json!({
-            "$defs": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}, "required": ["name"], "additionalProperties": false}},
-            "type": "object",
-            "properties": {"first": {"$ref": "#/$defs/person"}, "second": {"$ref": "#/$defs/person"}},
-            "required": ["first", "second"],
-            "additionalProperties": false
-        })),
-        ("ref-recursive", "A small tree.", json!({
-            "$defs": {"node": {
+            }),
+        ),
+        (
+            "ref-chain",
+            "A small tree.",
+            json!({
+                "$defs": {
+                    "leaf": {"type": "object", "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["value"], "additionalProperties": false},
+                    "node": {
+                        "type": "object",
+                        "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 99}, "children": {"type": "array", "items": {"$ref": "#/$defs/leaf"}, "maxItems": 2}},
+                        "required": ["value", "children"],
+                        "additionalProperties": false
+                    }
+                },
+                "$ref": "#/$defs/node"
+            }),
+        ),
+        (
+            "enum-in-object",
+            "A task.",
+            json!({
                 "type": "object",
-                "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
-                "required": ["value"],
+                "properties": {
+                    "title": {"type": "string", "maxLength": 30},
+                    "priority": {"enum": ["low", "medium", "high"]},
+                    "done": {"type": "boolean"}
+                },
+                "required": ["title", "priority", "done"],
                 "additionalProperties": false
-            }},
-            "$ref": "#/$defs/node"
-        })),
-        ("enum-in-object", "A task.", json!({
-            "type": "object",
-            "properties": {
-                "title": {"type": "string", "maxLength": 30},
-                "priority": {"enum": ["low", "medium", "high"]},
-                "done": {"type": "boolean"}
-            },
-            "required": ["title", "priority", "done"],
-            "additionalProperties": false
-        })),
+            }),
+        ),
         ("integer-enum", "A dice roll.", json!({"enum": [1, 2, 3, 4, 5, 6]})),
-        ("exclusive-bounds", "A probability.", json!({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})),
-        ("negative-range", "A depth below sea level in meters.", json!({"type": "integer", "minimum": -11000, "maximum": -1})),
-        ("email-pattern", "An email address.", json!({"type": "string", "pattern": "^[a-z]{1,10}@[a-z]{1,10}\\.(com|org)$"})),
-        ("deep-nesting", "An order.", json!({
-            "type": "object",
-            "properties": {"order": {"type": "object", "properties": {"customer": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}, "required": ["id"], "additionalProperties": false}}, "required": ["customer"], "additionalProperties": false}},
-            "required": ["order"],
-            "additionalProperties": false
-        })),
-        ("all-of", "A product.", json!({
-            "allOf": [
-                {"type": "object", "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"}}, "required": ["sku"]},
-                {"type": "object", "properties": {"price": {"type": "number", "minimum": 0, "maximum": 1000}}, "required": ["price"]}
-            ]
-        })),
-        ("one-of", "A payment.", json!({
-            "oneOf": [
-                {"type": "object", "properties": {"card": {"type": "string", "pattern": "^[0-9]{16}$"}}, "required": ["card"], "additionalProperties": false},
-                {"type": "object", "properties": {"cash": {"type": "integer", "minimum": 1, "maximum": 500}}, "required": ["cash"], "additionalProperties": false}
-            ]
-        })),
-        ("unique-enum-array", "Your favorite weekdays.", json!({
-            "type": "array", "items": {"enum": ["mon", "tue", "wed", "thu", "fri"]}, "minItems": 1, "maxItems": 3
-        })),
-        ("map", "Scores per player.", json!({
-            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}, "maxProperties": 3
-        })),
-        ("string-array-in-object", "A recipe.", json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "maxLength": 25},
-                "ingredients": {"type": "array", "items": {"type": "string", "maxLength": 15}, "minItems": 2, "maxItems": 4},
-                "minutes": {"type": "integer", "minimum": 1, "maximum": 240}
-            },
-            "required": ["name", "ingredients", "minutes"],
-            "additionalProperties": false
-        })),
-        ("empty-object-schema", "Anything as JSON.", json!({"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}})),
+        (
+            "exclusive-bounds",
+            "A probability.",
+            json!({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+        ),
+        (
+            "negative-range",
+            "A depth below sea level in meters.",
+            json!({"type": "integer", "minimum": -11000, "maximum": -1}),
+        ),
+        (
+            "email-pattern",
+            "An email address.",
+            json!({"type": "string", "pattern": "^[a-z]{1,10}@[a-z]{1,10}\\.(com|org)$"}),
+        ),
+        (
+            "deep-nesting",
+            "An order.",
+            json!({
+                "type": "object",
+                "properties": {"order": {"type": "object", "properties": {"customer": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}, "required": ["id"], "additionalProperties": false}}, "required": ["customer"], "additionalProperties": false}},
+                "required": ["order"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "all-of",
+            "A product.",
+            json!({
+                "properties": {"sku": true, "price": true},
+                "additionalProperties": false,
+                "allOf": [
+                    {"type": "object", "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"}}, "required": ["sku"]},
+                    {"type": "object", "properties": {"price": {"type": "number", "minimum": 0, "maximum": 1000}}, "required": ["price"]}
+                ]
+            }),
+        ),
+        (
+            "one-of",
+            "A payment.",
+            json!({
+                "oneOf": [
+                    {"type": "object", "properties": {"card": {"type": "string", "pattern": "^[0-9]{16}$"}}, "required": ["card"], "additionalProperties": false},
+                    {"type": "object", "properties": {"cash": {"type": "integer", "minimum": 1, "maximum": 500}}, "required": ["cash"], "additionalProperties": false}
+                ]
+            }),
+        ),
+        (
+            "unique-enum-array",
+            "Your favorite weekdays.",
+            json!({
+                "type": "array", "items": {"enum": ["mon", "tue", "wed", "thu", "fri"]}, "minItems": 1, "maxItems": 3
+            }),
+        ),
+        (
+            "map",
+            "Scores per player.",
+            json!({
+                "type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}, "maxProperties": 3
+            }),
+        ),
+        (
+            "string-array-in-object",
+            "A recipe.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 25},
+                    "ingredients": {"type": "array", "items": {"type": "string", "maxLength": 15}, "minItems": 2, "maxItems": 4},
+                    "minutes": {"type": "integer", "minimum": 1, "maximum": 240}
+                },
+                "required": ["name", "ingredients", "minutes"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "empty-object-schema",
+            "Anything as JSON.",
+            json!({"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}}),
+        ),
     ]
 }
 
@@ -229,15 +344,17 @@ fn gemma_outputs_validate_against_every_schema() {
         let validator = jsonschema::validator_for(&schema)
             .unwrap_or_else(|e| panic!("{name}: the validator refuses the schema: {e}"));
         let prompt = ask(&format!("{request} Answer in JSON."));
-        let opts = sampled(1000 + i as u64, OutputConstraint::JsonSchema(schema.clone()), 200);
+        let opts = sampled(1000 + i as u64, OutputConstraint::JsonSchema(schema.clone()), 160);
         let g = run(&mut ctx, &prompt, &opts);
+        eprintln!("{name}: {} tokens: {}", g.tokens.len(), g.text);
         if g.stop_reason != StopReason::EndOfGeneration {
             failures.push(format!("{name}: ended by {:?} after {:?}", g.stop_reason, g.text));
             continue;
         }
         match serde_json::from_str::<Value>(&g.text) {
             Ok(v) => {
-                let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+                let errors: Vec<String> =
+                    validator.iter_errors(&v).map(|e| e.to_string()).collect();
                 if !errors.is_empty() {
                     failures.push(format!("{name}: {:?} is invalid: {errors:?}", g.text));
                 }
@@ -318,10 +435,16 @@ fn compile_error(c: OutputConstraint) -> String {
 fn malformed_constraints_are_rejected_with_their_problem() {
     let cases: Vec<(OutputConstraint, &str)> = vec![
         (OutputConstraint::JsonSchema(json!({"type": "strnig"})), "strnig"),
-        (OutputConstraint::JsonSchema(json!({"type": "integer", "minimum": 5, "maximum": 1})), "minimum"),
+        (
+            OutputConstraint::JsonSchema(json!({"type": "integer", "minimum": 5, "maximum": 1})),
+            "minimum",
+        ),
         (OutputConstraint::JsonSchema(json!({"$ref": "#/$defs/missing"})), "missing"),
         (OutputConstraint::JsonSchema(json!([1, 2])), "object or a boolean"),
-        (OutputConstraint::JsonSchema(json!({"type": "string", "pattern": "(unclosed"})), "unclosed"),
+        (
+            OutputConstraint::JsonSchema(json!({"type": "string", "pattern": "(unclosed"})),
+            "unclosed",
+        ),
         (OutputConstraint::Gbnf("root ::= item\n".into()), "\"item\" is used but never defined"),
         (OutputConstraint::Gbnf("root ::= \"a\" (\"b\"\n".into()), "expected ) to close the group"),
         (OutputConstraint::Gbnf("item ::= \"x\"".into()), "no `root` rule"),
@@ -351,7 +474,8 @@ fn malformed_constraints_are_rejected_with_their_problem() {
 #[test]
 fn token_probabilities_follow_the_sampler_chain_and_the_constraint() {
     let mut ctx = context();
-    let mut opts = sampled(11, OutputConstraint::JsonSchema(json!({"enum": ["alpha", "beta", "gamma"]})), 20);
+    let mut opts =
+        sampled(11, OutputConstraint::JsonSchema(json!({"enum": ["alpha", "beta", "gamma"]})), 20);
     opts.n_probs = 5;
     let mut events = Vec::new();
     let g = generate(&mut ctx, &ask("Pick a Greek letter."), &opts, &mut |e| {
@@ -500,5 +624,38 @@ fn a_thinking_budget_closes_the_reasoning() {
         assert_eq!(&g.tokens[budget..budget + close.len()], close.as_slice(), "budget {budget}");
         assert!(!tok.decode(&g.tokens[..budget], false).unwrap().contains("</think>"));
         assert_eq!(g.tokens.len(), budget + close.len() + 4, "generation goes on after it");
+    }
+}
+
+/// A JSON constraint cuts a run of digits at 16 when anything else may follow (llama.cpp's
+/// JSON grammars do the same); a regex constraint is left as written.
+#[test]
+fn json_digit_runs_stop_at_sixteen() {
+    use tessera_llm::constraint::MAX_JSON_DIGITS;
+    let model = gemma();
+    let tok = model.tokenizer();
+    let vocab = model.constraint_vocab().unwrap();
+    let digit_start =
+        |id: u32| tok.decode(&[id], false).unwrap().starts_with(|c: char| c.is_ascii_digit());
+    for (c, capped) in [
+        (OutputConstraint::JsonSchema(json!({"type": "integer"})), true),
+        (OutputConstraint::Regex("[0-9]+x".into()), false),
+    ] {
+        let mut tc = TokenConstraint::new(&vocab, &c).unwrap();
+        let mut written = 0;
+        for t in tok.encode(&"7".repeat(MAX_JSON_DIGITS), false, false) {
+            tc.compute_mask().unwrap();
+            assert!(tc.allows(t));
+            tc.commit(t).unwrap();
+            written += tok.decode(&[t], false).unwrap().len();
+        }
+        assert_eq!(written, MAX_JSON_DIGITS);
+        let mask = tc.compute_mask().unwrap().to_vec();
+        let allowed =
+            |id: u32| mask.get(id as usize / 32).is_some_and(|w| w & (1 << (id % 32)) != 0);
+        let digits_allowed =
+            (0..tok.n_vocab() as u32).filter(|&id| allowed(id) && digit_start(id)).count();
+        assert_eq!(digits_allowed == 0, capped, "{c:?}: {digits_allowed} digit tokens allowed");
+        assert!((0..tok.n_vocab() as u32).any(|id| allowed(id) && !digit_start(id)));
     }
 }

@@ -146,7 +146,10 @@ impl OutputParser {
             let Some(name) = &call.name else { break };
             let sent = &mut self.sent_calls[index];
             if !sent.0 {
-                out.push(OutputChunk { kind: ChunkKind::ToolCallName { index }, delta: name.clone() });
+                out.push(OutputChunk {
+                    kind: ChunkKind::ToolCallName { index },
+                    delta: name.clone(),
+                });
                 sent.0 = true;
             }
             if let Some(d) = call.args.get(sent.1..).filter(|d| !d.is_empty()) {
@@ -402,7 +405,9 @@ fn llama3(text: &str, partial: bool) -> (String, Vec<PartialCall>) {
     let t = text.trim_start();
     let (body, tagged) = match t.strip_prefix(TAG) {
         Some(b) => (b.trim_start(), true),
-        None if partial && (TAG.starts_with(t) || t.is_empty()) => return (String::new(), Vec::new()),
+        None if partial && (TAG.starts_with(t) || t.is_empty()) => {
+            return (String::new(), Vec::new())
+        }
         None => (t, false),
     };
     if body.starts_with('{') || (partial && body.is_empty()) {
@@ -433,13 +438,18 @@ fn builtin_call(body: &str, partial: bool) -> Option<PartialCall> {
     let name = body[..open].trim().to_string();
     let args = &body[open + ".call(".len()..];
     let Some(close) = args.rfind(')') else {
-        return partial.then(|| PartialCall { name: Some(name), raw: body.to_string(), ..PartialCall::default() });
+        return partial.then(|| PartialCall {
+            name: Some(name),
+            raw: body.to_string(),
+            ..PartialCall::default()
+        });
     };
     let mut map = serde_json::Map::new();
     for pair in split_top_level(&args[..close]) {
         let (k, v) = pair.split_once('=')?;
         let v = v.trim();
-        let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.trim_matches('\'').to_string()));
+        let value = serde_json::from_str::<Value>(v)
+            .unwrap_or_else(|_| Value::String(v.trim_matches('\'').to_string()));
         map.insert(k.trim().to_string(), value);
     }
     Some(PartialCall {

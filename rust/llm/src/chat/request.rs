@@ -121,10 +121,14 @@ impl ChatRequest {
             vars.insert(k.clone(), v.clone());
         }
         let prompt = template.render_with(&messages, true, &Value::Object(vars))?;
-        let starts_in_reasoning = self.reasoning == ReasoningFormat::Auto
-            && prompt.trim_end().ends_with("<think>");
+        let starts_in_reasoning =
+            self.reasoning == ReasoningFormat::Auto && prompt.trim_end().ends_with("<think>");
         Ok(PreparedChat {
-            output: OutputOptions { tool_format: format, reasoning: self.reasoning, starts_in_reasoning },
+            output: OutputOptions {
+                tool_format: format,
+                reasoning: self.reasoning,
+                starts_in_reasoning,
+            },
             prompt,
             constraint,
             lazy,

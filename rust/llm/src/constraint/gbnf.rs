@@ -116,7 +116,9 @@ impl Parser {
 
     fn eat_str(&mut self, s: &str) -> bool {
         let n = s.chars().count();
-        if self.pos + n <= self.chars.len() && self.chars[self.pos..self.pos + n].iter().copied().eq(s.chars()) {
+        if self.pos + n <= self.chars.len()
+            && self.chars[self.pos..self.pos + n].iter().copied().eq(s.chars())
+        {
             for _ in 0..n {
                 self.bump();
             }
@@ -270,7 +272,9 @@ impl Parser {
                     return Err(self.error("expected } to close the repetition"));
                 }
                 match max {
-                    Some(0) => Err(self.error("a repetition of at most 0 times matches nothing; leave the item out")),
+                    Some(0) => Err(self.error(
+                        "a repetition of at most 0 times matches nothing; leave the item out",
+                    )),
                     Some(max) if max < min => Err(self.error(&format!(
                         "the repetition {{{min},{max}}} has its maximum below its minimum"
                     ))),

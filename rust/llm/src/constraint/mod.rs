@@ -28,7 +28,9 @@ pub use gbnf::gbnf_to_lark;
 use crate::tokenizer::Tokenizer;
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::earley::SlicedBiasComputer;
-use llguidance::toktrie::{InferenceCapabilities, SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
+use llguidance::toktrie::{
+    InferenceCapabilities, SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenizerEnv,
+};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 use std::sync::Arc;
@@ -143,6 +145,8 @@ impl From<ConstraintError> for crate::LlmError {
 pub struct ConstraintVocab {
     factory: ParserFactory,
     n_vocab: usize,
+    /// The tokens whose text starts with an ASCII digit.
+    digit_start: SimpleVob,
 }
 
 impl std::fmt::Debug for ConstraintVocab {
@@ -203,6 +207,12 @@ impl ConstraintVocab {
             tok_unk: None,
             tok_end_of_turn: tok.eot(),
         };
+        let mut digit_start = SimpleVob::alloc(n);
+        for (id, w) in words.iter().enumerate() {
+            if w.first().is_some_and(u8::is_ascii_digit) {
+                digit_start.allow_token(id as u32);
+            }
+        }
         let mut ends: Vec<u32> = vec![eos];
         ends.extend(eog.iter().copied().filter(|&t| t != eos));
         let trie = TokTrie::from(&info, &words).with_eos_tokens(&ends);
@@ -215,7 +225,7 @@ impl ConstraintVocab {
         .map_err(|e| ConstraintError::Vocab(e.to_string()))?;
         factory.quiet();
         *factory.limits_mut() = ParserLimits { verbose_errors: false, ..ParserLimits::default() };
-        Ok(ConstraintVocab { factory, n_vocab: n })
+        Ok(ConstraintVocab { factory, n_vocab: n, digit_start })
     }
 
     /// The number of tokens.
@@ -231,7 +241,18 @@ pub struct TokenConstraint {
     mask: SimpleVob,
     masks: u64,
     mask_ns: u64,
+    /// For JSON: the digit-start tokens, banned once a run of digits reaches
+    /// [`MAX_JSON_DIGITS`] (when something else is allowed).
+    digit_cap: Option<SimpleVob>,
+    /// ASCII digits at the end of the output so far.
+    digit_run: usize,
 }
+
+/// The longest run of digits a JSON constraint lets the model write while anything else is
+/// allowed: a number's integer part, fraction or exponent is cut at 16 digits, as llama.cpp's
+/// JSON grammars cut them (a small model sampled at a high temperature can otherwise write
+/// digits until the token limit, and the JSON never closes).
+pub const MAX_JSON_DIGITS: usize = 16;
 
 impl std::fmt::Debug for TokenConstraint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -267,7 +288,17 @@ impl TokenConstraint {
         for w in matcher.grammar_warnings() {
             log::warn!("output constraint: {w}");
         }
-        Ok(TokenConstraint { matcher, mask: SimpleVob::new(), masks: 0, mask_ns: 0 })
+        let digit_cap =
+            matches!(constraint, OutputConstraint::JsonSchema(_) | OutputConstraint::JsonObject)
+                .then(|| vocab.digit_start.clone());
+        Ok(TokenConstraint {
+            matcher,
+            mask: SimpleVob::new(),
+            masks: 0,
+            mask_ns: 0,
+            digit_cap,
+            digit_run: 0,
+        })
     }
 
     /// The tokens allowed next, as a bit set over token ids (bit `i % 32` of word `i / 32`).
@@ -275,6 +306,14 @@ impl TokenConstraint {
     pub fn compute_mask(&mut self) -> Result<&[u32], ConstraintError> {
         let t = Instant::now();
         self.mask = self.matcher.compute_mask_or_eos().map_err(engine_error)?;
+        if let Some(digits) = self.digit_cap.as_ref().filter(|_| self.digit_run >= MAX_JSON_DIGITS)
+        {
+            let mut capped = self.mask.clone();
+            capped.sub(digits);
+            if !capped.is_zero() {
+                self.mask = capped;
+            }
+        }
         self.mask_ns += t.elapsed().as_nanos() as u64;
         self.masks += 1;
         Ok(self.mask.as_slice())
@@ -287,7 +326,14 @@ impl TokenConstraint {
 
     /// Advances past `token` (which the last mask must allow).
     pub fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
-        self.matcher.consume_token(token).map_err(engine_error)
+        self.matcher.consume_token(token).map_err(engine_error)?;
+        if self.digit_cap.is_some() {
+            let env = self.matcher.tok_env().map_err(engine_error)?;
+            for &b in env.tok_trie().token(token) {
+                self.digit_run = if b.is_ascii_digit() { self.digit_run + 1 } else { 0 };
+            }
+        }
+        Ok(())
     }
 
     /// Whether the output so far is complete (an end-of-generation token is allowed now).
