@@ -6,6 +6,7 @@
 pub mod arch;
 mod blocks;
 pub mod chat;
+pub mod constraint;
 pub mod context;
 pub mod embed;
 pub mod error;
@@ -25,7 +26,8 @@ pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::Pooling;
 pub use error::{LlmError, Result};
 pub use generate::{
-    generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
+    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent,
+    TokenProb,
 };
 pub use hparams::HParams;
 pub use model::Model;
