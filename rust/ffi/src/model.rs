@@ -2,15 +2,18 @@
 //! JSON protocol see it: load with options and progress, info, tokenize / detokenize, chat
 //! templates, streaming generation with sampling and stops, cancel, embeddings, close.
 //!
-//! One model holds one context (its KV cache): generations and embeddings on a model run one at
-//! a time, in call order; several models run side by side. `cancel()` and `close()` may be
-//! called from any thread while a generation runs; `close()` waits for it to stop.
+//! One model holds one context (its KV cache) for generation, and, made on the first `embed`, an
+//! embedder of its own ([`Embedder`]: no KV cache, so embedding a text leaves the conversation's
+//! cache as it was). Generations on a model run one at a time, in call order, and so do
+//! embeddings; several models run side by side. An embedding model (BERT, EmbeddingGemma) has no
+//! context: it embeds, and generation is refused. `cancel()` and `close()` may be called from
+//! any thread while a generation or an embedding runs; `close()` waits for it to stop.
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tessera_llm::chat::ChatMessage;
-use tessera_llm::embed::{embed, Pooling};
+use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Prompt,
@@ -204,9 +207,14 @@ struct State {
 pub struct Model {
     info: ModelInfo,
     model: Arc<tessera_llm::Model>,
+    /// The conversation's context (none for an embedding model, which cannot generate).
     context: Mutex<Option<Context>>,
-    /// The running generation's cancel flag (shared with its context).
-    cancel: Arc<AtomicBool>,
+    /// The embedder, made on the first `embed`.
+    embedder: Mutex<Option<Embedder>>,
+    /// How the embedder is made.
+    embed_options: EmbedOptions,
+    /// The cancel flags of the context and the embedder (set by `cancel` and `close`).
+    cancels: Mutex<Vec<Arc<AtomicBool>>>,
     state: Mutex<State>,
     idle: Condvar,
 }
@@ -328,7 +336,11 @@ impl Model {
             None => 4096.min(hp.n_ctx_train),
         };
         let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
-        let context = Context::new(model.clone(), registry, &ctx_opts)?;
+        let context = match hp.can_generate() {
+            true => Some(Context::new(model.clone(), registry, &ctx_opts)?),
+            false => None,
+        };
+        let embed_options = EmbedOptions { n_ctx: n_ctx.min(hp.n_ctx_train), threads };
         let info = ModelInfo {
             architecture: hp.arch.name().into(),
             name: model.file().opt_str("general.name").ok().flatten().map(str::to_string),
@@ -347,12 +359,21 @@ impl Model {
         log::info!("model {} loaded on {}", info.architecture, info.device);
         Ok(Model {
             info,
-            cancel: context.cancel_flag(),
+            cancels: Mutex::new(context.iter().map(Context::cancel_flag).collect()),
             model,
-            context: Mutex::new(Some(context)),
+            context: Mutex::new(context),
+            embedder: Mutex::new(None),
+            embed_options,
             state: Mutex::new(State::default()),
             idle: Condvar::new(),
         })
+    }
+
+    /// Sets the cancel flag of the context and of the embedder.
+    fn cancel_all(&self) {
+        for flag in lock(&self.cancels).iter() {
+            flag.store(true, Ordering::Relaxed);
+        }
     }
 
     fn enter(&self) -> FfiResult<Ticket<'_>> {
@@ -364,14 +385,35 @@ impl Model {
         Ok(Ticket(self))
     }
 
-    /// Runs `f` on the context, one call at a time; `Closed` once the model is closed.
+    /// Runs `f` on the context, one call at a time; `Closed` once the model is closed,
+    /// `InvalidArgument` for an embedding model.
     fn with_context<T>(&self, f: impl FnOnce(&mut Context) -> FfiResult<T>) -> FfiResult<T> {
         let _ticket = self.enter()?;
         let mut slot = lock(&self.context);
-        let ctx = slot
-            .as_mut()
-            .ok_or_else(|| TesseraError::Closed { message: "the model is closed".into() })?;
+        let ctx = slot.as_mut().ok_or_else(|| {
+            TesseraError::invalid_argument(format!(
+                "{} is an embedding model: it cannot generate (use embed)",
+                self.info.architecture
+            ))
+        })?;
         f(ctx)
+    }
+
+    /// Runs `f` on the embedder (made on first use), one call at a time; `Closed` once the
+    /// model is closed.
+    fn with_embedder<T>(&self, f: impl FnOnce(&mut Embedder) -> FfiResult<T>) -> FfiResult<T> {
+        let _ticket = self.enter()?;
+        let mut slot = lock(&self.embedder);
+        let embedder = match slot.take() {
+            Some(e) => slot.insert(e),
+            None => {
+                let registry = crate::registry::registry();
+                let e = Embedder::new(self.model.clone(), registry, &self.embed_options)?;
+                lock(&self.cancels).push(e.cancel_flag());
+                slot.insert(e)
+            }
+        };
+        f(embedder)
     }
 
     /// Generates with a Rust callback for the tokens (the protocol's events go through it).
@@ -508,27 +550,29 @@ impl Model {
         })
     }
 
-    /// Stops the generation in progress (it returns with stop reason "cancelled").
+    /// Stops the generation in progress (it returns with stop reason "cancelled") and the
+    /// embedding in progress (it fails with `Cancelled`).
     pub fn cancel(&self) {
-        guard_or("Model.cancel", || (), || self.cancel.store(true, Ordering::Relaxed))
+        guard_or("Model.cancel", || (), || self.cancel_all())
     }
 
     /// The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-    /// for the model's own or mean).
+    /// for the model's own, mean when its file names none). The conversation's cache is left
+    /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {
-            self.with_context(|ctx| {
+            self.with_embedder(|e| {
                 let pooling = match &pooling {
                     Some(p) => Pooling::parse(p)?,
-                    None => Pooling::for_model(ctx)?,
+                    None => e.default_pooling(),
                 };
                 let mut out = Vec::with_capacity(texts.len());
                 for text in &texts {
-                    let tokens = ctx.model().tokenizer().encode(text, true, true);
+                    let tokens = e.tokens(text);
                     if tokens.is_empty() {
                         return Err(TesseraError::invalid_argument("embed: a text has no tokens"));
                     }
-                    out.push(embed(ctx, &tokens, pooling)?);
+                    out.push(e.embed(&tokens, pooling)?);
                 }
                 Ok(out)
             })
@@ -544,12 +588,13 @@ impl Model {
             || {
                 let mut s = lock(&self.state);
                 s.closed = true;
-                self.cancel.store(true, Ordering::Relaxed);
+                self.cancel_all();
                 while s.in_flight > 0 {
                     s = self.idle.wait(s).unwrap_or_else(|p| p.into_inner());
                 }
                 drop(s);
                 lock(&self.context).take();
+                lock(&self.embedder).take();
             },
         )
     }
