@@ -321,6 +321,8 @@ impl Context {
             set_tensor(g, fg.masks[k], &mask)?;
         }
         set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
+        // A model file truncated since it was mapped would fault in the compute (SIGBUS).
+        self.model.file().check_unchanged()?;
         match self.scheduler.compute() {
             Ok(()) => {}
             Err(tessera_core::Error::Aborted) if self.cancel.load(Ordering::Relaxed) => {

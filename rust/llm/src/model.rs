@@ -105,6 +105,8 @@ impl Model {
         let tokenizer = Tokenizer::from_gguf(&file)?;
         let chat = chat_template(&file, &hparams, &tokenizer);
         let device = device.resolve(registry)?;
+        // Placing copies weights out of the mapping: a truncated file would fault there.
+        file.check_unchanged()?;
         let weights = WeightStore::place(&file, &tensors, &device, registry, progress)?;
         log::info!(
             "model {} on {}: {} weights mapped in place, {} copied",
