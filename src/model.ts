@@ -41,7 +41,7 @@ export type LoadProgressCallback = (progress: number) => void;
 
 /** What a loaded model is. */
 export interface ModelInfo {
-  /** `general.architecture`: "gemma3", "llama", "qwen2", "qwen3". */
+  /** `general.architecture`: "gemma3", "llama", "phi3", "qwen2", "qwen3", "smollm3". */
   architecture: string;
   /** `general.name`, or `null` when the file has none. */
   name: string | null;

@@ -10,7 +10,7 @@ use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tessera_llm::chat::{ChatError, ChatMessage};
-use tessera_llm::embed::{embed, Pooling};
+use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::tokenizer::TokenizerError;
 use tessera_llm::{
@@ -274,7 +274,8 @@ impl From<LlmError> for TesseraError {
 }
 
 fn quantization(model: &tessera_llm::Model) -> String {
-    const FILE_TYPES: [(u32, &str); 19] = [
+    // llama.h's `llama_ftype`.
+    const FILE_TYPES: [(u32, &str); 20] = [
         (0, "F32"),
         (1, "F16"),
         (2, "Q4_0"),
@@ -292,7 +293,8 @@ fn quantization(model: &tessera_llm::Model) -> String {
         (17, "Q5_K_M"),
         (18, "Q6_K"),
         (21, "Q2_K_S"),
-        (24, "IQ4_XS"),
+        (25, "IQ4_NL"),
+        (30, "IQ4_XS"),
         (32, "BF16"),
     ];
     if let Ok(Some(ft)) = model.file().opt_u32("general.file_type") {
@@ -420,6 +422,7 @@ impl Model {
             max_tokens: request.max_tokens as usize,
             stop: request.stop.clone(),
             ignore_eos: request.ignore_eos,
+            ..GenerateOptions::default()
         };
         self.with_context(|ctx| {
             let g = generate(ctx, &prompt, &options, &mut |e| on_token(e.token, &e.text))?;
@@ -528,17 +531,23 @@ impl Model {
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {
             self.with_context(|ctx| {
+                // tessera-llm embeds with an `Embedder` of its own (no KV cache), as long as the
+                // model's context.
+                let model = ctx.model().clone();
+                let n_ctx = ctx.n_ctx().min(model.hparams().n_ctx_train.max(1));
+                let options = EmbedOptions { n_ctx, threads: None };
+                let mut embedder = Embedder::new(model, crate::registry::registry(), &options)?;
                 let pooling = match &pooling {
                     Some(p) => Pooling::parse(p)?,
-                    None => Pooling::for_model(ctx)?,
+                    None => embedder.default_pooling(),
                 };
                 let mut out = Vec::with_capacity(texts.len());
                 for text in &texts {
-                    let tokens = ctx.model().tokenizer().encode(text, true, true);
+                    let tokens = embedder.model().tokenizer().encode(text, true, true);
                     if tokens.is_empty() {
                         return Err(TesseraError::invalid_argument("embed: a text has no tokens"));
                     }
-                    out.push(embed(ctx, &tokens, pooling)?);
+                    out.push(embedder.embed(&tokens, pooling)?);
                 }
                 Ok(out)
             })

@@ -7,16 +7,16 @@
 //! (one token per step) that is [`crate::kv_cache::KV_PAD`] steps per graph.
 
 use crate::error::{LlmError, Result};
+use crate::finite::check_finite;
 use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
 use crate::kv_cache::{BatchPlan, KvCache};
 use crate::model::Model;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, BackendParams, DeviceType};
 use tessera_core::registry::Registry;
 use tessera_core::sched::{EvalCallback, Scheduler};
-use tessera_core::tensor_data::{get_tensor_dense, read_f32_into, set_tensor};
-use tessera_core::{DType, Op};
+use tessera_core::tensor_data::{read_f32_into, set_tensor};
 
 /// How to create a [`Context`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +89,13 @@ impl Context {
         options: &ContextOptions,
     ) -> Result<Context> {
         let hp = model.hparams();
+        if !hp.can_generate() {
+            return Err(LlmError::InvalidArgument(format!(
+                "{} is an embedding model: it has no context for generation (embed it with an \
+                 embed::Embedder)",
+                hp.arch
+            )));
+        }
         if options.n_ctx == 0 || options.n_ctx > hp.n_ctx_train.max(1) {
             return Err(LlmError::InvalidArgument(format!(
                 "n_ctx {} must be between 1 and the model's training context {}",
@@ -101,23 +108,9 @@ impl Context {
                 options.n_batch
             )));
         }
-        let params = BackendParams { threads: options.threads };
-        let device = model.device().clone();
-        let mut backends = vec![device.init_backend(&params)?];
-        if device.device_type() != DeviceType::Cpu {
-            backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
-        }
-        let mut scheduler = Scheduler::new(backends)?;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
-        let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
-        for i in 0..scheduler.backends().len() {
-            if let Some(b) = scheduler.backend_mut(i) {
-                b.set_abort_callback(Some(abort.clone()));
-            }
-        }
+        let (scheduler, cancel) = model_scheduler(&model, registry, options.threads)?;
         let n_batch = options.n_batch.min(options.n_ctx);
-        let cache = KvCache::new(hp, options.n_ctx, n_batch, &device)?;
+        let cache = KvCache::new(hp, options.n_ctx, n_batch, model.device())?;
         Ok(Context {
             model,
             cache,
@@ -298,7 +291,13 @@ impl Context {
         for (i, k) in plan.kinds.iter().enumerate() {
             n_kv[i] = k.n_kv;
         }
-        let shape = GraphShape { n_tokens: tokens.len(), n_kv, n_outputs: want.len(), embeddings };
+        let shape = GraphShape {
+            n_tokens: tokens.len(),
+            n_kv,
+            n_outputs: want.len(),
+            embeddings,
+            pooling: None,
+        };
         if self.current.as_ref().is_none_or(|g| g.shape != shape) {
             self.current = None;
             let m = ModelRef {
@@ -306,7 +305,7 @@ impl Context {
                 tensors: self.model.tensors(),
                 weights: self.model.weights(),
             };
-            let mut fg = forward::build(&m, &self.cache, shape)?;
+            let mut fg = forward::build(&m, Some(&self.cache), self.cache.n_ctx(), shape)?;
             self.scheduler.alloc_graph(&mut fg.graph)?;
             self.builds += 1;
             self.current = Some(fg);
@@ -322,98 +321,55 @@ impl Context {
             set_tensor(g, fg.masks[k], &mask)?;
         }
         set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
-        // A model file truncated since it was mapped would fault in the compute (SIGBUS).
-        self.model.file().check_unchanged()?;
-        match self.scheduler.compute() {
-            Ok(()) => {}
-            Err(tessera_core::Error::Aborted) if self.cancel.load(Ordering::Relaxed) => {
-                return Err(LlmError::Cancelled)
-            }
-            Err(e) => {
-                // A failed compute may have written some cells: the positions of this batch
-                // are not committed, so they stay masked.
-                return Err(e.into());
-            }
-        }
+        // A failed compute may have written some cells: the positions of this batch are not
+        // committed, so they stay masked.
+        compute(&self.model, &mut self.scheduler, &self.cancel)?;
         read_f32_into(g, fg.result, values)?;
-        // A model's results are finite: anything else comes from broken weights, and is found
-        // here (a scan of the rows read) rather than as a sampling or pooling error later.
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            let width = values.len() / want.len().max(1);
-            let origin = match locate_non_finite(&mut self.scheduler) {
-                Some(node) => format!("it first appears at {node}"),
-                None => "the node where it first appears could not be found".into(),
-            };
-            return Err(LlmError::NonFinite {
-                output: if embeddings { "embeddings" } else { "logits" },
-                value: format!("{}", values[i]),
-                row: i / width.max(1),
-                column: i % width.max(1),
-                origin,
-            });
-        }
-        Ok(())
+        let width = values.len() / want.len().max(1);
+        let output = if embeddings { "embeddings" } else { "logits" };
+        check_finite(&mut self.scheduler, values, width, output)
     }
 }
 
-/// Computes the graph allocated on `scheduler` (its inputs set) again, node by node, and
-/// describes the first node whose F32 result holds a value that is not finite (views, copies
-/// into the KV cache and masks, which hold `-inf` by design, are skipped); `None` when no node
-/// does. The scheduler's own eval callback is put back afterwards.
-fn locate_non_finite(scheduler: &mut Scheduler) -> Option<String> {
-    let previous = scheduler.take_eval_callback();
-    let found: Arc<Mutex<Option<String>>> = Arc::default();
-    let sink = found.clone();
-    let mut last_named = String::new();
-    scheduler.set_eval_callback(Some(Box::new(move |g, id| {
-        let t = g.tensor(id);
-        let skipped = t.op.is_view()
-            || matches!(t.op, Op::Cpy | Op::SetRows | Op::DiagMaskInf { .. })
-            || t.dtype() != DType::F32;
-        let bad = !skipped
-            && get_tensor_dense(g, id).is_ok_and(|bytes| {
-                bytes
-                    .chunks_exact(4)
-                    .any(|b| !f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite())
-            });
-        if bad {
-            *sink.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(describe_node(&t.name, t.op.name(), &last_named));
-            return false;
+/// A scheduler over `model`'s device (and the CPU as fallback) with `threads` CPU threads, and
+/// the flag that aborts its computes when set.
+pub(crate) fn model_scheduler(
+    model: &Model,
+    registry: &Registry,
+    threads: Option<usize>,
+) -> Result<(Scheduler, Arc<AtomicBool>)> {
+    let params = BackendParams { threads };
+    let device = model.device();
+    let mut backends = vec![device.init_backend(&params)?];
+    if device.device_type() != DeviceType::Cpu {
+        backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
+    }
+    let mut scheduler = Scheduler::new(backends)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
+    for i in 0..scheduler.backends().len() {
+        if let Some(b) = scheduler.backend_mut(i) {
+            b.set_abort_callback(Some(abort.clone()));
         }
-        if !t.name.is_empty() {
-            last_named.clone_from(&t.name);
-        }
-        true
-    })));
-    // The node is found by the callback; the compute's result (aborted at that node) is not
-    // needed.
-    let _ = scheduler.compute();
-    scheduler.set_eval_callback(previous);
-    let node = found.lock().unwrap_or_else(|p| p.into_inner()).take();
-    node
+    }
+    Ok((scheduler, cancel))
 }
 
-/// `node "attn_norm-0" (MUL) of layer 0`, `node "embd" (GET_ROWS): the token embeddings`, or
-/// for an unnamed node `a MUL_MAT node after "Qcur-1" (layer 1)`.
-fn describe_node(name: &str, op: &str, last_named: &str) -> String {
-    let layer = |n: &str| {
-        n.rsplit_once('-')
-            .and_then(|(_, il)| il.parse::<usize>().ok())
-            .map(|il| format!(" of layer {il}"))
-            .unwrap_or_default()
-    };
-    if name == "embd" {
-        format!("node \"embd\" ({op}): the token embeddings")
-    } else if !name.is_empty() {
-        format!("node {name:?} ({op}){}", layer(name))
-    } else if !last_named.is_empty() {
-        format!("a {op} node after {last_named:?}{}", layer(last_named))
-    } else {
-        format!("a {op} node before any named one")
+/// Runs the scheduler's graph: [`LlmError::Cancelled`] when `cancel` stopped it.
+pub(crate) fn compute(model: &Model, scheduler: &mut Scheduler, cancel: &AtomicBool) -> Result<()> {
+    // A model file truncated since it was mapped would fault in the compute (SIGBUS).
+    model.file().check_unchanged()?;
+    match scheduler.compute() {
+        Ok(()) => Ok(()),
+        Err(tessera_core::Error::Aborted) if cancel.load(Ordering::Relaxed) => {
+            Err(LlmError::Cancelled)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
-fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
+/// The little-endian bytes of I32 values (an input tensor's).
+pub(crate) fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
     v.flat_map(|x| x.to_le_bytes()).collect()
 }
