@@ -12,9 +12,10 @@
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use tessera_llm::chat::ChatMessage;
+use tessera_llm::chat::{ChatError, ChatMessage};
 use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;
+use tessera_llm::tokenizer::TokenizerError;
 use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Prompt,
 };
@@ -247,12 +248,24 @@ impl From<LlmError> for TesseraError {
         let message = e.to_string();
         match e {
             LlmError::Core(core) => core.into(),
+            // An id past the vocabulary is the caller's (detokenize); the rest of the
+            // tokenizer's errors are the vocabulary's.
+            LlmError::Tokenizer(TokenizerError::TokenOutOfRange { .. }) => {
+                TesseraError::InvalidArgument { message }
+            }
+            // The model's own template: refusing the messages (`raise_exception`) is about the
+            // request, failing to render is the template's fault.
+            LlmError::Chat(ChatError::Syntax { .. } | ChatError::Render { .. }) => {
+                TesseraError::InvalidModel { message }
+            }
             LlmError::Gguf(_)
             | LlmError::UnknownArchitecture(_)
             | LlmError::BadHyperParameter { .. }
             | LlmError::MissingTensor { .. }
             | LlmError::TensorShape { .. }
             | LlmError::TensorType { .. }
+            | LlmError::NonFinite { .. }
+            | LlmError::BrokenChatTemplate(_)
             | LlmError::Tokenizer(_) => TesseraError::InvalidModel { message },
             LlmError::ContextFull { .. } => TesseraError::ContextFull { message },
             LlmError::UnknownDevice { .. } => TesseraError::UnknownDevice { message },

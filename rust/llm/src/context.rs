@@ -7,6 +7,7 @@
 //! (one token per step) that is [`crate::kv_cache::KV_PAD`] steps per graph.
 
 use crate::error::{LlmError, Result};
+use crate::finite::check_finite;
 use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
 use crate::kv_cache::{BatchPlan, KvCache};
 use crate::model::Model;
@@ -322,8 +323,11 @@ impl Context {
         set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
         // A failed compute may have written some cells: the positions of this batch are not
         // committed, so they stay masked.
-        compute(&mut self.scheduler, &self.cancel)?;
-        Ok(read_f32_into(g, fg.result, values)?)
+        compute(&self.model, &mut self.scheduler, &self.cancel)?;
+        read_f32_into(g, fg.result, values)?;
+        let width = values.len() / want.len().max(1);
+        let output = if embeddings { "embeddings" } else { "logits" };
+        check_finite(&mut self.scheduler, values, width, output)
     }
 }
 
@@ -353,7 +357,9 @@ pub(crate) fn model_scheduler(
 }
 
 /// Runs the scheduler's graph: [`LlmError::Cancelled`] when `cancel` stopped it.
-pub(crate) fn compute(scheduler: &mut Scheduler, cancel: &AtomicBool) -> Result<()> {
+pub(crate) fn compute(model: &Model, scheduler: &mut Scheduler, cancel: &AtomicBool) -> Result<()> {
+    // A model file truncated since it was mapped would fault in the compute (SIGBUS).
+    model.file().check_unchanged()?;
     match scheduler.compute() {
         Ok(()) => Ok(()),
         Err(tessera_core::Error::Aborted) if cancel.load(Ordering::Relaxed) => {

@@ -11,6 +11,7 @@
 
 use crate::context::{compute, i32_bytes, model_scheduler};
 use crate::error::{LlmError, Result};
+use crate::finite::check_finite;
 use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
 use crate::hparams::SwaType;
 use crate::kv_cache::F16_NEG_INF;
@@ -251,9 +252,11 @@ impl Embedder {
             };
             set_tensor(g, cls, &(row as i32).to_le_bytes())?;
         }
-        compute(&mut self.scheduler, &self.cancel)?;
+        compute(&self.model, &mut self.scheduler, &self.cancel)?;
         let mut out = Vec::new();
         read_f32_into(g, fg.result, &mut out)?;
+        let width = g.tensor(fg.result).ne()[0];
+        check_finite(&mut self.scheduler, &out, width, "embeddings")?;
         Ok(out)
     }
 }

@@ -205,9 +205,30 @@ impl HParams {
                 format!("{n_head_kv} does not divide the {n_head} query heads"),
             ));
         }
-        let head_dim_k = k.opt_count("attention.key_length", MAX_WIDTH)?.unwrap_or(n_embd / n_head);
-        let head_dim_v =
-            k.opt_count("attention.value_length", MAX_WIDTH)?.unwrap_or(n_embd / n_head);
+        // Without explicit head sizes, a head is n_embd / n_head wide: the count must divide it.
+        let per_head = |key: &str| -> Result<usize> {
+            if n_embd.is_multiple_of(n_head) {
+                Ok(n_embd / n_head)
+            } else {
+                Err(k.bad(
+                    "attention.head_count",
+                    format!(
+                        "{n_head} heads do not divide {} = {n_embd}, and {} is absent to give \
+                         the head size",
+                        k.key("embedding_length"),
+                        k.key(key)
+                    ),
+                ))
+            }
+        };
+        let head_dim_k = match k.opt_count("attention.key_length", MAX_WIDTH)? {
+            Some(n) => n,
+            None => per_head("attention.key_length")?,
+        };
+        let head_dim_v = match k.opt_count("attention.value_length", MAX_WIDTH)? {
+            Some(n) => n,
+            None => per_head("attention.value_length")?,
+        };
         let n_rot = k.opt_count("rope.dimension_count", MAX_WIDTH)?.unwrap_or(head_dim_k);
         if n_rot > head_dim_k || !n_rot.is_multiple_of(2) {
             return Err(k.bad(

@@ -11,6 +11,7 @@ pub mod constraint;
 pub mod context;
 pub mod embed;
 pub mod error;
+mod finite;
 pub mod forward;
 pub mod generate;
 pub mod hparams;

@@ -228,6 +228,7 @@ impl ModelTensors {
         let mut t = Lookup { file, arch: hp.arch.name(), entries: Vec::new() };
         let mut m = hp.arch.imp().tensors(&mut t, hp)?;
         m.entries = t.entries;
+        check_block_count(file, hp)?;
         Ok(m)
     }
 
@@ -245,6 +246,32 @@ impl ModelTensors {
     /// graph tensor of its own, read by MUL_MAT only).
     pub fn matmul_only(&self) -> Vec<&ModelTensor> {
         self.entries.iter().filter(|e| e.read_by == ReadBy::MatMul).map(|e| &e.tensor).collect()
+    }
+}
+
+/// The block count against the tensors: a file whose `blk.N.*` tensors go past
+/// `block_count` describes more layers than it says (llama.cpp refuses tensors it did not
+/// load); fewer are refused by the table, as a missing tensor.
+fn check_block_count(file: &GgufFile, hp: &HParams) -> Result<()> {
+    let layer_of = |name: &str| -> Option<usize> {
+        name.strip_prefix("blk.")?.split_once('.')?.0.parse().ok()
+    };
+    let beyond = file
+        .tensors()
+        .iter()
+        .filter_map(|t| Some((layer_of(&t.name)?, t.name.as_str())))
+        .filter(|&(il, _)| il >= hp.n_layer)
+        .max_by_key(|&(il, _)| il);
+    match beyond {
+        None => Ok(()),
+        Some((il, name)) => Err(LlmError::BadHyperParameter {
+            key: format!("{}.block_count", hp.arch.name()),
+            reason: format!(
+                "{} layers, but the file's tensors describe {} (it has {name:?})",
+                hp.n_layer,
+                il + 1
+            ),
+        }),
     }
 }
 
@@ -426,6 +453,26 @@ impl Lookup<'_> {
             bk: self.opt_vector(&n("attn_k.bias"), nk)?,
             bv: self.opt_vector(&n("attn_v.bias"), nv)?,
         })
+    }
+
+    /// Requires the biases of layer `il`'s Q/K/V projections (`attn_q.bias`, `attn_k.bias`,
+    /// `attn_v.bias`, or `attn_qkv.bias` of a fused one): Qwen 2 is trained with them, and a
+    /// file without them computes other logits (llama.cpp's Qwen 2 table required them).
+    pub fn require_qkv_biases(&self, il: usize, qkv: &QkvTensors) -> Result<()> {
+        let missing: Option<&str> = match qkv {
+            QkvTensors::Separate { bq, bk, bv, .. } => [
+                (bq.is_none(), "attn_q.bias"),
+                (bk.is_none(), "attn_k.bias"),
+                (bv.is_none(), "attn_v.bias"),
+            ]
+            .into_iter()
+            .find_map(|(absent, name)| absent.then_some(name)),
+            QkvTensors::Fused { bqkv, .. } => bqkv.is_none().then_some("attn_qkv.bias"),
+        };
+        match missing {
+            Some(name) => Err(self.missing(&blk(il, name))),
+            None => Ok(()),
+        }
     }
 
     /// Layer `il`'s gated FFN: `ffn_gate`, `ffn_up`, `ffn_down`, with optional biases when
