@@ -8,6 +8,7 @@ mod kern;
 mod legacy;
 mod packed_avx2;
 mod packed_f16;
+mod packed_k_avx2;
 pub(crate) mod prefetch;
 
 pub use prefetch::{sites as prefetch_sites, PREFETCH_ENV};
@@ -39,7 +40,7 @@ pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx2_tile());
     }
-    packed_avx2::packed_tile(wt)
+    packed_avx2::packed_tile(wt).or_else(|| packed_k_avx2::packed_tile(wt))
 }
 
 /// The packed GEMM of `tier` (AVX2 or AVX-512 VNNI) for weights of `wt`: function, `MR`,

@@ -54,19 +54,22 @@ pub(crate) enum Site {
     Packed256 = 16,
     /// Repacked Q6_K on the AVX-512 tier: a block some blocks ahead into L2.
     Q6KL2 = 32,
+    /// Repacked K-quants on the AVX2 tier.
+    PackedK256 = 64,
 }
 
 /// Every site.
-const ALL: u32 = 63;
+const ALL: u32 = 127;
 
 /// Every site with its name.
-const SITES: [(Site, &str); 6] = [
+const SITES: [(Site, &str); 7] = [
     (Site::Packed512, "avx512-q4_0/q5_0/q8_0"),
     (Site::KQuant512, "avx512-k-quants"),
     (Site::Q6KL2, "avx512-q6_k-l2"),
     (Site::KQuantTile, "k-quant-rows"),
     (Site::Legacy, "q4_1/q5_0/q5_1-rows"),
     (Site::Packed256, "avx2-q4_0/q5_0/q8_0"),
+    (Site::PackedK256, "avx2-k-quants"),
 ];
 
 /// The sites and whether each prefetches on this CPU, for display (`tessera info`).
@@ -118,12 +121,14 @@ mod tests {
             | Site::KQuantTile as u32
             | Site::Legacy as u32
             | Site::Packed256 as u32
-            | Site::Q6KL2 as u32;
+            | Site::Q6KL2 as u32
+            | Site::PackedK256 as u32;
         assert_eq!(default_mask(Some("GenuineIntel")), intel);
         let amd = Site::KQuantTile as u32
             | Site::Legacy as u32
             | Site::Packed256 as u32
-            | Site::Q6KL2 as u32;
+            | Site::Q6KL2 as u32
+            | Site::PackedK256 as u32;
         assert_eq!(default_mask(Some("AuthenticAMD")), amd);
         assert_eq!(default_mask(Some("HygonGenuine")), amd);
         assert_eq!(default_mask(None), intel);
