@@ -68,7 +68,13 @@ export default function App(): React.JSX.Element {
         <Button title="Devices & graph" onPress={() => setTab('graph')} disabled={tab === 'graph'} />
         <Button title="Model" onPress={() => setTab('model')} disabled={tab === 'model'} />
       </View>
-      {tab === 'graph' ? <GraphScreen /> : <ModelScreen />}
+      {/* Both screens stay mounted: switching tabs keeps the model loaded and the chat going. */}
+      <View style={tab === 'graph' ? styles.screen : styles.hidden}>
+        <GraphScreen />
+      </View>
+      <View style={tab === 'model' ? styles.screen : styles.hidden}>
+        <ModelScreen />
+      </View>
     </View>
   );
 }
@@ -202,6 +208,8 @@ function GraphScreen(): React.JSX.Element {
 
 const styles = StyleSheet.create({
   root: { flex: 1, backgroundColor: '#fff' },
+  screen: { flex: 1 },
+  hidden: { display: 'none' },
   content: { padding: 16 },
   tabs: { flexDirection: 'row', justifyContent: 'space-around', paddingTop: 48, paddingBottom: 8 },
   title: { fontSize: 28, fontWeight: '700' },

@@ -83,10 +83,36 @@ public final class TesseraImpl: NSObject {
         return
       }
       self.ensureEventListener()
+      TesseraImpl.configureModelsDirectory()
       // The Rust side answers every request, errors included, with a JSON response and
       // catches its own panics.
       resolve(callJson(request: request))
     }
+  }
+
+  /// Tells the core, once per process, where `downloadModel` writes: Application Support/
+  /// tessera/models (kept out of iCloud backups: models are downloaded again, not restored).
+  private static let modelsDirectoryOnce: Void = {
+    guard
+      let support = FileManager.default.urls(
+        for: .applicationSupportDirectory, in: .userDomainMask
+      ).first
+    else { return }
+    var dir = support.appendingPathComponent("tessera/models", isDirectory: true)
+    try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    var values = URLResourceValues()
+    values.isExcludedFromBackup = true
+    try? dir.setResourceValues(values)
+    let body: [String: Any] = ["method": "setModelsDirectory", "params": ["path": dir.path]]
+    if let data = try? JSONSerialization.data(withJSONObject: body),
+      let text = String(data: data, encoding: .utf8)
+    {
+      _ = callJson(request: text)
+    }
+  }()
+
+  private static func configureModelsDirectory() {
+    _ = modelsDirectoryOnce
   }
 
   /// Where protocol events go (their JSON text, on the thread of the call producing them);

@@ -19,12 +19,20 @@
  * - loadModel(path): any path loads "Mock model" (info in `__mock.modelInfo`), with progress
  *   0, 0.5, 1; tokenize gives one token per UTF-16 unit (its code) after BOS (id 1, when
  *   addSpecial), detokenize inverts it; applyChatTemplate renders
- *   `<start_of_turn>role\ncontent<end_of_turn>\n` per message (+ `<start_of_turn>model\n`);
+ *   `<start_of_turn>role\ncontent<end_of_turn>\n` per message, the role "assistant" as
+ *   "model" (+ `<start_of_turn>model\n`);
  *   complete() streams the fixed reply "This is a mock reply." (`__mock.completionTokens`, ids
  *   100, 101, ...), cut at maxTokens (stopReason "length", else "eog"; stop strings are not
- *   applied), one token per microtask, so stop / AbortSignal / release work as on a phone;
+ *   applied), one token per microtask (or as `__mock.gate` lets them through, as it does the
+ *   load's progress events), so stop / AbortSignal / release work as on a phone;
+ *   the prompt's longest prefix held from the model's previous completion (its prompt and
+ *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
  *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
- *   values computed from the text; after release, calls reject with ClosedError.
+ *   values computed from the text; after release, calls reject with ClosedError;
+ * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
+ *   `__mock.gate` like tokens; a signal cancels it with a CancelledError) into
+ *   /mock/files/tessera/models/NAME; listModels lists what was downloaded, deleteModel removes
+ *   it (no file exists: loading such a path loads the mock model as any path does).
  *
  * The mock's `__mock` export gives the requests received (`__mock.requests`), its native side
  * (`__mock.caller`) and lets a test emit a native log record
@@ -111,9 +119,14 @@ const modelInfo = {
 
 const DEFAULT_COMPLETION = ['This', ' is', ' a', ' mock', ' reply', '.'];
 const completionTokens = DEFAULT_COMPLETION.slice();
-/** Loaded models by number: { cancel: boolean, released: boolean }. */
+/**
+ * Loaded models by number: { cancel, released, history } (`history`: the tokens its "KV cache"
+ * holds, the last prompt and the text generated after it, one token per UTF-16 unit).
+ */
 const models = new Map();
 let nextModel = 1;
+/** What tests set: `gate`, awaited before each load progress event and generated token. */
+const state = { gate: null, downloadSize: 250000000 };
 /** Graphs loaded with loadGraph, by handle (null once released). */
 const loadedGraphs = new Map();
 let nextGraph = 1;
@@ -180,7 +193,10 @@ function mockTokenize(text, addSpecial) {
 
 function mockTemplate(messages, addGenerationPrompt) {
   let out = '<bos>';
-  for (const m of messages) out += '<start_of_turn>' + m.role + '\n' + m.content + '<end_of_turn>\n';
+  // As Gemma's template: the assistant's turns are the model's.
+  for (const m of messages) {
+    out += '<start_of_turn>' + (m.role === 'assistant' ? 'model' : m.role) + '\n' + m.content + '<end_of_turn>\n';
+  }
   return addGenerationPrompt === false ? out : out + '<start_of_turn>model\n';
 }
 
@@ -198,15 +214,20 @@ async function mockGenerate(req) {
   const p = req.params || {};
   const prompt = p.messages ? mockTemplate(p.messages, true) : p.prompt;
   if (typeof prompt !== 'string') throw new actual.InvalidArgumentError('generate: give exactly one of prompt and messages');
-  const promptN = mockTokenize(prompt, p.messages ? false : true).length;
+  const promptTokens = mockTokenize(prompt, p.messages ? false : true);
+  // As the runtime: the longest prefix the cache holds is reused (one token is always computed).
+  let cachedN = 0;
+  while (cachedN < m.history.length && cachedN < promptTokens.length - 1 && m.history[cachedN] === promptTokens[cachedN]) cachedN++;
+  const promptN = promptTokens.length - cachedN;
   const max = p.maxTokens === undefined ? 256 : p.maxTokens;
   m.cancel = false;
   const tokens = [];
   let text = '';
   let stopReason = 'eog';
   for (let i = 0; i < completionTokens.length; i++) {
-    // One token per microtask (not a timer: apps' fake timers do not stall it).
-    await Promise.resolve();
+    // One token per microtask (not a timer: apps' fake timers do not stall it), or when the
+    // test's gate opens.
+    await (state.gate ? state.gate() : Promise.resolve());
     if (m.cancel || m.released) {
       stopReason = 'cancelled';
       break;
@@ -220,10 +241,11 @@ async function mockGenerate(req) {
     emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i] });
   }
   const n = tokens.length;
+  m.history = promptTokens.concat(mockTokenize(text, false));
   return {
     text,
     tokens,
-    promptTokens: promptN,
+    promptTokens: promptTokens.length,
     stopReason,
     timings: {
       promptN,
@@ -232,20 +254,54 @@ async function mockGenerate(req) {
       predictedN: n,
       predictedMs: 10 * n,
       predictedPerSecond: n > 0 ? 100 : 0,
-      cachedN: 0,
+      cachedN,
     },
   };
+}
+
+async function mockLoad(req) {
+  for (const progress of [0, 0.5, 1]) {
+    if (state.gate) await state.gate();
+    emitEvent({ type: 'loadProgress', requestId: req.requestId, progress });
+  }
+  const id = nextModel++;
+  models.set(id, { cancel: false, released: false, history: [] });
+  return { model: id, info: modelInfo };
+}
+
+/** Models "downloaded" in the mock, by name: { name, path, size, sha256, url }. */
+const downloaded = new Map();
+/** Downloads running: requestId -> { cancel: boolean }. */
+const downloads = new Map();
+const MOCK_MODELS_DIR = '/mock/files/tessera/models';
+
+async function mockDownload(req) {
+  const p = req.params || {};
+  const name = p.name || String(p.url).split('?')[0].split('/').pop();
+  if (downloaded.has(name)) throw new actual.InvalidArgumentError('downloadModel: ' + name + ' is already downloaded');
+  const size = state.downloadSize;
+  const d = { cancel: false };
+  downloads.set(req.requestId, d);
+  try {
+    for (const received of [0, size / 2, size]) {
+      if (state.gate) await state.gate();
+      else await Promise.resolve();
+      if (d.cancel) throw new actual.CancelledError('downloadModel: ' + name + ' cancelled');
+      emitEvent({ type: 'downloadProgress', requestId: req.requestId, received, total: size });
+    }
+  } finally {
+    downloads.delete(req.requestId);
+  }
+  const model = { name, path: MOCK_MODELS_DIR + '/' + name, size, sha256: p.sha256.toLowerCase(), url: p.url };
+  downloaded.set(name, model);
+  return model;
 }
 
 function modelAnswer(req) {
   const p = req.params || {};
   switch (req.method) {
-    case 'loadModel': {
-      for (const progress of [0, 0.5, 1]) emitEvent({ type: 'loadProgress', requestId: req.requestId, progress });
-      const id = nextModel++;
-      models.set(id, { cancel: false, released: false });
-      return { model: id, info: modelInfo };
-    }
+    case 'loadModel':
+      return mockLoad(req);
     case 'modelInfo':
       modelOf(req);
       return modelInfo;
@@ -266,6 +322,20 @@ function modelAnswer(req) {
     case 'embed':
       modelOf(req);
       return { embeddings: p.texts.map(mockEmbedding) };
+    case 'cancelLoad':
+      // Loads finish within the request: nothing left to cancel.
+      return { cancelled: false };
+    case 'downloadModel':
+      return mockDownload(req);
+    case 'cancelDownload': {
+      const d = downloads.get(req.requestId);
+      if (d) d.cancel = true;
+      return { cancelled: Boolean(d) };
+    }
+    case 'listModels':
+      return { directory: MOCK_MODELS_DIR, models: [...downloaded.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
+    case 'deleteModel':
+      return { deleted: downloaded.delete(p.name) };
     case 'releaseModel': {
       const m = models.get(req.model);
       if (m) m.released = true;
@@ -345,6 +415,17 @@ module.exports = {
     modelInfo,
     /** The texts of the tokens complete() streams (ids 100, 101, ...); replace them freely. */
     completionTokens,
+    /**
+     * A function returning a promise that each load progress event and each generated token
+     * waits for (to hold a load or a completion mid-way and check a UI while it runs); `null`
+     * (the default): loads answer at once, tokens come one per microtask.
+     */
+    get gate() {
+      return state.gate;
+    },
+    set gate(gate) {
+      state.gate = gate;
+    },
     emitLog(event) {
       for (const l of [...logListeners]) l(event);
     },
@@ -356,6 +437,8 @@ module.exports = {
       nextGraph = 1;
       loadedGraphs.clear();
       completionTokens.splice(0, completionTokens.length, ...DEFAULT_COMPLETION);
+      state.gate = null;
+      downloaded.clear();
       actual.setNativeCaller(mockCaller);
     },
   },

@@ -58,7 +58,7 @@ else
   uniffi=("$ROOT/tests/kotlin-bridge/stubs/uniffi/UniffiStub.kt")
   what="a stand-in of the uniffi bindings (no bindings or no $JNA_JAR)"
 fi
-kotlinc -cp "$JNA_JAR:$COROUTINES_JAR" "$SRC/TesseraBridge.kt" "$SRC/TesseraModule.kt" "$SRC/TesseraPackage.kt" \
+kotlinc -cp "$JNA_JAR:$COROUTINES_JAR" "$SRC/TesseraBridge.kt" "$SRC/TesseraModule.kt" "$SRC/TesseraPackage.kt" "$SRC/ContentDocuments.kt" \
   "$ROOT"/tests/kotlin-bridge/stubs/*.kt "${uniffi[@]}" -d "$OUT/module"
 [ -f "$OUT/module/com/tessera/reactnative/TesseraModule.class" ] || { echo "TesseraModule does not compile" >&2; exit 1; }
 echo "TesseraModule and TesseraPackage type-check against React Native stand-ins and $what"

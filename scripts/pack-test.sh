@@ -10,8 +10,12 @@
 #     from it (`cargo check --locked --offline`);
 #  4. the check refuses copies stripped of the Rust sources, of one module file, or of the
 #     generated bindings, and accepts one with prebuilt libraries and no sources;
-#  5. Jest with `preset: 'react-native'` runs tests/pack/*.test.js (the mock, and the package
-#     without the mock);
+#  5. the code blocks of the README and docs/js-api.md compile with the Babel config the docs
+#     give (tests/pack/compile-docs.js, which also checks that React Native's preset alone
+#     refuses `await using`), and an `await using` type-checks with the docs' tsconfig.json;
+#     Jest with `preset: 'react-native'` and that Babel config runs tests/pack/*.test.{js,ts}
+#     (the mock, the package without the mock, the React hooks with react-test-renderer,
+#     `await using`); the example app's screens type-check against the installed package;
 #  6. the Expo plugin on sample configs with the real @expo/config-plugins
 #     (tests/pack/expo-plugin.test.js).
 # Prints "N passed, M failed" for the checks of this script (Jest and the plugin test print their
@@ -27,6 +31,11 @@ RN_VERSION=0.81.6
 REACT_VERSION=19.1.4
 JEST_VERSION=29.7.0
 EXPO_PLUGINS_VERSION=58.0.13
+TYPESCRIPT_VERSION=5.8.3
+TYPES_REACT_VERSION=19.1.17
+TYPES_JEST_VERSION=29.5.14
+RESOURCE_MANAGEMENT_VERSION=7.29.15
+PICKER_VERSION=12.0.2
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -59,6 +68,10 @@ cd "$app"
 [ -f package.json ] || echo '{"name":"tessera-pack-test-app","version":"1.0.0","private":true}' > package.json
 npm install --no-audit --no-fund --loglevel=error --no-save \
   "jest@$JEST_VERSION" "react-native@$RN_VERSION" "react@$REACT_VERSION" "@react-native/babel-preset@$RN_VERSION" \
+  "react-test-renderer@$REACT_VERSION" "@react-native/typescript-config@$RN_VERSION" "typescript@$TYPESCRIPT_VERSION" \
+  "@types/react@$TYPES_REACT_VERSION" "@types/jest@$TYPES_JEST_VERSION" \
+  "@babel/plugin-transform-explicit-resource-management@$RESOURCE_MANAGEMENT_VERSION" \
+  "@react-native-documents/picker@$PICKER_VERSION" \
   "@expo/config-plugins@$EXPO_PLUGINS_VERSION" "$tarball" > "$work/install.log" 2>&1 || {
   cat "$work/install.log" >&2
   echo "pack: npm install failed" >&2
@@ -132,14 +145,30 @@ fi
 rm -f "$c/ios/TesseraFFI.xcframework/ios-arm64_x86_64-simulator/libtessera_ffi.a"
 refused "prebuilt XCFramework without a simulator slice, no sources" "$c" 'ios: no native library: no prebuilt ios/TesseraFFI.xcframework with device and simulator slices'
 
-# 5. Jest with React Native's preset.
+# 5. The docs' code blocks, compiled with the docs' babel.config.js (which it writes, with the
+# docs' tsconfig.json); an `await using` type-checked with that tsconfig; then Jest with React
+# Native's preset and that Babel config.
+status=0
 rm -rf "$app/__tests__"
 mkdir -p "$app/__tests__"
-cp "$ROOT"/tests/pack/*.test.js "$app/__tests__/"
+cp "$ROOT"/tests/pack/*.test.js "$ROOT"/tests/pack/*.test.ts "$app/__tests__/"
 rm -f "$app/__tests__/expo-plugin.test.js"
-echo "module.exports = { presets: ['module:@react-native/babel-preset'] };" > "$app/babel.config.js"
-echo "module.exports = { preset: 'react-native', testMatch: ['**/__tests__/**/*.test.js'] };" > "$app/jest.config.js"
-status=0
+cp "$ROOT/tests/pack/compile-docs.js" "$app/"
+(cd "$app" && node compile-docs.js "$ROOT") || status=1
+typechecks() { # typechecks WHAT TSCONFIG-JSON: tsc --noEmit in the app with that config
+  echo "$2" > "$app/tsconfig.check.json"
+  if (cd "$app" && npx --no-install tsc --noEmit -p tsconfig.check.json 2>&1) > "$work/tsc.log"; then
+    ok "$1 type-checks"
+  else
+    cat "$work/tsc.log"
+    fail "$1 does not type-check"
+  fi
+}
+typechecks "await using, with the docs' tsconfig.json," '{ "extends": "./tsconfig.json", "include": ["__tests__/using.test.ts"] }'
+# The example app's screens, against the installed package and React Native's types.
+rm -rf "$app/example" && mkdir -p "$app/example" && cp "$ROOT"/example/*.tsx "$app/example/"
+typechecks "the example app" '{ "extends": "./tsconfig.json", "compilerOptions": { "types": [] }, "include": ["example/*.tsx"] }'
+echo "module.exports = { preset: 'react-native', testMatch: ['**/__tests__/**/*.test.{js,ts}'] };" > "$app/jest.config.js"
 (cd "$app" && npx --no-install jest --ci 2>&1) || status=1
 
 # 6. The Expo plugin with the real @expo/config-plugins.

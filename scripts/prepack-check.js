@@ -54,6 +54,7 @@ const ALWAYS = [
   'android/src/main/AndroidManifest.xml',
   'android/src/main/java/com/tessera/tessera_ffi.kt',
   'android/src/main/java/com/tessera/reactnative/TesseraBridge.kt',
+  'android/src/main/java/com/tessera/reactnative/ContentDocuments.kt',
   'android/src/main/java/com/tessera/reactnative/TesseraModule.kt',
   'android/src/main/java/com/tessera/reactnative/TesseraPackage.kt',
   'ios/Tessera.mm',

@@ -95,6 +95,34 @@ if ! "$VENV/bin/python" -c "import gguf, numpy, importlib.metadata as m; assert 
     "$VENV/bin/pip" install -q gguf==0.19.0 numpy
 fi
 
+# llama.cpp's tokenizer test suite (test-tokenizer-0: the vocab-only GGUF files of
+# vendor/llama.cpp/models with their .inp / .out vectors, the suite's list in tests/CMakeLists.txt,
+# and src/unicode-data.cpp, the code point tables the tokenizers are checked against) from the
+# llama-cpp-python source package on PyPI (76 MB, kept in target/downloads, sha256 checked).
+# `pip download` cannot fetch it without building its metadata: curl, from the URL PyPI lists.
+LCP=llama_cpp_python-0.3.36
+LCP_SDIST=target/downloads/$LCP.tar.gz
+LCP_URL=https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/$LCP.tar.gz
+LCP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LCP_SUITE=target/llama-tokenizer-suite
+if [ ! -f "$LCP_SUITE/.complete" ]; then
+    if [ ! -f "$LCP_SDIST" ] || ! echo "$LCP_SHA256  $LCP_SDIST" | sha256sum -c --status; then
+        need curl "curl (apt-get install curl)"
+        echo "setup: curl $LCP.tar.gz (76 MB) into target/downloads" >&2
+        mkdir -p target/downloads
+        curl -fsSL --retry 3 -o "$LCP_SDIST.part" "$LCP_URL"
+        echo "$LCP_SHA256  $LCP_SDIST.part" | sha256sum -c --status \
+            || { rm -f "$LCP_SDIST.part"; echo "setup: $LCP.tar.gz: sha256 mismatch" >&2; exit 1; }
+        mv "$LCP_SDIST.part" "$LCP_SDIST"
+    fi
+    rm -rf "$LCP_SUITE"
+    mkdir -p "$LCP_SUITE"
+    tar -xzf "$LCP_SDIST" -C "$LCP_SUITE" --strip-components=3 --wildcards \
+        "$LCP/vendor/llama.cpp/models/ggml-vocab-*" "$LCP/vendor/llama.cpp/tests/CMakeLists.txt" \
+        "$LCP/vendor/llama.cpp/src/unicode-data.cpp"
+    touch "$LCP_SUITE/.complete"
+fi
+
 # cargo-afl (afl.rs, which builds AFL++ when installed: about 40 s) for scripts/fuzz.sh; its
 # runtime is per rustc version, so build it again after a toolchain update (a no-op otherwise).
 if ! cargo afl --version >/dev/null 2>&1; then
@@ -107,4 +135,19 @@ cargo afl config --build >/dev/null 2>&1 || true
 if [ -f package-lock.json ] && [ ! -d node_modules ]; then
     echo "setup: npm ci" >&2
     npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# The random-weight tiny models that tessera-llm's tests compare with llama.cpp's recorded
+# outputs (rust/llm/tests/fixtures/make_models.py: seeded, the same bytes on every machine, their
+# sha256 checked by the tests), written into target/models; the script fetches the source
+# packages their vocabularies come from (openai-whisper's GPT-2 ranks, llama-cpp-python's
+# vocab-only GGUF files) into target/downloads, sha256 checked.
+tiny_missing=()
+for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3; do
+    [ -f "target/models/$m.gguf" ] || tiny_missing+=("$m")
+done
+if [ ${#tiny_missing[@]} -gt 0 ]; then
+    echo "setup: make_models.py ${tiny_missing[*]}" >&2
+    "$VENV/bin/python" rust/llm/tests/fixtures/make_models.py --out target/models \
+        --only "$(IFS=,; echo "${tiny_missing[*]}")" >/dev/null
 fi

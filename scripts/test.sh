@@ -73,13 +73,18 @@ cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 
+step "synthetic Q4_K_M models (scripts/synth): type rules against llama.cpp's, 2-layer models of each shape read back by gguf-py and run by tessera"
+cargo build --quiet -p tessera-cli
+"$TESSERA_PYTHON" scripts/synth/test_synth.py --tessera target/debug/tessera
+
 step "aarch64 under qemu: cortex-a53 (NEON), cortex-a76 (dotprod), max (i8mm)"
 bash scripts/qemu-test.sh --quiet
 
 step "Android and Apple targets type-check"
 for t in aarch64-linux-android aarch64-apple-ios aarch64-apple-darwin; do
     rustup target list --installed | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1
-    cargo check --quiet -p tessera-ffi --target "$t"
+    # Without `https`: ring needs the target's C compiler (the NDK's, Xcode's), absent here.
+    cargo check --quiet -p tessera-ffi --target "$t" --no-default-features --features gpu
     echo "$t: ok"
 done
 
@@ -103,7 +108,7 @@ npm test --silent
 npm run --silent test:e2e
 npm run --silent build
 bash -n scripts/build-ios.sh scripts/build-android.sh ios/build-rust.sh scripts/arm-counts.sh \
-    scripts/build-qemu-plugin.sh
+    scripts/build-qemu-plugin.sh scripts/model-bench.sh
 
 step "the iOS pod: the podspec evaluated (prebuilt, from source, neither) and its Rust build phase"
 ruby tests/podspec/podspec_test.rb

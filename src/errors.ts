@@ -22,7 +22,9 @@ export type NativeErrorKind =
   | 'ContextFull'
   | 'OutOfMemory'
   | 'Backend'
-  | 'Internal';
+  | 'Internal'
+  | 'Network'
+  | 'Storage';
 
 /**
  * The kinds the platform modules (Kotlin, Swift) answer with when the Rust core cannot be
@@ -55,6 +57,8 @@ export const NATIVE_ERROR_KINDS: readonly NativeErrorKind[] = Object.freeze([
   'OutOfMemory',
   'Backend',
   'Internal',
+  'Network',
+  'Storage',
 ]);
 
 /** The kinds a response may carry: the native kinds and the bridge kinds. */
@@ -205,6 +209,24 @@ export class ContextFullError extends TesseraError {
   }
 }
 
+/** A download failed on the network: no connection, a cut one, an HTTP error (kind `Network`). */
+export class NetworkError extends TesseraError {
+  /** @param message - names the URL and what happened */
+  constructor(message: string) {
+    super('Network', message);
+    this.name = 'NetworkError';
+  }
+}
+
+/** Files could not be written: not enough free space, a full disk (kind `Storage`). */
+export class StorageError extends TesseraError {
+  /** @param message - names the file or folder and what happened */
+  constructor(message: string) {
+    super('Storage', message);
+    this.name = 'StorageError';
+  }
+}
+
 /** The TurboModule is not linked into the app (kind `NativeModuleMissing`). */
 export class NativeModuleMissingError extends TesseraError {
   /** @param detail - what was tried, appended to the standard message */
@@ -249,6 +271,8 @@ const ERROR_CLASSES: { readonly [K in TesseraErrorKind]?: (message: string) => T
   Unsupported: (m) => new DTypeError(m, 'Unsupported'),
   UnknownType: (m) => new DTypeError(m, 'UnknownType'),
   NativeLibrary: (m) => new NativeLibraryError(m),
+  Network: (m) => new NetworkError(m),
+  Storage: (m) => new StorageError(m),
 };
 
 /**

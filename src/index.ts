@@ -39,7 +39,9 @@ export {
   InvalidModelError,
   NativeLibraryError,
   NativeModuleMissingError,
+  NetworkError,
   ShapeError,
+  StorageError,
   TesseraError,
   errorOfKind,
   type BridgeErrorKind,
@@ -131,6 +133,7 @@ export { toFloat32 } from './convert';
 export {
   LanguageModel,
   loadModel,
+  releaseAllModels,
   type ChatMessage,
   type ChatTemplateOptions,
   type Completion,
@@ -146,3 +149,21 @@ export {
   type TokenEvent,
   type TokenizeOptions,
 } from './model';
+export { ChatSession, type ChatSessionOptions } from './chat';
+export {
+  useCompletion,
+  useModel,
+  type CompletionState,
+  type ModelSource,
+  type ModelState,
+  type ModelStatus,
+  type UseModelOptions,
+} from './hooks';
+export {
+  deleteModel,
+  downloadModel,
+  listModels,
+  type DownloadModelOptions,
+  type DownloadProgressCallback,
+  type DownloadedModel,
+} from './download';

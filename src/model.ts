@@ -9,7 +9,8 @@
 
 import { newRequestId, onRequestEvents, request, type NativeEvent } from './caller';
 import { defineAsyncDispose, type AbortSignalLike } from './compute';
-import { ClosedError, InvalidArgumentError } from './errors';
+import { Platform } from 'react-native';
+import { CancelledError, ClosedError, InvalidArgumentError } from './errors';
 
 /** How to load a model (the protocol's `loadModel` options). */
 export interface LoadModelOptions {
@@ -27,6 +28,12 @@ export interface LoadModelOptions {
   nCtx?: number;
   /** Prompt tokens computed per batch (default 512). */
   nBatch?: number;
+  /**
+   * Cancels the load: the promise rejects at once with a {@link CancelledError}, the core
+   * stops placing weights at its next progress step, and a model that was already loaded
+   * when the cancel arrived is released.
+   */
+  signal?: AbortSignalLike;
 }
 
 /** Receives the fraction of the weights placed while a model loads, from 0 to 1. */
@@ -34,7 +41,7 @@ export type LoadProgressCallback = (progress: number) => void;
 
 /** What a loaded model is. */
 export interface ModelInfo {
-  /** `general.architecture`: "gemma3", "llama", "qwen2", "qwen3". */
+  /** `general.architecture`: "gemma3", "llama", "phi3", "qwen2", "qwen3", "smollm3". */
   architecture: string;
   /** `general.name`, or `null` when the file has none. */
   name: string | null;
@@ -131,7 +138,7 @@ export interface CompletionOptions {
  */
 export type StopReason = 'eog' | 'stop' | 'length' | 'context' | 'cancelled';
 
-/** Time spent, with llama.rn's names (its `timings` object) plus `cached_n`. */
+/** Time spent, with llama.rn's names (its `timings` object). */
 export interface CompletionTimings {
   /** Prompt tokens computed (those reused from the KV cache not counted). */
   prompt_n: number;
@@ -149,7 +156,13 @@ export interface CompletionTimings {
   predicted_per_token_ms: number;
   /** Generated tokens per second. */
   predicted_per_second: number;
-  /** Prompt tokens reused from the KV cache (llama.rn's `tokens_cached`). */
+  /** Prompt tokens reused from the KV cache (llama.rn's `cache_n`). */
+  cache_n: number;
+  /**
+   * The same as {@link CompletionTimings.cache_n}, under this package's first name for it.
+   *
+   * @deprecated Use `cache_n` (llama.rn's name); `cached_n` goes away in the next release.
+   */
   cached_n: number;
 }
 
@@ -291,9 +304,13 @@ function filePath(path: unknown): string {
       return rest;
     }
   }
+  // Android's storage access framework: the module opens it through the content resolver.
+  if (path.startsWith('content://') && Platform.OS === 'android') return path;
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
     throw new InvalidArgumentError(
-      `loadModel: ${describe(path)} is not a file path; copy the file into the app's storage first (a document picker's local copy, or a download) and pass that path`
+      `loadModel: ${describe(path)} is not a file path` +
+        (path.startsWith('content://') ? ' (content:// URIs are Android\'s)' : '') +
+        "; copy the file into the app's storage first (a document picker's local copy, or downloadModel) and pass that path"
     );
   }
   return path;
@@ -329,6 +346,7 @@ function timingsFrom(t: NativeTimings): CompletionTimings {
     predicted_ms: t.predictedMs,
     predicted_per_token_ms: t.predictedN > 0 ? t.predictedMs / t.predictedN : 0,
     predicted_per_second: t.predictedPerSecond,
+    cache_n: t.cachedN,
     cached_n: t.cachedN,
   };
 }
@@ -375,10 +393,7 @@ function generateParams(input: unknown, options: Record<string, unknown>): Recor
   if (options.onToken !== undefined && typeof options.onToken !== 'function') {
     throw new InvalidArgumentError(`complete: onToken must be a function, got ${describe(options.onToken)}`);
   }
-  const signal = options.signal as AbortSignalLike | undefined;
-  if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
-    throw new InvalidArgumentError('complete: signal must be an AbortSignal');
-  }
+  checkSignal('complete', options.signal);
   return params;
 }
 
@@ -500,6 +515,7 @@ export class LanguageModel {
     this.id = id;
     this.info = Object.freeze({ ...info });
     this.path = path;
+    liveModels.add(this);
   }
 
   /** Whether {@link LanguageModel.release} was called. */
@@ -691,6 +707,7 @@ export class LanguageModel {
   release(): Promise<void> {
     if (this.releasing) return this.releasing;
     this.released = true;
+    liveModels.delete(this);
     this.stopCompletion();
     this.releasing = request({ method: 'releaseModel', model: this.id }).then(noop);
     return this.releasing;
@@ -705,14 +722,43 @@ export interface LanguageModel {
 
 defineAsyncDispose(LanguageModel.prototype);
 
+/** The models loaded and not released, for {@link releaseAllModels}. */
+const liveModels = new Set<LanguageModel>();
+/** Bumped by {@link releaseAllModels}: a load that began before it is released when it ends. */
+let releaseEpoch = 0;
+
+/**
+ * Releases every model this JS instance loaded and has not released (llama.rn:
+ * `releaseAllLlama`): their completions end with `stopReason` `"cancelled"`, later calls on
+ * them reject with a {@link ClosedError}. A load still running when this is called is
+ * released when it ends (its promise rejects with a {@link CancelledError}).
+ *
+ * @returns how many models were released
+ */
+export async function releaseAllModels(): Promise<number> {
+  releaseEpoch += 1;
+  const all = [...liveModels];
+  await Promise.all(all.map((m) => m.release()));
+  return all.length;
+}
+
+const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'signal'] as const;
+
 /**
  * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).
  *
- * @param path - a file path, or a `file://` URI, on the device
- * @param options - device, threads, context length, batch size
+ * On Android, `path` may be a `content://` URI (a file picker's, shared storage): the module
+ * opens it through the content resolver and the core reads it in place when the provider gives
+ * a regular file (through `/proc/self/fd`), or loads a copy made in the app's storage when it
+ * gives a stream (the copy is then the first half of `onProgress`, and reused by later loads
+ * of the same URI while its size matches).
+ *
+ * @param path - a file path, a `file://` URI, or on Android a `content://` URI
+ * @param options - device, threads, context length, batch size, an AbortSignal
  * @param onProgress - receives the fraction of the weights placed, from 0 to 1 (llama.rn: a
  *   percentage)
- * @returns the model; rejects with an {@link InvalidModelError} for a file that cannot be used
+ * @returns the model; rejects with an {@link InvalidModelError} for a file that cannot be used,
+ *   with a {@link CancelledError} when `options.signal` aborts first
  */
 export async function loadModel(
   path: string,
@@ -720,25 +766,85 @@ export async function loadModel(
   onProgress?: LoadProgressCallback
 ): Promise<LanguageModel> {
   const file = filePath(path);
-  const o = checkOptions('loadModel', options, ['device', 'threads', 'nCtx', 'nBatch']);
+  const { signal, ...o } = checkOptions('loadModel', options, LOAD_OPTIONS);
   if (onProgress !== undefined && typeof onProgress !== 'function') {
     throw new InvalidArgumentError(`loadModel: onProgress must be a function, got ${describe(onProgress)}`);
   }
+  const abort = checkSignal('loadModel', signal);
+  if (abort?.aborted) throw new CancelledError('loadModel: cancelled before it started', { cause: abort.reason });
   const requestId = newRequestId();
+  const epoch = releaseEpoch;
+  // A content document the provider cannot give as a file is copied first (Android's module
+  // sends copyProgress): the copy is then the first half of the progress, the weights the rest.
+  let copied = false;
   const off = onProgress
     ? onRequestEvents(requestId, (e) => {
-        if (e.type !== 'loadProgress' || typeof e.progress !== 'number') return;
+        let p: number;
+        if (e.type === 'copyProgress' && typeof e.received === 'number') {
+          copied = true;
+          p = typeof e.total === 'number' && e.total > 0 ? (0.5 * e.received) / e.total : 0;
+        } else if (e.type === 'loadProgress' && typeof e.progress === 'number') {
+          p = copied ? 0.5 + 0.5 * e.progress : e.progress;
+        } else {
+          return;
+        }
         try {
-          onProgress(e.progress);
+          onProgress(p);
         } catch {
           // A failing progress callback does not stop the load.
         }
       })
     : noop;
+  const loading = request<{ model: number; info: ModelInfo }>({ method: 'loadModel', path: file, requestId, options: o }).then(
+    (r) => new LanguageModel(r.model, r.info, file)
+  );
+  if (!abort) {
+    try {
+      const model = await loading;
+      return afterLoad(model, epoch);
+    } finally {
+      off();
+    }
+  }
+  // Cancellable: rejects at the abort; the core is told to stop, and a model that arrives
+  // anyway is released.
+  let onAbort = noop;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      request({ method: 'cancelLoad', requestId }).catch(noop);
+      reject(new CancelledError('loadModel: cancelled', { cause: abort.reason }));
+    };
+    abort.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(noop);
+  loading.then(
+    (m) => {
+      if (abort.aborted) m.release().catch(noop);
+    },
+    noop
+  );
   try {
-    const r = await request<{ model: number; info: ModelInfo }>({ method: 'loadModel', path: file, requestId, options: o });
-    return new LanguageModel(r.model, r.info, file);
+    const model = await Promise.race([loading, aborted]);
+    return afterLoad(model, epoch);
   } finally {
+    abort.removeEventListener('abort', onAbort);
     off();
   }
+}
+
+/** `model`, unless {@link releaseAllModels} ran during its load: then it is released. */
+async function afterLoad(model: LanguageModel, epoch: number): Promise<LanguageModel> {
+  if (epoch === releaseEpoch) return model;
+  await model.release();
+  throw new CancelledError('loadModel: releaseAllModels was called while the model loaded');
+}
+
+/** `signal` checked to be an AbortSignal (or absent). */
+function checkSignal(what: string, signal: unknown): AbortSignalLike | undefined {
+  if (signal === undefined) return undefined;
+  const s = signal as AbortSignalLike | null;
+  if (s === null || typeof s !== 'object' || typeof s.addEventListener !== 'function' || typeof s.aborted !== 'boolean') {
+    throw new InvalidArgumentError(`${what}: signal must be an AbortSignal, got ${describe(signal)}`);
+  }
+  return s;
 }

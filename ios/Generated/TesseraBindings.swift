@@ -3094,6 +3094,17 @@ enum TesseraError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
      */
     case Internal(message: String)
     
+    /**
+     * A download failed on the network: no connection, a cut one, an HTTP error status.
+     */
+    case Network(message: String)
+    
+    /**
+     * Files could not be written: not enough free space, a full disk, a folder that cannot
+     * be created.
+     */
+    case Storage(message: String)
+    
 
     
 
@@ -3187,6 +3198,14 @@ public struct FfiConverterTypeTesseraError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
         )
         
+        case 17: return .Network(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 18: return .Storage(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
 
         default: throw UniffiInternalError.unexpectedEnumCase
         }
@@ -3230,6 +3249,10 @@ public struct FfiConverterTypeTesseraError: FfiConverterRustBuffer {
             writeInt(&buf, Int32(15))
         case .Internal(_ /* message is ignored*/):
             writeInt(&buf, Int32(16))
+        case .Network(_ /* message is ignored*/):
+            writeInt(&buf, Int32(17))
+        case .Storage(_ /* message is ignored*/):
+            writeInt(&buf, Int32(18))
 
         
         }

@@ -36,7 +36,7 @@ private fun check(condition: Boolean, message: () -> String) {
 }
 
 /** The bridge as TesseraModule builds it, its protocol events to `events`. */
-private fun moduleBridge(events: MutableList<String> = java.util.Collections.synchronizedList(mutableListOf())) =
+private fun moduleBridge(events: MutableList<String> = java.util.Collections.synchronizedList(mutableListOf()), modelsDir: String? = null) =
   TesseraBridge(
     native = { request -> callJson(request) },
     installLogSink = { sink ->
@@ -61,6 +61,7 @@ private fun moduleBridge(events: MutableList<String> = java.util.Collections.syn
       )
     },
     emitEvent = { events.add(it) },
+    modelsDirectory = { modelsDir },
   )
 
 private fun callAndWait(bridge: TesseraBridge, request: String, seconds: Long = 60): String {
@@ -211,6 +212,66 @@ fun main() {
     val r = callAndWait(next, "{\"method\":\"tokenize\",\"model\":$id,\"params\":{\"text\":\"a\"}}")
     check(r == "{\"error\":{\"kind\":\"Closed\",\"message\":\"model $id is released\"}}") { r }
     next.shutdown()
+  }
+
+  test("a content document that is a regular file loads in place through /proc/self/fd/N (the file-descriptor reader)") {
+    val gemma = System.getenv("TESSERA_GEMMA_GGUF") ?: throw AssertionError("set TESSERA_GEMMA_GGUF")
+    val file = java.io.File(gemma).canonicalFile
+    val input = java.io.FileInputStream(file)
+    // The descriptor number of `input`, as ParcelFileDescriptor.getFd() gives it on Android.
+    val fd =
+      java.io.File("/proc/self/fd").listFiles()!!.firstOrNull {
+        runCatching { java.nio.file.Files.readSymbolicLink(it.toPath()).toString() == file.path }.getOrDefault(false)
+      }?.name ?: throw AssertionError("no descriptor of $file in /proc/self/fd")
+    val source =
+      object : com.tessera.reactnative.ContentSource {
+        override val inPlacePath = "/proc/self/fd/$fd"
+        override val size = file.length()
+        override val displayName = file.name
+        override fun openStream(): java.io.InputStream = throw AssertionError("a regular file is not copied")
+        override fun close() = input.close()
+      }
+    val bridge = TesseraBridge(native = { request -> callJson(request) }, openContent = { source })
+    val loaded = callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"content://test/gemma\",\"options\":{\"device\":\"CPU\",\"threads\":1,\"nCtx\":128}}")
+    val id = Regex("\"model\":(\\d+)").find(loaded)?.groupValues?.get(1) ?: throw AssertionError(loaded)
+    check(loaded.contains("\"architecture\":\"gemma3\"") && Regex("\"mappedBytes\":[1-9]").containsMatchIn(loaded)) { loaded }
+    // The weights were mapped from the file behind the descriptor, which is closed now: the
+    // mapping keeps them, and the model computes.
+    val generated = callAndWait(bridge, "{\"method\":\"generate\",\"model\":$id,\"params\":{\"prompt\":\"The capital of France is\",\"temperature\":0,\"maxTokens\":3}}")
+    check(generated.contains("\"tokens\":[506,5279,529]")) { generated }
+    callAndWait(bridge, "{\"method\":\"releaseModel\",\"model\":$id}")
+    bridge.shutdown()
+  }
+
+  test("downloadModel through the bridge from a local server: progress events, the file checked and renamed; a wrong SHA-256 leaves nothing") {
+    val data = ByteArray(700_000) { (it * 31 + 7).toByte() }
+    val sha = java.security.MessageDigest.getInstance("SHA-256").digest(data).joinToString("") { "%02x".format(it) }
+    val server = com.sun.net.httpserver.HttpServer.create(java.net.InetSocketAddress("127.0.0.1", 0), 0)
+    server.createContext("/") { ex ->
+      ex.sendResponseHeaders(200, data.size.toLong())
+      ex.responseBody.use { it.write(data) }
+    }
+    server.start()
+    val dir = java.nio.file.Files.createTempDirectory("tessera-models").toFile()
+    try {
+      val events = java.util.Collections.synchronizedList(mutableListOf<String>())
+      val module = moduleBridge(events, dir.absolutePath)
+      val url = "http://127.0.0.1:${server.address.port}/m/tiny.gguf"
+      val ok = callAndWait(module, "{\"method\":\"downloadModel\",\"params\":{\"url\":\"$url\",\"sha256\":\"$sha\"},\"requestId\":\"d-1\"}")
+      val path = java.io.File(dir, "tiny.gguf")
+      check(ok.startsWith("{\"ok\":") && ok.contains("\"size\":700000") && ok.contains("\"sha256\":\"$sha\"")) { ok }
+      check(path.readBytes().contentEquals(data)) { "the file differs" }
+      check(events.isNotEmpty() && events.all { it.contains("\"type\":\"downloadProgress\"") && it.contains("\"requestId\":\"d-1\"") } &&
+        events.last().contains("\"received\":700000")) { "$events" }
+      val wrong = "0".repeat(64)
+      val bad = callAndWait(module, "{\"method\":\"downloadModel\",\"params\":{\"url\":\"$url\",\"sha256\":\"$wrong\",\"name\":\"other.gguf\"}}")
+      check(bad.startsWith("{\"error\":{\"kind\":\"InvalidModel\"") && bad.contains("not the $wrong")) { bad }
+      check(!java.io.File(dir, "other.gguf").exists()) { "a file under the name of a download that failed its check" }
+      module.shutdown()
+    } finally {
+      server.stop(0)
+      dir.deleteRecursively()
+    }
   }
 
   println("$passed passed, $failed failed")

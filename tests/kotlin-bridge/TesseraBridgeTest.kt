@@ -1,6 +1,7 @@
 // JVM tests of com.tessera.reactnative.TesseraBridge with a fake native function.
 // Run with scripts/kotlin-bridge-test.sh (kotlinc, no Android, no Gradle).
 
+import com.tessera.reactnative.ContentSource
 import com.tessera.reactnative.TesseraBridge
 import java.util.concurrent.CountDownLatch
 import java.util.concurrent.CopyOnWriteArrayList
@@ -35,6 +36,21 @@ private fun callAndWait(bridge: TesseraBridge, request: String): Pair<String?, S
   bridge.call(request, { resolved.set(it); latch.countDown() }, { code, message -> rejected.set("$code: $message"); latch.countDown() })
   check(latch.await(5, TimeUnit.SECONDS)) { "no answer within 5 s" }
   return resolved.get() to rejected.get()
+}
+
+/** A content document for the tests: in place at `path`, or a stream of `bytes`. */
+private class FakeContent(
+  override val inPlacePath: String?,
+  private val bytes: ByteArray = ByteArray(0),
+  override val size: Long = -1,
+  private val stream: (() -> java.io.InputStream)? = null,
+) : ContentSource {
+  @Volatile var closed = false
+  override val displayName = "My Model (1).gguf"
+  override fun openStream(): java.io.InputStream = stream?.invoke() ?: java.io.ByteArrayInputStream(bytes)
+  override fun close() {
+    closed = true
+  }
 }
 
 fun main() {
@@ -274,6 +290,107 @@ fun main() {
       )
     val (resolved, _) = callAndWait(bridge, "{}")
     check(resolved!!.startsWith("{\"error\":{\"kind\":\"NativeLibrary\"")) { resolved }
+    bridge.shutdown()
+  }
+
+  test("content URIs: a regular file is loaded in place through /proc/self/fd, and the document closed after") {
+    val seen = CopyOnWriteArrayList<String>()
+    val doc = FakeContent("/proc/self/fd/42")
+    val opened = CopyOnWriteArrayList<String>()
+    val bridge = TesseraBridge(native = { seen.add(it); "{\"ok\":{\"model\":1}}" }, openContent = { opened.add(it); doc })
+    val uri = "content://com.android.providers.downloads.documents/document/msf%3A1000"
+    val (resolved, _) = callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"$uri\",\"requestId\":\"r-1\",\"options\":{\"nCtx\":256}}")
+    eq(resolved, "{\"ok\":{\"model\":1}}")
+    eq(opened.toList(), listOf(uri))
+    eq(seen.toList(), listOf("{\"method\":\"loadModel\",\"path\":\"/proc/self/fd/42\",\"requestId\":\"r-1\",\"options\":{\"nCtx\":256}}"))
+    check(doc.closed) { "the document was not closed" }
+    // Other paths are not touched.
+    callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"/data/m.gguf\"}")
+    eq(seen.last(), "{\"method\":\"loadModel\",\"path\":\"/data/m.gguf\"}")
+    eq(opened.size, 1)
+    bridge.shutdown()
+  }
+
+  test("content URIs: a pipe is copied into app storage with copyProgress events, then loaded from the copy") {
+    val dir = java.nio.file.Files.createTempDirectory("tessera-imports").toFile()
+    try {
+      val data = ByteArray(1_000_000) { (it % 251).toByte() }
+      val seen = CopyOnWriteArrayList<String>()
+      val events = CopyOnWriteArrayList<String>()
+      val doc = FakeContent(null, data)
+      val bridge =
+        TesseraBridge(native = { seen.add(it); "{\"ok\":{}}" }, openContent = { doc }, contentCopies = { dir }, emitEvent = { events.add(it) })
+      callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"content://p/d/7\",\"requestId\":\"r-2\"}")
+      val copies = dir.listFiles()!!.toList()
+      eq(copies.size, 1)
+      check(copies[0].name.endsWith("-My_Model__1_.gguf")) { copies[0].name }
+      check(copies[0].readBytes().contentEquals(data)) { "the copy differs" }
+      eq(seen.toList(), listOf("{\"method\":\"loadModel\",\"path\":${TesseraBridge.jsonString(copies[0].absolutePath)},\"requestId\":\"r-2\"}"))
+      check(events.size >= 2 && events.all { it.startsWith("{\"type\":\"copyProgress\",\"requestId\":\"r-2\"") }) { "$events" }
+      eq(events.last(), "{\"type\":\"copyProgress\",\"requestId\":\"r-2\",\"received\":1000000,\"total\":null}")
+      check(doc.closed) { "the document was not closed" }
+      bridge.shutdown()
+    } finally {
+      dir.deleteRecursively()
+    }
+  }
+
+  test("content URIs: cancelLoad stops a copy (Cancelled, nothing left, the core not asked to load); a provider's refusal is InvalidModel") {
+    val dir = java.nio.file.Files.createTempDirectory("tessera-imports").toFile()
+    try {
+      val gate = CountDownLatch(1)
+      val slow =
+        object : java.io.InputStream() {
+          var n = 0
+          override fun read(): Int = throw UnsupportedOperationException()
+          override fun read(b: ByteArray, off: Int, len: Int): Int {
+            if (n++ == 1) gate.await(5, TimeUnit.SECONDS)
+            return len
+          }
+        }
+      val seen = CopyOnWriteArrayList<String>()
+      val bridge =
+        TesseraBridge(
+          native = { seen.add(it); "{\"ok\":{\"cancelled\":false}}" },
+          openContent = { if (it.contains("denied")) throw SecurityException("Permission Denial: no grant") else FakeContent(null, stream = { slow }) },
+          contentCopies = { dir },
+        )
+      val answer = AtomicReference<String?>()
+      val done = CountDownLatch(1)
+      bridge.call("{\"method\":\"loadModel\",\"path\":\"content://p/d/8\",\"requestId\":\"r-3\"}", { answer.set(it); done.countDown() }, { _, _ -> done.countDown() })
+      Thread.sleep(200)
+      callAndWait(bridge, "{\"method\":\"cancelLoad\",\"requestId\":\"r-3\"}")
+      gate.countDown()
+      check(done.await(5, TimeUnit.SECONDS)) { "the load did not end" }
+      check(answer.get()!!.startsWith("{\"error\":{\"kind\":\"Cancelled\"")) { "${answer.get()}" }
+      eq(dir.listFiles()!!.toList(), emptyList<java.io.File>())
+      eq(seen.toList(), listOf("{\"method\":\"cancelLoad\",\"requestId\":\"r-3\"}"))
+      val (denied, _) = callAndWait(bridge, "{\"method\":\"loadModel\",\"path\":\"content://p/denied\"}")
+      eq(denied, "{\"error\":{\"kind\":\"InvalidModel\",\"message\":\"content://p/denied: the content resolver cannot open it (SecurityException: Permission Denial: no grant)\"}}")
+      bridge.shutdown()
+    } finally {
+      dir.deleteRecursively()
+    }
+  }
+
+  test("stringField reads a request's string fields, escapes undone; withPath replaces the path") {
+    val r = "{\"method\":\"loadModel\",\"path\":\"content://a\\/b\\\"c\\u00e9\",\"requestId\":\"x-1\"}"
+    eq(TesseraBridge.stringField(r, "path"), "content://a/b\"c\u00e9")
+    eq(TesseraBridge.stringField(r, "requestId"), "x-1")
+    eq(TesseraBridge.stringField(r, "nope"), null)
+    eq(TesseraBridge.withPath(r, "/x\"y"), "{\"method\":\"loadModel\",\"path\":\"/x\\\"y\",\"requestId\":\"x-1\"}")
+  }
+
+  test("the models folder is told to the core once, before the first request, JSON-escaped") {
+    val seen = java.util.Collections.synchronizedList(mutableListOf<String>())
+    val bridge = TesseraBridge(native = { seen.add(it); "{\"ok\":{}}" }, modelsDirectory = { "/data/user/0/app/files/tessera/\"models\"" })
+    callAndWait(bridge, "{\"method\":\"devices\"}")
+    callAndWait(bridge, "{\"method\":\"listModels\"}")
+    eq(seen.toList(), listOf(
+      "{\"method\":\"setModelsDirectory\",\"params\":{\"path\":\"/data/user/0/app/files/tessera/\\\"models\\\"\"}}",
+      "{\"method\":\"devices\"}",
+      "{\"method\":\"listModels\"}",
+    ))
     bridge.shutdown()
   }
 

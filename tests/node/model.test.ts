@@ -12,6 +12,8 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CancelledError,
+  ChatSession,
   ClosedError,
   InvalidArgumentError,
   InvalidModelError,
@@ -143,6 +145,25 @@ describe('Gemma 3 270M through loadModel', () => {
     expect(events.map((e) => e.text).join('')).toBe('What is the capital of France');
   });
 
+  it('a ChatSession turn reuses the previous turn\'s prompt and reply from the KV cache', async () => {
+    const chat = new ChatSession(model, { completion: { temperature: 0, maxTokens: 8 } });
+    const first = await chat.send('What is the capital of France?').result;
+    expect(first.tokens).toEqual(CHAT_IDS.concat(first.tokens.slice(6)));
+    expect(first.stopReason).toBe('length');
+    const second = await chat.send('And of Italy?').result;
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    expect(chat.messages[1]!.content).toBe(first.text);
+    // The cache held the first prompt and every reply token but the last (sampled, never
+    // decoded, as a generation that stops at maxTokens leaves it): all of it is reused.
+    expect(second.timings.cache_n).toBe(first.promptTokens + first.tokens.length - 1);
+    expect(second.timings.prompt_n).toBe(second.promptTokens - second.timings.cache_n);
+    // The same history as one prompt gives the same reply: the reuse changed nothing.
+    await model.complete('x', { maxTokens: 1 }).result; // another prompt replaces the cache
+    const fresh = await model.complete(chat.messages.slice(0, 3), { temperature: 0, maxTokens: 8 }).result;
+    expect(fresh.timings.cache_n).toBeLessThan(5);
+    expect(fresh.tokens).toEqual(second.tokens);
+  });
+
   it('embeds texts as unit vectors of 640 values', async () => {
     const one = await model.embed('hello world');
     const both = await model.embed(['hello world', 'bonjour']);
@@ -155,6 +176,22 @@ describe('Gemma 3 270M through loadModel', () => {
     expect(both[0]).toEqual(one);
     const cosine = one.reduce((s, x, i) => s + x * both[1]![i]!, 0);
     expect(cosine).toBeLessThan(0.9999);
+  });
+
+  it('a load aborted at its first progress event stops in the core (Cancelled) and rejects with a CancelledError', async () => {
+    const controller = new AbortController();
+    const seen: number[] = [];
+    const e = await loadModel(GEMMA, { device: 'CPU', threads: 1, nCtx: 256, signal: controller.signal }, (p) => {
+      seen.push(p);
+      controller.abort();
+    }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CancelledError);
+    // The core's own answer to the load is Cancelled too (it stopped placing weights), once it comes.
+    await expect.poll(() => native.log.filter((l) => l.request.includes('"method":"loadModel"')).length, { timeout: 30_000 }).toBe(2);
+    const answer = native.log.filter((l) => l.request.includes('"method":"loadModel"')).at(-1)!.response;
+    expect(JSON.parse(answer).error.kind).toBe('Cancelled');
+    expect(seen.length).toBeGreaterThan(0);
+    expect(native.log.some((l) => l.request.includes('"method":"releaseModel"') && l.request.includes('"model":2'))).toBe(false);
   });
 
   it('rejects bad files and options with typed errors', async () => {

@@ -91,3 +91,20 @@ test('a mock model streams its fixed reply with for await, and is released', asy
   await model.release();
   await expect(model.embed('x')).rejects.toBeInstanceOf(ClosedError);
 });
+
+test('downloads in the mock: progress, the list, a cancel, delete', async () => {
+  const { downloadModel, listModels, deleteModel, CancelledError } = require('react-native-tessera');
+  const sha256 = 'ab'.repeat(32);
+  const progress = [];
+  const m = await downloadModel('https://example.com/models/m.gguf?download=1', { sha256, onProgress: (r, t) => progress.push([r, t]) });
+  expect(m).toEqual({ name: 'm.gguf', path: '/mock/files/tessera/models/m.gguf', size: 250000000, sha256, url: 'https://example.com/models/m.gguf?download=1' });
+  expect(progress).toEqual([[0, 250000000], [125000000, 250000000], [250000000, 250000000]]);
+  expect(await listModels()).toEqual([m]);
+  const controller = new AbortController();
+  __mock.gate = () => new Promise((resolve) => setTimeout(resolve, 0));
+  const cancelled = downloadModel('https://example.com/other.gguf', { sha256, signal: controller.signal, onProgress: () => controller.abort() });
+  await expect(cancelled).rejects.toBeInstanceOf(CancelledError);
+  expect((await listModels()).map((x) => x.name)).toEqual(['m.gguf']);
+  expect(await deleteModel('m.gguf')).toBe(true);
+  expect(await listModels()).toEqual([]);
+});

@@ -22,6 +22,8 @@ import {
   graphFromDocument,
   setNativeCaller,
   type TesseraErrorKind,
+  NetworkError,
+  StorageError,
 } from '../../src/index';
 import { fakeCaller, nativeError } from './fake';
 
@@ -78,6 +80,8 @@ describe('errors', () => {
       ['InvalidModel', InvalidModelError],
       ['ContextFull', ContextFullError],
       ['NativeLibrary', NativeLibraryError],
+      ['Network', NetworkError],
+      ['Storage', StorageError],
     ];
     for (const [kind, cls] of classes) {
       const e = errorOfKind(kind, 'm');

@@ -6,12 +6,14 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  CancelledError,
   ClosedError,
   ContextFullError,
   InvalidArgumentError,
   InvalidModelError,
   LanguageModel,
   loadModel,
+  releaseAllModels,
   setNativeCaller,
   type CompletionResult,
   type TokenEvent,
@@ -41,7 +43,7 @@ function nativeResult(tokens: number[], text: string, stopReason = 'length'): ob
     tokens,
     promptTokens: 6,
     stopReason,
-    timings: { promptN: 6, promptMs: 30, promptPerSecond: 200, predictedN: tokens.length, predictedMs: 40 * tokens.length, predictedPerSecond: 25, cachedN: 0 },
+    timings: { promptN: 6, promptMs: 30, promptPerSecond: 200, predictedN: tokens.length, predictedMs: 40 * tokens.length, predictedPerSecond: 25, cachedN: 4 },
   };
 }
 
@@ -131,11 +133,80 @@ describe('loadModel', () => {
     const e = await loadModel('/m.gguf', { n_ctx: 2048 } as never).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect((e as Error).message).toBe('loadModel: unknown option "n_ctx" (llama.rn\'s name; here: nCtx)');
-    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch');
-    await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(/is not a file path; copy the file into the app's storage first/);
+    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, signal');
+    await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(
+      /is not a file path \(content:\/\/ URIs are Android's\); copy the file into the app's storage first/
+    );
+    await expect(loadModel('https://example.com/m.gguf')).rejects.toThrow(/is not a file path; copy the file/);
     await expect(loadModel('', {})).rejects.toBeInstanceOf(InvalidArgumentError);
     await expect(loadModel('/m.gguf', {}, 5 as never)).rejects.toThrow('loadModel: onProgress must be a function, got number');
     expect(fake.requests).toEqual([]);
+  });
+
+  it('an AbortSignal rejects the load at once with a CancelledError, sends cancelLoad, and releases a model that arrives anyway', async () => {
+    const answers: Array<() => void> = [];
+    const { fake } = scripted((req) => {
+      if (req.method === 'loadModel') return new Promise((resolve) => answers.push(() => resolve({ model: 7, info: INFO })));
+      if (req.method === 'cancelLoad') return { cancelled: true };
+      return undefined;
+    });
+    const controller = new AbortController();
+    const pending = loadModel('/m.gguf', { nCtx: 256, signal: controller.signal });
+    await until(() => fake.requests.length === 1, 'the loadModel request');
+    const load = fake.requests[0]!;
+    expect(load.options).toEqual({ nCtx: 256 });
+    controller.abort();
+    const e = await pending.catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CancelledError);
+    expect((e as CancelledError).kind).toBe('Cancelled');
+    expect(fake.requests.map((r) => [r.method, r.requestId])).toEqual([
+      ['loadModel', load.requestId],
+      ['cancelLoad', load.requestId],
+    ]);
+    answers[0]!();
+    await until(() => fake.requests.length === 3, 'the release');
+    expect(fake.requests[2]).toEqual({ method: 'releaseModel', model: 7 });
+    // A signal aborted before the call sends nothing.
+    await expect(loadModel('/m.gguf', { signal: controller.signal })).rejects.toBeInstanceOf(CancelledError);
+    await expect(loadModel('/m.gguf', { signal: {} as never })).rejects.toThrow('loadModel: signal must be an AbortSignal, got object');
+    expect(fake.requests).toHaveLength(3);
+  });
+
+  it('releaseAllModels releases the models not yet released, once each', async () => {
+    let next = 10;
+    const { fake } = scripted((req) => (req.method === 'loadModel' ? { model: next++, info: INFO } : undefined));
+    await releaseAllModels(); // the models of earlier tests
+    fake.requests.length = 0;
+    const a = await loadModel('/a.gguf');
+    const b = await loadModel('/b.gguf');
+    await a.release();
+    expect(await releaseAllModels()).toBe(1);
+    expect(await releaseAllModels()).toBe(0);
+    expect(b.isReleased).toBe(true);
+    expect(fake.requests.filter((r) => r.method === 'releaseModel').map((r) => r.model)).toEqual([10, 11]);
+  });
+
+  it('on Android a content:// URI goes to the module as it is; a copy is the first half of the progress', async () => {
+    const { Platform } = await import('./stubs/react-native');
+    const was = Platform.OS;
+    Platform.OS = 'android';
+    try {
+      const seen: number[] = [];
+      const { fake } = scripted();
+      const uri = 'content://com.android.externalstorage.documents/document/primary%3ADownload%2Fm.gguf';
+      const pending = loadModel(uri, {}, (p) => seen.push(p));
+      await until(() => fake.requests.length === 1, 'the loadModel request');
+      const req = fake.requests[0]!;
+      expect(req.path).toBe(uri);
+      fake.emitEvent({ type: 'copyProgress', requestId: req.requestId, received: 50, total: 100 });
+      fake.emitEvent({ type: 'copyProgress', requestId: req.requestId, received: 100, total: 100 });
+      fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 0.5 });
+      fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 1 });
+      expect((await pending).path).toBe(uri);
+      expect(seen).toEqual([0.25, 0.5, 0.75, 1]);
+    } finally {
+      Platform.OS = was;
+    }
   });
 
   it('rejects with the class of the native kind', async () => {
@@ -232,7 +303,8 @@ describe('LanguageModel', () => {
         predicted_ms: 120,
         predicted_per_token_ms: 40,
         predicted_per_second: 25,
-        cached_n: 0,
+        cache_n: 4,
+        cached_n: 4,
       },
     } satisfies CompletionResult);
     // A second iteration replays the events.

@@ -121,6 +121,7 @@ describe('npm pack', () => {
       'android/src/main/java/com/tessera/reactnative/TesseraModule.kt',
       'android/src/main/java/com/tessera/reactnative/TesseraPackage.kt',
       'android/src/main/java/com/tessera/reactnative/TesseraBridge.kt',
+      'android/src/main/java/com/tessera/reactnative/ContentDocuments.kt',
       'ios/Tessera.mm',
       'ios/TesseraImpl.swift',
       'ios/build-rust.sh',

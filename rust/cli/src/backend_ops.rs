@@ -132,6 +132,21 @@ pub fn cases(big: bool) -> Vec<Case> {
             },
         ));
     }
+    // LFM2's short convolution: the d_conv - 1 carried-over values and the batch's tokens of
+    // each channel, transposed into rows as its graph feeds them.
+    for (d_conv, n_t) in [(3, 1), (3, c), (4, 2)] {
+        v.push(case(
+            "SSM_CONV",
+            format!("F32 [{},{r},2] (transposed) * [{d_conv},{r}]", d_conv - 1 + n_t),
+            nmse,
+            move |g| {
+                let x = g.new_tensor(DType::F32, &[r, d_conv - 1 + n_t, 2])?;
+                let w = g.new_tensor(DType::F32, &[d_conv, r])?;
+                let sx = g.transpose(x)?;
+                g.ssm_conv(sx, w)
+            },
+        ));
+    }
     let (m, n, k) = if big { (4096, 16, 4096) } else { (19, 5, 256) };
     for t in DType::ALL {
         if t == DType::I32 || t == DType::Q8_K {

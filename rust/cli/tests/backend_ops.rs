@@ -36,6 +36,7 @@ fn every_op_on_every_device_matches_the_reference() {
         "ARGMAX",
         "REPEAT",
         "CONCAT",
+        "SSM_CONV",
         "MUL_MAT",
         "GET_ROWS",
         "SOFT_MAX",

@@ -622,6 +622,10 @@ fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> Result<TensorId>
             let p: DimParams = params(n)?;
             g.concat(s[0], s[1], p.dim)
         }
+        "SSM_CONV" => {
+            arity(n, s, &[2])?;
+            g.ssm_conv(s[0], s[1])
+        }
         "SOFT_MAX" => {
             arity(n, s, &[1, 2])?;
             let p: SoftMaxParams = params(n)?;

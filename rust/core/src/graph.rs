@@ -425,6 +425,13 @@ impl Graph {
         self.node(Op::Concat { dim }, vec![a, b])
     }
 
+    /// The short causal convolution (ggml's `ggml_ssm_conv`): `sx` F32 `[d_conv - 1 + n_t,
+    /// d_inner, n_s]` convolved with `c` F32 `[d_conv, d_inner]` per channel; result F32
+    /// `[d_inner, n_t, n_s]` (see [`Op::SsmConv`]).
+    pub fn ssm_conv(&mut self, sx: TensorId, c: TensorId) -> Result<TensorId> {
+        self.node(Op::SsmConv, vec![sx, c])
+    }
+
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` weights `[K, M, ne2, ne3]` of any type but I32,
     /// `b` activations (F32, F16 or BF16, as ggml accepts) `[K, N, ne12, ne13]` with `ne12`,
     /// `ne13` multiples of `a`'s; result F32 `[M, N, ne12, ne13]`.

@@ -178,6 +178,11 @@ pub enum Op {
         /// The dim along which to join.
         dim: usize,
     },
+    /// The short causal convolution of state-space and LFM2 models (ggml's SSM_CONV): `sx` F32
+    /// `[d_conv - 1 + n_t, d_inner, n_s]` (per channel, the `d_conv - 1` values carried over
+    /// from the previous tokens, then this batch's `n_t`), `c` F32 `[d_conv, d_inner]`; result
+    /// F32 `[d_inner, n_t, n_s]`, `out[i, t, s] = sum_k sx[t + k, i, s] c[k, i]`.
+    SsmConv,
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` the weights `[K, M, ...]`, `b` F32
     /// `[K, N, ...]`, result F32 `[M, N, ...]`, `a` broadcast over dims 2 and 3.
     MulMat,
@@ -263,6 +268,7 @@ impl Op {
             Op::Argmax => "ARGMAX",
             Op::Repeat { .. } => "REPEAT",
             Op::Concat { .. } => "CONCAT",
+            Op::SsmConv => "SSM_CONV",
             Op::MulMat => "MUL_MAT",
             Op::GetRows => "GET_ROWS",
             Op::SetRows => "SET_ROWS",

@@ -36,7 +36,7 @@ pub fn operand_count(op: &Op) -> (usize, usize) {
     match op {
         Op::None => (0, 0),
         Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
-        Op::Cpy | Op::Concat { .. } | Op::MulMat | Op::GetRows => (2, 2),
+        Op::Cpy | Op::Concat { .. } | Op::SsmConv | Op::MulMat | Op::GetRows => (2, 2),
         Op::SetRows => (3, 3),
         Op::FlashAttnExt(_) => (3, 4),
         Op::SoftMax { .. } | Op::Glu { .. } => (1, 2),
@@ -149,6 +149,7 @@ pub fn output_layout(op: &Op, srcs: &[&Layout]) -> Result<Option<Layout>> {
             new(a.dtype, &target)?
         }
         Op::Concat { dim } => concat(&src(0), &src(1), *dim)?,
+        Op::SsmConv => ssm_conv(&src(0), &src(1))?,
         Op::MulMat => mul_mat(&src(0), &src(1))?,
         Op::GetRows => get_rows(&src(0), &src(1))?,
         Op::SetRows => set_rows(&src(0), &src(1), &src(2))?,
@@ -337,6 +338,33 @@ fn concat(a: &Layout, b: &Layout, dim: usize) -> Result<Layout> {
     let mut ne = a.ne;
     ne[dim] += b.ne[dim];
     new(a.dtype, &ne)
+}
+
+/// ggml's `ggml_ssm_conv`: `sx` `[d_conv - 1 + n_t, d_inner, n_s]`, `c` a matrix
+/// `[d_conv, d_inner]`, both F32 (the only type its kernels take); at least one token.
+fn ssm_conv(sx: &Layout, c: &Layout) -> Result<Layout> {
+    const OP: &str = "SSM_CONV";
+    f32_only(OP, sx, "src0 (sx)")?;
+    f32_only(OP, c, "src1 (c)")?;
+    let (ns, nc) = (sx.ne, c.ne);
+    if ns[3] != 1 || nc[2] != 1 || nc[3] != 1 {
+        return Err(Error::shape(
+            OP,
+            format!("src0 {} must be 3-D and src1 {} a matrix", fmt_ne(&ns), fmt_ne(&nc)),
+        ));
+    }
+    if ns[1] != nc[1] || ns[0] < nc[0] {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "src0 {} must be [d_conv - 1 + n_t, d_inner, n_s] with n_t >= 1 for src1 {} \
+                 [d_conv, d_inner]",
+                fmt_ne(&ns),
+                fmt_ne(&nc)
+            ),
+        ));
+    }
+    new(DType::F32, &[nc[1], ns[0] - nc[0] + 1, ns[2]])
 }
 
 fn mul_mat(a: &Layout, b: &Layout) -> Result<Layout> {

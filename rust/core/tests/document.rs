@@ -63,6 +63,23 @@ fn doc(tensors: &str, nodes: &str, outputs: &str) -> String {
 
 const X: &str = r#"{"name":"x","type":"F32","shape":[4,2]}"#;
 
+/// SSM_CONV in a document: two operands, the rule's shape; a wrong width is refused naming the
+/// node.
+#[test]
+fn ssm_conv_builds_from_a_document() {
+    let t = r#"{"name":"sx","type":"F32","shape":[6,8]},{"name":"c","type":"F32","shape":[3,8]}"#;
+    let built =
+        build(&doc(t, r#"{"name":"y","op":"SSM_CONV","src":["sx","c"]}"#, r#""y""#)).unwrap();
+    let y = built.graph.tensor(built.graph.by_name("y").unwrap());
+    assert_eq!((y.op.clone(), y.dtype(), y.ne()), (Op::SsmConv, DType::F32, [8, 4, 1, 1]));
+    let t = r#"{"name":"sx","type":"F32","shape":[6,8]},{"name":"c","type":"F32","shape":[3,4]}"#;
+    let e = expect_err(&doc(t, r#"{"name":"y","op":"SSM_CONV","src":["sx","c"]}"#, r#""y""#));
+    assert!(
+        matches!(&e, Error::InGraph { name, error, .. } if name == "y" && matches!(**error, Error::ShapeMismatch { .. })),
+        "{e}"
+    );
+}
+
 #[test]
 fn unknown_op_names_the_node() {
     let e = expect_err(&doc(X, r#"{"name":"y","op":"FROBNICATE","src":["x"]}"#, r#""y""#));

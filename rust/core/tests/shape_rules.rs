@@ -124,6 +124,23 @@ fn repeat_and_concat_give_the_tiled_and_joined_shapes() {
     is_type(err(c(0), &[l(I32, &[4]), l(I32, &[4])]), "CONCAT", I32, "src0");
 }
 
+/// ggml_ssm_conv: sx `[d_conv - 1 + n_t, d_inner, n_s]` and c `[d_conv, d_inner]` give F32
+/// `[d_inner, n_t, n_s]`.
+#[test]
+fn ssm_conv_gives_one_output_per_token_and_channel() {
+    let op = || Op::SsmConv;
+    // LFM2: d_conv 3, 1024 channels, 7 tokens after the 2 carried over, one sequence.
+    assert_eq!(out(op(), &[l(F32, &[9, 1024]), l(F32, &[3, 1024])]), (F32, [1024, 7, 1, 1]));
+    assert_eq!(out(op(), &[l(F32, &[4, 8, 2]), l(F32, &[4, 8])]), (F32, [8, 1, 2, 1]));
+    is_shape(err(op(), &[l(F32, &[9, 1024]), l(F32, &[3, 512])]), "SSM_CONV", "d_inner");
+    is_shape(err(op(), &[l(F32, &[2, 8]), l(F32, &[3, 8])]), "SSM_CONV", "n_t >= 1");
+    is_shape(err(op(), &[l(F32, &[4, 8, 1, 2]), l(F32, &[3, 8])]), "SSM_CONV", "3-D");
+    is_shape(err(op(), &[l(F32, &[4, 8]), l(F32, &[3, 8, 2])]), "SSM_CONV", "a matrix");
+    is_type(err(op(), &[l(F16, &[4, 8]), l(F32, &[3, 8])]), "SSM_CONV", F16, "src0");
+    is_type(err(op(), &[l(F32, &[4, 8]), l(F16, &[3, 8])]), "SSM_CONV", F16, "src1");
+    is_shape(err(op(), &[l(F32, &[4, 8])]), "SSM_CONV", "expects 2 operands");
+}
+
 #[test]
 fn copies_keep_or_take_the_destination() {
     for op in [Op::Dup, Op::Cont] {

@@ -194,6 +194,54 @@ fn repeat_and_concat_known_answers() {
     assert_close("concat dim 1 batched", &c, &want, 0.0);
 }
 
+/// SSM_CONV by hand: two channels, d_conv 3, two tokens after the two carried over; then a
+/// strided input (a transposed view, as LFM2 feeds it: tokens along dim 1, transposed so that
+/// each channel's window is a row) of several sequences against an independent f64 loop.
+#[test]
+fn ssm_conv_known_answer_and_strided_windows() {
+    // Channel 0: [1, 2, 3, 4] * [1, 0, -1]; channel 1: [5, 6, 7, 8] * [0.5, 0.25, 2].
+    let out = binary_graph(
+        &[4, 2],
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        &[3, 2],
+        &[1.0, 0.0, -1.0, 0.5, 0.25, 2.0],
+        |g, sx, c| g.ssm_conv(sx, c),
+    );
+    // [d_inner, n_t]: token 0 = (1 - 3, 2.5 + 1.5 + 14), token 1 = (2 - 4, 3 + 1.75 + 16).
+    assert_close("ssm_conv", &out, &[-2.0, 18.0, -2.0, 20.75], 0.0);
+
+    let (d_conv, d_inner, n_t, n_s) = (4, 5, 6, 2);
+    let w = d_conv - 1 + n_t;
+    let xs = rand_vec(d_inner * w * n_s, 31);
+    let cs = rand_vec(d_conv * d_inner, 32);
+    let mut g = Graph::new();
+    // Stored [d_inner, w, n_s] (channels fastest); the op reads it transposed, [w, d_inner, n_s].
+    let x = g.input("x", DType::F32, &[d_inner, w, n_s]).unwrap();
+    let c = g.input("c", DType::F32, &[d_conv, d_inner]).unwrap();
+    let sx = g.transpose(x).unwrap();
+    let out = g.ssm_conv(sx, c).unwrap();
+    alloc(&mut g);
+    set_f32(&g, x, &xs).unwrap();
+    set_f32(&g, c, &cs).unwrap();
+    run(&g);
+    let got = get_vals(&g, out);
+    let mut want = Vec::new();
+    for s in 0..n_s {
+        for t in 0..n_t {
+            for i in 0..d_inner {
+                let sum: f64 = (0..d_conv)
+                    .map(|k| {
+                        let xv = xs[i + d_inner * (t + k) + d_inner * w * s];
+                        f64::from(xv) * f64::from(cs[k + d_conv * i])
+                    })
+                    .sum();
+                want.push(sum);
+            }
+        }
+    }
+    assert_nmse("ssm_conv strided", &got, &want, 1e-14);
+}
+
 #[test]
 fn mul_mat_known_answer() {
     // Weights rows [1, 2] and [3, 4]; activations columns [5, 6] and [1, -1].

@@ -112,6 +112,19 @@ pub enum TesseraError {
         /// The panic message or the inconsistency.
         message: String,
     },
+    /// A download failed on the network: no connection, a cut one, an HTTP error status.
+    #[error("{message}")]
+    Network {
+        /// The URL and what happened.
+        message: String,
+    },
+    /// Files could not be written: not enough free space, a full disk, a folder that cannot
+    /// be created.
+    #[error("{message}")]
+    Storage {
+        /// The file or folder and what happened.
+        message: String,
+    },
 }
 
 impl TesseraError {
@@ -134,6 +147,8 @@ impl TesseraError {
             TesseraError::OutOfMemory { .. } => "OutOfMemory",
             TesseraError::Backend { .. } => "Backend",
             TesseraError::Internal { .. } => "Internal",
+            TesseraError::Network { .. } => "Network",
+            TesseraError::Storage { .. } => "Storage",
         }
     }
 
@@ -155,7 +170,9 @@ impl TesseraError {
             | TesseraError::ContextFull { message }
             | TesseraError::OutOfMemory { message }
             | TesseraError::Backend { message }
-            | TesseraError::Internal { message } => message,
+            | TesseraError::Internal { message }
+            | TesseraError::Network { message }
+            | TesseraError::Storage { message } => message,
         }
     }
 

@@ -359,15 +359,19 @@ fn dispatch(request: &str) -> Reply {
             set_log_level(parse_level(&string_field(obj, "level", "setLogLevel")?)?);
             Ok(json!({}))
         }
-        other => crate::json_model::dispatch(other, obj).unwrap_or_else(|| {
-            Err(bad_request(format!(
+        other => crate::json_model::dispatch(other, obj)
+            .or_else(|| crate::download::dispatch(other, obj))
+            .or_else(|| crate::requests::dispatch(other, obj))
+            .unwrap_or_else(|| {
+                Err(bad_request(format!(
                 "unknown method {other:?} (known: devices, cpuFeatures, buildInfo, openSession, \
                  compute, cancel, closeSession, closeAllSessions, setLogLevel, loadGraph, \
                  computeLoaded, releaseGraph, ggufInfo, loadModel, \
-                 modelInfo, tokenize, detokenize, applyChatTemplate, generate, cancelGeneration, \
-                 embed, releaseModel)"
+                 cancelLoad, modelInfo, tokenize, detokenize, applyChatTemplate, generate, \
+                 cancelGeneration, embed, releaseModel, downloadModel, cancelDownload, \
+                 listModels, deleteModel, setModelsDirectory)"
             )))
-        }),
+            }),
     }
 }
 

@@ -105,6 +105,8 @@ fn load_model(request: &Map<String, Value>) -> Reply {
     let options =
         ModelOptions { device: o.device, threads: o.threads, n_ctx: o.n_ctx, n_batch: o.n_batch };
     let rid = request_id(request);
+    // `cancelLoad` with this requestId stops the load at its next progress step.
+    let running = crate::requests::register(&rid);
     let mut last = -1i32;
     let model = Model::open(path, &options, &mut |f| {
         // Events at whole percents only.
@@ -113,7 +115,7 @@ fn load_model(request: &Map<String, Value>) -> Reply {
             last = pct;
             emit(&json!({"type": "loadProgress", "requestId": rid, "progress": f}));
         }
-        true
+        !running.cancelled()
     })?;
     let info = info_json(&model.info());
     let mut table = models();

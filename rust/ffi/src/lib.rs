@@ -20,6 +20,7 @@
 uniffi::setup_scaffolding!();
 
 pub mod c_api;
+mod download;
 pub mod error;
 pub mod events;
 mod files;
@@ -35,6 +36,7 @@ mod oneshot;
 mod oneshot_sessions;
 mod prepared;
 pub mod registry;
+mod requests;
 pub mod session;
 
 pub use error::TesseraError;

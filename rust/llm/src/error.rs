@@ -12,8 +12,9 @@ pub enum LlmError {
     /// A graph, device or kernel error from the engine.
     #[error("{0}")]
     Core(#[from] tessera_core::Error),
-    /// `general.architecture` names an architecture this runtime does not implement.
-    #[error("unknown architecture {0:?} (supported: gemma3, llama, qwen2, qwen3)")]
+    /// `general.architecture` names an architecture this runtime does not implement (the
+    /// message lists the registry's, [`crate::arch::Architecture::all`]).
+    #[error("unknown architecture {name:?} (supported: {list})", name = .0, list = crate::arch::supported_names())]
     UnknownArchitecture(String),
     /// A hyper-parameter is missing, out of range or inconsistent.
     #[error("model metadata: {key}: {reason}")]

@@ -1,55 +1,10 @@
-//! Hyper-parameters read from a GGUF file's metadata, with llama.cpp's defaults, and the
-//! architectures this runtime builds.
+//! Hyper-parameters read from a GGUF file's metadata, with llama.cpp's defaults: the keys every
+//! transformer has are read here, then the architecture's module ([`crate::arch`]) reads its own
+//! and sets what it fixes.
 
+use crate::arch::Architecture;
 use crate::error::{LlmError, Result};
-use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use tessera_gguf::GgufFile;
-
-/// The model architectures the runtime builds graphs for (`general.architecture`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Architecture {
-    /// Gemma 3: embeddings scaled by sqrt(n_embd), norms before and after attention and FFN,
-    /// Q/K norms, GELU GEGLU, sliding-window layers with their own RoPE base, tied output.
-    Gemma3,
-    /// Llama 2 / 3.x, Mistral, SmolLM, TinyLlama: GQA, RoPE (normal mode) with scaling and
-    /// frequency factors, SwiGLU, tied or separate output.
-    Llama,
-    /// Qwen 2 / 2.5: Q/K/V biases, NeoX RoPE, SwiGLU.
-    Qwen2,
-    /// Qwen 3: Q/K norms, NeoX RoPE, SwiGLU.
-    Qwen3,
-}
-
-impl Architecture {
-    /// The architecture of `general.architecture = name`.
-    pub fn from_name(name: &str) -> Result<Architecture> {
-        match name {
-            "gemma3" => Ok(Architecture::Gemma3),
-            "llama" => Ok(Architecture::Llama),
-            "qwen2" => Ok(Architecture::Qwen2),
-            "qwen3" => Ok(Architecture::Qwen3),
-            other => Err(LlmError::UnknownArchitecture(other.to_string())),
-        }
-    }
-
-    /// The GGUF name (the metadata key prefix).
-    pub fn name(self) -> &'static str {
-        match self {
-            Architecture::Gemma3 => "gemma3",
-            Architecture::Llama => "llama",
-            Architecture::Qwen2 => "qwen2",
-            Architecture::Qwen3 => "qwen3",
-        }
-    }
-
-    /// The RoPE mode llama.cpp uses for the architecture (`llama_model_rope_type`).
-    pub fn rope_mode(self) -> u32 {
-        match self {
-            Architecture::Llama => ROPE_MODE_NORMAL,
-            Architecture::Gemma3 | Architecture::Qwen2 | Architecture::Qwen3 => ROPE_MODE_NEOX,
-        }
-    }
-}
 
 /// How RoPE frequencies are scaled beyond the training context.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -58,6 +13,9 @@ pub enum RopeScaling {
     Linear,
     /// YaRN (ggml's `ext_factor` 1).
     Yarn,
+    /// LongRoPE (Phi-3): per-dimension frequency factors, short or long by the context size
+    /// (`rope_factors_short` / `rope_factors_long`), no `ext_factor`.
+    LongRope,
 }
 
 /// Every hyper-parameter the graphs need.
@@ -107,37 +65,42 @@ pub struct HParams {
     pub n_swa: usize,
     /// Per layer, whether it attends through the sliding window.
     pub swa_layers: Vec<bool>,
+    /// Per layer, whether it rotates its queries and keys (SmolLM3 leaves every fourth layer
+    /// without RoPE).
+    pub rope_layers: Vec<bool>,
     /// Scale of `q k^T`.
     pub attn_scale: f32,
-    /// Scale of the token embeddings (Gemma: sqrt(n_embd)), 1 otherwise.
-    pub embed_scale: f32,
     /// Soft cap of the final logits (0: none).
     pub final_logit_softcap: f32,
 }
 
 /// Reads metadata keys of one architecture (`{arch}.{key}`), naming the key in errors.
-struct Keys<'a> {
-    file: &'a GgufFile,
+pub(crate) struct Keys<'a> {
+    /// The file.
+    pub file: &'a GgufFile,
     arch: &'static str,
 }
 
 impl Keys<'_> {
-    fn key(&self, k: &str) -> String {
+    /// The full name of `{arch}.{k}`.
+    pub fn key(&self, k: &str) -> String {
         format!("{}.{k}", self.arch)
     }
 
-    fn bad(&self, k: &str, reason: impl Into<String>) -> LlmError {
+    /// [`LlmError::BadHyperParameter`] naming `{arch}.{k}`.
+    pub fn bad(&self, k: &str, reason: impl Into<String>) -> LlmError {
         LlmError::BadHyperParameter { key: self.key(k), reason: reason.into() }
     }
 
     /// A required count, at least 1 and at most `max`.
-    fn count(&self, k: &str, max: usize) -> Result<usize> {
+    pub fn count(&self, k: &str, max: usize) -> Result<usize> {
         let key = self.key(k);
         let v = self.file.get_u64(&key)?;
         self.check_count(k, v, max)
     }
 
-    fn opt_count(&self, k: &str, max: usize) -> Result<Option<usize>> {
+    /// An optional count, at least 1 and at most `max` when present.
+    pub fn opt_count(&self, k: &str, max: usize) -> Result<Option<usize>> {
         match self.file.opt_u64(&self.key(k))? {
             Some(v) => Ok(Some(self.check_count(k, v, max)?)),
             None => Ok(None),
@@ -151,7 +114,8 @@ impl Keys<'_> {
         }
     }
 
-    fn opt_f32(&self, k: &str) -> Result<Option<f32>> {
+    /// An optional finite float.
+    pub fn opt_f32(&self, k: &str) -> Result<Option<f32>> {
         let v = self.file.opt_f32(&self.key(k))?;
         if let Some(x) = v {
             if !x.is_finite() {
@@ -166,7 +130,8 @@ impl Keys<'_> {
 const MAX_WIDTH: usize = 1 << 20;
 const MAX_LAYERS: usize = 4096;
 const MAX_HEADS: usize = 4096;
-const MAX_CTX: usize = 1 << 24;
+/// Longest context (and sliding window) accepted from the metadata.
+pub(crate) const MAX_CTX: usize = 1 << 24;
 
 impl HParams {
     /// Reads the hyper-parameters of `file` with llama.cpp's defaults for absent keys.
@@ -217,6 +182,7 @@ impl HParams {
         let rope_scaling = match scaling {
             "linear" | "none" => RopeScaling::Linear,
             "yarn" => RopeScaling::Yarn,
+            "longrope" => RopeScaling::LongRope,
             other => return Err(k.bad("rope.scaling.type", format!("{other:?} is not supported"))),
         };
         let factor = match k.opt_f32("rope.scaling.factor")? {
@@ -233,26 +199,7 @@ impl HParams {
             k.opt_count("rope.scaling.original_context_length", MAX_CTX)?.unwrap_or(n_ctx_train);
         let rope_attn_factor = k.opt_f32("rope.scaling.attn_factor")?.unwrap_or(1.0);
 
-        let mut n_swa = 0;
-        let mut swa_layers = vec![false; n_layer];
-        let mut rope_freq_base_swa = 10000.0;
-        let mut embed_scale = 1.0;
-        let mut final_logit_softcap = 0.0;
-        let mut attn_scale = 1.0 / (head_dim_k as f32).sqrt();
-        if arch == Architecture::Gemma3 {
-            if let Some(w) = k.opt_count("attention.sliding_window", MAX_CTX)? {
-                n_swa = w;
-                swa_layers = sliding_window_layers(file, &k, n_layer)?;
-                rope_freq_base_swa = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
-            }
-            embed_scale = (n_embd as f32).sqrt();
-            final_logit_softcap = k.opt_f32("final_logit_softcapping")?.unwrap_or(0.0);
-            // Gemma 3 27B scales by the query width per head; the others by the head size.
-            if n_layer == 62 {
-                attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
-            }
-        }
-        Ok(HParams {
+        let mut hp = HParams {
             arch,
             n_vocab,
             n_ctx_train,
@@ -268,17 +215,19 @@ impl HParams {
             rope_mode: arch.rope_mode(),
             rope_freq_base,
             rope_freq_scale,
-            rope_freq_base_swa,
+            rope_freq_base_swa: 10000.0,
             rope_freq_scale_swa: 1.0,
             rope_scaling,
             n_ctx_orig,
             rope_attn_factor,
-            n_swa,
-            swa_layers,
-            attn_scale,
-            embed_scale,
-            final_logit_softcap,
-        })
+            n_swa: 0,
+            swa_layers: vec![false; n_layer],
+            rope_layers: vec![true; n_layer],
+            attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+            final_logit_softcap: 0.0,
+        };
+        arch.imp().read_hparams(&k, &mut hp)?;
+        Ok(hp)
     }
 
     /// Width of one token's keys in a layer (all KV heads).
@@ -296,6 +245,11 @@ impl HParams {
         self.n_swa > 0 && self.swa_layers.get(il).copied().unwrap_or(false)
     }
 
+    /// Whether layer `il` rotates its queries and keys.
+    pub fn uses_rope(&self, il: usize) -> bool {
+        self.rope_layers.get(il).copied().unwrap_or(true)
+    }
+
     /// RoPE base and frequency scale of layer `il`.
     pub fn rope_freqs(&self, il: usize) -> (f32, f32) {
         if self.is_swa(il) {
@@ -306,10 +260,15 @@ impl HParams {
     }
 }
 
-/// Which layers use the sliding window: `attention.sliding_window_pattern` as an array of
-/// booleans, or a period `n` (every `n`-th layer global, the rest sliding; llama.cpp's
-/// default for Gemma 3 is 6).
-fn sliding_window_layers(file: &GgufFile, k: &Keys<'_>, n_layer: usize) -> Result<Vec<bool>> {
+/// Which layers use the sliding window (llama.cpp's `load_swa_pattern`):
+/// `attention.sliding_window_pattern` as an array of booleans, or a period `n` (every `n`-th
+/// layer global, the rest sliding), `default_period` when absent.
+pub(crate) fn sliding_window_layers(
+    k: &Keys<'_>,
+    n_layer: usize,
+    default_period: u32,
+) -> Result<Vec<bool>> {
+    let file = k.file;
     let key = k.key("attention.sliding_window_pattern");
     if let Some(v) = file.get(&key) {
         if let Some(arr) = v.as_array() {
@@ -325,6 +284,6 @@ fn sliding_window_layers(file: &GgufFile, k: &Keys<'_>, n_layer: usize) -> Resul
             return Ok(flags.to_vec());
         }
     }
-    let period = file.opt_u32(&key)?.unwrap_or(6) as usize;
+    let period = file.opt_u32(&key)?.unwrap_or(default_period) as usize;
     Ok((0..n_layer).map(|il| period == 0 || il % period < period - 1).collect())
 }

@@ -1,7 +1,10 @@
-//! Tessera's language-model runtime: GGUF models (Gemma 3, Llama, Qwen 2 and 3) as graphs on
-//! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates and embeddings.
+//! Tessera's language-model runtime: GGUF models (Gemma 3, Llama, Phi-3, Qwen 2 and 3,
+//! SmolLM3) as graphs on Tessera's devices, with a KV cache, tokenizers, sampling, chat
+//! templates and embeddings.
 #![warn(missing_docs)]
 
+pub mod arch;
+mod blocks;
 pub mod chat;
 pub mod context;
 pub mod embed;
@@ -17,11 +20,12 @@ pub mod tensors;
 pub mod tokenizer;
 pub mod weights;
 
+pub use arch::Architecture;
 pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::Pooling;
 pub use error::{LlmError, Result};
 pub use generate::{
     generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
 };
-pub use hparams::{Architecture, HParams};
+pub use hparams::HParams;
 pub use model::{DeviceChoice, Model};

@@ -3,7 +3,7 @@
 
 use crate::chat::ChatTemplate;
 use crate::error::{LlmError, Result};
-use crate::hparams::{Architecture, HParams};
+use crate::hparams::HParams;
 use crate::tensors::ModelTensors;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{Progress, WeightStore};
@@ -121,8 +121,8 @@ impl Model {
         &self.tokenizer
     }
 
-    /// The chat template: the file's `tokenizer.chat_template`, or the built-in Gemma template
-    /// for Gemma files that carry none; [`LlmError::NoChatTemplate`] when there is none or it
+    /// The chat template: the file's `tokenizer.chat_template`, or the architecture's built-in
+    /// template (Gemma's) for files that carry none; [`LlmError::NoChatTemplate`] when there is none or it
     /// does not parse.
     pub fn chat_template(&self) -> Result<&ChatTemplate> {
         self.chat.as_ref().map_err(|why| LlmError::NoChatTemplate(why.clone()))
@@ -177,8 +177,11 @@ fn chat_template(
             log::warn!("the file's chat template does not parse: {e}");
             format!("tokenizer.chat_template does not parse: {e}")
         }),
-        Ok(None) if hp.arch == Architecture::Gemma3 => Ok(ChatTemplate::gemma()),
-        Ok(None) => Err("the file has no tokenizer.chat_template".into()),
+        Ok(None) => hp
+            .arch
+            .imp()
+            .builtin_chat_template()
+            .ok_or_else(|| "the file has no tokenizer.chat_template".into()),
         Err(e) => Err(format!("tokenizer.chat_template: {e}")),
     }
 }

@@ -1,8 +1,12 @@
-//! The tensors of a model, by GGUF name, checked against the hyper-parameters: every tensor an
-//! architecture needs must be in the file with the shape the hyper-parameters give.
+//! The tensors of a model, by GGUF name, checked against the hyper-parameters: each
+//! architecture's table ([`crate::arch`]) asks a [`Lookup`] for every tensor it reads, required or
+//! optional, with the shape the hyper-parameters give; the lookup checks name, shape and type
+//! and records what it found, so that the weights placed on the device are exactly the tensors
+//! the table named. The pieces most tables share (embeddings and output, Q/K/V, the gated FFN, a
+//! pre-norm layer) are here, as llama.cpp's `create_tensor_qkv` and friends.
 
 use crate::error::{LlmError, Result};
-use crate::hparams::{Architecture, HParams};
+use crate::hparams::HParams;
 use tessera_core::DType;
 use tessera_gguf::{GgufFile, TensorInfo};
 
@@ -15,25 +19,75 @@ pub struct ModelTensor {
     pub info: TensorInfo,
 }
 
+/// The query, key and value projections of a layer.
+// One per layer, made once at load: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum QkvTensors {
+    /// Three projections, each with an optional bias (Qwen 2 has them).
+    Separate {
+        /// `[n_embd, head_dim_k * n_head]`.
+        wq: ModelTensor,
+        /// `[n_embd, head_dim_k * n_head_kv]`.
+        wk: ModelTensor,
+        /// `[n_embd, head_dim_v * n_head_kv]`.
+        wv: ModelTensor,
+        /// `[head_dim_k * n_head]`.
+        bq: Option<ModelTensor>,
+        /// `[head_dim_k * n_head_kv]`.
+        bk: Option<ModelTensor>,
+        /// `[head_dim_v * n_head_kv]`.
+        bv: Option<ModelTensor>,
+    },
+    /// One projection whose output rows are the queries, keys and values one after the other
+    /// (Phi-3's `attn_qkv`).
+    Fused {
+        /// `[n_embd, q + k + v widths]`.
+        wqkv: ModelTensor,
+        /// Its bias, `[q + k + v widths]`.
+        bqkv: Option<ModelTensor>,
+    },
+}
+
+/// The feed-forward network of a layer.
+// One per layer, made once at load: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum FfnTensors {
+    /// `down(act(gate x) * up x)` with optional biases.
+    Gated {
+        /// `[n_embd, n_ff]`.
+        gate: ModelTensor,
+        /// `[n_embd, n_ff]`.
+        up: ModelTensor,
+        /// `[n_ff, n_embd]`.
+        down: ModelTensor,
+        /// `[n_ff]`.
+        gate_b: Option<ModelTensor>,
+        /// `[n_ff]`.
+        up_b: Option<ModelTensor>,
+        /// `[n_embd]`.
+        down_b: Option<ModelTensor>,
+    },
+    /// Gate and up in one projection, `[n_embd, 2 n_ff]` (the gate's rows first):
+    /// `down(act(g) * u)` over the halves of its output (Phi-3's `ffn_up`).
+    FusedGateUp {
+        /// `[n_embd, 2 n_ff]`.
+        up: ModelTensor,
+        /// `[n_ff, n_embd]`.
+        down: ModelTensor,
+    },
+}
+
 /// The tensors of one transformer block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerTensors {
     /// RMS norm before attention, `[n_embd]`.
     pub attn_norm: ModelTensor,
-    /// Query projection, `[n_embd, head_dim_k * n_head]`.
-    pub wq: ModelTensor,
-    /// Key projection, `[n_embd, head_dim_k * n_head_kv]`.
-    pub wk: ModelTensor,
-    /// Value projection, `[n_embd, head_dim_v * n_head_kv]`.
-    pub wv: ModelTensor,
+    /// Query, key and value projections.
+    pub qkv: QkvTensors,
     /// Output projection, `[head_dim_v * n_head, n_embd]`.
     pub wo: ModelTensor,
-    /// Query bias (Qwen 2), `[head_dim_k * n_head]`.
-    pub bq: Option<ModelTensor>,
-    /// Key bias, `[head_dim_k * n_head_kv]`.
-    pub bk: Option<ModelTensor>,
-    /// Value bias, `[head_dim_v * n_head_kv]`.
-    pub bv: Option<ModelTensor>,
     /// Output projection bias, `[n_embd]`.
     pub bo: Option<ModelTensor>,
     /// RMS norm of each query head (Gemma 3, Qwen 3), `[head_dim_k]`.
@@ -44,14 +98,52 @@ pub struct LayerTensors {
     pub post_attn_norm: Option<ModelTensor>,
     /// RMS norm before the feed-forward network, `[n_embd]`.
     pub ffn_norm: ModelTensor,
-    /// Gate projection, `[n_embd, n_ff]`.
-    pub ffn_gate: ModelTensor,
-    /// Up projection, `[n_embd, n_ff]`.
-    pub ffn_up: ModelTensor,
-    /// Down projection, `[n_ff, n_embd]`.
-    pub ffn_down: ModelTensor,
+    /// The feed-forward network.
+    pub ffn: FfnTensors,
     /// RMS norm after the feed-forward network (Gemma 3), `[n_embd]`.
     pub post_ffn_norm: Option<ModelTensor>,
+}
+
+impl LayerTensors {
+    /// A layer of these tensors, without head norms, post norms or output bias.
+    pub fn new(
+        attn_norm: ModelTensor,
+        qkv: QkvTensors,
+        wo: ModelTensor,
+        ffn_norm: ModelTensor,
+        ffn: FfnTensors,
+    ) -> LayerTensors {
+        LayerTensors {
+            attn_norm,
+            qkv,
+            wo,
+            bo: None,
+            q_norm: None,
+            k_norm: None,
+            post_attn_norm: None,
+            ffn_norm,
+            ffn,
+            post_ffn_norm: None,
+        }
+    }
+}
+
+/// How the graph reads a tensor (where it may be placed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadBy {
+    /// Only as the weights of MUL_MAT (it may be repacked).
+    MatMul,
+    /// By other ops (GET_ROWS, element-wise ops, RoPE).
+    Other,
+}
+
+/// A tensor found by a [`Lookup`], and how the graph reads it.
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    tensor: ModelTensor,
+    read_by: ReadBy,
+    /// The output layer made from the token embeddings' bytes (tied).
+    tied: bool,
 }
 
 /// Every tensor the forward pass reads.
@@ -67,101 +159,56 @@ pub struct ModelTensors {
     pub output: ModelTensor,
     /// Whether `output` is the token embeddings (tied).
     pub tied: bool,
+    /// Output projection bias (Qwen 2), `[n_vocab]`.
+    pub output_b: Option<ModelTensor>,
     /// RoPE frequency factors (Llama 3.1+), `[n_rot / 2]`.
     pub rope_freqs: Option<ModelTensor>,
+    /// LongRoPE factors for contexts beyond the original one (Phi-3), `[n_rot / 2]`.
+    pub rope_long: Option<ModelTensor>,
+    /// LongRoPE factors within the original context (Phi-3), `[n_rot / 2]`.
+    pub rope_short: Option<ModelTensor>,
     /// The blocks.
     pub layers: Vec<LayerTensors>,
+    /// Every tensor the table found, in lookup order.
+    entries: Vec<Entry>,
 }
 
 impl ModelTensors {
+    /// Looks up and checks every tensor `hp.arch`'s table names in `file`.
+    pub fn from_gguf(file: &GgufFile, hp: &HParams) -> Result<ModelTensors> {
+        let mut t = Lookup { file, arch: hp.arch.name(), entries: Vec::new() };
+        let mut m = hp.arch.imp().tensors(&mut t, hp)?;
+        m.entries = t.entries;
+        Ok(m)
+    }
+
     /// Every tensor of the file the model reads, each once (a tied output is the embeddings).
     pub fn all(&self) -> Vec<&ModelTensor> {
-        let mut v = vec![&self.token_embd, &self.output_norm];
-        if !self.tied {
-            v.push(&self.output);
-        }
-        v.extend(self.rope_freqs.as_ref());
-        for l in &self.layers {
-            v.extend([&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo]);
-            v.extend(
-                [&l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.post_attn_norm]
-                    .into_iter()
-                    .flatten(),
-            );
-            v.extend([&l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down]);
-            v.extend(l.post_ffn_norm.as_ref());
-        }
-        v
+        self.entries.iter().filter(|e| !e.tied).map(|e| &e.tensor).collect()
     }
 
     /// The weights only MUL_MAT reads: the projections and the output (a tied output is a
     /// graph tensor of its own, read by MUL_MAT only).
     pub fn matmul_only(&self) -> Vec<&ModelTensor> {
-        let mut v = vec![&self.output];
-        for l in &self.layers {
-            v.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down]);
-        }
-        v
-    }
-
-    /// Looks up and checks every tensor `hp.arch` needs in `file`.
-    pub fn from_gguf(file: &GgufFile, hp: &HParams) -> Result<ModelTensors> {
-        let t = Lookup { file, arch: hp.arch.name() };
-        let (e, v) = (hp.n_embd, hp.n_vocab);
-        let token_embd = t.need("token_embd.weight", &[e, v])?;
-        let output_norm = t.vector("output_norm.weight", e)?;
-        let (output, tied) = match t.opt("output.weight", &[e, v])? {
-            Some(o) => (o, false),
-            None => {
-                (ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() }, true)
-            }
-        };
-        let rope_freqs = t.opt_vector("rope_freqs.weight", hp.n_rot / 2)?;
-        let gemma = hp.arch == Architecture::Gemma3;
-        let head_norms = matches!(hp.arch, Architecture::Gemma3 | Architecture::Qwen3);
-        let (nq, nk, nv) = (hp.head_dim_k * hp.n_head, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
-        let mut layers = Vec::with_capacity(hp.n_layer);
-        for il in 0..hp.n_layer {
-            let n = |s: &str| format!("blk.{il}.{s}");
-            let required_if = |need: bool, name: &str, len: usize| -> Result<Option<ModelTensor>> {
-                if need {
-                    t.vector(&n(name), len).map(Some)
-                } else {
-                    t.opt_vector(&n(name), len)
-                }
-            };
-            layers.push(LayerTensors {
-                attn_norm: t.vector(&n("attn_norm.weight"), e)?,
-                wq: t.need(&n("attn_q.weight"), &[e, nq])?,
-                wk: t.need(&n("attn_k.weight"), &[e, nk])?,
-                wv: t.need(&n("attn_v.weight"), &[e, nv])?,
-                wo: t.need(&n("attn_output.weight"), &[hp.head_dim_v * hp.n_head, e])?,
-                bq: t.opt_vector(&n("attn_q.bias"), nq)?,
-                bk: t.opt_vector(&n("attn_k.bias"), nk)?,
-                bv: t.opt_vector(&n("attn_v.bias"), nv)?,
-                bo: t.opt_vector(&n("attn_output.bias"), e)?,
-                q_norm: required_if(head_norms, "attn_q_norm.weight", hp.head_dim_k)?,
-                k_norm: required_if(head_norms, "attn_k_norm.weight", hp.head_dim_k)?,
-                post_attn_norm: required_if(gemma, "post_attention_norm.weight", e)?,
-                ffn_norm: t.vector(&n("ffn_norm.weight"), e)?,
-                ffn_gate: t.need(&n("ffn_gate.weight"), &[e, hp.n_ff])?,
-                ffn_up: t.need(&n("ffn_up.weight"), &[e, hp.n_ff])?,
-                ffn_down: t.need(&n("ffn_down.weight"), &[hp.n_ff, e])?,
-                post_ffn_norm: required_if(gemma, "post_ffw_norm.weight", e)?,
-            });
-        }
-        Ok(ModelTensors { token_embd, output_norm, output, tied, rope_freqs, layers })
+        self.entries.iter().filter(|e| e.read_by == ReadBy::MatMul).map(|e| &e.tensor).collect()
     }
 }
 
-/// Finds tensors of one architecture and checks their shapes and types.
-struct Lookup<'a> {
+/// The GGUF name of tensor `suffix` of block `il`, e.g. `blk.3.attn_q.weight`.
+pub(crate) fn blk(il: usize, suffix: &str) -> String {
+    format!("blk.{il}.{suffix}")
+}
+
+/// Finds the tensors of one architecture, checks their shapes and types, and records them.
+pub(crate) struct Lookup<'a> {
     file: &'a GgufFile,
     arch: &'static str,
+    entries: Vec<Entry>,
 }
 
 impl Lookup<'_> {
-    fn opt(&self, name: &str, shape: &[usize]) -> Result<Option<ModelTensor>> {
+    /// The tensor `name` if the file has it, with its shape checked against `shape`.
+    fn find(&self, name: &str, shape: &[usize]) -> Result<Option<ModelTensor>> {
         let Some(info) = self.file.tensor(name) else { return Ok(None) };
         if info.shape() != shape {
             return Err(LlmError::TensorShape {
@@ -172,39 +219,160 @@ impl Lookup<'_> {
             });
         }
         if info.dtype == DType::I32 {
-            return Err(LlmError::TensorType {
-                arch: self.arch.into(),
-                name: name.into(),
-                dtype: info.dtype,
-                reason: "is not a weight type".into(),
-            });
+            return Err(self.bad_type(name, info.dtype, "is not a weight type"));
         }
         Ok(Some(ModelTensor { name: name.into(), info: info.clone() }))
     }
 
-    fn need(&self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
-        self.opt(name, shape)?
-            .ok_or_else(|| LlmError::MissingTensor { arch: self.arch.into(), name: name.into() })
+    fn bad_type(&self, name: &str, dtype: DType, reason: &str) -> LlmError {
+        LlmError::TensorType {
+            arch: self.arch.into(),
+            name: name.into(),
+            dtype,
+            reason: reason.into(),
+        }
     }
 
-    /// A norm weight or bias: a vector of `len` floats (element-wise ops read it).
-    fn opt_vector(&self, name: &str, len: usize) -> Result<Option<ModelTensor>> {
-        let t = self.opt(name, &[len])?;
+    fn missing(&self, name: &str) -> LlmError {
+        LlmError::MissingTensor { arch: self.arch.into(), name: name.into() }
+    }
+
+    fn record(&mut self, t: &ModelTensor, read_by: ReadBy) {
+        self.entries.push(Entry { tensor: t.clone(), read_by, tied: false });
+    }
+
+    /// An optional weight matrix that only MUL_MAT reads.
+    pub fn opt_matrix(&mut self, name: &str, shape: &[usize]) -> Result<Option<ModelTensor>> {
+        let t = self.find(name, shape)?;
         if let Some(t) = &t {
-            if !t.info.dtype.is_float() {
-                return Err(LlmError::TensorType {
-                    arch: self.arch.into(),
-                    name: name.into(),
-                    dtype: t.info.dtype,
-                    reason: "must be F32, F16 or BF16 (an element-wise operand)".into(),
-                });
-            }
+            self.record(t, ReadBy::MatMul);
         }
         Ok(t)
     }
 
-    fn vector(&self, name: &str, len: usize) -> Result<ModelTensor> {
-        self.opt_vector(name, len)?
-            .ok_or_else(|| LlmError::MissingTensor { arch: self.arch.into(), name: name.into() })
+    /// A required weight matrix that only MUL_MAT reads.
+    pub fn matrix(&mut self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
+        self.opt_matrix(name, shape)?.ok_or_else(|| self.missing(name))
+    }
+
+    /// An optional norm weight, bias or factor table: a vector of `len` floats (element-wise
+    /// ops read it).
+    pub fn opt_vector(&mut self, name: &str, len: usize) -> Result<Option<ModelTensor>> {
+        let t = self.find(name, &[len])?;
+        if let Some(t) = &t {
+            if !t.info.dtype.is_float() {
+                return Err(self.bad_type(
+                    name,
+                    t.info.dtype,
+                    "must be F32, F16 or BF16 (an element-wise operand)",
+                ));
+            }
+            self.record(t, ReadBy::Other);
+        }
+        Ok(t)
+    }
+
+    /// A required vector of `len` floats.
+    pub fn vector(&mut self, name: &str, len: usize) -> Result<ModelTensor> {
+        self.opt_vector(name, len)?.ok_or_else(|| self.missing(name))
+    }
+
+    /// The token embeddings, the final norm and the output projection, which is the
+    /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
+    /// model's optional tensors and its layers are left empty for the table to fill.
+    pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        let name = "token_embd.weight";
+        let token_embd = self.find(name, &[e, v])?.ok_or_else(|| self.missing(name))?;
+        self.record(&token_embd, ReadBy::Other);
+        let output_norm = self.vector("output_norm.weight", e)?;
+        let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
+            Some(o) => (o, false),
+            None => {
+                let o = ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() };
+                let entry = Entry { tensor: o.clone(), read_by: ReadBy::MatMul, tied: true };
+                self.entries.push(entry);
+                (o, true)
+            }
+        };
+        Ok(ModelTensors {
+            token_embd,
+            output_norm,
+            output,
+            tied,
+            output_b: None,
+            rope_freqs: None,
+            rope_long: None,
+            rope_short: None,
+            layers: Vec::with_capacity(hp.n_layer),
+            entries: Vec::new(),
+        })
+    }
+
+    /// Layer `il`'s Q/K/V projections as llama.cpp's `create_tensor_qkv` finds them: the fused
+    /// `attn_qkv` when the file has it, else `attn_q`, `attn_k` and `attn_v` (required), each
+    /// with an optional bias. When there are neither, the error names `attn_qkv` if `fused` is
+    /// the architecture's usual layout, else `attn_q`.
+    pub fn qkv(&mut self, il: usize, hp: &HParams, fused: bool) -> Result<QkvTensors> {
+        let e = hp.n_embd;
+        let (nq, nk, nv) = (hp.head_dim_k * hp.n_head, hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
+        let n = |s: &str| blk(il, s);
+        let wqkv_name = n("attn_qkv.weight");
+        if let Some(wqkv) = self.opt_matrix(&wqkv_name, &[e, nq + nk + nv])? {
+            let bqkv = self.opt_vector(&n("attn_qkv.bias"), nq + nk + nv)?;
+            return Ok(QkvTensors::Fused { wqkv, bqkv });
+        }
+        if fused && self.file.tensor(&n("attn_q.weight")).is_none() {
+            return Err(self.missing(&wqkv_name));
+        }
+        Ok(QkvTensors::Separate {
+            wq: self.matrix(&n("attn_q.weight"), &[e, nq])?,
+            wk: self.matrix(&n("attn_k.weight"), &[e, nk])?,
+            wv: self.matrix(&n("attn_v.weight"), &[e, nv])?,
+            bq: self.opt_vector(&n("attn_q.bias"), nq)?,
+            bk: self.opt_vector(&n("attn_k.bias"), nk)?,
+            bv: self.opt_vector(&n("attn_v.bias"), nv)?,
+        })
+    }
+
+    /// Layer `il`'s gated FFN: `ffn_gate`, `ffn_up`, `ffn_down`, with optional biases when
+    /// `biases` (llama.cpp's Llama table has them).
+    pub fn gated_ffn(&mut self, il: usize, hp: &HParams, biases: bool) -> Result<FfnTensors> {
+        let (e, f) = (hp.n_embd, hp.n_ff);
+        let n = |s: &str| blk(il, s);
+        let gate = self.matrix(&n("ffn_gate.weight"), &[e, f])?;
+        let up = self.matrix(&n("ffn_up.weight"), &[e, f])?;
+        let down = self.matrix(&n("ffn_down.weight"), &[f, e])?;
+        let (gate_b, up_b, down_b) = if biases {
+            (
+                self.opt_vector(&n("ffn_gate.bias"), f)?,
+                self.opt_vector(&n("ffn_up.bias"), f)?,
+                self.opt_vector(&n("ffn_down.bias"), e)?,
+            )
+        } else {
+            (None, None, None)
+        };
+        Ok(FfnTensors::Gated { gate, up, down, gate_b, up_b, down_b })
+    }
+
+    /// LongRoPE's factors, `rope_factors_long` and `rope_factors_short` (`[n_rot / 2]`, both
+    /// optional, shared by every layer).
+    pub fn longrope_factors(&mut self, m: &mut ModelTensors, hp: &HParams) -> Result<()> {
+        m.rope_long = self.opt_vector("rope_factors_long.weight", hp.n_rot / 2)?;
+        m.rope_short = self.opt_vector("rope_factors_short.weight", hp.n_rot / 2)?;
+        Ok(())
+    }
+
+    /// The pre-norm block most tables start from: `attn_norm`, Q/K/V ([`Lookup::qkv`]),
+    /// `attn_output`, `ffn_norm` and the gated FFN without biases; no head norms, post norms
+    /// or output bias (the table adds what its architecture has).
+    pub fn layer_base(&mut self, il: usize, hp: &HParams) -> Result<LayerTensors> {
+        let e = hp.n_embd;
+        let attn_norm = self.vector(&blk(il, "attn_norm.weight"), e)?;
+        let qkv = self.qkv(il, hp, false)?;
+        let wo = self.matrix(&blk(il, "attn_output.weight"), &[hp.head_dim_v * hp.n_head, e])?;
+        let ffn_norm = self.vector(&blk(il, "ffn_norm.weight"), e)?;
+        let ffn = self.gated_ffn(il, hp, false)?;
+        Ok(LayerTensors::new(attn_norm, qkv, wo, ffn_norm, ffn))
     }
 }

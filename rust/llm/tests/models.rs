@@ -1,7 +1,9 @@
 //! The runtime against llama.cpp's recorded outputs (tests/fixtures/model-*.json, recorded by
 //! record.py and record_fa_off.py with llama-cpp-python 0.3.36): Gemma 3 270M Q4_K_M and the
-//! random-weight tiny llama (GQA, untied output), qwen2 (Q/K/V biases) and qwen3 (Q/K norms)
-//! models.
+//! random-weight tiny llama (GQA, untied output), qwen2 (Q/K/V biases), qwen3 (Q/K norms),
+//! smollm3 (every fourth layer without RoPE) and phi3 (fused QKV and gate-up, partial RoPE with
+//! LongRoPE factors: its last three runs have a context of 2048, beyond the original 1024, where
+//! the long factors apply) models.
 //!
 //! For every recorded prompt the tokenizer gives llama.cpp's ids, and then:
 //! - the top-40 logits of the last position agree with llama.cpp's within the model's noise
@@ -83,12 +85,12 @@ fn compare(path: &std::path::Path, fixture_name: &str, threads: usize) {
     let (mut total_checked, mut total_steps) = (0, 0);
     for run in runs {
         let prompt = run["prompt"].as_str().unwrap();
-        let what = format!("{fixture_name} {prompt:?}");
+        let n_ctx = run["n_ctx"].as_u64().unwrap() as usize;
+        let what = format!("{fixture_name} {prompt:?} (n_ctx {n_ctx})");
         let want_ids = ids(&run["ids"]);
         let add = run["add_special"].as_bool().unwrap();
         let parse = run["parse_special"].as_bool().unwrap();
         assert_eq!(tok.encode(prompt, add, parse), want_ids, "{what}: token ids");
-        let n_ctx = run["n_ctx"].as_u64().unwrap() as usize;
         let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(threads) };
         let mut ctx = Context::new(model.clone(), &reg, &opts).unwrap();
         let out = ctx.decode(&want_ids, Rows::Last).unwrap();
@@ -159,4 +161,14 @@ fn tiny_qwen2_matches_llama_cpp() {
 #[test]
 fn tiny_qwen3_matches_llama_cpp() {
     compare(&tiny_model("tiny-qwen3"), "model-tiny-qwen3.json", 2);
+}
+
+#[test]
+fn tiny_smollm3_matches_llama_cpp() {
+    compare(&tiny_model("tiny-smollm3"), "model-tiny-smollm3.json", 2);
+}
+
+#[test]
+fn tiny_phi3_matches_llama_cpp() {
+    compare(&tiny_model("tiny-phi3"), "model-tiny-phi3.json", 1);
 }

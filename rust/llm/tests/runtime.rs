@@ -4,38 +4,14 @@
 
 mod common;
 
-use common::{fixture, gemma_path, tiny_model};
-use std::sync::Arc;
-use tessera_core::registry::Registry;
-use tessera_gguf::GgufFile;
+use common::{
+    argmax, context, fixture, gemma_path, load, load_bytes, max_diff, patch, registry, tiny_model,
+};
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Model, Output,
     Prompt, Rows, StopReason,
 };
-
-fn registry() -> Registry {
-    let mut reg = Registry::new();
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg
-}
-
-fn load(path: &std::path::Path) -> Arc<Model> {
-    Arc::new(Model::load(path, &registry(), &DeviceChoice::Auto, &mut |_| true).unwrap())
-}
-
-fn context(model: &Arc<Model>, n_ctx: usize, n_batch: usize) -> Context {
-    let opts = ContextOptions { n_ctx, n_batch, threads: Some(2) };
-    Context::new(model.clone(), &registry(), &opts).unwrap()
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
-fn argmax(l: &[f32]) -> usize {
-    (0..l.len()).fold(0, |best, i| if l[i] > l[best] { i } else { best })
-}
 
 const TEXT: &str =
     "Once upon a time, in a small village by the sea, there lived an old fisherman who";
@@ -272,18 +248,6 @@ fn bad_calls_are_typed_errors() {
         &mut |_| true,
     );
     assert!(matches!(e, Err(LlmError::UnknownDevice { .. })), "unknown device");
-}
-
-/// Replaces the first occurrence of `from` in `bytes` by `to` (same length).
-fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
-    assert_eq!(from.len(), to.len());
-    let at = bytes.windows(from.len()).position(|w| w == from).expect("pattern in the file");
-    bytes[at..at + to.len()].copy_from_slice(to);
-}
-
-fn load_bytes(bytes: Vec<u8>) -> Result<Model, LlmError> {
-    let file = Arc::new(GgufFile::from_bytes(bytes)?);
-    Model::from_file(file, &registry(), &DeviceChoice::Auto, &mut |_| true)
 }
 
 #[test]

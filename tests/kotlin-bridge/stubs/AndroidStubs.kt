@@ -6,3 +6,10 @@ package android.os
 object Build {
   @JvmField val SUPPORTED_ABIS: Array<String> = arrayOf("x86_64")
 }
+
+class ParcelFileDescriptor : java.io.Closeable {
+  val fileDescriptor: java.io.FileDescriptor = java.io.FileDescriptor()
+  val fd: Int = -1
+  val statSize: Long = -1
+  override fun close() {}
+}

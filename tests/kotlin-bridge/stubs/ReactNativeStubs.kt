@@ -28,6 +28,12 @@ object Arguments {
 interface JavaScriptModule
 
 open class ReactContext {
+  /** Android's `Context.getFilesDir()`. */
+  val filesDir: java.io.File
+    get() = java.io.File(".")
+  /** Android's `Context.getContentResolver()`. */
+  val contentResolver: android.content.ContentResolver
+    get() = android.content.ContentResolver()
   fun hasActiveReactInstance(): Boolean = false
   fun <T : JavaScriptModule> getJSModule(jsInterface: Class<T>): T = throw UnsupportedOperationException()
 }

@@ -15,6 +15,7 @@
 mod access;
 mod attention;
 mod check;
+mod conv;
 mod copy;
 mod elementwise;
 mod matmul;
@@ -96,6 +97,7 @@ fn run(op: &Op, dst: &Mem, srcs: &[Mem], p: &mut Poller) -> Result<()> {
         Op::Argmax => reduce::argmax(dst, a, p),
         Op::Repeat { .. } => copy::repeat(dst, a, p),
         Op::Concat { dim } => copy::concat(dst, a, &srcs[1], *dim, p),
+        Op::SsmConv => conv::ssm_conv(dst, a, &srcs[1], p),
         Op::GetRows => copy::get_rows(dst, a, &srcs[1], p),
         Op::SetRows => copy::set_rows(dst, &srcs[1], &srcs[2], p),
         Op::FlashAttnExt(params) => {

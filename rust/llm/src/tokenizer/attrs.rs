@@ -3,7 +3,7 @@
 //! their text when the file names none, the tokens whose text ends generation (which become
 //! control tokens whatever their type), and llama.cpp's exceptions to those rules.
 
-use super::{TokenMap, TokenType, Vocab};
+use super::{SpaceStrip, TokenMap, TokenType, Vocab};
 
 /// llama.cpp's token attributes (`llama_token_attr`), a bit set.
 pub(crate) mod attr {
@@ -13,6 +13,10 @@ pub(crate) mod attr {
     pub(crate) const CONTROL: u8 = 1 << 4;
     pub(crate) const USER_DEFINED: u8 = 1 << 5;
     pub(crate) const BYTE: u8 = 1 << 6;
+    /// Takes the whitespace before it out of the text (llama.cpp's LSTRIP, 1 << 7 there).
+    pub(crate) const LSTRIP: u8 = 1 << 0;
+    /// Takes the whitespace after it out of the text (llama.cpp's RSTRIP, 1 << 8 there).
+    pub(crate) const RSTRIP: u8 = 1 << 7;
 }
 
 /// Token texts llama.cpp treats as end of generation (`llama_vocab::impl::load`).
@@ -176,4 +180,31 @@ pub(crate) fn resolve(vocab: &Vocab, tokens: &TokenMap, n: usize) -> Roles {
     }
 
     Roles { attrs, eog, eot }
+}
+
+/// Sets the LSTRIP / RSTRIP bits of `rule` (after [`resolve`], as llama.cpp sets them last; a
+/// token the rule names that the vocabulary lacks is skipped, where llama.cpp fails to load).
+pub(crate) fn set_space_strip(rule: SpaceStrip, tokens: &TokenMap, attrs: &mut [u8]) {
+    fn set(tokens: &TokenMap, attrs: &mut [u8], text: &str, bit: u8, on: bool) {
+        if let Some(id) = tokens.get(text.as_bytes()) {
+            let a = &mut attrs[id as usize];
+            *a = if on { *a | bit } else { *a & !bit };
+        }
+    }
+    match rule {
+        SpaceStrip::None => {}
+        SpaceStrip::MaskBefore => set(tokens, attrs, "<mask>", attr::LSTRIP, true),
+        SpaceStrip::BracketMaskBefore => set(tokens, attrs, "[MASK]", attr::LSTRIP, true),
+        SpaceStrip::Phi3After => {
+            for a in attrs.iter_mut() {
+                if *a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+                    *a |= attr::RSTRIP;
+                }
+            }
+            set(tokens, attrs, "</s>", attr::RSTRIP, true);
+            for t in ["<unk>", "<s>", "<|endoftext|>"] {
+                set(tokens, attrs, t, attr::RSTRIP, false);
+            }
+        }
+    }
 }

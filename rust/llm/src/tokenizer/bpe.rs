@@ -1,7 +1,9 @@
-//! Byte-level BPE merging (llama.cpp's `llm_tokenizer_bpe_session`): each pre-tokenizer word is
-//! written in GPT-2's byte-to-unicode form, split into its characters, and the adjacent pair
-//! with the lowest merge rank (the leftmost among equal ranks) is merged until no pair has a
-//! rank; each piece is then its token or, when it is none, the tokens of its single bytes.
+//! BPE merging (llama.cpp's `llm_tokenizer_bpe_session`): each pre-tokenizer word is written in
+//! GPT-2's byte-to-unicode form (byte-level BPE; Gemma 4 merges the raw UTF-8), split into its
+//! characters, and the adjacent pair with the lowest merge rank (the leftmost among equal ranks)
+//! is merged until no pair has a rank; each piece is then its token or, when it is none, the
+//! tokens of its single bytes (byte-level: the one-byte tokens of its text; Gemma 4: the
+//! byte-fallback tokens `<0xXX>` of its bytes).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,23 +27,48 @@ pub(crate) struct Scratch {
     heap: BinaryHeap<Reverse<(u32, usize, usize, usize)>>,
 }
 
+/// What a vocabulary's pre-tokenizer asks of the merging.
+#[derive(Clone, Copy)]
+pub(crate) struct Options {
+    /// A word that is a token is taken whole (Llama 3).
+    pub ignore_merges: bool,
+    /// Words are written in GPT-2's byte-to-unicode form first (else raw UTF-8, with
+    /// byte-fallback tokens).
+    pub byte_encode: bool,
+    /// A run of newlines that is a token is taken whole (Gemma 4).
+    pub whole_newlines: bool,
+}
+
+/// The tables a word is merged with.
+pub(crate) struct Tables<'a> {
+    pub tokens: &'a TokenMap,
+    pub merges: &'a MergeMap,
+    /// The byte-fallback token of each byte (used without `byte_encode`).
+    pub byte_tokens: &'a [Option<u32>; 256],
+}
+
 /// Appends the tokens of one pre-tokenizer `word` (raw text) to `out`.
 pub(crate) fn tokenize_word(
     word: &str,
-    tokens: &TokenMap,
-    merges: &MergeMap,
-    ignore_merges: bool,
+    t: &Tables,
+    opts: Options,
     scratch: &mut Scratch,
     out: &mut Vec<u32>,
 ) {
+    let Tables { tokens, merges, byte_tokens } = *t;
     let Scratch { mapped, key, symbols, heap } = scratch;
     mapped.clear();
-    mapped.extend(word.bytes().map(unicode::byte_to_char));
+    if opts.byte_encode {
+        mapped.extend(word.bytes().map(unicode::byte_to_char));
+    } else {
+        mapped.push_str(word);
+    }
     let text = mapped.as_bytes();
     symbols.clear();
     heap.clear();
 
-    if ignore_merges {
+    let whole = opts.ignore_merges || (opts.whole_newlines && text.iter().all(|&b| b == b'\n'));
+    if whole {
         if let Some(id) = tokens.get(text) {
             out.push(id);
             return;
@@ -102,7 +129,10 @@ pub(crate) fn tokenize_word(
         match tokens.get(piece) {
             Some(id) => out.push(id),
             // as llama.cpp: the piece's bytes (of the mapped text) that are tokens by themselves
-            None => out.extend(piece.iter().filter_map(|b| tokens.get(std::slice::from_ref(b)))),
+            None if opts.byte_encode => {
+                out.extend(piece.iter().filter_map(|b| tokens.get(std::slice::from_ref(b))))
+            }
+            None => out.extend(piece.iter().filter_map(|&b| byte_tokens[b as usize])),
         }
         i = sym.next;
     }

@@ -1,6 +1,8 @@
 //! Tokenizers from a GGUF vocabulary, giving exactly llama.cpp's tokens and pieces:
-//! SentencePiece (`tokenizer.ggml.model = llama`: Gemma, Llama 2) and byte-level BPE (`gpt2`,
-//! with the pre-tokenizer `tokenizer.ggml.pre` names: Llama 3, Qwen 2 and 3, GPT-2, SmolLM...).
+//! SentencePiece (`tokenizer.ggml.model = llama`: Gemma, Llama 2), byte-level BPE (`gpt2`,
+//! with the pre-tokenizer `tokenizer.ggml.pre` names: Llama 3, Qwen 2 and 3, GPT-2, SmolLM,
+//! DeepSeek, Falcon...), Gemma 4's BPE over raw UTF-8 (`gemma4`) and WordPiece (`bert`: BERT,
+//! BGE, MiniLM). A vocab-only GGUF file (no tensors) is enough: [`Tokenizer::from_gguf`].
 //!
 //! [`Tokenizer::encode`] is `llama_tokenize(text, add_special, parse_special)`,
 //! [`Tokenizer::token_to_piece`] is `llama_token_to_piece` and [`Tokenizer::decode`] is
@@ -18,12 +20,13 @@ mod stream;
 mod table;
 mod unicode;
 mod vocab;
+mod wpm;
 
 pub use stream::StreamDecoder;
-pub use vocab::{PreTokenizer, Split, TokenType, Vocab, VocabKind};
+pub use vocab::{PreTokenizer, SpaceStrip, Split, TokenType, Vocab, VocabKind};
 
 use attrs::attr;
-use pieces::Pieces;
+use pieces::{PieceStyle, Pieces};
 use special::{Fragment, Specials};
 
 /// Token text (bytes) -> id.
@@ -69,7 +72,9 @@ pub enum TokenizerError {
         reason: String,
     },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
-    #[error("unknown tokenizer model {0:?} in tokenizer.ggml.model (supported: llama, gpt2)")]
+    #[error(
+        "unknown tokenizer model {0:?} in tokenizer.ggml.model (supported: llama, gpt2, gemma4, bert)"
+    )]
     UnknownModel(String),
     /// `tokenizer.ggml.pre` names a BPE pre-tokenizer this crate does not implement.
     #[error("unknown BPE pre-tokenizer {0:?} in tokenizer.ggml.pre")]
@@ -92,8 +97,11 @@ pub struct Tokenizer {
     attrs: Vec<u8>,
     tokens: TokenMap,
     merges: MergeMap,
-    /// SPM: the byte-fallback token of each byte.
+    /// SPM and Gemma 4's BPE: the byte-fallback token of each byte; byte-level BPE: the token
+    /// of each byte's character.
     byte_tokens: Box<[Option<u32>; 256]>,
+    /// The longest token text in bytes (WordPiece's search bound; 0 for the others).
+    max_token_len: usize,
     specials: Specials,
     pieces: Pieces,
     eog: Vec<u32>,
@@ -175,6 +183,12 @@ impl Tokenizer {
                 reason: "EOS is to be added but the vocabulary has no EOS token".into(),
             });
         }
+        if vocab.kind == VocabKind::Wpm && (vocab.bos.is_none() || vocab.sep.is_none()) {
+            return Err(TokenizerError::Malformed {
+                key: keys::SEP,
+                reason: "a WordPiece vocabulary needs a CLS (BOS) and a SEP token".into(),
+            });
+        }
 
         // llama.cpp renames empty tokens, and cannot load a vocabulary with a repeated text
         let too_big = || TokenizerError::Malformed {
@@ -198,14 +212,18 @@ impl Tokenizer {
             }
         }
 
-        let attrs::Roles { attrs, eog, eot } = attrs::resolve(&vocab, &tokens, n);
+        let attrs::Roles { mut attrs, eog, eot } = attrs::resolve(&vocab, &tokens, n);
+        attrs::set_space_strip(vocab.space_strip, &tokens, &mut attrs);
 
         let specials = Specials::new(
             (0..n)
                 .filter(|&i| attrs[i] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
-                .map(|i| {
-                    let always = attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0;
-                    (i as u32, tokens.text(i).unwrap_or_default().as_bytes(), always)
+                .map(|i| special::SpecialToken {
+                    id: i as u32,
+                    text: tokens.text(i).unwrap_or_default().as_bytes(),
+                    always: attrs[i] & (attr::CONTROL | attr::UNKNOWN) == 0,
+                    lstrip: attrs[i] & attr::LSTRIP != 0,
+                    rstrip: attrs[i] & attr::RSTRIP != 0,
                 })
                 .collect(),
         );
@@ -228,24 +246,35 @@ impl Tokenizer {
 
         let mut byte_tokens = Box::new([None; 256]);
         for b in 0..=255u8 {
+            let hex = || tokens.get(format!("<0x{b:02X}>").as_bytes());
             byte_tokens[b as usize] = match vocab.kind {
-                VocabKind::Spm => tokens
-                    .get(format!("<0x{b:02X}>").as_bytes())
-                    .or_else(|| tokens.get(std::slice::from_ref(&b))),
+                VocabKind::Spm => hex().or_else(|| tokens.get(std::slice::from_ref(&b))),
+                VocabKind::Bpe if !vocab.pre.byte_encode => hex(),
                 VocabKind::Bpe => {
                     let mut buf = [0u8; 4];
                     tokens.get(unicode::byte_to_char(b).encode_utf8(&mut buf).as_bytes())
                 }
+                VocabKind::Wpm => None,
             };
         }
+        // as llama.cpp, after renaming empty tokens (only WordPiece uses it)
+        let max_token_len = match vocab.kind {
+            VocabKind::Wpm => (0..n).map(|i| tokens.text(i).map_or(0, str::len)).max().unwrap_or(0),
+            _ => 0,
+        };
 
-        let pieces = Pieces::new(vocab.kind, &tokens, &attrs).ok_or_else(too_big)?;
+        let style = match vocab.kind {
+            VocabKind::Bpe if vocab.pre.byte_encode => PieceStyle::ByteLevel,
+            _ => PieceStyle::Spaces,
+        };
+        let pieces = Pieces::new(style, &tokens, &attrs).ok_or_else(too_big)?;
         let mut tok = Tokenizer {
             vocab,
             attrs,
             tokens,
             merges,
             byte_tokens,
+            max_token_len,
             specials,
             pieces,
             eog,
@@ -255,20 +284,25 @@ impl Tokenizer {
         tok.nl = match tok.vocab.kind {
             VocabKind::Spm => tok.byte_tokens[b'\n' as usize].or(tok.vocab.pad),
             VocabKind::Bpe => tok.encode("\n", false, false).first().copied().or(tok.vocab.pad),
+            VocabKind::Wpm => tok.vocab.pad,
         };
         Ok(tok)
     }
 
     /// Tokens of `text`, exactly as llama.cpp's `llama_tokenize(text, add_special,
-    /// parse_special)`: with `add_special`, BOS first and EOS last where the vocabulary says so;
-    /// user-defined tokens are always cut out of the text first, control tokens only with
-    /// `parse_special`. SentencePiece with `add_space_prefix` puts a space before the text at
-    /// the start and after every special token.
+    /// parse_special)`: with `add_special`, BOS first and EOS last where the vocabulary says so
+    /// (WordPiece: always CLS, its BOS, first and SEP last); user-defined tokens are always cut out
+    /// of the text first, control tokens only with `parse_special`. SentencePiece with
+    /// `add_space_prefix` puts a space before the text at the start and after every special token.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
         let v = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if add_special && v.add_bos {
-            out.extend(v.bos);
+        let (first, last) = match v.kind {
+            VocabKind::Wpm => (v.bos, v.sep),
+            _ => (v.bos.filter(|_| v.add_bos), v.eos.filter(|_| v.add_eos)),
+        };
+        if add_special {
+            out.extend(first);
         }
         let fragments = self.specials.partition(text.as_bytes(), parse_special);
         match v.kind {
@@ -286,9 +320,7 @@ impl Tokenizer {
                             if v.add_space_prefix && prev_special {
                                 buf.push('\u{2581}');
                             }
-                            for c in text[a..b].chars() {
-                                buf.push(if c == ' ' { '\u{2581}' } else { c });
-                            }
+                            escape_spaces(&text[a..b], &mut buf);
                             spm::tokenize(
                                 &buf,
                                 &self.tokens,
@@ -304,17 +336,47 @@ impl Tokenizer {
             }
             VocabKind::Bpe => {
                 let mut scratch = bpe::Scratch::default();
+                let tables = bpe::Tables {
+                    tokens: &self.tokens,
+                    merges: &self.merges,
+                    byte_tokens: &self.byte_tokens,
+                };
+                let opts = bpe::Options {
+                    ignore_merges: v.pre.ignore_merges,
+                    byte_encode: v.pre.byte_encode,
+                    whole_newlines: v.pre.split == Split::Newlines,
+                };
+                let mut buf = String::new();
                 for f in fragments {
                     match f {
                         Fragment::Token(id) => out.push(id),
                         Fragment::Text(a, b) => {
-                            for word in pretokenize::split(v.pre.split, &text[a..b]) {
-                                bpe::tokenize_word(
-                                    word,
+                            let mut fragment = &text[a..b];
+                            if v.pre.escape_whitespaces {
+                                buf.clear();
+                                escape_spaces(fragment, &mut buf);
+                                fragment = &buf;
+                            }
+                            for word in pretokenize::split(v.pre.split, fragment) {
+                                bpe::tokenize_word(word, &tables, opts, &mut scratch, &mut out);
+                            }
+                        }
+                    }
+                }
+            }
+            VocabKind::Wpm => {
+                let mut buf = Vec::new();
+                for f in fragments {
+                    match f {
+                        Fragment::Token(id) => out.push(id),
+                        Fragment::Text(a, b) => {
+                            for word in wpm::words(&text[a..b], v.lowercase, v.strip_accents) {
+                                wpm::tokenize_word(
+                                    &word,
                                     &self.tokens,
-                                    &self.merges,
-                                    v.pre.ignore_merges,
-                                    &mut scratch,
+                                    self.max_token_len,
+                                    v.unk,
+                                    &mut buf,
                                     &mut out,
                                 );
                             }
@@ -323,8 +385,8 @@ impl Tokenizer {
                 }
             }
         }
-        if add_special && v.add_eos {
-            out.extend(v.eos);
+        if add_special {
+            out.extend(last);
         }
         out
     }
@@ -394,7 +456,7 @@ impl Tokenizer {
         self.attrs.len()
     }
 
-    /// SentencePiece or BPE.
+    /// SentencePiece, BPE or WordPiece.
     pub fn kind(&self) -> VocabKind {
         self.vocab.kind
     }
@@ -419,13 +481,29 @@ impl Tokenizer {
         self.vocab.eos
     }
 
+    /// Separator (WordPiece: SEP, which ends `encode(.., add_special = true, ..)`).
+    pub fn sep(&self) -> Option<u32> {
+        self.vocab.sep
+    }
+
+    /// Whether a pair of texts is joined with SEP (`llama_vocab_get_add_sep`: BERT-style models).
+    pub fn add_sep(&self) -> bool {
+        self.vocab.add_sep
+    }
+
+    /// Padding.
+    pub fn pad(&self) -> Option<u32> {
+        self.vocab.pad
+    }
+
     /// End of turn: from the file, else the first of llama.cpp's end-of-turn texts the
     /// vocabulary has (`<end_of_turn>`, `<|im_end|>`, `<|eot_id|>`...; the lowest id when several).
     pub fn eot(&self) -> Option<u32> {
         self.eot
     }
 
-    /// The newline token: SPM's byte token for `\n`, BPE's first token of "\n".
+    /// The newline token: SPM's byte token for `\n`, BPE's first token of "\n", WordPiece's padding
+    /// token (as llama.cpp).
     pub fn nl(&self) -> Option<u32> {
         self.nl
     }
@@ -457,5 +535,15 @@ impl Tokenizer {
     /// are control tokens whatever their type).
     pub fn is_control(&self, id: u32) -> bool {
         self.attrs.get(id as usize).is_some_and(|a| a & attr::CONTROL != 0)
+    }
+}
+
+/// Appends `text` to `out` with every space written as U+2581.
+fn escape_spaces(text: &str, out: &mut String) {
+    for (i, part) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push('\u{2581}');
+        }
+        out.push_str(part);
     }
 }

@@ -2,7 +2,16 @@
 //! and the clean-up of decoded text.
 
 use super::attrs::attr;
-use super::{unicode, TokenMap, VocabKind};
+use super::{unicode, TokenMap};
+
+/// How a normal token's text becomes its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PieceStyle {
+    /// U+2581 is a space (SentencePiece, WordPiece, Gemma 4's BPE).
+    Spaces,
+    /// Every character is the byte GPT-2's byte-to-unicode map gives it (byte-level BPE).
+    ByteLevel,
+}
 
 /// `token_to_piece(id, special = true)` of every id, concatenated.
 pub(crate) struct Pieces {
@@ -12,11 +21,11 @@ pub(crate) struct Pieces {
 
 impl Pieces {
     /// The pieces of the tokens `texts` (ids 0..) with attributes `attrs`; `None` past 4 GiB.
-    pub(crate) fn new(kind: VocabKind, texts: &TokenMap, attrs: &[u8]) -> Option<Pieces> {
+    pub(crate) fn new(style: PieceStyle, texts: &TokenMap, attrs: &[u8]) -> Option<Pieces> {
         let mut bytes = Vec::with_capacity(attrs.len() * 4);
         let mut ends = Vec::with_capacity(attrs.len());
         for (id, &a) in attrs.iter().enumerate() {
-            piece_into(kind, texts.text(id).unwrap_or_default(), a, &mut bytes);
+            piece_into(style, texts.text(id).unwrap_or_default(), a, &mut bytes);
             ends.push(u32::try_from(bytes.len()).ok()?);
         }
         Some(Pieces { bytes, ends })
@@ -31,12 +40,12 @@ impl Pieces {
 
 /// The piece (with `special`) of a token of text `text` and attributes `a`, as llama.cpp's
 /// `token_to_piece_for_cache` makes it.
-fn piece_into(kind: VocabKind, text: &str, a: u8, out: &mut Vec<u8>) {
+fn piece_into(style: PieceStyle, text: &str, a: u8, out: &mut Vec<u8>) {
     if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
         out.extend_from_slice(text.as_bytes());
     } else if a & attr::NORMAL != 0 {
-        match kind {
-            VocabKind::Spm => {
+        match style {
+            PieceStyle::Spaces => {
                 // U+2581 (E2 96 81) is a space
                 let mut rest = text.as_bytes();
                 while let Some(i) = rest.windows(3).position(|w| w == "\u{2581}".as_bytes()) {
@@ -46,7 +55,7 @@ fn piece_into(kind: VocabKind, text: &str, a: u8, out: &mut Vec<u8>) {
                 }
                 out.extend_from_slice(rest);
             }
-            VocabKind::Bpe => {
+            PieceStyle::ByteLevel => {
                 for c in text.chars() {
                     match unicode::char_to_byte(c) {
                         Some(b) => out.push(b),

@@ -1,12 +1,15 @@
 //! BPE pre-tokenizers: text -> words, exactly as llama.cpp's `unicode_regex_split` cuts them.
 //!
-//! llama.cpp runs its patterns through hand-written matchers (GPT-2, Llama 3, Qwen 2) and, for
-//! the others, `std::regex` over a "collapsed" copy of the text in which every non-ASCII code
-//! point is one byte standing for its class. The matchers below follow the hand-written ones
-//! step by step (including where they differ from the regex they name, e.g. a trailing single
-//! space is a word of its own) and reproduce the collapsed-class semantics of the simple
-//! patterns used by `default` and StarCoder-style pre-tokenizers. Each step refines the words of
-//! the previous one, as llama.cpp applies a list of patterns.
+//! llama.cpp runs its patterns through hand-written matchers (GPT-2, Llama 3, Qwen 2, Qwen 3.5,
+//! newline runs) and, for the others, `std::regex`: over a "collapsed" copy of the text in which
+//! every non-ASCII code point is one byte standing for its class when the pattern names a class
+//! (`\p{L}`...), else over the code points with non-ASCII whitespace read as a vertical tab. The
+//! matchers below follow the hand-written ones step by step (including where they differ from the
+//! regex they name, e.g. a trailing single space is a word of its own) and reproduce what
+//! `std::regex` finds for the simple patterns of `default`, StarCoder, Falcon and DeepSeek (`\s`
+//! is then the 6 ASCII spaces and, standing in for the others, every Unicode White_Space code
+//! point). Each step refines the words of the previous one, as llama.cpp applies a list of
+//! patterns.
 
 use super::unicode::{flags, Class, Flags};
 use super::vocab::Split;
@@ -41,10 +44,18 @@ pub(crate) fn split(split: Split, text: &str) -> Vec<&str> {
     if t.cpts.is_empty() {
         return Vec::new();
     }
+    let ascii_triples = |t: &Text, p: usize, end: usize| {
+        if p + 3 <= end && t.cpts[p..p + 3].iter().all(|c| c.is_ascii_digit()) {
+            3
+        } else {
+            0
+        }
+    };
     match split {
         Split::Gpt2 => words = gpt2(&t, &words),
-        Split::Llama3 => words = llama3(&t, &words, false),
-        Split::Qwen2 => words = llama3(&t, &words, true),
+        Split::Llama3 => words = llama3(&t, &words, Llama3Style::Llama3),
+        Split::Qwen2 => words = llama3(&t, &words, Llama3Style::Qwen2),
+        Split::Qwen35 => words = llama3(&t, &words, Llama3Style::Qwen35),
         Split::Digits => {
             words = runs(&t, &words, |t, p, end| {
                 usize::from(p < end && is_number_collapsed(t.cpts[p], t.flags[p]))
@@ -52,15 +63,45 @@ pub(crate) fn split(split: Split, text: &str) -> Vec<&str> {
             words = gpt2(&t, &words);
         }
         Split::Default => {
+            // [\p{P}\$\+<=>\^~\|]+, GPT-2, \p{N}+, [0-9][0-9][0-9]
             words = runs(&t, &words, |t, p, end| run_len(t, p, end, is_punct_collapsed));
             words = gpt2(&t, &words);
             words = runs(&t, &words, |t, p, end| run_len(t, p, end, is_number_collapsed));
+            words = runs(&t, &words, ascii_triples);
+        }
+        Split::Falcon => {
+            // [\p{P}\$\+<=>\^~\|`]+, GPT-2, [0-9][0-9][0-9]
             words = runs(&t, &words, |t, p, end| {
-                if p + 3 <= end && t.cpts[p..p + 3].iter().all(|c| c.is_ascii_digit()) {
-                    3
-                } else {
-                    0
-                }
+                run_len(t, p, end, |c, f| is_punct_only_collapsed(c, f) || is_symbol_ascii(c))
+            });
+            words = gpt2(&t, &words);
+            words = runs(&t, &words, ascii_triples);
+        }
+        Split::DeepseekLlm => {
+            // [\r\n], \s?[<cased letters>]+, \s?[!-/:-~！-／：-～‘-‟　-。]+, \s+$, [一-龥ࠀ-一가-퟿]+,
+            // \p{N}+
+            words = runs(&t, &words, |t, p, _| usize::from(matches!(t.cpts[p], '\r' | '\n')));
+            words = runs(&t, &words, |t, p, end| space_then_run(t, p, end, is_cased_letter));
+            words = runs(&t, &words, |t, p, end| space_then_run(t, p, end, is_deepseek_punct));
+            words = trailing_space(&t, &words);
+            words = runs(&t, &words, |t, p, end| run_len(t, p, end, is_deepseek_cjk));
+            words = runs(&t, &words, |t, p, end| run_len(t, p, end, is_number_collapsed));
+        }
+        Split::DeepseekCoder => {
+            // [\r\n], \s?\p{L}+, \s?\p{P}+, [一-龥ࠀ-一가-퟿]+, \p{N}
+            words = runs(&t, &words, |t, p, _| usize::from(matches!(t.cpts[p], '\r' | '\n')));
+            words = runs(&t, &words, |t, p, end| space_then_run(t, p, end, is_letter_collapsed));
+            words =
+                runs(&t, &words, |t, p, end| space_then_run(t, p, end, is_punct_only_collapsed));
+            words = runs(&t, &words, |t, p, end| run_len(t, p, end, is_deepseek_cjk));
+            words =
+                runs(&t, &words, |t, p, _| usize::from(is_number_collapsed(t.cpts[p], t.flags[p])));
+        }
+        Split::Newlines => {
+            // [^\n]+|[\n]+
+            words = runs(&t, &words, |t, p, end| {
+                let nl = t.cpts[p] == '\n';
+                t.cpts[p..end].iter().take_while(|&&c| (c == '\n') == nl).count()
             });
         }
     }
@@ -82,14 +123,188 @@ fn is_number_collapsed(c: char, f: Flags) -> bool {
     }
 }
 
-/// `[\p{P}\$\+<=>\^~\|]` of a collapsed pattern: ASCII punctuation (the backtick is a symbol)
-/// and `$+<=>^~|`, or a non-ASCII punctuation code point that is not whitespace.
+/// `\p{P}` of a collapsed pattern: llama.cpp's ASCII punctuation (`!-#%-*,-/:;?@[-]_{}`), or a
+/// non-ASCII punctuation code point that is not whitespace.
+fn is_punct_only_collapsed(c: char, f: Flags) -> bool {
+    (c.is_ascii() || !f.whitespace) && f.class == Class::Punctuation
+}
+
+/// `[\p{P}\$\+<=>\^~\|]` of a collapsed pattern (`default`'s; the backtick is not in it).
 fn is_punct_collapsed(c: char, f: Flags) -> bool {
+    is_punct_only_collapsed(c, f) || (is_symbol_ascii(c) && c != '`')
+}
+
+/// `\p{L}` of a collapsed pattern: ASCII letters, or a non-ASCII letter that is not whitespace.
+fn is_letter_collapsed(c: char, f: Flags) -> bool {
     if c.is_ascii() {
-        matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|') || f.class == Class::Punctuation
+        c.is_ascii_alphabetic()
     } else {
-        !f.whitespace && f.class == Class::Punctuation
+        !f.whitespace && f.class == Class::Letter
     }
+}
+
+/// The ASCII symbols `$+<=>^`|~` (llama.cpp's `\p{S}` below 128).
+fn is_symbol_ascii(c: char) -> bool {
+    matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '`' | '|' | '~')
+}
+
+/// `\s` of llama.cpp's `std::regex` patterns: the ASCII spaces `\t \n \v \f \r` and ' ', and
+/// every other White_Space code point, which llama.cpp rewrites as `\v` before matching.
+fn is_space(f: Flags) -> bool {
+    f.whitespace
+}
+
+/// Whether `c` is in `ranges` (sorted, inclusive, disjoint); non-ASCII whitespace never is (the
+/// matcher sees it as `\v`).
+fn in_ranges(c: char, f: Flags, ranges: &[(u32, u32)]) -> bool {
+    let cp = c as u32;
+    if cp > 0x7f && f.whitespace {
+        return false;
+    }
+    let i = ranges.partition_point(|&(_, hi)| hi < cp);
+    ranges.get(i).is_some_and(|&(lo, _)| lo <= cp)
+}
+
+/// The letters DeepSeek LLM's pattern `\s?[A-Za-zµÀ-ÖØ-öø-ƺ...]+` lists (its tokenizer.json spells
+/// out the cased letters), as ranges.
+const DEEPSEEK_CASED: &[(u32, u32)] = &[
+    (0x41, 0x5A),
+    (0x61, 0x7A),
+    (0xB5, 0xB5),
+    (0xC0, 0xD6),
+    (0xD8, 0xF6),
+    (0xF8, 0x1BA),
+    (0x1BC, 0x1BF),
+    (0x1C4, 0x293),
+    (0x295, 0x2AF),
+    (0x370, 0x373),
+    (0x376, 0x377),
+    (0x37B, 0x37D),
+    (0x37F, 0x37F),
+    (0x386, 0x386),
+    (0x388, 0x38A),
+    (0x38C, 0x38C),
+    (0x38E, 0x3A1),
+    (0x3A3, 0x3F5),
+    (0x3F7, 0x481),
+    (0x48A, 0x52F),
+    (0x531, 0x556),
+    (0x10A0, 0x10C5),
+    (0x13A0, 0x13F5),
+    (0x13F8, 0x13FD),
+    (0x1C90, 0x1CBA),
+    (0x1CBD, 0x1CBF),
+    (0x1D00, 0x1D2B),
+    (0x1D6B, 0x1D77),
+    (0x1D79, 0x1D9A),
+    (0x1E00, 0x1F15),
+    (0x1F18, 0x1F1D),
+    (0x1F20, 0x1F45),
+    (0x1F48, 0x1F4D),
+    (0x1F50, 0x1F57),
+    (0x1F59, 0x1F59),
+    (0x1F5B, 0x1F5B),
+    (0x1F5D, 0x1F5D),
+    (0x1F5F, 0x1F7D),
+    (0x1F80, 0x1FB4),
+    (0x1FB6, 0x1FBC),
+    (0x1FBE, 0x1FBE),
+    (0x1FC2, 0x1FC4),
+    (0x1FC6, 0x1FCC),
+    (0x1FD0, 0x1FD3),
+    (0x1FD6, 0x1FDB),
+    (0x1FE0, 0x1FEC),
+    (0x1FF2, 0x1FF4),
+    (0x1FF6, 0x1FFC),
+    (0x2102, 0x2102),
+    (0x2107, 0x2107),
+    (0x210A, 0x2113),
+    (0x2115, 0x2115),
+    (0x2119, 0x211D),
+    (0x2124, 0x2124),
+    (0x2126, 0x2126),
+    (0x2128, 0x2128),
+    (0x212A, 0x212D),
+    (0x212F, 0x2134),
+    (0x2139, 0x2139),
+    (0x213C, 0x213F),
+    (0x2145, 0x2149),
+    (0x214E, 0x214E),
+    (0x2183, 0x2184),
+    (0x2C00, 0x2C7B),
+    (0x2C7E, 0x2CE4),
+    (0x2CEB, 0x2CEE),
+    (0x2CF2, 0x2CF3),
+    (0xA640, 0xA66D),
+    (0xA680, 0xA69B),
+    (0xA722, 0xA76F),
+    (0xA771, 0xA787),
+    (0xA78B, 0xA78E),
+    (0xAB70, 0xABBF),
+    (0xFB00, 0xFB06),
+    (0xFB13, 0xFB17),
+    (0xFF21, 0xFF3A),
+    (0xFF41, 0xFF5A),
+    (0x10400, 0x1044F),
+    (0x104B0, 0x104D3),
+    (0x104D8, 0x104FB),
+    (0x10C80, 0x10CB2),
+    (0x10CC0, 0x10CF2),
+    (0x118A0, 0x118DF),
+    (0x1E900, 0x1E943),
+];
+
+fn is_cased_letter(c: char, f: Flags) -> bool {
+    in_ranges(c, f, DEEPSEEK_CASED)
+}
+
+/// DeepSeek LLM's `[!-/:-~！-／：-～‘-‟　-。]` (U+3000 is whitespace, so never in it).
+fn is_deepseek_punct(c: char, f: Flags) -> bool {
+    const R: &[(u32, u32)] = &[
+        (0x21, 0x2F),
+        (0x3A, 0x7E),
+        (0x2018, 0x201F),
+        (0x3000, 0x3002),
+        (0xFF01, 0xFF0F),
+        (0xFF1A, 0xFF5E),
+    ];
+    in_ranges(c, f, R)
+}
+
+/// DeepSeek's `[一-龥ࠀ-一가-퟿]`: U+0800..U+9FA5 and U+AC00..U+D7FF (not whitespace).
+fn is_deepseek_cjk(c: char, f: Flags) -> bool {
+    in_ranges(c, f, &[(0x800, 0x9FA5), (0xAC00, 0xD7FF)])
+}
+
+/// A match of `\s?X+` at `p` (X given by `class`): its length, 0 for none.
+fn space_then_run(t: &Text, p: usize, end: usize, class: impl Fn(char, Flags) -> bool) -> usize {
+    let from = if is_space(t.flags[p]) && p + 1 < end && class(t.cpts[p + 1], t.flags[p + 1]) {
+        p + 1
+    } else {
+        p
+    };
+    let n = run_len(t, from, end, class);
+    if n == 0 {
+        0
+    } else {
+        from - p + n
+    }
+}
+
+/// Refines `words` by `\s+$`: the whitespace a word ends with becomes a word of its own.
+fn trailing_space(t: &Text, words: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(words.len());
+    let mut start = 0;
+    for &len in words {
+        let end = start + len;
+        let n = t.flags[start..end].iter().rev().take_while(|f| is_space(**f)).count();
+        if n > 0 && n < len {
+            out.push(len - n);
+        }
+        out.push(if n > 0 { n } else { len });
+        start = end;
+    }
+    out
 }
 
 /// Length of the run of code points in `[p, end)` from `p` that satisfy `pred`.
@@ -243,10 +458,25 @@ fn gpt2(t: &Text, words: &[usize]) -> Vec<usize> {
     out
 }
 
+/// The variants of Llama 3's pattern.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Llama3Style {
+    /// Digits in groups of up to three.
+    Llama3,
+    /// Qwen 2: `\p{N}` instead of `\p{N}{1,3}`.
+    Qwen2,
+    /// Qwen 3.5: Qwen 2's with marks as letters (`[\p{L}\p{M}]+`, `[^\s\p{L}\p{M}\p{N}]+`).
+    Qwen35,
+}
+
 /// Llama 3: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-/// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`; with `single_digits` (Qwen 2) `\p{N}`
-/// instead of `\p{N}{1,3}`.
-fn llama3(t: &Text, words: &[usize], single_digits: bool) -> Vec<usize> {
+/// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`, or a variant of it.
+fn llama3(t: &Text, words: &[usize], style: Llama3Style) -> Vec<usize> {
+    let single_digits = style != Llama3Style::Llama3;
+    let marks = style == Llama3Style::Qwen35;
+    // \p{L}, or [\p{L}\p{M}] for Qwen 3.5
+    let wordy = move |f: Flags| f.letter() || (marks && f.class == Class::Mark);
+    let other = move |f: Flags| !(f.whitespace || wordy(f) || f.number());
     let mut out = Vec::with_capacity(words.len());
     let mut start = 0;
     for &len in words {
@@ -267,11 +497,9 @@ fn llama3(t: &Text, words: &[usize], single_digits: bool) -> Vec<usize> {
                 continue;
             }
             // [^\r\n\p{L}\p{N}]?\p{L}+
-            if !(cpt == '\r' || cpt == '\n' || f.number())
-                && (f.letter() || s.is(pos + 1, Flags::letter))
-            {
+            if !(cpt == '\r' || cpt == '\n' || f.number()) && (wordy(f) || s.is(pos + 1, wordy)) {
                 let mut p = pos + 1;
-                while s.is(p, Flags::letter) {
+                while s.is(p, wordy) {
                     p += 1;
                 }
                 push(p, &mut pos);
@@ -296,9 +524,9 @@ fn llama3(t: &Text, words: &[usize], single_digits: bool) -> Vec<usize> {
             // ' ?[^\s\p{L}\p{N}]+[\r\n]*': the space's successor decides; a space at the end of
             // the word (no successor) is taken alone here
             let f2 = if cpt == ' ' { s.flags(pos + 1) } else { Some(f) };
-            if f2.is_none_or(not_space_letter_number) {
+            if f2.is_none_or(other) {
                 let mut p = pos + usize::from(cpt == ' ');
-                while s.is(p, not_space_letter_number) {
+                while s.is(p, other) {
                     p += 1;
                 }
                 while matches!(s.cpt(p), Some('\r' | '\n')) {

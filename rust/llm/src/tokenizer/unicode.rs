@@ -80,6 +80,34 @@ pub(crate) fn flags(c: char) -> Flags {
     Flags { class, whitespace: c.is_whitespace() }
 }
 
+/// llama.cpp's `unicode_tolower`: the simple lowercase mapping of UnicodeData.txt, for the code
+/// points assigned in Unicode 15.1 (std's tables are newer: a letter added since, unassigned for
+/// llama.cpp, is left as it is). The full mapping's first code point is the simple mapping (they
+/// differ only for U+0130, whose full mapping is "i" + U+0307).
+pub(crate) fn lowercase(c: char) -> char {
+    if c.is_ascii() {
+        return c.to_ascii_lowercase();
+    }
+    if flags(c).class == Class::Unassigned {
+        return c;
+    }
+    c.to_lowercase().next().unwrap_or(c)
+}
+
+/// llama.cpp's `unicode_cpts_normalize_nfd` of one code point: the first code point of its
+/// canonical decomposition (the combining marks after it are dropped), for the code points
+/// assigned in Unicode 15.1.
+pub(crate) fn nfd_first(c: char) -> char {
+    if c.is_ascii() || flags(c).class == Class::Unassigned {
+        return c;
+    }
+    let mut first = None;
+    unicode_normalization::char::decompose_canonical(c, |d| {
+        first.get_or_insert(d);
+    });
+    first.unwrap_or(c)
+}
+
 fn ascii_class(b: u8) -> Class {
     match b {
         b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
@@ -149,6 +177,81 @@ pub(crate) fn char_to_byte(c: char) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// llama.cpp's code point tables (`src/unicode-data.cpp` of the llama-cpp-python 0.3.36 source
+    /// package, which scripts/setup.sh unpacks) against these functions, for every code point:
+    /// the General_Category group, White_Space, the simple lowercase mapping and the first code
+    /// point of the canonical decomposition.
+    #[test]
+    fn every_code_point_is_classified_mapped_and_decomposed_as_llama_cpp() {
+        let dir = match std::env::var_os("TESSERA_LLAMA_SUITE") {
+            Some(d) => std::path::PathBuf::from(d),
+            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/llama-tokenizer-suite"),
+        };
+        let path = dir.join("src/unicode-data.cpp");
+        let src = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (scripts/setup.sh unpacks llama.cpp's test suite there)",
+                path.display()
+            )
+        });
+        // the hex numbers of the lines of the table that starts at the line naming `name`
+        let table = |name: &str| -> Vec<Vec<u32>> {
+            let start = src.find(name).unwrap_or_else(|| panic!("{name} not found"));
+            src[start..]
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.starts_with("};"))
+                .map(|l| {
+                    l.split(|c: char| !c.is_ascii_alphanumeric())
+                        .filter_map(|x| x.strip_prefix("0x"))
+                        .map(|x| u32::from_str_radix(x, 16).expect("hex"))
+                        .collect()
+                })
+                .collect()
+        };
+        let ranges = table("unicode_ranges_flags");
+        let whitespace: std::collections::HashSet<u32> =
+            table("unicode_set_whitespace").into_iter().map(|v| v[0]).collect();
+        let lower: std::collections::HashMap<u32, u32> =
+            table("unicode_map_lowercase").into_iter().map(|v| (v[0], v[1])).collect();
+        let nfd = table("unicode_ranges_nfd");
+        assert!(ranges.len() > 1000 && whitespace.len() == 25 && lower.len() > 1000);
+        assert!(nfd.len() > 1000);
+
+        let (mut r, mut d) = (0, 0);
+        let mut checked = 0;
+        for cp in 0..0x110000u32 {
+            while ranges[r + 1][0] <= cp {
+                r += 1;
+            }
+            while d + 1 < nfd.len() && nfd[d + 1][0] <= cp {
+                d += 1;
+            }
+            let Some(c) = char::from_u32(cp) else { continue };
+            let class = match ranges[r][1] & 0xff {
+                0x01 => Class::Unassigned,
+                0x02 => Class::Number,
+                0x04 => Class::Letter,
+                0x08 => Class::Separator,
+                0x10 => Class::Mark,
+                0x20 => Class::Punctuation,
+                0x40 => Class::Symbol,
+                0x80 => Class::Control,
+                f => panic!("U+{cp:04X}: flags {f:#x}"),
+            };
+            let want = Flags { class, whitespace: whitespace.contains(&cp) };
+            assert_eq!(flags(c), want, "U+{cp:04X}");
+            let want_lower = lower.get(&cp).copied().unwrap_or(cp);
+            assert_eq!(lowercase(c) as u32, want_lower, "lowercase of U+{cp:04X}");
+            let (first, last, to) = (nfd[d][0], nfd[d][1], nfd[d][2]);
+            let want_nfd = if first <= cp && cp <= last { to } else { cp };
+            assert_eq!(nfd_first(c) as u32, want_nfd, "NFD of U+{cp:04X}");
+            checked += 1;
+        }
+        assert_eq!(checked, 0x110000 - 0x800);
+    }
 
     #[test]
     fn byte_map_round_trips_and_matches_gpt2() {

@@ -33,6 +33,11 @@ pub(crate) mod keys {
     pub const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
     pub const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
     pub const ADD_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    pub const ADD_SEP: &str = "tokenizer.ggml.add_sep_token";
+    pub const LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
+    pub const STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
+    pub const NAME: &str = "general.name";
+    pub const ARCH: &str = "general.architecture";
 }
 
 /// A token's type, as GGUF's `tokenizer.ggml.token_type` codes it.
@@ -77,8 +82,13 @@ pub enum VocabKind {
     /// `llama`: SentencePiece, merging the pair whose token has the highest score, with byte
     /// fallback and spaces written as U+2581 (Gemma, Llama 2, Mistral).
     Spm,
-    /// `gpt2`: byte-level BPE, merging by rank after a regex pre-tokenizer (Llama 3, Qwen, GPT-2).
+    /// `gpt2`: byte-level BPE, merging by rank after a regex pre-tokenizer (Llama 3, Qwen, GPT-2);
+    /// also `gemma4`, BPE over raw UTF-8 with spaces written as U+2581 and byte-fallback tokens
+    /// (see [`PreTokenizer::byte_encode`]).
     Bpe,
+    /// `bert`: WordPiece, the longest token first, after BERT's normalizer (lowercase, accents
+    /// stripped, punctuation and CJK characters apart); word-initial tokens start with U+2581.
+    Wpm,
 }
 
 /// How a BPE pre-tokenizer cuts text into words before merging.
@@ -96,6 +106,56 @@ pub enum Split {
     Qwen2,
     /// StarCoder's: every digit alone, then GPT-2's pattern.
     Digits,
+    /// Qwen 3.5's pattern: Qwen 2's with combining marks counted as letters.
+    Qwen35,
+    /// Falcon's: runs of punctuation and ASCII symbols, then GPT-2's pattern, then groups of
+    /// three ASCII digits.
+    Falcon,
+    /// DeepSeek LLM's: `\r` and `\n` alone, then cased letters, punctuation (with one leading
+    /// space each), trailing whitespace, CJK runs and runs of digits apart.
+    DeepseekLlm,
+    /// DeepSeek Coder's: `\r` and `\n` alone, then letters, punctuation (with one leading space
+    /// each), CJK runs and every digit apart.
+    DeepseekCoder,
+    /// Gemma 4's: runs of newlines and runs of other characters (spaces are U+2581 by then).
+    Newlines,
+}
+
+/// Special tokens that take the whitespace beside them out of the text (llama.cpp's LSTRIP and
+/// RSTRIP attributes, which it sets by model name, pre-tokenizer or architecture, not from the
+/// file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SpaceStrip {
+    /// None do.
+    #[default]
+    None,
+    /// `<mask>` takes the whitespace before it (Jina v2 de / es / code, Nomic BERT MoE, Jina
+    /// BERT v3).
+    MaskBefore,
+    /// `[MASK]` takes the whitespace before it (ModernBERT).
+    BracketMaskBefore,
+    /// Every special token but `<unk>`, `<s>` and `<|endoftext|>` takes the whitespace after it
+    /// (models whose `general.name` says Phi-3).
+    Phi3After,
+}
+
+impl SpaceStrip {
+    /// llama.cpp's rule for a model of `general.name` `name`, pre-tokenizer `pre` and
+    /// `general.architecture` `arch`.
+    pub fn of(name: &str, pre: &str, arch: &str) -> SpaceStrip {
+        let name = name.to_ascii_lowercase();
+        if ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre.contains(p))
+            || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|a| arch.contains(a))
+        {
+            SpaceStrip::MaskBefore
+        } else if name.contains("phi-3") || name.contains("phi3") {
+            SpaceStrip::Phi3After
+        } else if name.contains("modern-bert") {
+            SpaceStrip::BracketMaskBefore
+        } else {
+            SpaceStrip::None
+        }
+    }
 }
 
 /// The pre-tokenizer `tokenizer.ggml.pre` names, with the flags llama.cpp ties to that name.
@@ -114,6 +174,14 @@ pub struct PreTokenizer {
     pub add_bos_default: bool,
     /// Whether this pre-tokenizer has no BOS token unless the file names one (ChatGLM).
     pub no_default_bos: bool,
+    /// Whether BOS is added whatever the file says (Gemma 4: llama.cpp overrides a false
+    /// `add_bos_token`).
+    pub force_add_bos: bool,
+    /// Whether spaces are written as U+2581 before tokenizing and decoded back (Gemma 4).
+    pub escape_whitespaces: bool,
+    /// Whether words are written in GPT-2's byte-to-unicode form before merging (byte-level BPE);
+    /// when not (Gemma 4), bytes without a token become byte-fallback tokens `<0xXX>`.
+    pub byte_encode: bool,
 }
 
 impl PreTokenizer {
@@ -140,8 +208,14 @@ impl PreTokenizer {
             "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open"
             | "grok-2" => (Qwen2, false, false, false, false),
             "stablelm2" | "megrez" => (Qwen2, true, false, false, false),
+            "qwen35" => (Qwen35, false, false, false, false),
+            "falcon" => (Falcon, true, false, false, false),
+            "deepseek-llm" => (DeepseekLlm, false, false, false, false),
+            "deepseek-coder" => (DeepseekCoder, false, false, false, false),
+            "gemma4" | "granite-embed-multi-311m" => (Newlines, true, false, false, false),
             _ => return Err(TokenizerError::UnknownPreTokenizer(name.to_string())),
         };
+        let spm_style = split == Newlines;
         Ok(PreTokenizer {
             name: name.to_string(),
             split,
@@ -149,11 +223,24 @@ impl PreTokenizer {
             ignore_merges: ignore,
             add_bos_default: add_bos,
             no_default_bos: no_bos,
+            force_add_bos: spm_style,
+            escape_whitespaces: spm_style,
+            byte_encode: !spm_style,
         })
     }
 
     /// The (unused) pre-tokenizer of a SentencePiece vocabulary: llama.cpp ignores the name.
     pub fn spm(name: &str) -> PreTokenizer {
+        PreTokenizer { clean_spaces: false, ..PreTokenizer::unsplit(name) }
+    }
+
+    /// The (unused) pre-tokenizer of a WordPiece vocabulary: llama.cpp ignores the name; decoding
+    /// cleans up spaces.
+    pub fn wpm(name: &str) -> PreTokenizer {
+        PreTokenizer { clean_spaces: true, ..PreTokenizer::unsplit(name) }
+    }
+
+    fn unsplit(name: &str) -> PreTokenizer {
         PreTokenizer {
             name: name.to_string(),
             split: Split::Default,
@@ -161,6 +248,9 @@ impl PreTokenizer {
             ignore_merges: false,
             add_bos_default: true,
             no_default_bos: false,
+            force_add_bos: false,
+            escape_whitespaces: false,
+            byte_encode: false,
         }
     }
 }
@@ -221,6 +311,16 @@ pub struct Vocab {
     /// Whether SPM text after the start or a special token gets a leading space, and decoding
     /// drops the first piece's leading space.
     pub add_space_prefix: bool,
+    /// Whether a pair of texts is joined with SEP (`llama_vocab_get_add_sep`: BERT-style models,
+    /// for reranking).
+    pub add_sep: bool,
+    /// WordPiece: whether text is lowercased first (`tokenizer.ggml.normalizer.lowercase`).
+    pub lowercase: bool,
+    /// WordPiece: whether accents are stripped first (`tokenizer.ggml.normalizer.strip_accents`,
+    /// by default as `lowercase`).
+    pub strip_accents: bool,
+    /// Which special tokens take the whitespace beside them out of the text.
+    pub space_strip: SpaceStrip,
 }
 
 /// Metadata values a vocabulary is read from: implemented for [`tessera_gguf::GgufFile`] and,
@@ -263,6 +363,9 @@ impl Vocab {
         let (kind, pre) = match model.as_str() {
             "llama" => (VocabKind::Spm, PreTokenizer::spm(&pre_name)),
             "gpt2" => (VocabKind::Bpe, PreTokenizer::bpe(&pre_name)?),
+            // llama.cpp takes Gemma 4's pre-tokenizer whatever the file names
+            "gemma4" => (VocabKind::Bpe, PreTokenizer::bpe("gemma4")?),
+            "bert" => (VocabKind::Wpm, PreTokenizer::wpm(&pre_name)),
             _ => return Err(TokenizerError::UnknownModel(model)),
         };
 
@@ -304,14 +407,19 @@ impl Vocab {
                 .strings(keys::MERGES)?
                 .ok_or(TokenizerError::MissingKey(keys::MERGES))?
                 .to_vec(),
-            VocabKind::Spm => Vec::new(),
+            VocabKind::Spm | VocabKind::Wpm => Vec::new(),
         };
 
-        // llama.cpp's default special ids by kind; a default past the vocabulary is dropped, an
-        // id from the file past it is ignored (the default stays), as llama.cpp does
-        let (mut bos, mut eos, mut unk) = match kind {
-            VocabKind::Spm => (Some(1), Some(2), Some(0)),
-            VocabKind::Bpe => (if pre.no_default_bos { None } else { Some(11) }, Some(11), None),
+        // llama.cpp's default special ids by tokenizer model (bos, eos, unk, sep, pad, mask); a
+        // default past the vocabulary is dropped, an id from the file past it is ignored (the
+        // default stays), as llama.cpp does
+        let (mut bos, mut eos, mut unk, sep, pad, mask) = match model.as_str() {
+            "llama" => (Some(1), Some(2), Some(0), None, None, None),
+            "bert" => (Some(101), None, Some(100), Some(102), Some(0), Some(103)),
+            "gpt2" => {
+                (if pre.no_default_bos { None } else { Some(11) }, Some(11), None, None, None, None)
+            }
+            _ => (None, None, None, None, None, None),
         };
         let special =
             |key: &'static str, default: Option<u32>| -> Result<Option<u32>, TokenizerError> {
@@ -326,9 +434,9 @@ impl Vocab {
         unk = special(keys::UNK, unk)?;
         let eot = special(keys::EOT, None)?;
         let eom = special(keys::EOM, None)?;
-        let sep = special(keys::SEP, None)?;
-        let pad = special(keys::PAD, None)?;
-        let mask = special(keys::MASK, None)?;
+        let sep = special(keys::SEP, sep)?;
+        let pad = special(keys::PAD, pad)?;
+        let mask = special(keys::MASK, mask)?;
         let fim_pad = special(keys::FIM_PAD, None)?;
         let fim_rep = special(keys::FIM_REP, None)?;
         let fim_sep = special(keys::FIM_SEP, None)?;
@@ -338,8 +446,17 @@ impl Vocab {
         let fim_mid = special(keys::MIDDLE, special(keys::FIM_MID, None)?)?;
 
         let add_space_prefix = meta.boolean(keys::ADD_PREFIX)?.unwrap_or(kind == VocabKind::Spm);
-        let add_bos = meta.boolean(keys::ADD_BOS)?.unwrap_or(pre.add_bos_default);
+        let add_bos =
+            pre.force_add_bos || meta.boolean(keys::ADD_BOS)?.unwrap_or(pre.add_bos_default);
         let add_eos = meta.boolean(keys::ADD_EOS)?.unwrap_or(false);
+        let add_sep = meta.boolean(keys::ADD_SEP)?.unwrap_or(kind == VocabKind::Wpm);
+        let lowercase = meta.boolean(keys::LOWERCASE)?.unwrap_or(true);
+        let strip_accents = meta.boolean(keys::STRIP_ACCENTS)?.unwrap_or(lowercase);
+        let space_strip = SpaceStrip::of(
+            meta.string(keys::NAME)?.unwrap_or(""),
+            &pre_name,
+            meta.string(keys::ARCH)?.unwrap_or(""),
+        );
 
         let vocab = Vocab {
             kind,
@@ -366,6 +483,10 @@ impl Vocab {
             add_bos,
             add_eos,
             add_space_prefix,
+            add_sep,
+            lowercase,
+            strip_accents,
+            space_strip,
         };
         Ok((vocab, tokens))
     }

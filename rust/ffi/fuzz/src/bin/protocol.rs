@@ -13,9 +13,10 @@
 //!   allocate more than the fuzzer's memory limit, and the largest matrix product a plan can
 //!   hold (295 x 295 x 295) takes about 30 ms. (A document of dozens of such products could
 //!   still exceed AFL's 1 s timeout: such a hang would be the harness's limit, not a bug.)
-//! - files: every `path` (`loadModel`, `ggufInfo`, a version-2 document's `files`) is mapped
-//!   into a temporary directory of small files (broken ones, and one valid GGUF), so no real
-//!   file (a 253 MB model, a device) is ever read.
+//! - files: every `path` (`loadModel`, `ggufInfo`, a version-2 document's `files`,
+//!   `setModelsDirectory`) is mapped into a temporary directory of small files (broken ones,
+//!   and one valid GGUF), so no real file (a 253 MB model, a device) is ever read or written;
+//!   every `url` (`downloadModel`) becomes one of a closed port of the loopback.
 
 use serde_json::Value;
 use std::ffi::{CStr, CString};
@@ -42,6 +43,8 @@ const KINDS: &[&str] = &[
     "ContextFull",
     "OutOfMemory",
     "Backend",
+    "Network",
+    "Storage",
 ];
 
 /// Whether each request and response is printed to stderr (`TESSERA_FUZZ_ECHO=1`, for
@@ -105,25 +108,31 @@ fn sandbox() -> &'static PathBuf {
 /// A path mapped into the sandbox: its letters, digits, `.`, `_` and `-` (at most 64, no
 /// leading dot) name a file there, one that may not exist.
 fn mapped(path: &str) -> String {
+    sandbox().join(mapped_name(path)).to_string_lossy().into_owned()
+}
+
+/// The file name [`mapped`] gives `path`.
+fn mapped_name(path: &str) -> String {
     let name: String = path
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         .take(64)
         .collect();
     let name = name.trim_start_matches('.');
-    let name = if name.is_empty() { "missing" } else { name };
-    sandbox().join(name).to_string_lossy().into_owned()
+    if name.is_empty() { "missing" } else { name }.to_string()
 }
 
 /// Maps every `path` string (of `loadModel`, `ggufInfo`, a version-2 document's `files`,
-/// graphs given as strings included) into the sandbox and lowers every `memoryBudget` above
-/// [`BUDGET`] to it.
+/// `setModelsDirectory`, graphs given as strings included) into the sandbox, every `url` to a
+/// closed port of the loopback, and lowers every `memoryBudget` above [`BUDGET`] to it.
 fn sandbox_value(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
                 match (key.as_str(), item) {
                     ("path", Value::String(path)) => *path = mapped(path),
+                    // Downloads never leave the machine: a closed port of the loopback.
+                    ("url", Value::String(url)) => *url = format!("http://127.0.0.1:9/{}", mapped_name(url)),
                     ("memoryBudget", budget) if budget.as_u64().is_some_and(|b| b > BUDGET) => {
                         *budget = BUDGET.into()
                     }

@@ -3887,6 +3887,17 @@ sealed class TesseraException(message: String): kotlin.Exception(message) {
      */
         class Internal(message: String) : TesseraException(message)
         
+    /**
+     * A download failed on the network: no connection, a cut one, an HTTP error status.
+     */
+        class Network(message: String) : TesseraException(message)
+        
+    /**
+     * Files could not be written: not enough free space, a full disk, a folder that cannot
+     * be created.
+     */
+        class Storage(message: String) : TesseraException(message)
+        
 
     companion object ErrorHandler : UniffiRustCallStatusErrorHandler<TesseraException> {
         override fun lift(error_buf: RustBuffer.ByValue): TesseraException = FfiConverterTypeTesseraError.lift(error_buf)
@@ -3916,6 +3927,8 @@ public object FfiConverterTypeTesseraError : FfiConverterRustBuffer<TesseraExcep
             14 -> TesseraException.OutOfMemory(FfiConverterString.read(buf))
             15 -> TesseraException.Backend(FfiConverterString.read(buf))
             16 -> TesseraException.Internal(FfiConverterString.read(buf))
+            17 -> TesseraException.Network(FfiConverterString.read(buf))
+            18 -> TesseraException.Storage(FfiConverterString.read(buf))
             else -> throw RuntimeException("invalid error enum value, something is very wrong!!")
         }
         
@@ -3989,6 +4002,14 @@ public object FfiConverterTypeTesseraError : FfiConverterRustBuffer<TesseraExcep
             }
             is TesseraException.Internal -> {
                 buf.putInt(16)
+                Unit
+            }
+            is TesseraException.Network -> {
+                buf.putInt(17)
+                Unit
+            }
+            is TesseraException.Storage -> {
+                buf.putInt(18)
                 Unit
             }
         }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }

@@ -41,7 +41,33 @@ import java.util.concurrent.atomic.AtomicInteger
  * @param installEventSink installs a sink of protocol events (their JSON text) with the core (the
  *   generated `setEventListener`), or removes it when given `null`
  * @param emitEvent receives each protocol event, on the thread of the call that produced it
+ * @param modelsDirectory the folder `downloadModel` writes to (the module: the app's
+ *   `files/tessera/models`), told to the core once, before the first request that reaches it;
+ *   `null` for none
+ * @param openContent opens a `content://` URI through the content resolver (the module's
+ *   [ContentSource]s); `null` where there are none. A `loadModel` of such a URI then reads the
+ *   document in place (`/proc/self/fd/N` of a regular file) or, when the provider gives a pipe,
+ *   copies it into [contentCopies] first, with `copyProgress` events (`cancelLoad` stops it)
+ * @param contentCopies the folder of those copies (the module: `files/tessera/imports`)
  */
+/**
+ * A `content://` document opened through the content resolver ([TesseraBridge]'s
+ * `openContent`); closed once the load that opened it has ended.
+ */
+interface ContentSource : java.io.Closeable {
+  /** A path the core can open to read it in place (`/proc/self/fd/N` of a regular file), or null. */
+  val inPlacePath: String?
+
+  /** Its size in bytes, or -1 when the provider does not say. */
+  val size: Long
+
+  /** Its display name (for the name of a copy). */
+  val displayName: String
+
+  /** Its bytes from the start (for a copy). */
+  fun openStream(): java.io.InputStream
+}
+
 class TesseraBridge(
   private val native: (String) -> String,
   private val installLogSink: ((((String, String, String) -> Unit)?) -> Unit) = {},
@@ -50,7 +76,13 @@ class TesseraBridge(
   private val abi: () -> String = { System.getProperty("os.arch") ?: "unknown" },
   private val installEventSink: (((String) -> Unit)?) -> Unit = {},
   private val emitEvent: (String) -> Unit = {},
+  private val modelsDirectory: () -> String? = { null },
+  private val openContent: ((String) -> ContentSource)? = null,
+  private val contentCopies: () -> java.io.File? = { null },
 ) {
+  /** Copies of content documents in progress, by requestId: set to true by `cancelLoad`. */
+  private val copying = java.util.concurrent.ConcurrentHashMap<String, java.util.concurrent.atomic.AtomicBoolean>()
+  @Volatile private var configured = false
   @Volatile private var logging = false
   @Volatile private var shutDown = false
   @Volatile private var nativeUsed = false
@@ -81,6 +113,9 @@ class TesseraBridge(
     libraryFailure?.let { return errorJson(NATIVE_LIBRARY, it) }
     return try {
       ensureEventSink()
+      configure()
+      if (openContent != null && request.startsWith(LOAD_CONTENT)) return loadContent(request, openContent)
+      if (request.startsWith(CANCEL_LOAD)) stringField(request, "requestId")?.let { copying[it]?.set(true) }
       native(request).also { nativeUsed = true }
     } catch (e: Throwable) {
       if (e is InterruptedException) Thread.currentThread().interrupt()
@@ -102,6 +137,83 @@ class TesseraBridge(
       if (shutDown || eventOwner === this) return
       installEventSink(emitEvent)
       eventOwner = this
+    }
+  }
+
+  /**
+   * A `loadModel` of a `content://` URI: the core loads the document in place when the provider
+   * gives a regular file, else a copy in [contentCopies] (reused while its size matches).
+   */
+  private fun loadContent(request: String, open: (String) -> ContentSource): String {
+    val uri = stringField(request, "path") ?: return errorJson("InvalidArgument", "loadModel: a malformed path")
+    val requestId = stringField(request, "requestId")
+    val source =
+      try {
+        open(uri)
+      } catch (e: Exception) {
+        return errorJson("InvalidModel", "$uri: the content resolver cannot open it (${describe(e)})")
+      }
+    return source.use {
+      val path = it.inPlacePath ?: copyOf(uri, it, requestId) ?: return@use errorJson("Cancelled", "loadModel: $uri: cancelled while copying it")
+      native(withPath(request, path)).also { nativeUsed = true }
+    }
+  }
+
+  /** Copies `source` into [contentCopies]; `null` when `cancelLoad` stopped it. */
+  private fun copyOf(uri: String, source: ContentSource, requestId: String?): String? {
+    val dir = contentCopies() ?: throw java.io.IOException("no folder for copies of content documents")
+    dir.mkdirs()
+    val digest = java.security.MessageDigest.getInstance("SHA-256").digest(uri.toByteArray()).take(8).joinToString("") { "%02x".format(it) }
+    val safe = source.displayName.replace(Regex("[^A-Za-z0-9._-]"), "_").take(100)
+    val copy = java.io.File(dir, "$digest-$safe")
+    if (source.size >= 0 && copy.length() == source.size) return copy.absolutePath
+    val cancelled = java.util.concurrent.atomic.AtomicBoolean(false)
+    requestId?.let { copying[it] = cancelled }
+    val part = java.io.File(dir, "${copy.name}.part")
+    try {
+      var received = 0L
+      var reported = -1L
+      val step = if (source.size > 0) maxOf(source.size / 100, 1L) else 4L shl 20
+      source.openStream().use { input ->
+        java.io.FileOutputStream(part).use { out ->
+          val buffer = ByteArray(256 * 1024)
+          while (true) {
+            if (cancelled.get()) return null
+            val n = input.read(buffer)
+            if (n < 0) break
+            out.write(buffer, 0, n)
+            received += n
+            if (requestId != null && (reported < 0 || received - reported >= step)) {
+              reported = received
+              emitEvent(copyEvent(requestId, received, source.size))
+            }
+          }
+        }
+      }
+      if (requestId != null && reported != received) emitEvent(copyEvent(requestId, received, source.size))
+      if (!part.renameTo(copy)) throw java.io.IOException("cannot rename $part to $copy")
+      return copy.absolutePath
+    } finally {
+      requestId?.let { copying.remove(it) }
+      part.delete()
+    }
+  }
+
+  private fun copyEvent(requestId: String, received: Long, total: Long): String =
+    "{\"type\":\"copyProgress\",\"requestId\":${jsonString(requestId)},\"received\":$received," +
+      "\"total\":${if (total >= 0) total.toString() else "null"}}"
+
+  /**
+   * Tells the core the models folder once (`setModelsDirectory`). A failure is logged by the
+   * core's answer and not retried: `downloadModel` then says that no folder is set.
+   */
+  private fun configure() {
+    if (configured) return
+    synchronized(lock) {
+      if (configured) return
+      configured = true
+      val dir = modelsDirectory() ?: return
+      native("{\"method\":\"setModelsDirectory\",\"params\":{\"path\":${jsonString(dir)}}}")
     }
   }
 
@@ -221,6 +333,35 @@ class TesseraBridge(
 
     /** The bridge whose event sink is installed (one per process, as the core's listener). */
     @Volatile private var eventOwner: TesseraBridge? = null
+
+    /** How the JavaScript client writes a `loadModel` of a content URI (JSON.stringify keeps key order). */
+    private const val LOAD_CONTENT = "{\"method\":\"loadModel\",\"path\":\"content://"
+
+    /** How it writes `cancelLoad`. */
+    private const val CANCEL_LOAD = "{\"method\":\"cancelLoad\""
+
+    /** The string value of the top-level `field` of a request (unescaped), or null. */
+    fun stringField(request: String, field: String): String? {
+      val m = Regex("\"" + Regex.escape(field) + "\":\"((?:[^\"\\\\]|\\\\.)*)\"").find(request) ?: return null
+      return m.groupValues[1].replace(Regex("\\\\(u[0-9a-fA-F]{4}|.)")) { e ->
+        val c = e.groupValues[1]
+        when {
+          c.length == 5 -> c.substring(1).toInt(16).toChar().toString()
+          c == "n" -> "\n"
+          c == "t" -> "\t"
+          c == "r" -> "\r"
+          c == "b" -> "\b"
+          c == "f" -> "\u000C"
+          else -> c
+        }
+      }
+    }
+
+    /** `request` with its `path` replaced by `path`. */
+    fun withPath(request: String, path: String): String {
+      val m = Regex("\"path\":\"((?:[^\"\\\\]|\\\\.)*)\"").find(request) ?: return request
+      return request.replaceRange(m.range, "\"path\":" + jsonString(path))
+    }
 
     /** The code of rejections after [shutdown]. */
     const val CLOSED = "Closed"

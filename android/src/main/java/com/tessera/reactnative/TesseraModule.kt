@@ -47,6 +47,9 @@ class TesseraModule(reactContext: ReactApplicationContext) : NativeTesseraSpec(r
         )
       },
       emitEvent = ::emitEvent,
+      modelsDirectory = { java.io.File(reactContext.filesDir, "tessera/models").absolutePath },
+      openContent = { uri -> ResolverContentSource(reactContext.contentResolver, android.net.Uri.parse(uri)) },
+      contentCopies = { java.io.File(reactContext.filesDir, "tessera/imports") },
     )
 
   override fun getName(): String = NAME

@@ -1,0 +1,7 @@
+@file:Suppress("unused", "UNUSED_PARAMETER")
+
+package android.provider
+
+object OpenableColumns {
+  const val DISPLAY_NAME = "_display_name"
+}
