@@ -35,7 +35,8 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     avx512::packed_tile(wt)
 }
 
-/// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt`, with its tile size.
+/// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt` (Q4_0 / Q5_0 / Q8_0 in
+/// `packed_avx2`, the k-quants in `packed_k_avx2`), with its tile size.
 pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx2_tile());

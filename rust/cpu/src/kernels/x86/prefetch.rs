@@ -25,6 +25,11 @@
 //! 4096 x 4096 from RAM, alternating: 1 thread 24.4-25.3 -> 30.8-31.0 GFLOPS, 2 threads
 //! 45.6-46.9 -> 56.1-56.7; from L2 / L3 1 thread 46-47 -> 56-62).
 //!
+//! The AVX2 tier's repacked k-quants prefetch on every CPU, and in their matrix-matrix products
+//! too ([`Site::PackedK256`]; on Zen 5, 4096 x 4096 from L3, 1 thread: Q4_K N = 128 about 195
+//! -> 268 GFLOPS, Q6_K 117 -> 176; matrix-vector from RAM Q6_K 24-25 -> 29-31 GB/s, Q4_K the
+//! same within the noise).
+//!
 //! So AMD's CPUs (and Hygon's, the same cores) leave the AVX-512 tier's repacked one-row
 //! kernels to the hardware prefetchers ([`Site::Packed512`], [`Site::KQuant512`] off) but for
 //! Q6_K's L2 prefetch ([`Site::Q6KL2`]), and every other site and CPU prefetches, unless
@@ -54,7 +59,8 @@ pub(crate) enum Site {
     Packed256 = 16,
     /// Repacked Q6_K on the AVX-512 tier: a block some blocks ahead into L2.
     Q6KL2 = 32,
-    /// Repacked K-quants on the AVX2 tier.
+    /// Repacked K-quants on the AVX2 tier (for any number of columns: their matrix-matrix
+    /// products wait on the weights too, see `packed_k_avx2.rs`).
     PackedK256 = 64,
 }
 
