@@ -172,3 +172,8 @@ fn tiny_smollm3_matches_llama_cpp() {
 fn tiny_phi3_matches_llama_cpp() {
     compare(&tiny_model("tiny-phi3"), "model-tiny-phi3.json", 1);
 }
+
+#[test]
+fn tiny_lfm2_matches_llama_cpp() {
+    compare(&tiny_model("tiny-lfm2"), "model-tiny-lfm2.json", 2);
+}

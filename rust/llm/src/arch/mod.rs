@@ -8,6 +8,7 @@
 //! architecture is refused with an error that names it and lists the registry.
 
 mod gemma3;
+mod lfm2;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -54,8 +55,15 @@ pub(crate) struct Registered {
 }
 
 /// Every supported architecture, in alphabetical order.
-static REGISTRY: &[&Registered] =
-    &[&gemma3::GEMMA3, &llama::LLAMA, &phi3::PHI3, &qwen2::QWEN2, &qwen3::QWEN3, &smollm3::SMOLLM3];
+static REGISTRY: &[&Registered] = &[
+    &gemma3::GEMMA3,
+    &lfm2::LFM2,
+    &llama::LLAMA,
+    &phi3::PHI3,
+    &qwen2::QWEN2,
+    &qwen3::QWEN3,
+    &smollm3::SMOLLM3,
+];
 
 /// A model architecture the runtime builds graphs for (`general.architecture`), from the
 /// registry.
