@@ -73,6 +73,10 @@ cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 
+step "synthetic Q4_K_M models (scripts/synth): type rules against llama.cpp's, 2-layer models of each shape read back by gguf-py and run by tessera"
+cargo build --quiet -p tessera-cli
+"$TESSERA_PYTHON" scripts/synth/test_synth.py --tessera target/debug/tessera
+
 step "aarch64 under qemu: cortex-a53 (NEON), cortex-a76 (dotprod), max (i8mm)"
 bash scripts/qemu-test.sh --quiet
 
@@ -104,7 +108,7 @@ npm test --silent
 npm run --silent test:e2e
 npm run --silent build
 bash -n scripts/build-ios.sh scripts/build-android.sh ios/build-rust.sh scripts/arm-counts.sh \
-    scripts/build-qemu-plugin.sh
+    scripts/build-qemu-plugin.sh scripts/model-bench.sh
 
 step "the iOS pod: the podspec evaluated (prebuilt, from source, neither) and its Rust build phase"
 ruby tests/podspec/podspec_test.rb

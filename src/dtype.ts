@@ -23,6 +23,8 @@ export const DTYPE_INFO = {
   Q5_K: { blockSize: 256, typeSize: 176 },
   Q6_K: { blockSize: 256, typeSize: 210 },
   Q8_K: { blockSize: 256, typeSize: 292 },
+  IQ4_NL: { blockSize: 32, typeSize: 18 },
+  IQ4_XS: { blockSize: 256, typeSize: 136 },
 } as const satisfies Record<string, { blockSize: number; typeSize: number }>;
 
 /** An element type name, as used in graph documents ("F32", "Q4_0", "Q4_K", ...). */

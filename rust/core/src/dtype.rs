@@ -47,11 +47,16 @@ pub enum DType {
     Q6_K,
     /// 8-bit k-quant with f32 scale and block sums (the dot type of the other k-quants).
     Q8_K,
+    /// 4-bit non-linear, 32 values per block: an f16 scale times one of 16 fixed levels.
+    IQ4_NL,
+    /// 4-bit non-linear, 256 values per super-block: IQ4_NL's levels with a 6-bit scale per 32
+    /// values.
+    IQ4_XS,
 }
 
 impl DType {
     /// Every type, in ggml id order.
-    pub const ALL: [DType; 16] = [
+    pub const ALL: [DType; 18] = [
         DType::F32,
         DType::F16,
         DType::Q4_0,
@@ -66,12 +71,14 @@ impl DType {
         DType::Q5_K,
         DType::Q6_K,
         DType::Q8_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
         DType::I32,
         DType::BF16,
     ];
 
     /// The block-quantized types.
-    pub const QUANTIZED: [DType; 12] = [
+    pub const QUANTIZED: [DType; 14] = [
         DType::Q4_0,
         DType::Q4_1,
         DType::Q5_0,
@@ -84,16 +91,28 @@ impl DType {
         DType::Q5_K,
         DType::Q6_K,
         DType::Q8_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
     ];
 
     /// Number of values in one block (1 for plain types).
     pub const fn block_size(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 | DType::I32 => 1,
-            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q8_1 => 32,
-            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
-                256
-            }
+            DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q8_0
+            | DType::Q8_1
+            | DType::IQ4_NL => 32,
+            DType::Q2_K
+            | DType::Q3_K
+            | DType::Q4_K
+            | DType::Q5_K
+            | DType::Q6_K
+            | DType::Q8_K
+            | DType::IQ4_XS => 256,
         }
     }
 
@@ -114,6 +133,8 @@ impl DType {
             DType::Q5_K => 176,
             DType::Q6_K => 210,
             DType::Q8_K => 292,
+            DType::IQ4_NL => 18,
+            DType::IQ4_XS => 136,
         }
     }
 
@@ -156,6 +177,8 @@ impl DType {
             DType::Q5_K => 13,
             DType::Q6_K => 14,
             DType::Q8_K => 15,
+            DType::IQ4_NL => 20,
+            DType::IQ4_XS => 23,
             DType::I32 => 26,
             DType::BF16 => 30,
         }
@@ -188,6 +211,8 @@ impl DType {
             DType::Q5_K => "Q5_K",
             DType::Q6_K => "Q6_K",
             DType::Q8_K => "Q8_K",
+            DType::IQ4_NL => "IQ4_NL",
+            DType::IQ4_XS => "IQ4_XS",
         }
     }
 
@@ -195,11 +220,15 @@ impl DType {
     /// (ggml's `vec_dot_type`).
     pub const fn vec_dot_type(self) -> DType {
         match self {
-            DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => DType::Q8_0,
+            DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL => DType::Q8_0,
             DType::Q4_1 | DType::Q5_1 | DType::Q8_1 => DType::Q8_1,
-            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
-                DType::Q8_K
-            }
+            DType::Q2_K
+            | DType::Q3_K
+            | DType::Q4_K
+            | DType::Q5_K
+            | DType::Q6_K
+            | DType::Q8_K
+            | DType::IQ4_XS => DType::Q8_K,
             DType::F16 => DType::F16,
             DType::BF16 => DType::BF16,
             DType::F32 | DType::I32 => DType::F32,
@@ -241,6 +270,10 @@ mod tests {
         assert_eq!(DType::Q4_K.type_size(), 144);
         assert_eq!(DType::Q6_K.type_size(), 210);
         assert_eq!(DType::Q8_K.type_size(), 292);
+        assert_eq!(DType::IQ4_NL.type_size(), 18);
+        assert_eq!(DType::IQ4_XS.type_size(), 136);
+        assert_eq!(DType::IQ4_XS.row_size(512).unwrap(), 2 * 136);
+        assert_eq!((DType::IQ4_NL.ggml_id(), DType::IQ4_XS.ggml_id()), (20, 23));
         assert_eq!(DType::Q4_0.row_size(4096).unwrap(), 128 * 18);
         assert!(DType::Q4_K.row_size(100).is_err());
     }

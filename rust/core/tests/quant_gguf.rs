@@ -8,7 +8,7 @@
 //! | type | quantize | dequantize |
 //! |---|---|---|
 //! | F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 | bytes == gguf | values == gguf (bit for bit) |
-//! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K | gguf has none (compared if a later gguf adds it) | gguf's dequantization of Tessera's bytes == Tessera's values |
+//! | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS | gguf has none (compared if a later gguf adds it) | gguf's dequantization of Tessera's bytes == Tessera's values |
 //! | Q8_1 (not in gguf) | d and qs == gguf's Q8_0 bytes, s == f16(d * sum(qs)) in NumPy | - |
 //! | Q8_K (not in gguf) | bytes == a NumPy model of ggml's `quantize_row_q8_K_ref` | - |
 //!
@@ -28,9 +28,9 @@ use half::f16;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera_core::quant::{
-    self, as_blocks, blocks_as_bytes_mut, quantize_row_q8_1, quantize_row_q8_k, Block, BlockQ2K,
-    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-    BlockQ8_0, BlockQ8_1, QK_K,
+    self, as_blocks, blocks_as_bytes_mut, quantize_row_q8_1, quantize_row_q8_k, Block, BlockIQ4NL,
+    BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, QK_K,
 };
 use tessera_core::DType;
 
@@ -175,6 +175,8 @@ fn random_block_rows(t: DType, rng: &mut Rng) -> Vec<u8> {
         }
         DType::Q6_K => random_blocks::<BlockQ6K>(rng, r, |b, g| b.d = rand_f16(g)),
         DType::Q8_K => random_blocks::<BlockQ8K>(rng, r, |b, g| b.d = rng_f32(g)),
+        DType::IQ4_NL => random_blocks::<BlockIQ4NL>(rng, r, |b, g| b.d = rand_f16(g)),
+        DType::IQ4_XS => random_blocks::<BlockIQ4XS>(rng, r, |b, g| b.d = rand_f16(g)),
         _ => unimplemented!("{t} is not quantized"),
     }
 }
@@ -323,11 +325,12 @@ fn round_trip_error_bounds() {
 /// Regression guard on quality: relative RMS error `rms(x - y) / rms(x)` of each type on the
 /// random normal rows must stay within about 25% above what the reference quantizers reach
 /// (measured: Q4_0 0.085, Q4_1 0.078, Q5_0 0.042, Q5_1 0.037, Q8_0/Q8_1 0.0054, Q2_K 0.29,
-/// Q3_K 0.15, Q4_K 0.071, Q5_K 0.036, Q6_K 0.018, Q8_K 0.0068; these are ggml's own numbers,
-/// since the bytes match ggml's). The byte-exact comparisons are what tie the results to ggml.
+/// Q3_K 0.15, Q4_K 0.071, Q5_K 0.036, Q6_K 0.018, Q8_K 0.0068, IQ4_NL 0.078, IQ4_XS 0.076;
+/// these are ggml's own numbers, since the bytes match ggml's). The byte-exact comparisons are
+/// what tie the results to ggml.
 #[test]
 fn relative_rms_error_on_normal_data() {
-    let bounds: [(DType, f64); 12] = [
+    let bounds: [(DType, f64); 14] = [
         (DType::Q4_0, 0.107),
         (DType::Q4_1, 0.098),
         (DType::Q5_0, 0.053),
@@ -340,6 +343,8 @@ fn relative_rms_error_on_normal_data() {
         (DType::Q5_K, 0.045),
         (DType::Q6_K, 0.022),
         (DType::Q8_K, 0.0085),
+        (DType::IQ4_NL, 0.098),
+        (DType::IQ4_XS, 0.095),
     ];
     let rows = rows();
     for &(t, bound) in &bounds {

@@ -15,7 +15,7 @@ use tessera_core::{DType, Error, Layout};
 use tessera_cpu::kernels::{self, MatKernel, Tier};
 use tessera_cpu::matmul::{MatMul, TensorRef};
 
-const WEIGHT_TYPES: [DType; 13] = [
+const WEIGHT_TYPES: [DType; 15] = [
     DType::F32,
     DType::F16,
     DType::BF16,
@@ -29,6 +29,8 @@ const WEIGHT_TYPES: [DType; 13] = [
     DType::Q4_K,
     DType::Q5_K,
     DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
 ];
 
 /// Serializes the tests that depend on the active tier (none of these force one, but keep the
@@ -166,7 +168,16 @@ fn every_tier_matches_exact_on_bigger_shapes() {
 #[test]
 fn threaded_driver_equals_single_thread() {
     let (m, n, k) = if small() { (67, 19, 512) } else { (259, 70, 2048) };
-    for dtype in [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q6_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
+    ] {
         let (a, wdeq) = weights(dtype, k, m, 7);
         let x = rand_vec(k * n, 8);
         let al = Layout::contiguous(dtype, &[k, m]).unwrap();
@@ -327,7 +338,7 @@ mod repacked {
     use tessera_cpu::kernels::repack::{self, PackedWeights, RepackBufferType};
 
     /// The types some tier repacks.
-    const REPACKED: [DType; 10] = [
+    const REPACKED: [DType; 12] = [
         DType::Q4_0,
         DType::Q8_0,
         DType::Q5_0,
@@ -338,6 +349,8 @@ mod repacked {
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
     ];
 
     #[test]

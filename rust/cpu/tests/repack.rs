@@ -98,6 +98,7 @@ fn check_stored(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[
         DType::Q5_0 => (22, 1, Some(2), 6, 16),
         DType::Q4_1 => (20, 2, None, 4, 16),
         DType::Q5_1 => (24, 2, Some(4), 8, 16),
+        DType::IQ4_NL => (18, 1, None, 2, 16),
         _ => (34, 1, None, 2, 32),
     };
     let row = k / 32 * bsize;
@@ -166,7 +167,9 @@ fn every_layout_round_trips_and_matches_exact() {
     assert!(tiers.iter().any(|&(t, _)| t == Tier::Avx2), "x86_64 runners have AVX2");
     let k_big = if small() { 32 * 9 } else { 32 * 33 };
     for (tier, pl) in tiers {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
+        for dtype in
+            [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL]
+        {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }
@@ -274,6 +277,11 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
+            // IQ4_NL in Q4_0's layout on every tier that has one; IQ4_XS on x86.
+            let iq4_nl = Layout::contiguous(DType::IQ4_NL, &[256, 16]).unwrap();
+            assert!(repack::can_repack(&iq4_nl), "{tier:?} IQ4_NL");
+            let iq4_xs = Layout::contiguous(DType::IQ4_XS, &[256, 16]).unwrap();
+            assert_eq!(repack::can_repack(&iq4_xs), x86, "{tier:?} IQ4_XS");
             // A tensor that cannot be repacked is stored as written.
             let odd = Layout::contiguous(DType::Q4_0, &[64, pl.rows + 2]).unwrap();
             let plain = quantize_to_vec(DType::Q4_0, &rand_vec(64 * (pl.rows + 2), 4)).unwrap();
@@ -298,9 +306,11 @@ fn pack_as_round_trips_every_layout() {
             DType::Q5_0,
             DType::Q4_1,
             DType::Q5_1,
+            DType::IQ4_NL,
             DType::Q4_K,
             DType::Q5_K,
             DType::Q6_K,
+            DType::IQ4_XS,
         ] {
             let k = if dtype.block_size() == 256 { 2 * 256 } else { 5 * 32 };
             let m = 3 * pl.rows;
@@ -309,9 +319,10 @@ fn pack_as_round_trips_every_layout() {
             repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
             if matches!(dtype, DType::Q4_K | DType::Q5_K) {
                 check_stored_k4(pl, dtype, k, &plain, &packed);
-            } else if dtype == DType::Q6_K {
-                // Q6_K's layout is checked through the kernels (tests/kernels.rs).
-                assert_ne!(packed, plain, "{pl:?} Q6_K");
+            } else if matches!(dtype, DType::Q6_K | DType::IQ4_XS) {
+                // Q6_K's and IQ4_XS's layouts are checked through the kernels (tests/kernels.rs,
+                // tests/iq4.rs).
+                assert_ne!(packed, plain, "{pl:?} {dtype}");
             } else {
                 check_stored(pl, dtype, k, &plain, &packed);
             }
@@ -360,7 +371,9 @@ fn rewrites_follow_the_active_tier() {
 fn planes_of_repacked_weights_match_exact() {
     let _g = lock();
     for (tier, pl) in packing_tiers() {
-        for dtype in [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1] {
+        for dtype in
+            [DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL]
+        {
             if repack::kernel_for(pl, dtype).is_none() {
                 continue;
             }

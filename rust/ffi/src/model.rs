@@ -261,7 +261,8 @@ impl From<LlmError> for TesseraError {
 }
 
 fn quantization(model: &tessera_llm::Model) -> String {
-    const FILE_TYPES: [(u32, &str); 19] = [
+    // llama.h's `llama_ftype`.
+    const FILE_TYPES: [(u32, &str); 20] = [
         (0, "F32"),
         (1, "F16"),
         (2, "Q4_0"),
@@ -279,7 +280,8 @@ fn quantization(model: &tessera_llm::Model) -> String {
         (17, "Q5_K_M"),
         (18, "Q6_K"),
         (21, "Q2_K_S"),
-        (24, "IQ4_XS"),
+        (25, "IQ4_NL"),
+        (30, "IQ4_XS"),
         (32, "BF16"),
     ];
     if let Ok(Some(ft)) = model.file().opt_u32("general.file_type") {

@@ -351,8 +351,8 @@ fn unknown_tensor_and_value_types() {
             e => panic!("type {code}: {e}"),
         }
     }
-    let msg = err(&patch(&b, at, w, 20)).to_string();
-    assert!(msg.contains("IQ4_NL") && msg.contains("not supported by Tessera"), "{msg}");
+    let msg = err(&patch(&b, at, w, 21)).to_string();
+    assert!(msg.contains("IQ3_S") && msg.contains("not supported by Tessera"), "{msg}");
     for (what, code) in [
         ("type of \"u8\"", 13u32),
         ("type of \"i8\"", u32::MAX),

@@ -32,6 +32,8 @@ const T_Q3_K: u32 = 10u;
 const T_Q4_K: u32 = 11u;
 const T_Q5_K: u32 = 12u;
 const T_Q6_K: u32 = 13u;
+const T_IQ4_NL: u32 = 14u;
+const T_IQ4_XS: u32 = 15u;
 
 const NEG_INF_BITS: u32 = 0xff800000u;
 

@@ -1,6 +1,6 @@
 // Decoding of the weight types: four consecutive values of a row of `src0` as f32, for every
 // type MUL_MAT and GET_ROWS read (F32, F16, BF16 with any element stride; the GGUF blocks
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in dense rows). Included by
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS in dense rows). Included by
 // shaders that bind the weights as `src0: array<u32>`; each defines `exact(x)` (see below).
 //
 // Each pipeline is specialized for one weight type (`WTYPE`), the functions below taking it as
@@ -137,6 +137,19 @@ fn group_scale(row: u32, k: u32, t: u32) -> vec2<f32> {
             let sm = scale_min_k4(blk + 4u, (k % 256u) / 32u);
             return vec2<f32>(exact(s0_f16(blk) * f32(sm.x)), exact(s0_f16(blk + 2u) * f32(sm.y)));
         }
+        case 14u: {
+            // IQ4_NL, 18 bytes: d, then 16 bytes of level indices (as Q4_0's nibbles).
+            return vec2<f32>(s0_f16(row + (k / 32u) * 18u), 0.0);
+        }
+        case 15u: {
+            // IQ4_XS, 136 bytes: d, 2 bytes of the scales' high bits, 4 bytes of their low
+            // nibbles, 128 bytes of level indices; group j's scale is d (ls - 32).
+            let blk = row + (k / 256u) * 136u;
+            let j = (k % 256u) / 32u;
+            let lo = (s0_byte(blk + 4u + j / 2u) >> (4u * (j % 2u))) & 15u;
+            let hi = (s0_byte(blk + 2u + j / 4u) >> (2u * (j % 4u))) & 3u;
+            return vec2<f32>(exact(s0_f16(blk) * f32(i32(lo | (hi << 4u)) - 32)), 0.0);
+        }
         default: {
             // Q6_K, 210 bytes: 128 bytes of low nibbles, 64 of high 2 bits, 16 signed scales, d.
             let blk = row + (k / 256u) * 210u;
@@ -223,6 +236,32 @@ fn quants_q6_k(row: u32, k: u32) -> vec4<f32> {
     return vec4<f32>(vec4<i32>(lo | (hi << vec4<u32>(4u))) - 32);
 }
 
+// The 16 levels of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`) as signed bytes, four per word
+// (level i in byte i % 4 of word i / 4).
+const IQ4_LEVELS = vec4<u32>(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+
+// The levels of the four indices `q`.
+fn iq4_levels(q: vec4<u32>) -> vec4<f32> {
+    var v: vec4<f32>;
+    for (var j = 0u; j < 4u; j++) {
+        v[j] = f32(as_i8(byte_of(IQ4_LEVELS[q[j] / 4u], q[j])));
+    }
+    return v;
+}
+
+// IQ4_NL (blocks of 18 bytes, indices after d) and IQ4_XS (136 bytes, indices after 8 bytes of
+// header): each 32 values take 16 bytes, value j in the low nibble of byte j, j + 16 in the high.
+fn quants_iq4(row: u32, k: u32, xs: bool) -> vec4<f32> {
+    var at: u32;
+    if xs {
+        at = row + (k / 256u) * 136u + 8u + ((k % 256u) / 32u) * 16u;
+    } else {
+        at = row + (k / 32u) * 18u + 2u;
+    }
+    let w = k % 32u;
+    return iq4_levels(bits4(s0_u32(at + w % 16u), select(0u, 4u, w >= 16u), 15u));
+}
+
 // The quants of values k .. k + 3 of type `t`.
 fn quants4(row: u32, k: u32, t: u32) -> vec4<f32> {
     switch t {
@@ -235,6 +274,8 @@ fn quants4(row: u32, k: u32, t: u32) -> vec4<f32> {
         case 10u: { return quants_q3_k(row, k); }
         case 11u: { return quants_q4_k(row, k); }
         case 12u: { return quants_q5_k(row, k); }
+        case 14u: { return quants_iq4(row, k, false); }
+        case 15u: { return quants_iq4(row, k, true); }
         default: { return quants_q6_k(row, k); }
     }
 }

@@ -18,8 +18,9 @@
 //! | RMS_NORM, NORM | F32 | any strides |
 //! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, YaRN (`ext_factor`, `beta_fast`, `beta_slow`, `n_ctx_orig`) |
 //!
-//! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and
-//! Q6_K (every type but Q8_1 and Q8_K, which GGUF files do not use for weights).
+//! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+//! Q6_K, IQ4_NL and IQ4_XS (every type but Q8_1 and Q8_K, which GGUF files do not use for
+//! weights).
 //!
 //! GET_ROWS and SET_ROWS check their indices in the kernel: one outside the rows makes the
 //! compute fail with `Error::IndexOutOfRange` naming it, as on the CPU (never a row of zeros).

@@ -3,7 +3,8 @@
 //! random-weight tiny llama (GQA, untied output), qwen2 (Q/K/V biases), qwen3 (Q/K norms),
 //! smollm3 (every fourth layer without RoPE) and phi3 (fused QKV and gate-up, partial RoPE with
 //! LongRoPE factors: its last three runs have a context of 2048, beyond the original 1024, where
-//! the long factors apply) models.
+//! the long factors apply) models, and tiny-iq4 (qwen3's shape with its weights in IQ4_NL and
+//! IQ4_XS).
 //!
 //! For every recorded prompt the tokenizer gives llama.cpp's ids, and then:
 //! - the top-40 logits of the last position agree with llama.cpp's within the model's noise
@@ -176,4 +177,9 @@ fn tiny_phi3_matches_llama_cpp() {
 #[test]
 fn tiny_lfm2_matches_llama_cpp() {
     compare(&tiny_model("tiny-lfm2"), "model-tiny-lfm2.json", 2);
+}
+
+#[test]
+fn tiny_iq4_matches_llama_cpp() {
+    compare(&tiny_model("tiny-iq4"), "model-tiny-iq4.json", 2);
 }

@@ -30,6 +30,8 @@ pub const QK8_0: usize = 32;
 pub const QK8_1: usize = 32;
 /// Number of values in a k-quant super-block.
 pub const QK_K: usize = 256;
+/// Number of values in a block of IQ4_NL.
+pub const QK4_NL: usize = 32;
 /// Bytes of the packed 6-bit scales and mins of Q4_K and Q5_K.
 pub const K_SCALE_SIZE: usize = 12;
 
@@ -216,6 +218,38 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
+/// IQ4_NL: 32 values as 4-bit indices `q` into [`KVALUES_IQ4NL`] with
+/// `x = d * KVALUES_IQ4NL[q]`.
+///
+/// `qs[j]` holds value `j` in its low nibble and value `j + 16` in its high nibble (as Q4_0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIQ4NL {
+    /// Scale.
+    pub d: f16,
+    /// Indices: low nibbles = values 0..16, high nibbles = values 16..32.
+    pub qs: [u8; QK4_NL / 2],
+}
+
+/// IQ4_XS: 256 values in 8 groups of 32; `x = d * (ls - 32) * KVALUES_IQ4NL[q]` with 4-bit
+/// indices `q` and a 6-bit group scale `ls`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIQ4XS {
+    /// Super-block scale.
+    pub d: f16,
+    /// High two bits of the group scales: bits `2 g, 2 g + 1` belong to group `g`.
+    pub scales_h: u16,
+    /// Low four bits of the group scales: group `g` in nibble `g % 2` of byte `g / 2`.
+    pub scales_l: [u8; QK_K / 64],
+    /// Indices: each group of 32 values takes 16 bytes, packed as [`BlockIQ4NL::qs`].
+    pub qs: [u8; QK_K / 2],
+}
+
+/// The 16 levels of IQ4_NL and IQ4_XS (ggml's `kvalues_iq4nl`).
+pub const KVALUES_IQ4NL: [i8; 16] =
+    [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
 macro_rules! impl_block {
     ($ty:ident, $dtype:ident, $fields:expr, $zero:expr) => {
         impl sealed::Sealed for $ty {}
@@ -268,6 +302,13 @@ impl_block!(
     BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: Z16 }
 );
 impl_block!(BlockQ8K, Q8_K, 4 + 256 + 2 * 16, BlockQ8K { d: 0.0, qs: [0; 256], bsums: [0; 16] });
+impl_block!(BlockIQ4NL, IQ4_NL, 2 + 16, BlockIQ4NL { d: Z16, qs: [0; 16] });
+impl_block!(
+    BlockIQ4XS,
+    IQ4_XS,
+    2 + 2 + 4 + 128,
+    BlockIQ4XS { d: Z16, scales_h: 0, scales_l: [0; 4], qs: [0; 128] }
+);
 
 // Alignment: 2 for blocks with f16 fields, 4 for Q8_K's f32.
 const _: () = assert!(align_of::<BlockQ4_0>() == 2);
@@ -370,6 +411,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(BlockQ6K, d), 208);
         assert_eq!(std::mem::offset_of!(BlockQ8K, qs), 4);
         assert_eq!(std::mem::offset_of!(BlockQ8K, bsums), 260);
+        assert_eq!(std::mem::offset_of!(BlockIQ4NL, qs), 2);
+        assert_eq!(std::mem::offset_of!(BlockIQ4XS, scales_h), 2);
+        assert_eq!(std::mem::offset_of!(BlockIQ4XS, scales_l), 4);
+        assert_eq!(std::mem::offset_of!(BlockIQ4XS, qs), 8);
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! | Q5_K | [`BlockQ5K`] | [`quantize_row_q5_k`] | [`dequantize_row_q5_k`] |
 //! | Q6_K | [`BlockQ6K`] | [`quantize_row_q6_k`] | [`dequantize_row_q6_k`] |
 //! | Q8_K | [`BlockQ8K`] | [`quantize_row_q8_k`] | [`dequantize_row_q8_k`] |
+//! | IQ4_NL | [`BlockIQ4NL`] | [`quantize_row_iq4_nl`] | [`dequantize_row_iq4_nl`] |
+//! | IQ4_XS | [`BlockIQ4XS`] | [`quantize_row_iq4_xs`] | [`dequantize_row_iq4_xs`] |
 //!
 //! The typed functions take block slices (see [`as_blocks`] / [`as_blocks_mut`] to view bytes as
 //! blocks); [`quantize_row`] and [`dequantize_row`] take any type by [`DType`] on plain bytes
@@ -30,14 +32,19 @@
 
 pub mod blocks;
 pub mod float;
+pub mod iq4;
 mod kquant_helpers;
 pub mod kquants;
 pub mod legacy;
 
 pub use blocks::{
     as_blocks, as_blocks_mut, blocks_as_bytes, blocks_as_bytes_mut, is_aligned_for, Block,
-    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, BlockQ8_0, BlockQ8_1, QK4_0, QK4_1, QK5_0, QK5_1, QK8_0, QK8_1, QK_K,
+    BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, KVALUES_IQ4NL, QK4_0, QK4_1,
+    QK4_NL, QK5_0, QK5_1, QK8_0, QK8_1, QK_K,
+};
+pub use iq4::{
+    dequantize_row_iq4_nl, dequantize_row_iq4_xs, quantize_row_iq4_nl, quantize_row_iq4_xs,
 };
 pub use kquants::{
     dequantize_row_q2_k, dequantize_row_q3_k, dequantize_row_q4_k, dequantize_row_q5_k,
@@ -160,6 +167,8 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         DType::Q5_K => return quantize_bytes::<BlockQ5K>(src, dst, quantize_row_q5_k),
         DType::Q6_K => return quantize_bytes::<BlockQ6K>(src, dst, quantize_row_q6_k),
         DType::Q8_K => return quantize_bytes::<BlockQ8K>(src, dst, quantize_row_q8_k),
+        DType::IQ4_NL => return quantize_bytes::<BlockIQ4NL>(src, dst, quantize_row_iq4_nl),
+        DType::IQ4_XS => return quantize_bytes::<BlockIQ4XS>(src, dst, quantize_row_iq4_xs),
     }
     Ok(())
 }
@@ -196,6 +205,8 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         DType::Q5_K => return dequantize_bytes::<BlockQ5K>(src, dst, dequantize_row_q5_k),
         DType::Q6_K => return dequantize_bytes::<BlockQ6K>(src, dst, dequantize_row_q6_k),
         DType::Q8_K => return dequantize_bytes::<BlockQ8K>(src, dst, dequantize_row_q8_k),
+        DType::IQ4_NL => return dequantize_bytes::<BlockIQ4NL>(src, dst, dequantize_row_iq4_nl),
+        DType::IQ4_XS => return dequantize_bytes::<BlockIQ4XS>(src, dst, dequantize_row_iq4_xs),
     }
     Ok(())
 }

@@ -8,8 +8,8 @@
 
 use std::mem::{offset_of, size_of};
 use tessera_core::quant::blocks::{
-    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, BlockQ8_0, BlockQ8_1,
+    BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
 };
 
 /// Bytes of an f16 scale.
@@ -163,4 +163,27 @@ pub(crate) mod q8_k {
     pub(crate) const QS: usize = offset_of!(BlockQ8K, qs);
     /// The sums of each 16 quants.
     pub(crate) const BSUMS: usize = offset_of!(BlockQ8K, bsums);
+}
+
+/// IQ4_NL: `d`, 16 bytes of level indices (packed as Q4_0's nibbles).
+pub(crate) mod iq4_nl {
+    use super::*;
+    /// Bytes of a block.
+    pub(crate) const BYTES: usize = size_of::<BlockIQ4NL>();
+    /// The level indices.
+    pub(crate) const QS: usize = offset_of!(BlockIQ4NL, qs);
+}
+
+/// IQ4_XS: `d`, the scales' high bits (u16), their low nibbles (4 bytes), 128 bytes of level
+/// indices (16 per group of 32 values, packed as Q4_0's nibbles).
+pub(crate) mod iq4_xs {
+    use super::*;
+    /// Bytes of a block.
+    pub(crate) const BYTES: usize = size_of::<BlockIQ4XS>();
+    /// The high two bits of the eight group scales.
+    pub(crate) const SCALES_H: usize = offset_of!(BlockIQ4XS, scales_h);
+    /// The low four bits of the eight group scales.
+    pub(crate) const SCALES_L: usize = offset_of!(BlockIQ4XS, scales_l);
+    /// The level indices.
+    pub(crate) const QS: usize = offset_of!(BlockIQ4XS, qs);
 }

@@ -403,8 +403,8 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
-/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants and F16; AVX2: Q4_0,
-/// Q5_0, Q8_0 and F16; dotprod and i8mm: Q4_0, Q8_0 and Q4_K; dotprod also Q6_K).
+/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16; AVX2:
+/// Q4_0, Q5_0, Q8_0, IQ4_NL and F16; dotprod and i8mm: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
 }
@@ -431,17 +431,20 @@ pub fn repacked_kernel_in(tier: Tier, dtype: DType) -> Option<MatKernel> {
     debug_assert!(
         repack::PackLayout::for_tier(tier).is_some_and(|l| mr % repack::group_rows(l, dtype) == 0)
     );
-    // Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1: Q8_0 with sums (sized as Q8_1); the k-quants: plain
-    // Q8_K; F16: F32.
+    // Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 / IQ4_NL: Q8_0 with sums (sized as Q8_1); the k-quants
+    // and IQ4_XS: plain Q8_K; F16: F32.
     let act = match dtype {
-        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::IQ4_XS => {
+            DType::Q8_K
+        }
         DType::F16 => DType::F32,
         _ => DType::Q8_1,
     };
-    // The ARM Q4_0 / Q8_0 kernels read groups of 4 activation rows interleaved in their words.
+    // The ARM Q4_0 / Q8_0 / IQ4_NL kernels read groups of 4 activation rows interleaved in
+    // their words.
     let act_x4 = match (tier, dtype) {
-        (Tier::Dotprod, DType::Q4_0 | DType::Q8_0) => 4,
-        (Tier::I8mm, DType::Q4_0 | DType::Q8_0) => 8,
+        (Tier::Dotprod, DType::Q4_0 | DType::Q8_0 | DType::IQ4_NL) => 4,
+        (Tier::I8mm, DType::Q4_0 | DType::Q8_0 | DType::IQ4_NL) => 8,
         _ => 0,
     };
     Some(MatKernel { tier, weight: dtype, act, mr, nr, repacked: true, act_x4, tile })

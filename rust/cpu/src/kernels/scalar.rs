@@ -135,6 +135,8 @@ scalar_tile!(tile_q3_k, DType::Q3_K, DType::Q8_K);
 scalar_tile!(tile_q4_k, DType::Q4_K, DType::Q8_K);
 scalar_tile!(tile_q5_k, DType::Q5_K, DType::Q8_K);
 scalar_tile!(tile_q6_k, DType::Q6_K, DType::Q8_K);
+scalar_tile!(tile_iq4_nl, DType::IQ4_NL, DType::Q8_0);
+scalar_tile!(tile_iq4_xs, DType::IQ4_XS, DType::Q8_K);
 
 /// The scalar tile kernel for weights of `wt`, with its tile size (rows, columns).
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -152,6 +154,8 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q4_K => tile_q4_k,
         DType::Q5_K => tile_q5_k,
         DType::Q6_K => tile_q6_k,
+        DType::IQ4_NL => tile_iq4_nl,
+        DType::IQ4_XS => tile_iq4_xs,
         DType::I32 | DType::Q8_1 | DType::Q8_K => return None,
     };
     Some((f, 4, 4))

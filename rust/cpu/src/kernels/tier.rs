@@ -264,6 +264,8 @@ pub fn tiers_by_type() -> Vec<(&'static str, &'static str)> {
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
     ]
     .into_iter()
     .map(|t| (t.name(), tier_name(t)))

@@ -275,9 +275,9 @@ pub fn normwise_error(got: &[f32], exact: &Exact) -> f64 {
 ///   `k / 4` (NEON) per lane, up to 15 tail values, a horizontal sum of 3 levels; the packed
 ///   GEMM (x86, from 48 activation rows) accumulates each output over all `k` values, adding
 ///   each K-block of 512 into C;
-/// - Q8_0, Q4_0, Q5_0: per block the integer dot is exact (at most 32 * 127 * 127 < 2^24, so
-///   exact in f32 too) and the scale product of two f16 is exact in f32: one FMA per block on
-///   each lane's chain, then the horizontal sum;
+/// - Q8_0, Q4_0, Q5_0, IQ4_NL: per block the integer dot is exact (at most 32 * 127 * 127 <
+///   2^24, so exact in f32 too) and the scale product of two f16 is exact in f32: one FMA per
+///   block on each lane's chain, then the horizontal sum;
 /// - Q4_1, Q5_1: the same plus `m * d_b * sum(q_b)` (exact but for the product with `m`),
 ///   two roundings per block; the two parts `d * q * x` and `m * x` can each be larger than
 ///   `w * x`: `|d q| <= |w| + |m|` and `|m|` is the block minimum, so for the data of these
@@ -287,7 +287,8 @@ pub fn normwise_error(got: &[f32], exact: &Exact) -> f64 {
 ///   values are exact below 2^24 and at most one rounding in the conversion above it, the
 ///   products `d * d_b`, `d * sc` (repacked Q4_K) and the accumulations a handful of roundings:
 ///   at most 32 on top of one per super-block; Q2_K, Q4_K and Q5_K subtract `dmin * m` parts
-///   (spread 3, as for Q4_1).
+///   (spread 3, as for Q4_1); IQ4_XS (exact integer sums per super-block, its group scales
+///   included) as Q6_K.
 pub fn rounding_bound(kernel: &tessera_cpu::kernels::MatKernel, n: usize, k: usize) -> f64 {
     use tessera_cpu::kernels::Tier;
     let (steps, spread) = if kernel.tier == Tier::Scalar {
@@ -301,9 +302,9 @@ pub fn rounding_bound(kernel: &tessera_cpu::kernels::MatKernel, n: usize, k: usi
                     (k / 4 + 24, 1.0)
                 }
             }
-            DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => (k / 32 + 16, 1.0),
+            DType::Q8_0 | DType::Q4_0 | DType::Q5_0 | DType::IQ4_NL => (k / 32 + 16, 1.0),
             DType::Q4_1 | DType::Q5_1 => (2 * (k / 32) + 16, 3.0),
-            DType::Q3_K | DType::Q6_K => (k / 256 + 32, 1.0),
+            DType::Q3_K | DType::Q6_K | DType::IQ4_XS => (k / 256 + 32, 1.0),
             DType::Q2_K | DType::Q4_K | DType::Q5_K => (k / 256 + 32, 3.0),
             other => panic!("no matmul kernel reads {other} weights"),
         }

@@ -341,6 +341,8 @@ pub(crate) fn dtype_code(dtype: DType) -> Option<u32> {
         DType::Q4_K => Some(11),
         DType::Q5_K => Some(12),
         DType::Q6_K => Some(13),
+        DType::IQ4_NL => Some(14),
+        DType::IQ4_XS => Some(15),
         DType::Q8_1 | DType::Q8_K => None,
     }
 }

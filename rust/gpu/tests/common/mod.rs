@@ -112,7 +112,7 @@ impl Rng {
 /// `dtype`.
 pub fn scale_offsets(dtype: DType) -> &'static [usize] {
     match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::IQ4_XS => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
         DType::Q2_K => &[80, 82],
         DType::Q3_K => &[108],
@@ -122,7 +122,7 @@ pub fn scale_offsets(dtype: DType) -> &'static [usize] {
 }
 
 /// The block types of GGUF weights.
-pub const BLOCK_TYPES: [DType; 10] = [
+pub const BLOCK_TYPES: [DType; 12] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
@@ -133,6 +133,8 @@ pub const BLOCK_TYPES: [DType; 10] = [
     DType::Q4_K,
     DType::Q5_K,
     DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
 ];
 
 /// Random bytes for a tensor of `dtype` with `n` elements: F32 / F16 / BF16 uniform in

@@ -45,7 +45,7 @@ fn mul_mat_every_weight_type_and_odd_shapes() {
             n += 1;
         }
     }
-    assert_eq!(n, 3 * 6 + 5 * 6 + 5 * 5);
+    assert_eq!(n, 3 * 6 + 6 * 6 + 6 * 5);
 }
 
 #[test]

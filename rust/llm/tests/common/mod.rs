@@ -99,8 +99,8 @@ pub fn gemma_path() -> PathBuf {
 
 static REGENERATE: Mutex<()> = Mutex::new(());
 
-/// A tiny random-weight model (`tiny-llama`, `tiny-qwen2`, `tiny-qwen3`) whose sha256 is the one
-/// `model-<name>.json` recorded.
+/// A tiny random-weight model (`tiny-llama`, `tiny-qwen2`, `tiny-qwen3`, `tiny-iq4`) whose sha256
+/// is the one `model-<name>.json` recorded.
 pub fn tiny_model(name: &str) -> PathBuf {
     let want = fixture(&format!("model-{name}.json"))["model_sha256"]
         .as_str()

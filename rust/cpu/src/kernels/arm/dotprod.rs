@@ -1,19 +1,19 @@
-//! The NEON + dotprod tier: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K
-//! with `sdot` (emitted with `asm!`).
+//! The NEON + dotprod tier: Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1 and the k-quants Q4_K, Q5_K,
+//! Q6_K with `sdot` (emitted with `asm!`; IQ4_XS: see [`super::iq4`]).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
 use super::neon::load_q;
 use super::{f16_at, sdot};
-use super::{K16_Q2, K16_Q3, K16_Q6};
+use super::{K16_Q2, K16_Q3, K16_Q6, Q0_IQ4_NL, Q0_Q4_0, Q0_Q8_0};
 use crate::kernels::blocks::{q4_0, q8_0};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
 use tessera_core::DType;
 
-/// Q8_0 / Q4_0 weights times Q8_0 activations with `sdot`.
+/// Q8_0 / Q4_0 / IQ4_NL weights (`W`) times Q8_0 activations with `sdot`.
 #[target_feature(enable = "neon,dotprod")]
-pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const W: u8>(
     k: usize,
     a: *const u8,
     lda: usize,
@@ -23,11 +23,11 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
-    // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+    // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
     // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
     unsafe {
-        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let (ws, qs) = if W == Q0_Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q4_0::BYTES, q4_0::QS) };
         let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
         for blk in 0..k / 32 {
             let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
@@ -35,12 +35,12 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
             for i in 0..MR {
                 let p = a.add(i * lda + blk * ws);
                 wd[i] = f16_at(p);
-                w[i] = load_q!(p.add(qs), Q4);
+                w[i] = load_q!(p.add(qs), W);
             }
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * q8_0::BYTES);
                 let bd = f16_at(p);
-                let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+                let (b0, b1) = load_q!(p.add(q8_0::QS), Q0_Q8_0);
                 for i in 0..MR {
                     let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
                     acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
@@ -147,7 +147,7 @@ unsafe fn q5_k_tile<const MR: usize, const NR: usize, const UNUSED: u8>(
 /// row takes `mr` weight rows at a time).
 mod tiles {
     use crate::kernels::Tiles;
-    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 weights.
+    /// Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0 and Q5_1 weights.
     pub(super) const LEGACY: Tiles = Tiles::new(4, 4);
     /// Q4_K weights.
     pub(super) const Q4_K: Tiles = Tiles::new(2, 2).with_gemv(4);
@@ -156,8 +156,9 @@ mod tiles {
     pub(super) const ONE_ROW_K: Tiles = Tiles::new(1, 4);
 }
 
-tiled!("neon,dotprod", tile_q8_0, q_0_tile, tiles::LEGACY, false);
-tiled!("neon,dotprod", tile_q4_0, q_0_tile, tiles::LEGACY, true);
+tiled!("neon,dotprod", tile_q8_0, q_0_tile, tiles::LEGACY, Q0_Q8_0);
+tiled!("neon,dotprod", tile_q4_0, q_0_tile, tiles::LEGACY, Q0_Q4_0);
+tiled!("neon,dotprod", tile_iq4_nl, q_0_tile, tiles::LEGACY, Q0_IQ4_NL);
 tiled!("neon,dotprod", tile_q4_1, legacy_tile, tiles::LEGACY, W_Q4_1);
 tiled!("neon,dotprod", tile_q5_0, legacy_tile, tiles::LEGACY, W_Q5_0);
 tiled!("neon,dotprod", tile_q5_1, legacy_tile, tiles::LEGACY, W_Q5_1);
@@ -172,6 +173,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
         DType::Q8_0 => tiles::LEGACY.entry(tile_q8_0),
         DType::Q4_0 => tiles::LEGACY.entry(tile_q4_0),
+        DType::IQ4_NL => tiles::LEGACY.entry(tile_iq4_nl),
         DType::Q4_1 => tiles::LEGACY.entry(tile_q4_1),
         DType::Q5_0 => tiles::LEGACY.entry(tile_q5_0),
         DType::Q5_1 => tiles::LEGACY.entry(tile_q5_1),

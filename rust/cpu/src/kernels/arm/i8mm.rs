@@ -1,11 +1,12 @@
-//! The NEON + i8mm tier: Q8_0, Q4_0, Q4_K and Q6_K weights with `smmla` (emitted with `asm!`), two
-//! weight rows by two activation rows per instruction; edges and GEMV use the dotprod kernels.
+//! The NEON + i8mm tier: Q8_0, Q4_0, IQ4_NL, Q4_K and Q6_K weights with `smmla` (emitted with
+//! `asm!`), two weight rows by two activation rows per instruction; edges and GEMV use the
+//! dotprod kernels (IQ4_XS: see [`super::iq4`]).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::neon::load_q;
-use super::{dotprod, f16_at, smmla};
+use super::{f16_at, smmla, Q0_IQ4_NL, Q0_Q4_0, Q0_Q8_0};
 use crate::kernels::blocks::{q4_0, q4_k, q6_k, q8_0, q8_k};
-use crate::kernels::{Operands, TileFn, Tiles};
+use crate::kernels::{TileFn, Tiles};
 use std::arch::aarch64::*;
 use tessera_core::DType;
 
@@ -26,10 +27,10 @@ macro_rules! zip_rows {
     }};
 }
 
-/// A 4 x 4 tile (two row pairs by two column pairs) of Q8_0 / Q4_0 weights times Q8_0
-/// activations.
+/// A 4 x 4 tile (two row pairs by two column pairs) of Q8_0 / Q4_0 / IQ4_NL weights (`W`)
+/// times Q8_0 activations.
 #[target_feature(enable = "neon,i8mm")]
-unsafe fn q_0_4x4<const Q4: bool>(
+unsafe fn q_0_4x4<const W: u8>(
     k: usize,
     a: *const u8,
     lda: usize,
@@ -39,11 +40,11 @@ unsafe fn q_0_4x4<const Q4: bool>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
-    // operands: 4 weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and 4 Q8_0
+    // operands: 4 weight rows of `k / 32` blocks of `W` at `a + i * lda` and 4 Q8_0
     // activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
     unsafe {
-        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let (ws, qs) = if W == Q0_Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q4_0::BYTES, q4_0::QS) };
         // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
         let mut acc = [[vdupq_n_f32(0.0); 2]; 2];
         for blk in 0..k / 32 {
@@ -52,15 +53,17 @@ unsafe fn q_0_4x4<const Q4: bool>(
             for rp in 0..2 {
                 let p0 = a.add(2 * rp * lda + blk * ws);
                 let p1 = p0.add(lda);
-                wz[rp] = zip_rows!(load_q!(p0.add(qs), Q4), load_q!(p1.add(qs), Q4));
+                wz[rp] = zip_rows!(load_q!(p0.add(qs), W), load_q!(p1.add(qs), W));
                 let (d0, d1) = (f16_at(p0), f16_at(p1));
                 wd[rp] = vld1q_f32([d0, d0, d1, d1].as_ptr());
             }
             for cp in 0..2 {
                 let q0 = b.add(2 * cp * ldb + blk * q8_0::BYTES);
                 let q1 = q0.add(ldb);
-                let bz =
-                    zip_rows!(load_q!(q0.add(q8_0::QS), false), load_q!(q1.add(q8_0::QS), false));
+                let bz = zip_rows!(
+                    load_q!(q0.add(q8_0::QS), Q0_Q8_0),
+                    load_q!(q1.add(q8_0::QS), Q0_Q8_0)
+                );
                 let (e0, e1) = (f16_at(q0), f16_at(q1));
                 let bd = vld1q_f32([e0, e1, e0, e1].as_ptr());
                 for rp in 0..2 {
@@ -252,7 +255,7 @@ fn zip_pair(p: int8x16_t, q: int8x16_t) -> [int8x16_t; 2] {
 ///
 /// `c` must be writable at `j * ldc + i` for `i < 2 RP`, `j < 2 CP`.
 #[inline(always)]
-unsafe fn store_pairs<const RP: usize, const CP: usize>(
+pub(super) unsafe fn store_pairs<const RP: usize, const CP: usize>(
     acc: &[[float32x4_t; CP]; RP],
     c: *mut f32,
     ldc: usize,
@@ -282,14 +285,15 @@ macro_rules! i8mm_tile {
         ///
         /// As [`TileFn`].
         #[target_feature(enable = "neon,dotprod,i8mm")]
-        unsafe fn $name(o: Operands, mr: usize, nr: usize) {
-            if mr == SMMLA.mr && nr == SMMLA.nr {
+        unsafe fn $name(o: $crate::kernels::Operands, mr: usize, nr: usize) {
+            const FULL: $crate::kernels::Tiles = $crate::kernels::arm::i8mm::SMMLA;
+            if mr == FULL.mr && nr == FULL.nr {
                 // SAFETY: a full tile of the caller's operands, under this function's target
                 // features, which include i8mm (TileFn's contract).
                 unsafe { $full(o.k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc) };
                 return;
             }
-            match dotprod::tile($dtype) {
+            match $crate::kernels::arm::dotprod_tile($dtype) {
                 // SAFETY: the dotprod kernel under the same contract; this function's target
                 // features include dotprod.
                 Some((edge, _, _)) => unsafe { edge(o, mr, nr) },
@@ -299,19 +303,23 @@ macro_rules! i8mm_tile {
     };
 }
 
-i8mm_tile!(tile_q8_0, DType::Q8_0, q_0_4x4::<false>);
-i8mm_tile!(tile_q4_0, DType::Q4_0, q_0_4x4::<true>);
+pub(super) use {i8mm_tile, zip_rows};
+
+i8mm_tile!(tile_q8_0, DType::Q8_0, q_0_4x4::<Q0_Q8_0>);
+i8mm_tile!(tile_q4_0, DType::Q4_0, q_0_4x4::<Q0_Q4_0>);
+i8mm_tile!(tile_iq4_nl, DType::IQ4_NL, q_0_4x4::<Q0_IQ4_NL>);
 i8mm_tile!(tile_q4_k, DType::Q4_K, q4_k_pairs::<2, 2>);
 i8mm_tile!(tile_q6_k, DType::Q6_K, q6_k_pairs::<2, 2>);
 
 /// The tile of the `smmla` kernels: two row pairs by two column pairs.
-const SMMLA: Tiles = Tiles::new(4, 4);
+pub(super) const SMMLA: Tiles = Tiles::new(4, 4);
 
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     Some(match wt {
         DType::Q8_0 => SMMLA.entry(tile_q8_0),
         DType::Q4_0 => SMMLA.entry(tile_q4_0),
+        DType::IQ4_NL => SMMLA.entry(tile_iq4_nl),
         DType::Q4_K => SMMLA.entry(tile_q4_k),
         DType::Q6_K => SMMLA.entry(tile_q6_k),
         _ => return None,

@@ -7,6 +7,7 @@
 mod dotprod;
 pub(crate) mod ew;
 mod i8mm;
+mod iq4;
 mod legacy;
 mod neon;
 mod packed_dotprod;
@@ -113,31 +114,55 @@ unsafe fn f16x4_at(p: *const u8) -> float32x4_t {
     out
 }
 
+/// Weight kind of the Q8_0 / Q4_0 kernels (`load_q`, the repacked ones): Q8_0.
+pub(super) const Q0_Q8_0: u8 = 0;
+/// Weight kind of the Q8_0 / Q4_0 kernels: Q4_0 (nibbles used as they are, 0..15, and
+/// `8 * sum` of the activation quants subtracted).
+pub(super) const Q0_Q4_0: u8 = 1;
+/// Weight kind of the Q8_0 / Q4_0 kernels: IQ4_NL (Q4_0's block, each nibble the index of one
+/// of its 16 signed levels, looked up with `tbl`).
+pub(super) const Q0_IQ4_NL: u8 = 2;
+
+/// Nibbles `v` (0..15 in each byte) as weights of kind `W` (Q4_0 or IQ4_NL): as they are for
+/// Q4_0, the levels they index for IQ4_NL.
+#[inline(always)]
+fn nibble_weights<const W: u8>(v: uint8x16_t) -> int8x16_t {
+    // SAFETY: NEON is part of every aarch64 target this crate builds for; the load reads the
+    // 16 levels of a static.
+    unsafe {
+        if W == Q0_IQ4_NL {
+            vqtbl1q_s8(vld1q_s8(tessera_core::quant::KVALUES_IQ4NL.as_ptr()), v)
+        } else {
+            vreinterpretq_s8_u8(v)
+        }
+    }
+}
+
 /// The NEON tile kernel for weights of `wt`, with its tile size.
 pub(super) fn neon_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    neon::tile(wt)
+    neon::tile(wt).or_else(|| iq4::neon_tile(wt))
 }
 
 /// The dotprod tile kernel for weights of `wt`, with its tile size.
 pub(super) fn dotprod_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    dotprod::tile(wt)
+    dotprod::tile(wt).or_else(|| iq4::dotprod_tile(wt))
 }
 
 /// The i8mm tile kernel for weights of `wt`, with its tile size.
 pub(super) fn i8mm_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    i8mm::tile(wt)
+    i8mm::tile(wt).or_else(|| iq4::i8mm_tile(wt))
 }
 
-/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), with
-/// its tile size.
+/// The dotprod kernel for repacked (4 x 4) weights of `wt` (Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K,
+/// Q6_K), with its tile size.
 pub(super) fn dotprod_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_dotprod::packed_tile(wt)
         .or_else(|| packed_q4_k::packed_tile(4, wt))
         .or_else(|| packed_q6_k::packed_tile(4, wt))
 }
 
-/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), with
-/// its tile size.
+/// The i8mm kernel for repacked (4 x 8) weights of `wt` (Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K),
+/// with its tile size.
 pub(super) fn i8mm_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     packed_i8mm::packed_tile(wt)
         .or_else(|| packed_q4_k::packed_tile(8, wt))

@@ -1,10 +1,11 @@
-//! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 / BF16 weights with `fmla`; Q8_0, Q4_0, Q4_1,
-//! Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K with `smull` + `sadalp`.
+//! The NEON (ARMv8.0 AdvSIMD) tier: F32 / F16 / BF16 weights with `fmla`; Q8_0, Q4_0, IQ4_NL,
+//! Q4_1, Q5_0, Q5_1 and the k-quants Q4_K, Q5_K, Q6_K with `smull` + `sadalp` (IQ4_XS: see
+//! [`super::iq4`]).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::f16_at;
 use super::legacy::{W_Q4_1, W_Q5_0, W_Q5_1};
-use super::{K16_Q2, K16_Q3, K16_Q6};
+use super::{K16_Q2, K16_Q3, K16_Q6, Q0_IQ4_NL, Q0_Q4_0, Q0_Q8_0};
 use crate::kernels::blocks::{q4_0, q8_0};
 use crate::kernels::TileFn;
 use std::arch::aarch64::*;
@@ -87,28 +88,30 @@ unsafe fn float_tile<const MR: usize, const NR: usize, const W: u8>(
     }
 }
 
-/// Loads the 32 quants of a Q8_0 (`Q4 = false`) or Q4_0 block at `p` (past the scale) as two
-/// signed byte vectors.
+/// Loads the 32 weights of a Q8_0, Q4_0 or IQ4_NL block (weight kind `$w`, a constant) at `p`
+/// (past the scale) as two signed byte vectors: Q4_0's nibbles minus 8, IQ4_NL's levels.
 macro_rules! load_q {
-    ($p:expr, $q4:expr) => {
-        if $q4 {
-            let q = vld1q_u8($p);
-            let m = vdupq_n_u8(0x0f);
-            let eight = vdupq_n_s8(8);
-            (
-                vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m)), eight),
-                vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)), eight),
-            )
-        } else {
+    ($p:expr, $w:expr) => {
+        if $w == $crate::kernels::arm::Q0_Q8_0 {
             (vld1q_s8($p.cast::<i8>()), vld1q_s8($p.add(16).cast::<i8>()))
+        } else {
+            let q = vld1q_u8($p);
+            let (lo, hi) = (vandq_u8(q, vdupq_n_u8(0x0f)), vshrq_n_u8::<4>(q));
+            if $w == $crate::kernels::arm::Q0_IQ4_NL {
+                let levels = vld1q_s8(tessera_core::quant::KVALUES_IQ4NL.as_ptr());
+                (vqtbl1q_s8(levels, lo), vqtbl1q_s8(levels, hi))
+            } else {
+                let eight = vdupq_n_s8(8);
+                (vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight))
+            }
         }
     };
 }
 pub(super) use load_q;
 
-/// Q8_0 / Q4_0 weights times Q8_0 activations with widening multiplies.
+/// Q8_0 / Q4_0 / IQ4_NL weights (`W`) times Q8_0 activations with widening multiplies.
 #[target_feature(enable = "neon")]
-unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+unsafe fn q_0_tile<const MR: usize, const NR: usize, const W: u8>(
     k: usize,
     a: *const u8,
     lda: usize,
@@ -118,11 +121,11 @@ unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
     ldc: usize,
 ) {
     // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
-    // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+    // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
     // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
     // below (and in the body macro) stays within them.
     unsafe {
-        let (ws, qs) = if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+        let (ws, qs) = if W == Q0_Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q4_0::BYTES, q4_0::QS) };
         let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
         for blk in 0..k / 32 {
             let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
@@ -130,12 +133,12 @@ unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
             for i in 0..MR {
                 let p = a.add(i * lda + blk * ws);
                 wd[i] = f16_at(p);
-                w[i] = load_q!(p.add(qs), Q4);
+                w[i] = load_q!(p.add(qs), W);
             }
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * q8_0::BYTES);
                 let bd = f16_at(p);
-                let (b0, b1) = load_q!(p.add(q8_0::QS), false);
+                let (b0, b1) = load_q!(p.add(q8_0::QS), Q0_Q8_0);
                 for i in 0..MR {
                     let (w0, w1) = w[i];
                     let mut s = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(b0)));
@@ -252,7 +255,7 @@ mod tiles {
     use crate::kernels::Tiles;
     /// F32, F16 and BF16 weights.
     pub(super) const FLOAT: Tiles = Tiles::new(4, 4);
-    /// Q8_0 and Q4_0 weights.
+    /// Q8_0, Q4_0 and IQ4_NL weights.
     pub(super) const Q8_0_Q4_0: Tiles = Tiles::new(4, 2);
     /// Q4_1, Q5_0 and Q5_1 weights.
     pub(super) const Q4_1_Q5_0_Q5_1: Tiles = Tiles::new(4, 2);
@@ -266,8 +269,9 @@ mod tiles {
 tiled!("neon", tile_f32, float_tile, tiles::FLOAT, W_F32);
 tiled!("neon", tile_f16, float_tile, tiles::FLOAT, W_F16);
 tiled!("neon", tile_bf16, float_tile, tiles::FLOAT, W_BF16);
-tiled!("neon", tile_q8_0, q_0_tile, tiles::Q8_0_Q4_0, false);
-tiled!("neon", tile_q4_0, q_0_tile, tiles::Q8_0_Q4_0, true);
+tiled!("neon", tile_q8_0, q_0_tile, tiles::Q8_0_Q4_0, Q0_Q8_0);
+tiled!("neon", tile_q4_0, q_0_tile, tiles::Q8_0_Q4_0, Q0_Q4_0);
+tiled!("neon", tile_iq4_nl, q_0_tile, tiles::Q8_0_Q4_0, Q0_IQ4_NL);
 tiled!("neon", tile_q4_1, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q4_1);
 tiled!("neon", tile_q5_0, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q5_0);
 tiled!("neon", tile_q5_1, legacy_tile, tiles::Q4_1_Q5_0_Q5_1, W_Q5_1);
@@ -285,6 +289,7 @@ pub(super) fn tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::BF16 => tiles::FLOAT.entry(tile_bf16),
         DType::Q8_0 => tiles::Q8_0_Q4_0.entry(tile_q8_0),
         DType::Q4_0 => tiles::Q8_0_Q4_0.entry(tile_q4_0),
+        DType::IQ4_NL => tiles::Q8_0_Q4_0.entry(tile_iq4_nl),
         DType::Q4_1 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q4_1),
         DType::Q5_0 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q5_0),
         DType::Q5_1 => tiles::Q4_1_Q5_0_Q5_1.entry(tile_q5_1),

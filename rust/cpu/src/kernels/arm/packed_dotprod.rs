@@ -5,14 +5,15 @@
 //! the tile and no horizontal sums are needed: the four lanes are the four rows.
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
-//! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted;
+//! IQ4_NL (Q4_0's layout) as the levels its nibbles index (`tbl`).
 //! Tiles of four activation rows read them interleaved ([`act_x4`], 4-byte words), so that
 //! each activation chunk too is loaded once for four columns.
 //!
 //! [`PackLayout::R4W4`]: crate::kernels::repack::PackLayout::R4W4
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::{f16_at, f16x4_at, sdot_lane};
+use super::{f16_at, f16x4_at, nibble_weights, sdot_lane, Q0_IQ4_NL, Q0_Q4_0, Q0_Q8_0};
 use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
@@ -37,23 +38,23 @@ macro_rules! sdot4 {
 }
 
 /// The quants of one block of a group at `q` as eight chunks: chunk `h` holds the weights of
-/// values `4h..4h + 4` of the four rows (Q4_0: chunk `h < 4` of `qs`, low nibbles values
-/// `4h..`, high nibbles `16 + 4h..`, as they are, 0..15).
+/// values `4h..4h + 4` of the four rows (Q4_0 / IQ4_NL: chunk `h < 4` of `qs`, low nibbles
+/// values `4h..`, high nibbles `16 + 4h..`, Q4_0's as they are, 0..15, IQ4_NL's levels).
 ///
 /// # Safety
 ///
-/// `q` points to the block's quants in a group (64 bytes for Q4_0, 128 for Q8_0).
+/// `q` points to the block's quants in a group (64 bytes for Q4_0 / IQ4_NL, 128 for Q8_0).
 #[inline(always)]
-unsafe fn weights<const Q4: bool>(q: *const u8) -> [int8x16_t; 8] {
+unsafe fn weights<const W: u8>(q: *const u8) -> [int8x16_t; 8] {
     // SAFETY: the loads are within the block's quants (caller's contract); NEON is part of
     // every aarch64 target this crate builds for.
     unsafe {
-        if Q4 {
+        if W != Q0_Q8_0 {
             let m4 = vdupq_n_u8(0x0f);
             let r = vld1q_u8_x4(q);
             let r = [r.0, r.1, r.2, r.3];
             std::array::from_fn(|h| {
-                vreinterpretq_s8_u8(if h < 4 {
+                nibble_weights::<W>(if h < 4 {
                     vandq_u8(r[h], m4)
                 } else {
                     vshrq_n_u8::<4>(r[h - 4])
@@ -66,7 +67,8 @@ unsafe fn weights<const Q4: bool>(q: *const u8) -> [int8x16_t; 8] {
     }
 }
 
-/// One group of four repacked rows times `NR` activation rows: Q4_0 (`Q4`) or Q8_0 weights.
+/// One group of four repacked rows times `NR` activation rows: Q4_0, Q8_0 or IQ4_NL weights
+/// (`W`).
 ///
 /// # Safety
 ///
@@ -74,7 +76,7 @@ unsafe fn weights<const Q4: bool>(q: *const u8) -> [int8x16_t; 8] {
 /// `b + j * ldb` (`j < NR`) are activation rows of `k` values in the Q8_0-with-sums format;
 /// `c + j * ldc .. + 4` are writable.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn group<const NR: usize, const Q4: bool>(
+unsafe fn group<const NR: usize, const W: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -85,19 +87,19 @@ unsafe fn group<const NR: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the four outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let gsize = if W == Q0_Q8_0 { q8_0::BYTES * ROWS } else { q4_0::BYTES * ROWS };
         let mut acc = [vdupq_n_f32(0.0); NR];
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
             let dw = f16x4_at(g);
-            let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+            let w = weights::<W>(g.add(F16_BYTES * ROWS));
             for j in 0..NR {
                 let p = b.add(j * ldb + blk * ACT_BLOCK);
                 let bd = f16_at(p);
                 let y = p.add(q8_1::QS).cast::<i8>();
                 let y = vld1q_s8_x2(y);
                 let (y0, y1) = (y.0, y.1);
-                let init = if Q4 {
+                let init = if W == Q0_Q4_0 {
                     vdupq_n_s32(
                         -8 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())),
                     )
@@ -127,7 +129,7 @@ unsafe fn group<const NR: usize, const Q4: bool>(
 /// `b + 4 n ldb` (`n < NA`) are groups of four activation rows of `k` values in the
 /// interleaved format with 4-byte words; `c + j * ldc .. + 4` (`j < 4 NA`) are writable.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn group_x4<const NA: usize, const Q4: bool>(
+unsafe fn group_x4<const NA: usize, const W: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -138,12 +140,12 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation groups' blocks (caller's
     // contract); the stores write the four outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let gsize = if W == Q0_Q8_0 { q8_0::BYTES * ROWS } else { q4_0::BYTES * ROWS };
         let mut acc = [[vdupq_n_f32(0.0); act_x4::ROWS]; NA];
         for blk in 0..k / 32 {
             let g = a.add(blk * gsize);
             let dw = f16x4_at(g);
-            let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+            let w = weights::<W>(g.add(F16_BYTES * ROWS));
             // Activation group n (unrolled: the accumulators stay in registers).
             macro_rules! act_group {
                 ($n:literal) => {{
@@ -157,7 +159,7 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
                     );
                     let y = [y.0 .0, y.0 .1, y.0 .2, y.0 .3, y.1 .0, y.1 .1, y.1 .2, y.1 .3];
                     // Q4_0: - 8 * sum of each column (nibbles used as 0..15).
-                    let init = if Q4 {
+                    let init = if W == Q0_Q4_0 {
                         vmovl_s16(vld1_s16(p.add(act_x4::NEG8_SUM).cast()))
                     } else {
                         vdupq_n_s32(0)
@@ -200,7 +202,7 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
 /// repacked in 4 x 4; `b` is an activation row of `k` values in the Q8_0-with-sums format;
 /// `c .. c + 4 * G` are writable.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemv<const G: usize, const Q4: bool>(
+unsafe fn gemv<const G: usize, const W: u8>(
     k: usize,
     a: *const u8,
     gstride: usize,
@@ -210,20 +212,20 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
     // SAFETY: every load stays within the groups' and the activation row's blocks (caller's
     // contract); the stores write the groups' outputs.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let gsize = if W == Q0_Q8_0 { q8_0::BYTES * ROWS } else { q4_0::BYTES * ROWS };
         let mut acc = [vdupq_n_f32(0.0); G];
         for blk in 0..k / 32 {
             let p = b.add(blk * ACT_BLOCK);
             let bd = f16_at(p);
             let y = vld1q_s8_x2(p.add(q8_1::QS).cast::<i8>());
-            let init = if Q4 {
+            let init = if W == Q0_Q4_0 {
                 vdupq_n_s32(-8 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())))
             } else {
                 vdupq_n_s32(0)
             };
             for (i, acc) in acc.iter_mut().enumerate() {
                 let g = a.add(i * gstride + blk * gsize);
-                let w = weights::<Q4>(g.add(F16_BYTES * ROWS));
+                let w = weights::<W>(g.add(F16_BYTES * ROWS));
                 let s = sdot4!(init, &w[..4], y.0);
                 let s = sdot4!(s, &w[4..], y.1);
                 *acc = vfmaq_f32(*acc, vcvtq_f32_s32(s), vmulq_n_f32(f16x4_at(g), bd));
@@ -240,7 +242,7 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
 const GEMV_GROUPS: usize = 4;
 
 macro_rules! packed_tile_fn {
-    ($name:ident, $q4:expr) => {
+    ($name:ident, $w:expr) => {
         /// Tile kernel on 4 x 4 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
         /// to [`GEMV_GROUPS`] groups); four activation rows are one group of the interleaved
         /// format ([`act_x4`], 4-byte words: [`group_x4`]), fewer are rows: three or two per
@@ -265,9 +267,9 @@ macro_rules! packed_tile_fn {
                     unsafe {
                         let u = o.at(ROWS * gi, 0);
                         if x4 >= 2 {
-                            group_x4::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                            group_x4::<2, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                         } else {
-                            group_x4::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                            group_x4::<1, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                         }
                     }
                 }
@@ -281,10 +283,10 @@ macro_rules! packed_tile_fn {
                     if left == 1 {
                         let gs = ROWS * t.lda;
                         match groups {
-                            4 => gemv::<4, $q4>(t.k, t.a, gs, t.b, t.c),
-                            3 => gemv::<3, $q4>(t.k, t.a, gs, t.b, t.c),
-                            2 => gemv::<2, $q4>(t.k, t.a, gs, t.b, t.c),
-                            _ => gemv::<1, $q4>(t.k, t.a, gs, t.b, t.c),
+                            4 => gemv::<4, $w>(t.k, t.a, gs, t.b, t.c),
+                            3 => gemv::<3, $w>(t.k, t.a, gs, t.b, t.c),
+                            2 => gemv::<2, $w>(t.k, t.a, gs, t.b, t.c),
+                            _ => gemv::<1, $w>(t.k, t.a, gs, t.b, t.c),
                         }
                         break;
                     }
@@ -292,8 +294,8 @@ macro_rules! packed_tile_fn {
                     for gi in 0..groups {
                         let u = t.at(ROWS * gi, 0);
                         match n {
-                            3 => group::<3, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
-                            _ => group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                            3 => group::<3, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
+                            _ => group::<2, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc),
                         }
                     }
                     j += n;
@@ -303,8 +305,9 @@ macro_rules! packed_tile_fn {
     };
 }
 
-packed_tile_fn!(packed_q4_0, true);
-packed_tile_fn!(packed_q8_0, false);
+packed_tile_fn!(packed_q4_0, Q0_Q4_0);
+packed_tile_fn!(packed_q8_0, Q0_Q8_0);
+packed_tile_fn!(packed_iq4_nl, Q0_IQ4_NL);
 
 /// The kernel for 4 x 4 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
 /// groups of 4 rows, 8 columns: two groups of the interleaved activation format).
@@ -312,6 +315,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
+        DType::IQ4_NL => Some((packed_iq4_nl as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         _ => None,
     }
 }

@@ -7,14 +7,15 @@
 //! `smmla` would be thrown away. i8mm CPUs all have dotprod (the tier requires both).
 //!
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
-//! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted.
+//! Q4_0 nibbles are used as they are (0..15) and `8 * sum` of the activation quants subtracted;
+//! IQ4_NL (Q4_0's layout) as the levels its nibbles index (`tbl`).
 //! Tiles of four activation rows read them interleaved ([`act_x4`], 8-byte words): a 16-byte
 //! load is then 8 bytes of two activation rows, the right operand of `smmla` as it is.
 //!
 //! [`PackLayout::R4W8`]: crate::kernels::repack::PackLayout::R4W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use super::{f16_at, f16x4_at, sdot, smmla};
+use super::{f16_at, f16x4_at, nibble_weights, sdot, smmla, Q0_IQ4_NL, Q0_Q4_0, Q0_Q8_0};
 use crate::kernels::act_x4;
 use crate::kernels::blocks::{q4_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::{Operands, TileFn};
@@ -27,8 +28,8 @@ const ROWS: usize = 4;
 const ACT_BLOCK: usize = q8_1::BYTES;
 
 /// One group of four repacked rows times `NP` pairs of activation rows (`ncols` rows in all,
-/// `2 * NP - 1 <= ncols <= 2 * NP`; an odd last row is paired with itself): Q4_0 (`Q4`) or
-/// Q8_0 weights.
+/// `2 * NP - 1 <= ncols <= 2 * NP`; an odd last row is paired with itself): Q4_0, Q8_0 or
+/// IQ4_NL weights (`W`).
 ///
 /// # Safety
 ///
@@ -37,7 +38,7 @@ const ACT_BLOCK: usize = q8_1::BYTES;
 /// format; `c + j * ldc .. + 4` (`j < ncols`) are writable.
 #[target_feature(enable = "neon,i8mm")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn group<const NP: usize, const Q4: bool>(
+unsafe fn group<const NP: usize, const W: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -49,7 +50,8 @@ unsafe fn group<const NP: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation rows' blocks (caller's
     // contract); the stores write the four outputs of each of the `ncols` activation rows.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let q4 = W != Q0_Q8_0;
+        let gsize = if q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let m4 = vdupq_n_u8(0x0f);
         // acc[cp][rp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
         let mut acc = [[vdupq_n_f32(0.0); 2]; NP];
@@ -66,14 +68,14 @@ unsafe fn group<const NP: usize, const Q4: bool>(
             let q = g.add(F16_BYTES * ROWS);
             // w[t][rp]: the weights of word t (values 8t..8t + 8) of row pair rp.
             let mut w = [[vdupq_n_s8(0); 2]; 4];
-            for t in 0..if Q4 { 2 } else { 4 } {
+            for t in 0..if q4 { 2 } else { 4 } {
                 for rp in 0..2 {
                     let r = vld1q_u8(q.add(32 * t + 16 * rp));
-                    if Q4 {
+                    if q4 {
                         // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t..,
                         // high nibbles values 16 + 8t..
-                        w[t][rp] = vreinterpretq_s8_u8(vandq_u8(r, m4));
-                        w[2 + t][rp] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(r));
+                        w[t][rp] = nibble_weights::<W>(vandq_u8(r, m4));
+                        w[2 + t][rp] = nibble_weights::<W>(vshrq_n_u8::<4>(r));
                     } else {
                         w[t][rp] = vreinterpretq_s8_u8(r);
                     }
@@ -84,7 +86,7 @@ unsafe fn group<const NP: usize, const Q4: bool>(
                 let (y0, y1) = (p0.add(q8_1::QS).cast::<i8>(), p1.add(q8_1::QS).cast::<i8>());
                 let (e0, e1) = (f16_at(p0), f16_at(p1));
                 let be = vld1q_f32([e0, e1, e0, e1].as_ptr());
-                let init = if Q4 {
+                let init = if W == Q0_Q4_0 {
                     let s0 =
                         -8 * i32::from(std::ptr::read_unaligned(p0.add(q8_1::S).cast::<i16>()));
                     let s1 =
@@ -133,7 +135,7 @@ unsafe fn group<const NP: usize, const Q4: bool>(
 /// `b + 4 n ldb` (`n < NA`) are groups of four activation rows of `k` values in the
 /// interleaved format with 8-byte words; `c + j * ldc .. + 4` (`j < 4 NA`) are writable.
 #[target_feature(enable = "neon,i8mm")]
-unsafe fn group_x4<const NA: usize, const Q4: bool>(
+unsafe fn group_x4<const NA: usize, const W: u8>(
     k: usize,
     a: *const u8,
     b: *const u8,
@@ -144,7 +146,8 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
     // SAFETY: every load stays within the group's and the activation groups' blocks (caller's
     // contract); the stores write the four outputs of each activation row.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let q4 = W != Q0_Q8_0;
+        let gsize = if q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let m4 = vdupq_n_u8(0x0f);
         // acc[n][cp][rp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp of
         // activation group n.
@@ -157,14 +160,14 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
             let q = g.add(F16_BYTES * ROWS);
             // w[t][rp]: the weights of word t (values 8t..8t + 8) of row pair rp.
             let mut w = [[vdupq_n_s8(0); 2]; 4];
-            if Q4 {
+            if q4 {
                 // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t.., high 16 + 8t..
                 let r = vld1q_u8_x4(q);
                 let r = [r.0, r.1, r.2, r.3];
                 for t in 0..2 {
                     for rp in 0..2 {
-                        w[t][rp] = vreinterpretq_s8_u8(vandq_u8(r[2 * t + rp], m4));
-                        w[2 + t][rp] = vreinterpretq_s8_u8(vshrq_n_u8::<4>(r[2 * t + rp]));
+                        w[t][rp] = nibble_weights::<W>(vandq_u8(r[2 * t + rp], m4));
+                        w[2 + t][rp] = nibble_weights::<W>(vshrq_n_u8::<4>(r[2 * t + rp]));
                     }
                 }
             } else {
@@ -186,7 +189,7 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
                 );
                 let yz = [[lo.0, lo.1], [lo.2, lo.3], [hi.0, hi.1], [hi.2, hi.3]];
                 // Q4_0: - 8 * sum of each column, as the lanes of the products.
-                let init = if Q4 {
+                let init = if W == Q0_Q4_0 {
                     let s = vmovl_s16(vld1_s16(p.add(act_x4::NEG8_SUM).cast()));
                     let s = vreinterpretq_s64_s32(s);
                     [
@@ -236,7 +239,7 @@ unsafe fn group_x4<const NA: usize, const Q4: bool>(
 /// repacked in 4 x 8; `b` is an activation row of `k` values in the Q8_0-with-sums format;
 /// `c .. c + 4 * G` are writable.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemv<const G: usize, const Q4: bool>(
+unsafe fn gemv<const G: usize, const W: u8>(
     k: usize,
     a: *const u8,
     gstride: usize,
@@ -246,7 +249,8 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
     // SAFETY: every load stays within the groups' and the activation row's blocks (caller's
     // contract); the stores write the groups' outputs.
     unsafe {
-        let gsize = if Q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
+        let q4 = W != Q0_Q8_0;
+        let gsize = if q4 { q4_0::BYTES * ROWS } else { q8_0::BYTES * ROWS };
         let m4 = vdupq_n_u8(0x0f);
         let mut acc = [vdupq_n_f32(0.0); G];
         for blk in 0..k / 32 {
@@ -256,7 +260,7 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
             let yw: [int8x16_t; 4] =
                 std::array::from_fn(|t| vreinterpretq_s8_s64(vld1q_dup_s64(y.add(t))));
             // Q4_0: - 8 * sum, half in each of a row's two lanes.
-            let init = if Q4 {
+            let init = if W == Q0_Q4_0 {
                 vdupq_n_s32(-4 * i32::from(std::ptr::read_unaligned(p.add(q8_1::S).cast::<i16>())))
             } else {
                 vdupq_n_s32(0)
@@ -265,12 +269,12 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
                 let g = a.add(i * gstride + blk * gsize);
                 let q = g.add(F16_BYTES * ROWS);
                 // w[2t + h]: word t (values 8t..8t + 8) of rows 2h and 2h + 1.
-                let w: [int8x16_t; 8] = if Q4 {
+                let w: [int8x16_t; 8] = if q4 {
                     // Chunk t (bytes 8t..8t + 8 of qs): low nibbles values 8t.., high 16 + 8t..
                     let r = vld1q_u8_x4(q);
                     let r = [r.0, r.1, r.2, r.3];
                     std::array::from_fn(|i| {
-                        vreinterpretq_s8_u8(if i < 4 {
+                        nibble_weights::<W>(if i < 4 {
                             vandq_u8(r[i], m4)
                         } else {
                             vshrq_n_u8::<4>(r[i - 4])
@@ -300,7 +304,7 @@ unsafe fn gemv<const G: usize, const Q4: bool>(
 const GEMV_GROUPS: usize = 4;
 
 macro_rules! packed_tile_fn {
-    ($name:ident, $q4:expr) => {
+    ($name:ident, $w:expr) => {
         /// Tile kernel on 4 x 8 repacked weights (see [`TileFn`]): `mr` is a multiple of 4 (up
         /// to [`GEMV_GROUPS`] groups); four activation rows are one group of the interleaved
         /// format ([`act_x4`], 8-byte words: [`group_x4`]), fewer are rows: three (a pair and a
@@ -326,9 +330,9 @@ macro_rules! packed_tile_fn {
                     unsafe {
                         let u = o.at(ROWS * gi, 0);
                         if x4 >= 2 {
-                            group_x4::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                            group_x4::<2, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                         } else {
-                            group_x4::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
+                            group_x4::<1, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc);
                         }
                     }
                 }
@@ -342,10 +346,10 @@ macro_rules! packed_tile_fn {
                     if left == 1 {
                         let gs = ROWS * t.lda;
                         match groups {
-                            4 => gemv::<4, $q4>(t.k, t.a, gs, t.b, t.c),
-                            3 => gemv::<3, $q4>(t.k, t.a, gs, t.b, t.c),
-                            2 => gemv::<2, $q4>(t.k, t.a, gs, t.b, t.c),
-                            _ => gemv::<1, $q4>(t.k, t.a, gs, t.b, t.c),
+                            4 => gemv::<4, $w>(t.k, t.a, gs, t.b, t.c),
+                            3 => gemv::<3, $w>(t.k, t.a, gs, t.b, t.c),
+                            2 => gemv::<2, $w>(t.k, t.a, gs, t.b, t.c),
+                            _ => gemv::<1, $w>(t.k, t.a, gs, t.b, t.c),
                         }
                         break;
                     }
@@ -353,9 +357,9 @@ macro_rules! packed_tile_fn {
                     for gi in 0..groups {
                         let u = t.at(ROWS * gi, 0);
                         if n > 2 {
-                            group::<2, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
+                            group::<2, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
                         } else {
-                            group::<1, $q4>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
+                            group::<1, $w>(u.k, u.a, u.b, u.ldb, u.c, u.ldc, n);
                         }
                     }
                     j += n;
@@ -365,8 +369,9 @@ macro_rules! packed_tile_fn {
     };
 }
 
-packed_tile_fn!(packed_q4_0, true);
-packed_tile_fn!(packed_q8_0, false);
+packed_tile_fn!(packed_q4_0, Q0_Q4_0);
+packed_tile_fn!(packed_q8_0, Q0_Q8_0);
+packed_tile_fn!(packed_iq4_nl, Q0_IQ4_NL);
 
 /// The kernel for 4 x 8 repacked weights of `wt`, with its tile size (up to [`GEMV_GROUPS`]
 /// groups of 4 rows, 8 columns: two groups of the interleaved activation format).
@@ -374,6 +379,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     match wt {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
+        DType::IQ4_NL => Some((packed_iq4_nl as TileFn, ROWS * GEMV_GROUPS, 2 * act_x4::ROWS)),
         _ => None,
     }
 }

@@ -1,5 +1,5 @@
-//! The repacked weight layout ("CPU_REPACK"): Q4_0, Q5_0, Q8_0, (AVX-512 VNNI) Q4_1 / Q5_1 and
-//! k-quant rows (and F16 rows, below)
+//! The repacked weight layout ("CPU_REPACK"): Q4_0, IQ4_NL (Q4_0's block), Q5_0, Q8_0, (AVX-512
+//! VNNI) Q4_1 / Q5_1 and k-quant rows (and F16 rows, below)
 //! interleaved at upload, in groups of a few rows whose quants alternate in words of a few
 //! bytes, so that one vector load holds a word of every row of the group and one instruction
 //! multiplies all of them by an activation word.
@@ -19,9 +19,10 @@
 //! (32-byte words), so that a matrix-vector product streams the weights sequentially.
 //!
 //! A group's block `b` follows block `b - 1`:
-//! first the rows' header fields, field by field (Q4_0 / Q8_0: the `rows` f16 scales; Q5_0: the
+//! first the rows' header fields, field by field (Q4_0 / IQ4_NL / Q8_0: the `rows` f16 scales; Q5_0: the
 //! scales, then the fifth bits as byte masks, see [`qh_to_masks`]; Q4_1: the scales, then the
-//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; Q4_K: the `d`,
+//! minimums; Q5_1: the scales, the minimums, then the fifth bits as byte masks; IQ4_XS: the `d`,
+//! the `scales_h`, then the 4 bytes of `scales_l`; Q4_K: the `d`,
 //! the `dmin`, then byte `s` of every row's 12-byte `scales` for `s` in 0..12, also Q5_K's; Q6_K:
 //! the `d`, then byte `s` of every row's 16 `scales`; Q3_K: the `d`, then its 12 `scales` bytes;
 //! Q2_K: the `d`, the `dmin`, then its 16 `scales` bytes), then the quants in chunks `h`, each
@@ -38,13 +39,15 @@ mod buffer;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
-use super::blocks::{q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES};
+use super::blocks::{
+    iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, F16_BYTES,
+};
 use super::{MatKernel, Tier};
 use crate::buffer::HostBuffer;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferType};
-use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK4_1, QK5_0, QK5_1, QK8_0, QK_K};
+use tessera_core::quant::blocks::{K_SCALE_SIZE, QK4_0, QK4_1, QK4_NL, QK5_0, QK5_1, QK8_0, QK_K};
 use tessera_core::{DType, Error, Layout, Result};
 
 /// Name of the repack buffer type.
@@ -205,6 +208,30 @@ fn geometry(dtype: DType) -> Option<Geometry> {
             own: None,
             qh_masks: false,
         }),
+        // IQ4_NL has Q4_0's block: the scale, then 16 bytes of nibbles.
+        DType::IQ4_NL => Some(Geometry {
+            values: QK4_NL,
+            size: iq4_nl::BYTES,
+            fields: &[(0, F16_BYTES)],
+            quants: quants(iq4_nl::QS, iq4_nl::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: false,
+        }),
+        // IQ4_XS: d, scales_h, scales_l, then 128 bytes of nibbles.
+        DType::IQ4_XS => Some(Geometry {
+            values: QK_K,
+            size: iq4_xs::BYTES,
+            fields: &[
+                (0, F16_BYTES),
+                (iq4_xs::SCALES_H, iq4_xs::SCALES_L - iq4_xs::SCALES_H),
+                (iq4_xs::SCALES_L, iq4_xs::QS - iq4_xs::SCALES_L),
+            ],
+            quants: quants(iq4_xs::QS, iq4_xs::BYTES),
+            runs: WHOLE,
+            own: None,
+            qh_masks: false,
+        }),
         DType::Q5_0 => Some(Geometry {
             values: QK5_0,
             size: q5_0::BYTES,
@@ -302,10 +329,11 @@ fn geometry(dtype: DType) -> Option<Geometry> {
     }
 }
 
-/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, Q5_0, Q8_0,
-/// (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple of 16
-/// values), contiguous, rows of every plane a multiple of the group, and the tier has repacked
-/// kernels for the type (on ARM: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on dotprod and i8mm).
+/// Whether a tensor of `layout` can be stored repacked under the active tier: Q4_0, IQ4_NL, Q5_0,
+/// Q8_0, (AVX-512 VNNI) Q4_1 / Q5_1, a k-quant or F16 (rows of whole blocks; F16: of a multiple
+/// of 16 values), contiguous, rows of every plane a multiple of the group, and the tier has
+/// repacked kernels for the type (on ARM: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K on dotprod and
+/// i8mm).
 pub fn can_repack(layout: &Layout) -> bool {
     PackLayout::active().is_some_and(|pl| can_repack_as(pl, layout))
 }
@@ -335,7 +363,7 @@ fn check_len(
         return Err(Error::dtype(
             "repack",
             dtype,
-            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants and F16 are repacked",
+            "only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16 are repacked",
         ));
     };
     let (qlen, gl) = (g.quants.1, g.group(pl));

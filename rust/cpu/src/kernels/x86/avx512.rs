@@ -17,8 +17,8 @@ super::kern::x86_tier!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", vnn
 
 use super::kern::X86Tiles;
 use crate::kernels::Tiles;
-// (x86_tier! imports the block modules of its kernels: q4_0, q4_k, q5_k, q6_k, q8_0 and q8_k
-// among them.)
+// (x86_tier! imports the block modules of its kernels: iq4_nl, q4_0, q4_k, q5_k, q6_k, q8_0
+// and q8_k among them.)
 use crate::kernels::blocks::{q4_1, q5_0, q5_1, q8_1, F16_BYTES};
 
 /// Rows per repacked group (the 16 x 4 layout).
@@ -34,6 +34,9 @@ const P_Q5_0: u8 = 2;
 const P_Q4_1: u8 = 3;
 /// Packed kernel kind: Q5_1 weights (Q5_0's quants without a zero point, and a minimum).
 const P_Q5_1: u8 = 4;
+/// Packed kernel kind: IQ4_NL weights (Q4_0's layout; the nibbles index the 16 levels, looked
+/// up plus 128 with `vpshufb` and used as Q8_0's quants are).
+const P_IQ4_NL: u8 = 5;
 
 /// Group blocks ahead that the one-row Q4_0 / Q8_0 / Q5_0 kernel prefetches where
 /// [`super::prefetch::Site::Packed512`] is on (not on AMD, whose hardware prefetchers do better
@@ -48,8 +51,8 @@ const GEMV_PREFETCH_BLOCKS: usize = 4;
 /// -> 25.5-26.0; Q4_0 65536 rows 12.2 -> 13.2-13.7; 8 and 16 blocks gained less).
 const GEMV_PREFETCH_L2_BLOCKS: usize = 12;
 
-/// Repacked Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 weights (`KIND`; one group of sixteen rows, see
-/// [`crate::kernels::repack`]) times `NR` activation rows in the "Q8_0 with sums" format: one
+/// Repacked Q4_0 / Q8_0 / Q5_0 / Q4_1 / Q5_1 / IQ4_NL weights (`KIND`; one group of sixteen
+/// rows, see [`crate::kernels::repack`]) times `NR` activation rows in the "Q8_0 with sums" format: one
 /// `vpdpbusd` multiplies four quants of all sixteen rows by a broadcast word of one activation
 /// row. The fifth bits of Q5_0 / Q5_1 are stored as byte masks: one masked move per 64 quants.
 /// Q4_1 / Q5_1's minimum `m` multiplies the activation block's `d * sum(q)`.
@@ -71,6 +74,7 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
         // Q5_1) the fifth-bit masks, then the quants.
         let (bsz, zp, qs_at) = match KIND {
             P_Q4_0 => (q4_0::BYTES * ROWS, 8, F16_BYTES * ROWS),
+            P_IQ4_NL => (iq4_nl::BYTES * ROWS, 128, F16_BYTES * ROWS),
             P_Q5_0 => (q5_0::BYTES * ROWS, 16, q5_0::QS * ROWS),
             P_Q4_1 => (q4_1::BYTES * ROWS, 0, q4_1::QS * ROWS),
             P_Q5_1 => (q5_1::BYTES * ROWS, 0, q5_1::QS * ROWS),
@@ -81,6 +85,13 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
         let nib = _mm512_set1_epi8(0x0f);
         let flip = _mm512_set1_epi8(-128);
         let fifth = _mm512_set1_epi8(0x10);
+        // IQ4_NL's levels plus 128 (unsigned, as Q8_0's quants xor 0x80) in every lane.
+        let levels = _mm512_xor_si512(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(
+                tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+            )),
+            flip,
+        );
         let mut acc = [_mm512_setzero_ps(); NR];
         let prefetch = NR == 1 && super::prefetch::on(super::prefetch::Site::Packed512);
         for blk in 0..k / 32 {
@@ -114,6 +125,11 @@ unsafe fn packed<const NR: usize, const KIND: u8>(
                     let q = _mm512_loadu_si512(qs.add(64 * h).cast());
                     w[h] = _mm512_and_si512(q, nib);
                     w[4 + h] = _mm512_and_si512(_mm512_srli_epi16::<4>(q), nib);
+                }
+                if KIND == P_IQ4_NL {
+                    for v in w.iter_mut() {
+                        *v = _mm512_shuffle_epi8(levels, *v);
+                    }
                 }
                 if matches!(KIND, P_Q5_0 | P_Q5_1) {
                     let masks = g.add(masks_at).cast::<u64>();
@@ -194,6 +210,14 @@ packed_tiled!(
 );
 packed_tiled!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    packed_iq4_nl,
+    packed,
+    P_IQ4_NL,
+    16,
+    [8, 4, 1]
+);
+packed_tiled!(
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     packed_q4_k,
     packed_q45k,
     P_Q4_K,
@@ -243,6 +267,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 8)),
         DType::Q4_1 => Some((packed_q4_1 as TileFn, ROWS, 8)),
         DType::Q5_1 => Some((packed_q5_1 as TileFn, ROWS, 8)),
+        DType::IQ4_NL => Some((packed_iq4_nl as TileFn, ROWS, 8)),
         DType::Q4_K => Some((packed_q4_k as TileFn, ROWS, 16)),
         DType::Q2_K => Some((packed_q2_k as TileFn, ROWS, 16)),
         DType::Q3_K => Some((packed_q3_k as TileFn, ROWS, 16)),

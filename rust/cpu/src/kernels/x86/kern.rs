@@ -14,7 +14,7 @@
 //! | weights            | kernel               | tiles field          |
 //! |--------------------|----------------------|----------------------|
 //! | F32, F16, BF16     | `float_tile`         | `float`              |
-//! | Q8_0, Q4_0         | `q_0_tile`           | `q8_0_q4_0`          |
+//! | Q8_0, Q4_0, IQ4_NL | `q_0_tile`           | `q8_0_q4_0`          |
 //! | Q4_K, Q5_K         | `q45_k_tile`         | `q4_k_q5_k`          |
 //! | Q2_K, Q3_K, Q6_K   | `k16_tile`           | `q2_k_q3_k_q6_k`     |
 //! | Q4_1, Q5_0, Q5_1   | `legacy_tile` ([`super::legacy`]) | `q4_1_q5_0_q5_1` |
@@ -86,7 +86,7 @@ use crate::kernels::Tiles;
 pub(super) struct X86Tiles {
     /// F32, F16 and BF16 weights (`float_tile`).
     pub(super) float: Tiles,
-    /// Q8_0 and Q4_0 weights (`q_0_tile`).
+    /// Q8_0, Q4_0 and IQ4_NL weights (`q_0_tile`).
     pub(super) q8_0_q4_0: Tiles,
     /// Q4_K and Q5_K weights (`q45_k_tile`): it unpacks a row's quants once per 64 values for
     /// all the tile's columns, so its tiles are one row wide and many columns long.
@@ -116,7 +116,7 @@ pub(super) const KQUANT_PREFETCH_L2_BLOCKS: usize = 4;
 macro_rules! x86_tier {
     ($feat:literal, vnni: $vnni:expr, $tiles:ident) => {
         use super::kern::{h2f, hsum, load_w, rd16, scalar_w};
-        use crate::kernels::blocks::{q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, q8_k};
+        use crate::kernels::blocks::{iq4_nl, q2_k, q3_k, q4_0, q4_k, q5_k, q6_k, q8_0, q8_k};
         use crate::kernels::kquant::{q3_k_scale_words, scales_mins};
         use crate::kernels::TileFn;
         use std::arch::x86_64::*;
@@ -216,9 +216,17 @@ macro_rules! x86_tier {
             }
         }
 
-        /// Q8_0 or Q4_0 weights (`Q4` selects) times Q8_0 activations.
+        /// Q8_0 weights in [`q_0_tile`].
+        const Q0_Q8_0: u8 = 0;
+        /// Q4_0 weights in [`q_0_tile`].
+        const Q0_Q4_0: u8 = 1;
+        /// IQ4_NL weights in [`q_0_tile`]: Q4_0's nibbles as indices into the 16 levels
+        /// (`vpshufb`), then multiplied as Q8_0's signed quants are.
+        const Q0_IQ4_NL: u8 = 2;
+
+        /// Q8_0, Q4_0 or IQ4_NL weights (`W`) times Q8_0 activations.
         #[target_feature(enable = $feat)]
-        unsafe fn q_0_tile<const MR: usize, const NR: usize, const Q4: bool>(
+        unsafe fn q_0_tile<const MR: usize, const NR: usize, const W: u8>(
             k: usize,
             a: *const u8,
             lda: usize,
@@ -228,30 +236,43 @@ macro_rules! x86_tier {
             ldc: usize,
         ) {
             // SAFETY: the caller guarantees this function's target features (the tier's) and the tile's
-            // operands: `MR` weight rows of `k / 32` Q4_0 or Q8_0 blocks at `a + i * lda` and `NR`
+            // operands: `MR` weight rows of `k / 32` blocks of `W` at `a + i * lda` and `NR`
             // Q8_0 activation rows at `b + j * ldb`, and the outputs `c + j * ldc + i` are writable; every load and store
             // below stays within them.
             unsafe {
+                const _: () = assert!(q4_0::BYTES == iq4_nl::BYTES && q4_0::QS == iq4_nl::QS);
+                let q4 = W == Q0_Q4_0;
                 let (wsize, qs_at) =
-                    if Q4 { (q4_0::BYTES, q4_0::QS) } else { (q8_0::BYTES, q8_0::QS) };
+                    if W == Q0_Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q4_0::BYTES, q4_0::QS) };
                 let nb = k / 32;
                 let mut acc = [[_mm256_setzero_ps(); NR]; MR];
                 let ones16 = _mm256_set1_epi16(1);
                 let ones8 = _mm256_set1_epi8(1);
                 let nib = _mm256_set1_epi8(0x0f);
-                // Zero point of the unsigned weights: 8 for Q4_0 nibbles, 128 for Q8_0 xor 0x80.
-                let zp = _mm256_set1_epi8(if Q4 { 8 } else { -128 });
+                // Zero point of the unsigned weights: 8 for Q4_0 nibbles, 128 for Q8_0 (and
+                // IQ4_NL's levels) xor 0x80.
+                let zp = _mm256_set1_epi8(if q4 { 8 } else { -128 });
                 let flip = _mm256_set1_epi8(-128);
+                // IQ4_NL's levels in both lanes (VNNI: plus 128, as Q8_0's quants).
+                let levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+                ));
+                let levels = if VNNI { _mm256_xor_si256(levels, flip) } else { levels };
                 for blk in 0..nb {
                     let mut wv = [_mm256_setzero_si256(); MR];
                     let mut wd = [_mm256_setzero_ps(); MR];
                     for i in 0..MR {
                         let p = a.add(i * lda + blk * wsize);
                         wd[i] = _mm256_set1_ps(h2f!(rd16!(p)));
-                        wv[i] = if Q4 {
+                        wv[i] = if W != Q0_Q8_0 {
                             let q = _mm_loadu_si128(p.add(qs_at).cast());
                             let both = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-                            _mm256_and_si256(both, nib)
+                            let nibbles = _mm256_and_si256(both, nib);
+                            if q4 {
+                                nibbles
+                            } else {
+                                _mm256_shuffle_epi8(levels, nibbles)
+                            }
                         } else if VNNI {
                             _mm256_xor_si256(_mm256_loadu_si256(p.add(qs_at).cast()), flip)
                         } else {
@@ -273,7 +294,7 @@ macro_rules! x86_tier {
                                 let s = _mm256_mul_ps(wd[i], bd);
                                 acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[i][j]);
                             }
-                        } else if Q4 {
+                        } else if q4 {
                             let sum8 = _mm256_slli_epi32::<3>(_mm256_madd_epi16(
                                 _mm256_maddubs_epi16(ones8, bv),
                                 ones16,
@@ -624,8 +645,9 @@ macro_rules! x86_tier {
         tiled!($feat, tile_f32, float_tile, $tiles.float, W_F32);
         tiled!($feat, tile_f16, float_tile, $tiles.float, W_F16);
         tiled!($feat, tile_bf16, float_tile, $tiles.float, W_BF16);
-        tiled!($feat, tile_q8_0, q_0_tile, $tiles.q8_0_q4_0, false);
-        tiled!($feat, tile_q4_0, q_0_tile, $tiles.q8_0_q4_0, true);
+        tiled!($feat, tile_q8_0, q_0_tile, $tiles.q8_0_q4_0, Q0_Q8_0);
+        tiled!($feat, tile_q4_0, q_0_tile, $tiles.q8_0_q4_0, Q0_Q4_0);
+        tiled!($feat, tile_iq4_nl, q_0_tile, $tiles.q8_0_q4_0, Q0_IQ4_NL);
         tiled!($feat, tile_q4_k, q45_k_tile, $tiles.q4_k_q5_k, false);
         tiled!($feat, tile_q5_k, q45_k_tile, $tiles.q4_k_q5_k, true);
         tiled!($feat, tile_q6_k, k16_tile, $tiles.q2_k_q3_k_q6_k, K16_Q6);
@@ -645,6 +667,7 @@ macro_rules! x86_tier {
                 DType::BF16 => $tiles.float.entry(tile_bf16),
                 DType::Q8_0 => $tiles.q8_0_q4_0.entry(tile_q8_0),
                 DType::Q4_0 => $tiles.q8_0_q4_0.entry(tile_q4_0),
+                DType::IQ4_NL => $tiles.q8_0_q4_0.entry(tile_iq4_nl),
                 DType::Q4_K => $tiles.q4_k_q5_k.entry(tile_q4_k),
                 DType::Q5_K => $tiles.q4_k_q5_k.entry(tile_q5_k),
                 DType::Q6_K => $tiles.q2_k_q3_k_q6_k.entry(tile_q6_k),

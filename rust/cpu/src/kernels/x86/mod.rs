@@ -4,6 +4,7 @@ mod avx2;
 mod avx512;
 pub(crate) mod ew;
 mod gemm;
+mod iq4;
 mod kern;
 mod legacy;
 mod packed_avx2;
@@ -18,12 +19,12 @@ use tessera_core::DType;
 
 /// The AVX2 tile kernel for weights of `wt`, with its tile size.
 pub(super) fn avx2_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    avx2::tile(wt)
+    avx2::tile(wt).or_else(|| iq4::avx2::tile(wt))
 }
 
 /// The AVX-512 VNNI tile kernel for weights of `wt`, with its tile size.
 pub(super) fn avx512_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
-    avx512::tile(wt)
+    avx512::tile(wt).or_else(|| iq4::avx512::tile(wt))
 }
 
 /// The AVX-512 VNNI kernel for repacked weights of `wt`, with its tile size.
@@ -31,7 +32,7 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx512_tile());
     }
-    avx512::packed_tile(wt)
+    avx512::packed_tile(wt).or_else(|| iq4::packed512::packed_tile(wt))
 }
 
 /// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt`, with its tile size.
@@ -39,7 +40,7 @@ pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx2_tile());
     }
-    packed_avx2::packed_tile(wt)
+    packed_avx2::packed_tile(wt).or_else(|| iq4::packed256::packed_tile(wt))
 }
 
 /// The packed GEMM of `tier` (AVX2 or AVX-512 VNNI) for weights of `wt`: function, `MR`,

@@ -7,12 +7,13 @@
 //! Activations are in the "Q8_0 with sums" format ([`crate::kernels::MatKernel::repacked`]):
 //! Q4_0 nibbles are used unsigned (0..15) and `8 * sum` of the activation quants subtracted;
 //! Q5_0 the same with the fifth bits (stored as byte masks, four bytes per 32 quants) at bit 4
-//! and `16 * sum`.
+//! and `16 * sum`. IQ4_NL's nibbles index its 16 levels (`vpshufb`), which are multiplied as
+//! Q8_0's signed quants are (their magnitudes times the activations with their signs).
 //!
 //! [`PackLayout::R8W8`]: crate::kernels::repack::PackLayout::R8W8
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
-use crate::kernels::blocks::{q4_0, q5_0, q8_0, q8_1, F16_BYTES};
+use crate::kernels::blocks::{iq4_nl, q4_0, q5_0, q8_0, q8_1, F16_BYTES};
 use crate::kernels::TileFn;
 use std::arch::x86_64::*;
 use tessera_core::DType;
@@ -67,6 +68,8 @@ const P_Q4_0: u8 = 0;
 const P_Q8_0: u8 = 1;
 /// Packed kernel kind: Q5_0 weights.
 const P_Q5_0: u8 = 2;
+/// Packed kernel kind: IQ4_NL weights (Q4_0's layout).
+const P_IQ4_NL: u8 = 3;
 
 /// A 32-bit mask as 32 bytes, `0x10` where its bit is set (Q5_0's fifth bits).
 ///
@@ -84,8 +87,8 @@ unsafe fn fifth_bits(m: u32) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(0x10))
 }
 
-/// One group of eight repacked rows times `NR` activation rows: Q4_0, Q5_0 or Q8_0 weights
-/// (`KIND`).
+/// One group of eight repacked rows times `NR` activation rows: Q4_0, Q5_0, Q8_0 or IQ4_NL
+/// weights (`KIND`).
 ///
 /// # Safety
 ///
@@ -107,6 +110,7 @@ unsafe fn group<const NR: usize, const KIND: u8>(
         let (gsize, zp, qs_at) = match KIND {
             P_Q4_0 => (q4_0::BYTES * ROWS, 8, F16_BYTES * ROWS),
             P_Q5_0 => (q5_0::BYTES * ROWS, 16, q5_0::QS * ROWS),
+            P_IQ4_NL => (iq4_nl::BYTES * ROWS, 0, F16_BYTES * ROWS),
             _ => (q8_0::BYTES * ROWS, 0, F16_BYTES * ROWS),
         };
         let lanes = _mm256_loadu_si256(LANES.as_ptr().cast());
@@ -131,7 +135,48 @@ unsafe fn group<const NR: usize, const KIND: u8>(
             }
             let dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(g.cast())), lanes);
             let q = g.add(qs_at);
-            if KIND != P_Q8_0 {
+            if KIND == P_IQ4_NL {
+                // As Q4_0's chunks below: raw[2h + half] holds values 8h.. (low nibbles) and
+                // 16 + 8h.. (high) of rows 4 * half..; each nibble becomes its level.
+                let levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    tessera_core::quant::KVALUES_IQ4NL.as_ptr().cast(),
+                ));
+                let raw: [__m256i; 4] =
+                    std::array::from_fn(|t| _mm256_loadu_si256(q.add(32 * t).cast()));
+                let lo = raw.map(|r| _mm256_shuffle_epi8(levels, _mm256_and_si256(r, nib)));
+                let hi = raw.map(|r| {
+                    _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16::<4>(r), nib))
+                });
+                let (alo, ahi) = (lo.map(|r| _mm256_abs_epi8(r)), hi.map(|r| _mm256_abs_epi8(r)));
+                for j in 0..NR {
+                    let p = b.add(j * ldb + blk * ACT_BLOCK);
+                    let (bd, _) = act_header(p);
+                    let y: [__m256i; 4] = std::array::from_fn(|t| word(p.add(q8_1::QS), t));
+                    // |w| times the activation with w's sign: at most 2 * 127 * 127 per pair,
+                    // so each product is widened on its own.
+                    let dot = |w: __m256i, aw: __m256i, y: __m256i| {
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(y, w)), ones)
+                    };
+                    let half = |h: usize| {
+                        _mm256_add_epi32(
+                            _mm256_add_epi32(
+                                dot(lo[h], alo[h], y[0]),
+                                dot(lo[2 + h], alo[2 + h], y[1]),
+                            ),
+                            _mm256_add_epi32(
+                                dot(hi[h], ahi[h], y[2]),
+                                dot(hi[2 + h], ahi[2 + h], y[3]),
+                            ),
+                        )
+                    };
+                    let s = _mm256_hadd_epi32(half(0), half(1));
+                    acc[j] = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(s),
+                        _mm256_mul_ps(dw, _mm256_set1_ps(bd)),
+                        acc[j],
+                    );
+                }
+            } else if KIND != P_Q8_0 {
                 // raw[2h + half]: chunk h (bytes 8h..8h + 8 of qs), rows 4 * half .. + 4. Its low
                 // nibbles are values 8h.., its high nibbles values 16 + 8h..
                 let raw: [__m256i; 4] =
@@ -214,6 +259,7 @@ unsafe fn group<const NR: usize, const KIND: u8>(
 packed_tiled!("avx2,fma,f16c", packed_q4_0, group, P_Q4_0, ROWS, [4, 3, 2, 1]);
 packed_tiled!("avx2,fma,f16c", packed_q5_0, group, P_Q5_0, ROWS, [4, 3, 2, 1]);
 packed_tiled!("avx2,fma,f16c", packed_q8_0, group, P_Q8_0, ROWS, [4, 3, 2, 1]);
+packed_tiled!("avx2,fma,f16c", packed_iq4_nl, group, P_IQ4_NL, ROWS, [4, 3, 2, 1]);
 
 /// The kernel for 8 x 8 repacked weights of `wt`, with its tile size (8 rows, 4 columns).
 pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
@@ -221,6 +267,7 @@ pub(super) fn packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
         DType::Q4_0 => Some((packed_q4_0 as TileFn, ROWS, 4)),
         DType::Q8_0 => Some((packed_q8_0 as TileFn, ROWS, 4)),
         DType::Q5_0 => Some((packed_q5_0 as TileFn, ROWS, 4)),
+        DType::IQ4_NL => Some((packed_iq4_nl as TileFn, ROWS, 4)),
         _ => None,
     }
 }

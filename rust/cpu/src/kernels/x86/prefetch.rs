@@ -44,13 +44,13 @@ pub const PREFETCH_ENV: &str = "TESSERA_PREFETCH";
 pub(crate) enum Site {
     /// Repacked Q4_0 / Q8_0 / Q5_0 on the AVX-512 tier.
     Packed512 = 1,
-    /// Repacked K-quants on the AVX-512 tier (the next group block).
+    /// Repacked K-quants and IQ4_XS on the AVX-512 tier (the next group block).
     KQuant512 = 2,
     /// The one-column K-quant tiles (plain rows; the AVX2 tier's only K-quant kernels).
     KQuantTile = 4,
     /// The Q4_1 / Q5_1 / Q5_0 one-row tiles (plain rows).
     Legacy = 8,
-    /// Repacked Q4_0 / Q8_0 / Q5_0 on the AVX2 tier.
+    /// Repacked Q4_0 / Q8_0 / Q5_0 / IQ4_NL / IQ4_XS on the AVX2 tier.
     Packed256 = 16,
     /// Repacked Q6_K on the AVX-512 tier: a block some blocks ahead into L2.
     Q6KL2 = 32,
@@ -66,7 +66,7 @@ const SITES: [(Site, &str); 6] = [
     (Site::Q6KL2, "avx512-q6_k-l2"),
     (Site::KQuantTile, "k-quant-rows"),
     (Site::Legacy, "q4_1/q5_0/q5_1-rows"),
-    (Site::Packed256, "avx2-q4_0/q5_0/q8_0"),
+    (Site::Packed256, "avx2-q4_0/q5_0/q8_0/iq4"),
 ];
 
 /// The sites and whether each prefetches on this CPU, for display (`tessera info`).
