@@ -18,10 +18,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use tessera_core::registry::Registry;
-use tessera_llm::{Context, ContextOptions, DeviceChoice, Model, Rows};
+use common::reference_device::{argmax, gpu_cpu_ref_registry, load_on, max_diff, repo_root};
+use std::path::PathBuf;
+use tessera_llm::{Context, ContextOptions, Rows};
 
 /// Largest difference allowed between a GPU logit and the reference's: f32 sums in another
 /// order than the reference's f64 over 18 layers (measured at most 0.007 for logits near 20).
@@ -35,10 +34,6 @@ const DEFAULT_PROMPTS: usize = 6;
 
 /// Greedy steps checked after the first prompt.
 const GREEDY_STEPS: usize = 3;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn gemma_path() -> PathBuf {
     if let Some(p) = std::env::var_os("TESSERA_GEMMA_GGUF") {
@@ -58,15 +53,6 @@ fn gemma_path() -> PathBuf {
     p
 }
 
-fn argmax(v: &[f32]) -> usize {
-    // The lowest id on ties, as the fixture's greedy choice.
-    v.iter().enumerate().fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
 #[test]
 fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
     let Some(_) = common::gpu() else { return };
@@ -76,18 +62,8 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
             .unwrap(),
     )
     .unwrap();
-    let mut reg = Registry::new();
-    reg.register_with("GPU", tessera_gpu::register);
-    // The CPU before REF, so that the GPU context's CPU fallback is the CPU.
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg.register(Arc::new(common::reference_device::RefReg));
-    let gpu_name = tessera_gpu::api_name().to_string() + "0";
-    let load = |name: &str| {
-        Arc::new(
-            Model::load(&path, &reg, &DeviceChoice::Named(name.into()), &mut |_| true)
-                .unwrap_or_else(|e| panic!("loading the model on {name}: {e}")),
-        )
-    };
+    let (reg, gpu_name) = gpu_cpu_ref_registry();
+    let load = |name: &str| load_on(&reg, &path, name);
     let gpu = load(&gpu_name);
     assert_eq!(gpu.device().name(), gpu_name);
     assert_eq!(gpu.weights().mapped_bytes(), 0, "GPU weights are uploaded, not mapped");

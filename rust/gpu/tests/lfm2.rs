@@ -12,11 +12,11 @@
 
 mod common;
 
+use common::reference_device::{argmax, gpu_cpu_ref_registry, load_on, max_diff, repo_root};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use tessera_core::registry::Registry;
-use tessera_llm::{Context, ContextOptions, DeviceChoice, Model, Rows};
+use tessera_llm::{Context, ContextOptions, Model, Rows};
 
 /// Largest difference allowed between a GPU logit and the reference's: f32 sums in another
 /// order than the reference's f64 (logits with a standard deviation of about 16).
@@ -24,18 +24,6 @@ const LOGIT_TOL: f32 = 0.05;
 
 /// Prompts run (the first ones of the fixture).
 const PROMPTS: usize = 4;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    (0..v.len()).fold(0, |best, i| if v[i] > v[best] { i } else { best })
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
 
 /// The fixture, and the model file whose sha256 it recorded.
 fn fixture_and_model() -> (serde_json::Value, PathBuf) {
@@ -55,16 +43,8 @@ fn fixture_and_model() -> (serde_json::Value, PathBuf) {
 fn lfm2_runs_on_the_gpu_with_the_cpu_for_its_convolutions() {
     let Some(_) = common::gpu() else { return };
     let (fx, path) = fixture_and_model();
-    let mut reg = Registry::new();
-    reg.register_with("GPU", tessera_gpu::register);
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg.register(Arc::new(common::reference_device::RefReg));
-    let gpu_name = tessera_gpu::api_name().to_string() + "0";
-    let load = |name: &str| {
-        Arc::new(
-            Model::load(&path, &reg, &DeviceChoice::Named(name.into()), &mut |_| true).unwrap(),
-        )
-    };
+    let (reg, gpu_name) = gpu_cpu_ref_registry();
+    let load = |name: &str| load_on(&reg, &path, name);
     let gpu = load(&gpu_name);
     let reference = load("REF");
     let context = |m: &Arc<Model>, n_batch| {

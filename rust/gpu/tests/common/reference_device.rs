@@ -91,3 +91,41 @@ impl BackendReg for RefReg {
         vec![Arc::new(RefDevice)]
     }
 }
+
+/// The repository's root.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The index of the largest value (the lowest on ties, as the fixtures' greedy choice).
+pub fn argmax(v: &[f32]) -> usize {
+    v.iter().enumerate().fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
+}
+
+/// The largest absolute difference between `a` and `b`.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// A registry of the GPU, the CPU (registered before REF, so that a GPU context's CPU
+/// fallback is the CPU) and REF; and the GPU device's name.
+pub fn gpu_cpu_ref_registry() -> (tessera_core::registry::Registry, String) {
+    let mut reg = tessera_core::registry::Registry::new();
+    reg.register_with("GPU", tessera_gpu::register);
+    reg.register(tessera_cpu::CpuBackendReg::shared());
+    reg.register(Arc::new(RefReg));
+    (reg, tessera_gpu::api_name().to_string() + "0")
+}
+
+/// The model at `path` loaded on the device `name` of `reg`.
+pub fn load_on(
+    reg: &tessera_core::registry::Registry,
+    path: &std::path::Path,
+    name: &str,
+) -> Arc<tessera_llm::Model> {
+    let choice = tessera_llm::DeviceChoice::Named(name.into());
+    Arc::new(
+        tessera_llm::Model::load(path, reg, &choice, &mut |_| true)
+            .unwrap_or_else(|e| panic!("loading {} on {name}: {e}", path.display())),
+    )
+}
