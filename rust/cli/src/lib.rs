@@ -5,6 +5,7 @@
 
 pub mod backend_ops;
 pub mod bench;
+pub mod bench_constrained;
 pub mod bench_ew;
 pub mod gguf;
 pub mod info;

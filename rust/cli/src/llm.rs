@@ -87,6 +87,22 @@ fn load(reg: &Registry, c: &Common) -> Result<Arc<Model>, String> {
     Ok(Arc::new(model))
 }
 
+/// Loads `path` on `device` as `bench model` does (progress on stderr), for other benchmarks.
+pub fn load_for_bench(
+    reg: &Registry,
+    path: &str,
+    device: &DeviceChoice,
+) -> Result<Arc<Model>, String> {
+    let c = Common {
+        model: path.to_string(),
+        device: device.clone(),
+        threads: vec![],
+        n_ctx: None,
+        n_batch: 512,
+    };
+    load(reg, &c)
+}
+
 /// `tessera run MODEL -p TEXT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S]
 /// [-t THREADS] [--device D] [-c N_CTX]`: greedy by default.
 pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {

@@ -409,6 +409,7 @@ impl Model {
             max_tokens: request.max_tokens as usize,
             stop: request.stop.clone(),
             ignore_eos: request.ignore_eos,
+            ..GenerateOptions::default()
         };
         self.with_context(|ctx| {
             let g = generate(ctx, &prompt, &options, &mut |e| on_token(e.token, &e.text))?;

@@ -88,6 +88,13 @@ impl Context {
         options: &ContextOptions,
     ) -> Result<Context> {
         let hp = model.hparams();
+        if !hp.can_generate() {
+            return Err(LlmError::InvalidArgument(format!(
+                "{} is an embedding model: it has no context for generation (embed it with an \
+                 embed::Embedder)",
+                hp.arch
+            )));
+        }
         if options.n_ctx == 0 || options.n_ctx > hp.n_ctx_train.max(1) {
             return Err(LlmError::InvalidArgument(format!(
                 "n_ctx {} must be between 1 and the model's training context {}",
@@ -100,23 +107,9 @@ impl Context {
                 options.n_batch
             )));
         }
-        let params = BackendParams { threads: options.threads };
-        let device = model.device().clone();
-        let mut backends = vec![device.init_backend(&params)?];
-        if device.device_type() != DeviceType::Cpu {
-            backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
-        }
-        let mut scheduler = Scheduler::new(backends)?;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
-        let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
-        for i in 0..scheduler.backends().len() {
-            if let Some(b) = scheduler.backend_mut(i) {
-                b.set_abort_callback(Some(abort.clone()));
-            }
-        }
+        let (scheduler, cancel) = model_scheduler(&model, registry, options.threads)?;
         let n_batch = options.n_batch.min(options.n_ctx);
-        let cache = KvCache::new(hp, options.n_ctx, n_batch, &device)?;
+        let cache = KvCache::new(hp, options.n_ctx, n_batch, model.device())?;
         Ok(Context {
             model,
             cache,
@@ -317,7 +310,13 @@ impl Context {
         for (i, k) in plan.kinds.iter().enumerate() {
             n_kv[i] = k.n_kv;
         }
-        let shape = GraphShape { n_tokens: tokens.len(), n_kv, n_outputs: want.len(), embeddings };
+        let shape = GraphShape {
+            n_tokens: tokens.len(),
+            n_kv,
+            n_outputs: want.len(),
+            embeddings,
+            pooling: None,
+        };
         if self.current.as_ref().is_none_or(|g| g.shape != shape) {
             self.current = None;
             let m = ModelRef {
@@ -325,7 +324,7 @@ impl Context {
                 tensors: self.model.tensors(),
                 weights: self.model.weights(),
             };
-            let mut fg = forward::build(&m, &self.cache, shape)?;
+            let mut fg = forward::build(&m, Some(&self.cache), self.cache.n_ctx(), shape)?;
             self.scheduler.alloc_graph(&mut fg.graph)?;
             self.builds += 1;
             self.current = Some(fg);
@@ -341,21 +340,50 @@ impl Context {
             set_tensor(g, fg.masks[k], &mask)?;
         }
         set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
-        match self.scheduler.compute() {
-            Ok(()) => {}
-            Err(tessera_core::Error::Aborted) if self.cancel.load(Ordering::Relaxed) => {
-                return Err(LlmError::Cancelled)
-            }
-            Err(e) => {
-                // A failed compute may have written some cells: the positions of this batch
-                // are not committed, so they stay masked.
-                return Err(e.into());
-            }
-        }
+        // A failed compute may have written some cells: the positions of this batch are not
+        // committed, so they stay masked.
+        compute(&mut self.scheduler, &self.cancel)?;
         Ok(read_f32_into(g, fg.result, values)?)
     }
 }
 
-fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
+/// A scheduler over `model`'s device (and the CPU as fallback) with `threads` CPU threads, and
+/// the flag that aborts its computes when set.
+pub(crate) fn model_scheduler(
+    model: &Model,
+    registry: &Registry,
+    threads: Option<usize>,
+) -> Result<(Scheduler, Arc<AtomicBool>)> {
+    let params = BackendParams { threads };
+    let device = model.device();
+    let mut backends = vec![device.init_backend(&params)?];
+    if device.device_type() != DeviceType::Cpu {
+        backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
+    }
+    let mut scheduler = Scheduler::new(backends)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
+    for i in 0..scheduler.backends().len() {
+        if let Some(b) = scheduler.backend_mut(i) {
+            b.set_abort_callback(Some(abort.clone()));
+        }
+    }
+    Ok((scheduler, cancel))
+}
+
+/// Runs the scheduler's graph: [`LlmError::Cancelled`] when `cancel` stopped it.
+pub(crate) fn compute(scheduler: &mut Scheduler, cancel: &AtomicBool) -> Result<()> {
+    match scheduler.compute() {
+        Ok(()) => Ok(()),
+        Err(tessera_core::Error::Aborted) if cancel.load(Ordering::Relaxed) => {
+            Err(LlmError::Cancelled)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The little-endian bytes of I32 values (an input tensor's).
+pub(crate) fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
     v.flat_map(|x| x.to_le_bytes()).collect()
 }

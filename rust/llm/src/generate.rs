@@ -6,7 +6,8 @@
 //! A prompt that starts with what the context already processed reuses that prefix from the KV
 //! cache (the next chat turn only computes its new tokens).
 
-use crate::chat::ChatMessage;
+use crate::chat::{ChatMessage, LazyConstraint};
+use crate::constraint::{OutputConstraint, TokenConstraint};
 use crate::context::{Context, Rows};
 use crate::error::{LlmError, Result};
 use crate::sampling::{Sampler, SamplingParams};
@@ -35,8 +36,33 @@ pub struct GenerateOptions {
     pub max_tokens: usize,
     /// Strings that end the generation where they appear (not included in the text).
     pub stop: Vec<String>,
-    /// Keep going past end-of-generation tokens (they are then part of the text).
+    /// Keep going past end-of-generation tokens (they are then part of the text); a
+    /// constrained generation still ends when its constraint is complete and the model ends.
     pub ignore_eos: bool,
+    /// What the output must match (JSON Schema, grammar, regex), enforced on every token.
+    pub constraint: Option<OutputConstraint>,
+    /// Report the `n_probs` most likely candidates of every step with their probabilities
+    /// after the sampler chain ([`TokenEvent::probs`]); 0 reports none.
+    pub n_probs: usize,
+    /// A constraint that starts where one of its triggers appears in the output (a tool
+    /// call's opener: llama.cpp's lazy grammar); compiled before the first token.
+    pub lazy_constraint: Option<LazyConstraint>,
+    /// Write the text of control tokens (`<|python_tag|>`, `[TOOL_CALLS]`, ...) into the
+    /// output rather than nothing, for the tool-call parsers; end-of-generation tokens still
+    /// end the output.
+    pub special_text: bool,
+    /// At most this many tokens of reasoning (`<think>` ... `</think>`): at the limit the
+    /// closing tag is written for the model and the answer follows.
+    pub thinking_budget: Option<ThinkingBudget>,
+}
+
+/// A limit on a reasoning model's thinking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThinkingBudget {
+    /// Tokens of reasoning allowed.
+    pub tokens: usize,
+    /// The prompt already opened `<think>` (DeepSeek-R1's generation prompt does).
+    pub starts_inside: bool,
 }
 
 impl Default for GenerateOptions {
@@ -46,6 +72,11 @@ impl Default for GenerateOptions {
             max_tokens: 256,
             stop: Vec::new(),
             ignore_eos: false,
+            constraint: None,
+            n_probs: 0,
+            lazy_constraint: None,
+            special_text: false,
+            thinking_budget: None,
         }
     }
 }
@@ -91,6 +122,10 @@ pub struct Timings {
     pub predicted_ms: f64,
     /// Prompt tokens reused from the KV cache.
     pub cached_tokens: usize,
+    /// Milliseconds spent computing the output constraint's masks (part of `predicted_ms`).
+    pub constraint_ms: f64,
+    /// Masks computed (one per generated token of a constrained generation).
+    pub constraint_masks: usize,
 }
 
 impl Timings {
@@ -121,6 +156,21 @@ pub struct TokenEvent {
     /// The text this token completes: empty while a multi-byte character or a possible stop
     /// string is held back, then everything that became final.
     pub text: String,
+    /// With [`GenerateOptions::n_probs`], the most likely candidates of this step after the
+    /// sampler chain, most likely first (empty otherwise, and for the final flush).
+    pub probs: Vec<TokenProb>,
+}
+
+/// A candidate token of one step and its probability after the sampler chain (llama.rn's
+/// `completion_probabilities` entries).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenProb {
+    /// The token id.
+    pub token: u32,
+    /// Its text (a partial UTF-8 character shown as U+FFFD).
+    pub text: String,
+    /// Its probability in the distribution the token was drawn from (1 for greedy decoding).
+    pub prob: f32,
 }
 
 /// The result of a generation.
@@ -174,6 +224,19 @@ pub fn generate(
     options.sampling.validate(n_vocab)?;
     let mut sampler = Sampler::new(options.sampling.clone(), n_vocab)?;
     let mut stops = StopMatcher::new(&options.stop)?;
+    // Compiled before any token: a bad schema or grammar fails here.
+    let mut constraint = match &options.constraint {
+        Some(c) => Some(TokenConstraint::new(&*model.constraint_vocab()?, c)?),
+        None => None,
+    };
+    let mut thinking = options.thinking_budget.as_ref().map(|b| Thinking::new(b, tok));
+    let mut lazy = match &options.lazy_constraint {
+        Some(l) => Some(LazyStart::new(
+            l,
+            TokenConstraint::new(&*model.constraint_vocab()?, &l.constraint)?,
+        )),
+        None => None,
+    };
     let mut timings = Timings::default();
 
     let t0 = Instant::now();
@@ -198,16 +261,43 @@ pub fn generate(
         if cancel.load(Ordering::Relaxed) {
             break StopReason::Cancelled;
         }
-        let token = sampler.sample(out.last())?;
+        let forced = thinking.as_mut().and_then(Thinking::forced);
+        let token = match (forced, constraint.as_mut()) {
+            (Some(t), _) => t,
+            (None, Some(c)) => {
+                let allowed = c.compute_mask()?;
+                sampler.sample_masked(out.last(), allowed)?
+            }
+            (None, None) => sampler.sample(out.last())?,
+        };
         sampler.accept(token);
-        if tok.is_eog(token) && !options.ignore_eos {
+        if tok.is_eog(token) && (!options.ignore_eos || constraint.is_some()) {
             break StopReason::EndOfGeneration;
         }
+        if let Some(c) = constraint.as_mut() {
+            c.commit(token)?;
+        }
+        // A token written for the model (the thinking budget's closing tag) was not drawn.
+        let probs =
+            if forced.is_some() { Vec::new() } else { top_probs(&sampler, tok, options.n_probs)? };
         generated.push(token);
-        let piece = tok.token_to_piece(token, options.ignore_eos)?;
+        let piece = tok.token_to_piece(token, options.ignore_eos || options.special_text)?;
+        if let Some(t) = thinking.as_mut() {
+            t.push(&piece);
+        }
+        if let Some(rest) = lazy.as_mut().and_then(|start| start.push(&piece)) {
+            if let Some(mut c) = lazy.take().map(|start| start.constraint) {
+                // The output after the trigger, if the trigger's token carried any.
+                for t in tok.encode(&String::from_utf8_lossy(&rest), false, false) {
+                    c.compute_mask()?;
+                    c.commit(t)?;
+                }
+                constraint = Some(c);
+            }
+        }
         let step = stops.push(&utf8.push(&piece));
         text.push_str(&step.emit);
-        if !on_token(&TokenEvent { token, text: step.emit }) {
+        if !on_token(&TokenEvent { token, text: step.emit, probs }) {
             break StopReason::Cancelled;
         }
         if step.stopped {
@@ -233,10 +323,135 @@ pub fn generate(
         }
         if !rest.is_empty() {
             text.push_str(&rest);
-            on_token(&TokenEvent { token: *generated.last().unwrap_or(&0), text: rest });
+            let token = *generated.last().unwrap_or(&0);
+            on_token(&TokenEvent { token, text: rest, probs: Vec::new() });
         }
     }
     timings.predicted_tokens = generated.len();
     timings.predicted_ms = t1.elapsed().as_secs_f64() * 1e3;
+    if let Some(c) = &constraint {
+        timings.constraint_ms = c.mask_ms();
+        timings.constraint_masks = c.masks_computed() as usize;
+    }
     Ok(Generation { text, tokens: generated, prompt_tokens: tokens, stop_reason, timings })
+}
+
+/// The `n` most likely candidates of the sampler's last step, most likely first.
+fn top_probs(
+    sampler: &Sampler,
+    tok: &crate::tokenizer::Tokenizer,
+    n: usize,
+) -> Result<Vec<TokenProb>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut cands: Vec<_> = sampler.last_candidates().to_vec();
+    cands.sort_by(|a, b| b.p.total_cmp(&a.p).then(a.id.cmp(&b.id)));
+    cands.truncate(n);
+    cands
+        .into_iter()
+        .map(|c| {
+            let piece = tok.token_to_piece(c.id, false)?;
+            Ok(TokenProb {
+                token: c.id,
+                text: String::from_utf8_lossy(&piece).into_owned(),
+                prob: c.p,
+            })
+        })
+        .collect()
+}
+
+/// A constraint waiting for one of its triggers in the output.
+struct LazyStart {
+    triggers: Vec<Vec<u8>>,
+    longest: usize,
+    /// The output so far (only its tail is searched).
+    seen: Vec<u8>,
+    constraint: TokenConstraint,
+}
+
+impl LazyStart {
+    fn new(spec: &LazyConstraint, constraint: TokenConstraint) -> LazyStart {
+        let triggers: Vec<Vec<u8>> =
+            spec.triggers.iter().filter(|t| !t.is_empty()).map(|t| t.as_bytes().to_vec()).collect();
+        let longest = triggers.iter().map(Vec::len).max().unwrap_or(0);
+        LazyStart { triggers, longest, seen: Vec::new(), constraint }
+    }
+
+    /// Adds a token's bytes; when a trigger has appeared, the bytes after it.
+    fn push(&mut self, piece: &[u8]) -> Option<Vec<u8>> {
+        let from = self.seen.len().saturating_sub(self.longest);
+        self.seen.extend_from_slice(piece);
+        let tail = &self.seen[from..];
+        let end = self
+            .triggers
+            .iter()
+            .filter_map(|t| {
+                tail.windows(t.len()).position(|w| w == t.as_slice()).map(|i| i + t.len())
+            })
+            .min()?;
+        Some(tail[end..].to_vec())
+    }
+}
+
+/// The state of a thinking budget: whether the output is inside `<think>`, the tokens spent
+/// there, and the closing tokens still to write once the budget is spent.
+struct Thinking {
+    budget: usize,
+    inside: bool,
+    closed: bool,
+    spent: usize,
+    seen: String,
+    close: std::collections::VecDeque<u32>,
+    close_tokens: Vec<u32>,
+}
+
+impl Thinking {
+    fn new(b: &ThinkingBudget, tok: &crate::tokenizer::Tokenizer) -> Thinking {
+        Thinking {
+            budget: b.tokens,
+            inside: b.starts_inside,
+            closed: false,
+            spent: 0,
+            seen: String::new(),
+            close: Default::default(),
+            close_tokens: tok.encode("\n</think>\n\n", false, true),
+        }
+    }
+
+    /// The next token to write instead of sampling, once the budget is spent.
+    fn forced(&mut self) -> Option<u32> {
+        if self.inside && !self.closed && self.spent >= self.budget && self.close.is_empty() {
+            self.close.extend(self.close_tokens.iter().copied());
+            self.closed = true;
+        }
+        self.close.pop_front()
+    }
+
+    /// Follows the output's text.
+    fn push(&mut self, piece: &[u8]) {
+        if self.closed && self.close.is_empty() {
+            self.inside = false;
+        }
+        if !self.inside && !self.closed {
+            self.seen.push_str(&String::from_utf8_lossy(piece));
+            if self.seen.contains("<think>") {
+                self.inside = true;
+                self.seen.clear();
+            }
+            return;
+        }
+        if self.inside && !self.closed {
+            self.spent += 1;
+            self.seen.push_str(&String::from_utf8_lossy(piece));
+            if self.seen.contains("</think>") {
+                self.inside = false;
+                self.closed = true;
+            }
+            let keep = self.seen.len().saturating_sub(16);
+            let cut =
+                (keep..=self.seen.len()).find(|&i| self.seen.is_char_boundary(i)).unwrap_or(0);
+            self.seen.drain(..cut);
+        }
+    }
 }

@@ -2,7 +2,8 @@
 //! transformer has are read here, then the architecture's module ([`crate::arch`]) reads its own
 //! and sets what it fixes.
 
-use crate::arch::Architecture;
+use crate::arch::{Architecture, NormKind};
+use crate::embed::Pooling;
 use crate::error::{LlmError, Result};
 use tessera_gguf::GgufFile;
 
@@ -16,6 +17,37 @@ pub enum RopeScaling {
     /// LongRoPE (Phi-3): per-dimension frequency factors, short or long by the context size
     /// (`rope_factors_short` / `rope_factors_long`), no `ext_factor`.
     LongRope,
+}
+
+/// How a sliding-window layer's window is measured (llama.cpp's `llama_swa_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwaType {
+    /// A query at `q` sees the keys at `q - n_swa < p <= q` (Gemma 3).
+    Standard,
+    /// A query at `q` sees the keys at `|p - q| <= n_swa / 2`, on both sides (EmbeddingGemma).
+    Symmetric,
+}
+
+/// What embedding and reranking models add: how the tokens' states are pooled, and the heads
+/// after pooling.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddingParams {
+    /// The pooling the file names (`pooling_type`: 1 mean, 2 CLS, 3 last, 4 rank), `None`
+    /// when it names none (0 or absent).
+    pub pooling: Option<Pooling>,
+    /// Under rank pooling, the pooling before the classification head
+    /// (`classifier.pooling_type`): mean when the file says 1, else the CLS token's state (the
+    /// last token's in a causal model), as llama.cpp's `build_pooling`.
+    pub rank_pooling: Pooling,
+    /// Outputs of the classification head (`classifier.output_labels`; 1 when it lists none).
+    pub n_cls_out: usize,
+    /// Token types of a BERT model (`tokenizer.ggml.token_type_count`).
+    pub n_token_types: usize,
+    /// Width of EmbeddingGemma's first dense projection after pooling (`dense_2_feat_out`;
+    /// 0: none).
+    pub dense_2_out: usize,
+    /// Input width of its second (`dense_3_feat_in`; 0: none).
+    pub dense_3_in: usize,
 }
 
 /// Every hyper-parameter the graphs need.
@@ -45,8 +77,13 @@ pub struct HParams {
     pub head_dim_v: usize,
     /// Hidden width of the feed-forward network.
     pub n_ff: usize,
-    /// Epsilon of the RMS norms.
+    /// Epsilon of the RMS norms (0 in a model of layer norms).
     pub rms_eps: f32,
+    /// Epsilon of the layer norms (BERT; 0 in a model of RMS norms).
+    pub norm_eps: f32,
+    /// Whether attention is causal (`attention.causal`; BERT and EmbeddingGemma attend both
+    /// ways).
+    pub causal: bool,
     /// Rotated dimensions of each head.
     pub n_rot: usize,
     /// RoPE mode (`ROPE_MODE_NORMAL` or `ROPE_MODE_NEOX`).
@@ -67,6 +104,8 @@ pub struct HParams {
     pub rope_attn_factor: f32,
     /// Sliding-window size (`0`: no sliding-window layers).
     pub n_swa: usize,
+    /// How the window is measured.
+    pub swa_type: SwaType,
     /// Per layer, whether it attends through the sliding window.
     pub swa_layers: Vec<bool>,
     /// Per layer, whether it rotates its queries and keys (SmolLM3 leaves every fourth layer
@@ -85,6 +124,8 @@ pub struct HParams {
     /// Channels of that convolution (its state holds the last `conv_kernel - 1` inputs of
     /// each).
     pub conv_channels: usize,
+    /// Pooling and heads of embedding and reranking models.
+    pub embedding: EmbeddingParams,
 }
 
 /// Reads metadata keys of one architecture (`{arch}.{key}`), naming the key in errors.
@@ -156,6 +197,22 @@ impl Keys<'_> {
             .map(Some)
     }
 
+    /// An optional boolean.
+    pub fn opt_bool(&self, k: &str) -> Result<Option<bool>> {
+        Ok(self.file.opt_bool(&self.key(k))?)
+    }
+
+    /// An optional width, at most `max` (0 allowed).
+    pub fn opt_width(&self, k: &str, max: usize) -> Result<Option<usize>> {
+        match self.file.opt_u64(&self.key(k))? {
+            Some(v) => match usize::try_from(v) {
+                Ok(n) if n <= max => Ok(Some(n)),
+                _ => Err(self.bad(k, format!("{v} is more than {max}"))),
+            },
+            None => Ok(None),
+        }
+    }
+
     /// An optional finite float.
     pub fn opt_f32(&self, k: &str) -> Result<Option<f32>> {
         let v = self.file.opt_f32(&self.key(k))?;
@@ -213,12 +270,18 @@ impl HParams {
                 .filter(|&n| n > 0)
                 .ok_or_else(|| k.bad("vocab_size", "absent, and no tokenizer.ggml.tokens"))?,
         };
-        let rms_eps = k
-            .opt_f32("attention.layer_norm_rms_epsilon")?
-            .ok_or_else(|| k.bad("attention.layer_norm_rms_epsilon", "missing"))?;
-        if rms_eps < 0.0 {
-            return Err(k.bad("attention.layer_norm_rms_epsilon", format!("{rms_eps} < 0")));
+        let eps_key = match arch.imp().norm() {
+            NormKind::Rms => "attention.layer_norm_rms_epsilon",
+            NormKind::Layer => "attention.layer_norm_epsilon",
+        };
+        let eps = k.opt_f32(eps_key)?.ok_or_else(|| k.bad(eps_key, "missing"))?;
+        if eps < 0.0 {
+            return Err(k.bad(eps_key, format!("{eps} < 0")));
         }
+        let (rms_eps, norm_eps) = match arch.imp().norm() {
+            NormKind::Rms => (eps, 0.0),
+            NormKind::Layer => (0.0, eps),
+        };
         let rope_freq_base = k.opt_f32("rope.freq_base")?.unwrap_or(10000.0);
         if rope_freq_base <= 0.0 {
             return Err(k.bad("rope.freq_base", format!("{rope_freq_base} <= 0")));
@@ -257,6 +320,8 @@ impl HParams {
             head_dim_v,
             n_ff,
             rms_eps,
+            norm_eps,
+            causal: k.opt_bool("attention.causal")?.unwrap_or(true),
             n_rot,
             rope_mode: arch.rope_mode(),
             rope_freq_base,
@@ -267,6 +332,7 @@ impl HParams {
             n_ctx_orig,
             rope_attn_factor,
             n_swa: 0,
+            swa_type: SwaType::Standard,
             swa_layers: vec![false; n_layer],
             rope_layers: vec![true; n_layer],
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
@@ -274,6 +340,7 @@ impl HParams {
             recurrent_layers: vec![false; n_layer],
             conv_kernel: 0,
             conv_channels: 0,
+            embedding: EmbeddingParams::read(&k, n_vocab)?,
         };
         arch.imp().read_hparams(&k, &mut hp)?;
         if let Some(il) =
@@ -285,6 +352,12 @@ impl HParams {
             ));
         }
         Ok(hp)
+    }
+
+    /// Whether the model produces logits: a causal model with an output head (an embedding
+    /// model such as BERT or EmbeddingGemma does not).
+    pub fn can_generate(&self) -> bool {
+        self.causal && self.arch.imp().generates()
     }
 
     /// Width of one token's keys in a layer (all KV heads).
@@ -342,6 +415,47 @@ fn common_count(k: &Keys<'_>, key: &str, per_layer: &[usize]) -> Result<usize> {
         return Err(k.bad(key, format!("layers with {first} and with {other} are not supported")));
     }
     Ok(first)
+}
+
+impl EmbeddingParams {
+    /// The keys every architecture may have (llama.cpp reads them for all): `pooling_type`,
+    /// `classifier.pooling_type`, `classifier.output_labels`; the rest are set by the
+    /// architectures that have them.
+    fn read(k: &Keys<'_>, n_vocab: usize) -> Result<EmbeddingParams> {
+        let pooling_of = |key: &str| -> Result<Option<Pooling>> {
+            match k.file.opt_i64(&k.key(key))? {
+                None | Some(0) | Some(-1) => Ok(None),
+                Some(1) => Ok(Some(Pooling::Mean)),
+                Some(2) => Ok(Some(Pooling::First)),
+                Some(3) => Ok(Some(Pooling::Last)),
+                Some(4) => Ok(Some(Pooling::Rank)),
+                Some(v) => Err(k.bad(
+                    key,
+                    format!("pooling type {v} is not one of 0 none, 1 mean, 2 cls, 3 last, 4 rank"),
+                )),
+            }
+        };
+        let pooling = pooling_of("pooling_type")?;
+        let rank_pooling = match pooling_of("classifier.pooling_type")? {
+            Some(Pooling::Mean) => Pooling::Mean,
+            _ => Pooling::First,
+        };
+        let n_cls_out = match k.file.opt_array(&k.key("classifier.output_labels"))? {
+            Some(labels) if labels.len() > n_vocab.max(1 << 16) => {
+                return Err(k.bad("classifier.output_labels", format!("{} labels", labels.len())))
+            }
+            Some(labels) if !labels.is_empty() => labels.len(),
+            _ => 1,
+        };
+        Ok(EmbeddingParams {
+            pooling,
+            rank_pooling,
+            n_cls_out,
+            n_token_types: 0,
+            dense_2_out: 0,
+            dense_3_in: 0,
+        })
+    }
 }
 
 /// Which layers use the sliding window (llama.cpp's `load_swa_pattern`):

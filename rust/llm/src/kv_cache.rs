@@ -27,7 +27,7 @@ use tessera_core::{DType, Layout, Storage};
 pub const KV_PAD: usize = 256;
 
 /// `-inf` in F16.
-const F16_NEG_INF: u16 = 0xfc00;
+pub(crate) const F16_NEG_INF: u16 = 0xfc00;
 
 /// One kind of cache (global or sliding-window) shared by the layers of that kind.
 #[derive(Clone, Debug)]

@@ -1,11 +1,13 @@
 //! Tessera's language-model runtime: GGUF models (Gemma 3, Llama, Phi-3, Qwen 2 and 3,
-//! SmolLM3) as graphs on Tessera's devices, with a KV cache, tokenizers, sampling, chat
-//! templates and embeddings.
+//! SmolLM3; the embedding models BERT and EmbeddingGemma, and BERT rerankers) as graphs on
+//! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates, embeddings and
+//! reranking.
 #![warn(missing_docs)]
 
 pub mod arch;
 mod blocks;
 pub mod chat;
+pub mod constraint;
 pub mod context;
 pub mod embed;
 pub mod error;
@@ -23,10 +25,11 @@ pub mod weights;
 
 pub use arch::Architecture;
 pub use context::{Context, ContextOptions, Output, Rows};
-pub use embed::Pooling;
+pub use embed::{EmbedOptions, Embedder, Pooling};
 pub use error::{LlmError, Result};
 pub use generate::{
-    generate, GenerateOptions, Generation, Prompt, StopReason, Timings, TokenEvent,
+    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent,
+    TokenProb,
 };
 pub use hparams::HParams;
 pub use model::{DeviceChoice, Model};

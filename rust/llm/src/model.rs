@@ -2,13 +2,14 @@
 //! on a device, ready for contexts ([`crate::Context`]) to run it.
 
 use crate::chat::ChatTemplate;
+use crate::constraint::{ConstraintError, ConstraintVocab};
 use crate::error::{LlmError, Result};
 use crate::hparams::HParams;
 use crate::tensors::ModelTensors;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{Progress, WeightStore};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tessera_core::backend::{Device, DeviceType};
 use tessera_core::registry::Registry;
 use tessera_gguf::GgufFile;
@@ -78,6 +79,8 @@ pub struct Model {
     device: Arc<dyn Device>,
     tokenizer: Tokenizer,
     chat: std::result::Result<ChatTemplate, String>,
+    /// Built on the first constrained generation.
+    constraint_vocab: OnceLock<std::result::Result<Arc<ConstraintVocab>, ConstraintError>>,
 }
 
 impl Model {
@@ -113,7 +116,16 @@ impl Model {
             weights.mapped_bytes(),
             weights.copied_bytes()
         );
-        Ok(Model { file, hparams, tensors, weights, device, tokenizer, chat })
+        Ok(Model {
+            file,
+            hparams,
+            tensors,
+            weights,
+            device,
+            tokenizer,
+            chat,
+            constraint_vocab: OnceLock::new(),
+        })
     }
 
     /// The tokenizer of the file's vocabulary.
@@ -126,6 +138,15 @@ impl Model {
     /// does not parse.
     pub fn chat_template(&self) -> Result<&ChatTemplate> {
         self.chat.as_ref().map_err(|why| LlmError::NoChatTemplate(why.clone()))
+    }
+
+    /// The vocabulary as the output-constraint engine needs it, built on the first call
+    /// (a trie of every token's bytes).
+    pub fn constraint_vocab(&self) -> Result<Arc<ConstraintVocab>> {
+        let built = self
+            .constraint_vocab
+            .get_or_init(|| ConstraintVocab::new(&self.tokenizer).map(Arc::new));
+        built.clone().map_err(LlmError::from)
     }
 
     /// The mapped file.

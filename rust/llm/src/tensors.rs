@@ -77,13 +77,27 @@ pub enum FfnTensors {
         /// `[n_ff, n_embd]`.
         down: ModelTensor,
     },
+    /// No gate: `down(act(up x + up_b)) + down_b` (BERT's GELU FFN, llama.cpp's `LLM_FFN_SEQ`).
+    Plain {
+        /// `[n_embd, n_ff]`.
+        up: ModelTensor,
+        /// `[n_ff]`.
+        up_b: Option<ModelTensor>,
+        /// `[n_ff, n_embd]`.
+        down: ModelTensor,
+        /// `[n_embd]`.
+        down_b: Option<ModelTensor>,
+    },
 }
 
 /// The tensors of one transformer block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerTensors {
-    /// RMS norm before attention, `[n_embd]`.
+    /// RMS norm before attention, `[n_embd]` (in BERT's post-norm block, the layer norm after
+    /// attention, `attn_output_norm`).
     pub attn_norm: ModelTensor,
+    /// The bias of a layer norm `attn_norm` (BERT), `[n_embd]`.
+    pub attn_norm_b: Option<ModelTensor>,
     /// Query, key and value projections.
     pub qkv: QkvTensors,
     /// Output projection, `[head_dim_v * n_head, n_embd]`.
@@ -96,8 +110,11 @@ pub struct LayerTensors {
     pub k_norm: Option<ModelTensor>,
     /// RMS norm after attention (Gemma 3), `[n_embd]`.
     pub post_attn_norm: Option<ModelTensor>,
-    /// RMS norm before the feed-forward network, `[n_embd]`.
+    /// RMS norm before the feed-forward network, `[n_embd]` (in BERT, the layer norm after it,
+    /// `layer_output_norm`).
     pub ffn_norm: ModelTensor,
+    /// The bias of a layer norm `ffn_norm` (BERT), `[n_embd]`.
+    pub ffn_norm_b: Option<ModelTensor>,
     /// The feed-forward network.
     pub ffn: FfnTensors,
     /// RMS norm after the feed-forward network (Gemma 3), `[n_embd]`.
@@ -115,6 +132,7 @@ impl LayerTensors {
     ) -> LayerTensors {
         LayerTensors {
             attn_norm,
+            attn_norm_b: None,
             qkv,
             wo,
             bo: None,
@@ -122,6 +140,7 @@ impl LayerTensors {
             k_norm: None,
             post_attn_norm: None,
             ffn_norm,
+            ffn_norm_b: None,
             ffn,
             post_ffn_norm: None,
         }
@@ -179,17 +198,45 @@ struct Entry {
     tied: bool,
 }
 
+/// The heads after pooling of embedding and reranking models (llama.cpp's `build_pooling` and
+/// `build_dense_out`), each optional.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolingHead {
+    /// The classification head's dense layer (`cls`), `[n_embd, n_embd]`, followed by tanh.
+    pub cls: Option<ModelTensor>,
+    /// Its bias, `[n_embd]`.
+    pub cls_b: Option<ModelTensor>,
+    /// The classifier (`cls.output`), `[n_embd, n_cls_out]`: the rerank score.
+    pub cls_out: Option<ModelTensor>,
+    /// Its bias, `[n_cls_out]`.
+    pub cls_out_b: Option<ModelTensor>,
+    /// EmbeddingGemma's first dense projection after pooling (`dense_2`),
+    /// `[n_embd, dense_2_out]`.
+    pub dense_2: Option<ModelTensor>,
+    /// Its second (`dense_3`), `[dense_3_in, n_embd]`.
+    pub dense_3: Option<ModelTensor>,
+}
+
 /// Every tensor the forward pass reads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelTensors {
     /// Token embeddings, `[n_embd, n_vocab]` (read by GET_ROWS).
     pub token_embd: ModelTensor,
-    /// Final RMS norm, `[n_embd]`.
-    pub output_norm: ModelTensor,
+    /// Absolute position embeddings (BERT), `[n_embd, n_ctx_train]` (read by GET_ROWS).
+    pub pos_embd: Option<ModelTensor>,
+    /// Token-type embeddings (BERT), `[n_embd, n_token_types]`: row 0 is added to every token.
+    pub type_embd: Option<ModelTensor>,
+    /// Layer norm of the input embeddings (BERT), `[n_embd]`.
+    pub tok_norm: Option<ModelTensor>,
+    /// Its bias, `[n_embd]`.
+    pub tok_norm_b: Option<ModelTensor>,
+    /// Final RMS norm, `[n_embd]` (BERT has none).
+    pub output_norm: Option<ModelTensor>,
     /// Output projection, `[n_embd, n_vocab]`: `output.weight`, or, when the file has none
     /// (tied embeddings), the token embeddings' bytes under that name, so that the output can be
-    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are.
-    pub output: ModelTensor,
+    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are. `None`
+    /// in embedding models, which give no logits.
+    pub output: Option<ModelTensor>,
     /// Whether `output` is the token embeddings (tied).
     pub tied: bool,
     /// Output projection bias (Qwen 2), `[n_vocab]`.
@@ -204,6 +251,8 @@ pub struct ModelTensors {
     pub layers: Vec<LayerTensors>,
     /// The blocks of a hybrid model, one per layer (empty in an attention-only one).
     pub blocks: Vec<Block>,
+    /// The heads after pooling.
+    pub head: PoolingHead,
     /// Every tensor the table found, in lookup order.
     entries: Vec<Entry>,
 }
@@ -215,6 +264,11 @@ impl ModelTensors {
         let mut m = hp.arch.imp().tensors(&mut t, hp)?;
         m.entries = t.entries;
         Ok(m)
+    }
+
+    /// The output projection when it is the token embeddings (tied).
+    pub fn tied_output(&self) -> Option<&ModelTensor> {
+        self.output.as_ref().filter(|_| self.tied)
     }
 
     /// Every tensor of the file the model reads, each once (a tied output is the embeddings).
@@ -312,41 +366,52 @@ impl Lookup<'_> {
         self.opt_vector(name, len)?.ok_or_else(|| self.missing(name))
     }
 
-    /// The token embeddings, the final norm and the output projection, which is the
-    /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
-    /// model's optional tensors and its layers are left empty for the table to fill.
-    pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
-        self.embeddings_and_output_norm(hp, "output_norm.weight")
+    /// An optional table read by GET_ROWS or, a row of it, by element-wise ops (position and
+    /// token-type embeddings): any type GET_ROWS reads when `float` is false, else F32 / F16 /
+    /// BF16.
+    pub fn opt_table(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        float: bool,
+    ) -> Result<Option<ModelTensor>> {
+        let t = self.find(name, shape)?;
+        if let Some(t) = &t {
+            if float && !t.info.dtype.is_float() {
+                return Err(self.bad_type(
+                    name,
+                    t.info.dtype,
+                    "must be F32, F16 or BF16 (an element-wise operand)",
+                ));
+            }
+            self.record(t, ReadBy::Other);
+        }
+        Ok(t)
     }
 
-    /// [`Lookup::embeddings_and_output`] with the final norm under the name `norm` (LFM2's
-    /// files call it `token_embd_norm.weight`).
-    pub fn embeddings_and_output_norm(&mut self, hp: &HParams, norm: &str) -> Result<ModelTensors> {
-        let (e, v) = (hp.n_embd, hp.n_vocab);
+    /// The token embeddings alone: the model's other tensors and its layers are left empty for
+    /// the table to fill (an embedding model's, which has no output projection).
+    pub fn embeddings(&mut self, hp: &HParams) -> Result<ModelTensors> {
         let name = "token_embd.weight";
-        let token_embd = self.find(name, &[e, v])?.ok_or_else(|| self.missing(name))?;
+        let token_embd =
+            self.find(name, &[hp.n_embd, hp.n_vocab])?.ok_or_else(|| self.missing(name))?;
         self.record(&token_embd, ReadBy::Other);
-        let output_norm = self.vector(norm, e)?;
-        let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
-            Some(o) => (o, false),
-            None => {
-                let o = ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() };
-                let entry = Entry { tensor: o.clone(), read_by: ReadBy::MatMul, tied: true };
-                self.entries.push(entry);
-                (o, true)
-            }
-        };
         Ok(ModelTensors {
             token_embd,
-            output_norm,
-            output,
-            tied,
+            pos_embd: None,
+            type_embd: None,
+            tok_norm: None,
+            tok_norm_b: None,
+            output_norm: None,
+            output: None,
+            tied: false,
             output_b: None,
             rope_freqs: None,
             rope_long: None,
             rope_short: None,
             layers: Vec::with_capacity(hp.n_layer),
             blocks: Vec::new(),
+            head: PoolingHead::default(),
             entries: Vec::new(),
         })
     }
@@ -360,6 +425,34 @@ impl Lookup<'_> {
         }
         self.record(&t, ReadBy::Other);
         Ok(t)
+    }
+
+    /// The token embeddings, the final norm and the output projection, which is the
+    /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
+    /// model's optional tensors and its layers are left empty for the table to fill.
+    pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
+        self.embeddings_and_output_norm(hp, "output_norm.weight")
+    }
+
+    /// [`Lookup::embeddings_and_output`] with the final norm under the name `norm` (LFM2's
+    /// files call it `token_embd_norm.weight`).
+    pub fn embeddings_and_output_norm(&mut self, hp: &HParams, norm: &str) -> Result<ModelTensors> {
+        let mut m = self.embeddings(hp)?;
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        m.output_norm = Some(self.vector(norm, e)?);
+        let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
+            Some(o) => (o, false),
+            None => {
+                let o =
+                    ModelTensor { name: "output.weight".into(), info: m.token_embd.info.clone() };
+                let entry = Entry { tensor: o.clone(), read_by: ReadBy::MatMul, tied: true };
+                self.entries.push(entry);
+                (o, true)
+            }
+        };
+        m.output = Some(output);
+        m.tied = tied;
+        Ok(m)
     }
 
     /// Layer `il`'s Q/K/V projections as llama.cpp's `create_tensor_qkv` finds them: the fused

@@ -7,7 +7,9 @@
 //! The registry ([`Architecture::all`]) is the one list of what is supported: a file of another
 //! architecture is refused with an error that names it and lists the registry.
 
+mod bert;
 mod gemma3;
+mod gemma_embedding;
 mod lfm2;
 mod llama;
 mod phi3;
@@ -22,6 +24,15 @@ use crate::hparams::{HParams, Keys};
 use crate::tensors::{Lookup, ModelTensors};
 use tessera_core::TensorId;
 
+/// The norms of an architecture, which name the epsilon key it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NormKind {
+    /// RMS norms (`attention.layer_norm_rms_epsilon`).
+    Rms,
+    /// Layer norms with a bias (`attention.layer_norm_epsilon`: BERT).
+    Layer,
+}
+
 /// What one architecture knows: implemented once per module, registered in [`REGISTRY`]
 /// through the module's [`Registered`] entry.
 pub(crate) trait Arch: Sync {
@@ -29,6 +40,17 @@ pub(crate) trait Arch: Sync {
     /// `load_arch_hparams`), after the common keys are in `hp`; nothing by default.
     fn read_hparams(&self, _k: &Keys<'_>, _hp: &mut HParams) -> Result<()> {
         Ok(())
+    }
+
+    /// Its norms (RMS by default).
+    fn norm(&self) -> NormKind {
+        NormKind::Rms
+    }
+
+    /// Whether it has an output head that gives logits (`false` for embedding models, which
+    /// only [`crate::embed::Embedder`] runs).
+    fn generates(&self) -> bool {
+        true
     }
 
     /// Looks up and checks its tensors (llama.cpp's `load_arch_tensors`).
@@ -56,6 +78,8 @@ pub(crate) struct Registered {
 
 /// Every supported architecture, in alphabetical order.
 static REGISTRY: &[&Registered] = &[
+    &bert::BERT,
+    &gemma_embedding::GEMMA_EMBEDDING,
     &gemma3::GEMMA3,
     &lfm2::LFM2,
     &llama::LLAMA,

@@ -16,7 +16,17 @@
 //! assert!(t.renders_bos());
 //! ```
 
+mod output;
 mod pyjson;
+mod request;
+mod tools;
+
+pub use output::{
+    parse_output, ChunkKind, OutputChunk, OutputOptions, OutputParser, ParsedOutput,
+    ReasoningFormat,
+};
+pub use request::{ChatRequest, LazyConstraint, PreparedChat, ToolChoice};
+pub use tools::{call_schema, generic_schema, tool_name, ToolCall, ToolFormat};
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{merge_maps, Serde, ValueKind};
@@ -36,19 +46,37 @@ pub const FUEL: u64 = 4_000_000;
 /// The built-in Gemma template's source.
 pub const GEMMA_TEMPLATE: &str = include_str!("gemma.jinja");
 
-/// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One message of a conversation, as templates read it (OpenAI's / transformers' shape; the
+/// optional fields are absent from the template's view when empty).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant`, or whatever other role the template knows (`tool`, ...).
     pub role: String,
-    /// The text of the message.
+    /// The text of the message (`null` in JSON reads as empty).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// An assistant message's tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// A `tool` message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// A `tool` message: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An assistant message's reasoning (templates such as Qwen 3's render it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 impl ChatMessage {
     /// A message from a role and a text.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage { role: role.into(), content: content.into() }
+        ChatMessage { role: role.into(), content: content.into(), ..ChatMessage::default() }
     }
 }
 
@@ -145,6 +173,14 @@ impl ChatTemplate {
             strftime_now(&format, clock.load(Ordering::Relaxed))
         });
         env.add_filter("tojson", pyjson::tojson);
+        // Python's notion: `none` (and numbers, booleans) are not iterable (minijinja's own test
+        // says they are, and Qwen3-Coder's template then takes `none | length`).
+        env.add_test("iterable", |v: Value| {
+            matches!(
+                v.kind(),
+                ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Iterable
+            )
+        });
         env.add_template_owned(NAME.to_string(), source.to_string())
             .map_err(|e| syntax_error(&e, source))?;
         let mut template = ChatTemplate {

@@ -11,7 +11,8 @@
 //! sampler.accept(token);
 //! ```
 //!
-//! Grammar and JSON-schema constraints are not implemented.
+//! Output constraints (JSON Schema, grammars, regular expressions; [`crate::constraint`]) enter
+//! as a mask of allowed tokens through [`Sampler::sample_masked`].
 
 mod chain;
 mod params;
@@ -158,29 +159,24 @@ impl Sampler {
         } else {
             logits
         };
-        let p = &self.params;
-        let cands = &mut self.candidates;
-        if p.temperature == 0.0 {
-            let id = argmax(src).ok_or(SamplingError::AllBanned)?;
-            cands.items.clear();
-            cands.items.push(Candidate { id, logit: src[id as usize], p: 1.0 });
-            cands.sorted = true;
-            return Ok(id);
+        choose(&self.params, &mut self.candidates, &mut self.rng, src)
+    }
+
+    /// [`sample`](Sampler::sample) among the tokens an output constraint allows: `allowed` is a
+    /// bit set over token ids (bit `i % 32` of word `i / 32`, as llguidance's masks are), and
+    /// every token outside it (ids past its end too) is banned before the bias, the penalties
+    /// and the filters run, so the filters see only allowed tokens. A mask that allows nothing
+    /// is [`SamplingError::AllBanned`].
+    pub fn sample_masked(&mut self, logits: &[f32], allowed: &[u32]) -> Result<u32, SamplingError> {
+        self.check_logits(logits)?;
+        self.adjusted.clear();
+        self.adjusted.extend_from_slice(logits);
+        apply_mask(allowed, &mut self.adjusted);
+        if self.needs_adjusting() {
+            let penalties = penalty_view(self.penalties_on, &self.counts, &self.params);
+            apply_bias_and_penalties(&self.bias, penalties, &mut self.adjusted);
         }
-        let k = p.top_k as usize;
-        if k > 0 && k < src.len() {
-            cands.fill_top_k(src, k);
-        } else {
-            cands.fill_all(src);
-        }
-        if cands.items.is_empty() {
-            return Err(SamplingError::AllBanned);
-        }
-        cands.typical(p.typical_p);
-        cands.top_p(p.top_p);
-        cands.min_p(p.min_p);
-        let u = unit_f64(&mut self.rng);
-        Ok(cands.draw(p.temperature, u))
+        choose(&self.params, &mut self.candidates, &mut self.rng, &self.adjusted)
     }
 
     /// The candidates of the last [`sample`](Sampler::sample) after every filter, with their
@@ -252,6 +248,59 @@ impl Sampler {
 
     fn needs_adjusting(&self) -> bool {
         !self.bias.is_empty() || (self.penalties_on && !self.counts.is_empty())
+    }
+}
+
+/// The sampler chain after bias and penalties: greedy, or top-k, typical-p, top-p, min-p and
+/// the draw at the temperature.
+fn choose(
+    p: &SamplingParams,
+    cands: &mut Candidates,
+    rng: &mut ChaCha8Rng,
+    src: &[f32],
+) -> Result<u32, SamplingError> {
+    if p.temperature == 0.0 {
+        let id = argmax(src).ok_or(SamplingError::AllBanned)?;
+        cands.items.clear();
+        cands.items.push(Candidate { id, logit: src[id as usize], p: 1.0 });
+        cands.sorted = true;
+        return Ok(id);
+    }
+    let k = p.top_k as usize;
+    if k > 0 && k < src.len() {
+        cands.fill_top_k(src, k);
+    } else {
+        cands.fill_all(src);
+    }
+    if cands.items.is_empty() {
+        return Err(SamplingError::AllBanned);
+    }
+    cands.typical(p.typical_p);
+    cands.top_p(p.top_p);
+    cands.min_p(p.min_p);
+    let u = unit_f64(rng);
+    Ok(cands.draw(p.temperature, u))
+}
+
+/// Sets the logit of every token whose bit in `allowed` is clear to `-inf` (32 tokens per
+/// word; a word of all zeros or all ones is handled at once).
+fn apply_mask(allowed: &[u32], logits: &mut [f32]) {
+    let mut chunks = logits.chunks_mut(32);
+    for (&word, chunk) in allowed.iter().zip(chunks.by_ref()) {
+        match word {
+            0 => chunk.fill(f32::NEG_INFINITY),
+            u32::MAX => {}
+            _ => {
+                for (j, l) in chunk.iter_mut().enumerate() {
+                    if word & (1 << j) == 0 {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+    }
+    for chunk in chunks {
+        chunk.fill(f32::NEG_INFINITY);
     }
 }
 
