@@ -2,8 +2,9 @@
 //! as a reference): the token embeddings, RMS and layer norms, projections, Q/K/V (separate or
 //! fused), RoPE (plain, with frequency factors, LongRoPE's short / long factors, or none),
 //! attention over the KV cache (SET_ROWS writes, FLASH_ATTN_EXT) or, without a cache, over the
-//! batch itself (one sequence embedded at once), the FFN variants, the output head, and the
-//! pooling of embedding models with the heads after it.
+//! batch itself (one sequence embedded at once), the input of a recurrent layer's causal
+//! convolution with its state, the FFN variants, the output head, and the pooling of embedding
+//! models with the heads after it.
 //!
 //! Intermediate tensors are named as llama.cpp's graph callback names them (`attn_norm-0`,
 //! `Qcur-0`, `kqv_out-0`, `ffn_out-3`, `l_out-5`, `result_norm`, `result_output`, ...), so a run
@@ -365,7 +366,7 @@ impl<'a> Builder<'a> {
         // The keys and values written, each as rows of every KV head, and the row strides.
         let (kind, kw, vw, k_row, v_row) = match self.cache {
             Some(cache) => {
-                let lc = cache.layer(il);
+                let lc = cache.layer(il)?;
                 let kc = self.g.new_tensor(DType::F16, &[wk, lc.k_layout.ne[1]])?;
                 self.g.set_storage(kc, lc.k.clone())?;
                 let vc = self.g.new_tensor(DType::F16, &[wv, lc.v_layout.ne[1]])?;
@@ -393,6 +394,28 @@ impl<'a> Builder<'a> {
         self.name(att, "kqv_out", Some(il))?;
         let att = self.g.reshape(att, &[hdv * hp.n_head, n])?;
         self.linear(&l.wo, &l.bo, att)
+    }
+
+    /// The input of recurrent layer `il`'s causal convolution over the batch (llama.cpp's
+    /// `build_conv_state`, and LFM2's graph): `x` (`[conv_channels, n]`) transposed, after the
+    /// layer's state (the `conv_kernel - 1` inputs before the batch, per channel), as
+    /// `[conv_kernel - 1 + n, conv_channels, 1]` for SSM_CONV; its last `conv_kernel - 1`
+    /// columns are written back into the state (CPY, after the read), for the next batch.
+    pub fn conv_input(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
+        let hp = self.hp;
+        let (d, ch, n) = (hp.conv_kernel - 1, hp.conv_channels, self.shape.n_tokens);
+        let cache = self.cache.ok_or_else(|| {
+            LlmError::InvalidArgument(format!("recurrent layer {il} needs a cache for its state"))
+        })?;
+        let st = cache.state(il)?;
+        let state = self.g.new_tensor(DType::F32, &[d, ch, 1])?;
+        self.g.set_storage(state, st.conv.clone())?;
+        let xt = self.g.transpose(x)?;
+        let sx = self.g.concat(state, xt, 0)?;
+        let row = self.g.tensor(sx).nb()[1];
+        let last = self.g.view(sx, &[d, ch, 1], &[row, row * ch], n * 4)?;
+        self.g.cpy(last, state)?;
+        Ok(sx)
     }
 
     /// `x` (`[a, b, n]`, rows of `a` values possibly strided by heads) as `[width, n]` rows:

@@ -182,17 +182,22 @@ impl Context {
 
     /// Keeps the longest prefix of what was processed that `tokens` starts with (at most all
     /// but its last token, whose logits the caller needs) and forgets the rest; returns how many
-    /// of `tokens` are already processed.
+    /// of `tokens` are already processed. With recurrent layers (LFM2) that is the latest state
+    /// checkpoint within the prefix ([`KvCache::truncate`]): the context takes one at the start
+    /// and the end of every decode of several tokens, so a prompt that continues everything
+    /// processed keeps it all, and one that goes back keeps up to the start or end of an
+    /// earlier prompt.
     pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
         let common = self.history.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         let keep = common.min(tokens.len().saturating_sub(1));
-        if self.cache.truncate(keep) {
-            self.history.truncate(keep);
-            keep
-        } else {
-            self.clear();
-            0
-        }
+        let kept = self.cache.truncate(keep);
+        self.history.truncate(kept);
+        kept
+    }
+
+    /// The positions of the recurrent states' checkpoints (none without recurrent layers).
+    pub fn checkpoints(&self) -> Vec<usize> {
+        self.cache.checkpoints()
     }
 
     /// Processes `tokens` at the next positions and returns the logits of `rows`.
@@ -248,6 +253,13 @@ impl Context {
         }
         out.width = if embeddings { hp.n_embd } else { n_vocab };
         out.positions.clear();
+        // Recurrent states: as clearing or going back left them, and a checkpoint where a
+        // prompt starts and where it ends.
+        self.cache.sync()?;
+        let prompt = tokens.len() > 1;
+        if prompt {
+            self.cache.checkpoint()?;
+        }
         // Rows of a batch after the first kept one (several batches of `Rows::All`).
         let mut later = Vec::new();
         let mut kept_any = false;
@@ -263,7 +275,12 @@ impl Context {
             let keep = matches!(rows, Rows::All) || last_chunk;
             let direct = keep && !kept_any;
             let values = if direct { &mut out.values } else { &mut later };
-            self.run_batch(chunk, &plan, &want, embeddings, values)?;
+            if let Err(e) = self.run_batch(chunk, &plan, &want, embeddings, values) {
+                // Recurrent states the failed compute may have written go back to a checkpoint.
+                let kept = self.cache.recover();
+                self.history.truncate(kept);
+                return Err(e);
+            }
             self.cache.commit(&plan);
             self.history.extend_from_slice(chunk);
             if keep {
@@ -273,6 +290,9 @@ impl Context {
                 kept_any = true;
                 out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));
             }
+        }
+        if prompt {
+            self.cache.checkpoint()?;
         }
         Ok(())
     }

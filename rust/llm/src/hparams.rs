@@ -65,8 +65,12 @@ pub struct HParams {
     pub n_layer: usize,
     /// Query heads.
     pub n_head: usize,
-    /// Key / value heads (grouped-query attention when fewer than `n_head`).
+    /// Key / value heads of the attention layers (grouped-query attention when fewer than
+    /// `n_head`).
     pub n_head_kv: usize,
+    /// Key / value heads per layer (`attention.head_count_kv` as one count or one per layer):
+    /// `n_head_kv`, or 0 in a layer without attention (LFM2's short-convolution layers).
+    pub n_head_kv_layers: Vec<usize>,
     /// Dimension of each key (and query) head.
     pub head_dim_k: usize,
     /// Dimension of each value head.
@@ -111,6 +115,15 @@ pub struct HParams {
     pub attn_scale: f32,
     /// Soft cap of the final logits (0: none).
     pub final_logit_softcap: f32,
+    /// Per layer, whether it is recurrent (a state of fixed size carried from token to token,
+    /// no KV cache): LFM2's short-convolution layers.
+    pub recurrent_layers: Vec<bool>,
+    /// Taps of the recurrent layers' causal convolution (ggml's `d_conv`; LFM2's
+    /// `shortconv.l_cache`); 0 without recurrent layers.
+    pub conv_kernel: usize,
+    /// Channels of that convolution (its state holds the last `conv_kernel - 1` inputs of
+    /// each).
+    pub conv_channels: usize,
     /// Pooling and heads of embedding and reranking models.
     pub embedding: EmbeddingParams,
 }
@@ -153,6 +166,35 @@ impl Keys<'_> {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
             _ => Err(self.bad(k, format!("{v} is not between 1 and {max}"))),
         }
+    }
+
+    /// An optional per-layer count: one count for every layer (at least 1), or an array of
+    /// `n_layer` counts (llama.cpp's `get_key_or_arr`), where 0 marks a layer without it; each
+    /// at most `max`.
+    pub fn opt_layer_counts(
+        &self,
+        k: &str,
+        n_layer: usize,
+        max: usize,
+    ) -> Result<Option<Vec<usize>>> {
+        let Some(v) = self.file.get(&self.key(k)) else { return Ok(None) };
+        let Some(arr) = v.as_array() else {
+            let n = self.count(k, max)?;
+            return Ok(Some(vec![n; n_layer]));
+        };
+        if arr.len() != n_layer {
+            return Err(self.bad(k, format!("{} entries for {n_layer} layers", arr.len())));
+        }
+        let values = arr.to_i64_vec().ok_or_else(|| self.bad(k, "not an integer array"))?;
+        values
+            .iter()
+            .enumerate()
+            .map(|(il, &x)| match usize::try_from(x) {
+                Ok(n) if n <= max => Ok(n),
+                _ => Err(self.bad(k, format!("layer {il}: {x} is not between 0 and {max}"))),
+            })
+            .collect::<Result<Vec<usize>>>()
+            .map(Some)
     }
 
     /// An optional boolean.
@@ -198,7 +240,10 @@ impl HParams {
         let n_embd = k.count("embedding_length", MAX_WIDTH)?;
         let n_layer = k.count("block_count", MAX_LAYERS)?;
         let n_head = k.count("attention.head_count", MAX_HEADS)?;
-        let n_head_kv = k.opt_count("attention.head_count_kv", MAX_HEADS)?.unwrap_or(n_head);
+        let n_head_kv_layers = k
+            .opt_layer_counts("attention.head_count_kv", n_layer, MAX_HEADS)?
+            .unwrap_or_else(|| vec![n_head; n_layer]);
+        let n_head_kv = common_count(&k, "attention.head_count_kv", &n_head_kv_layers)?;
         if !n_head.is_multiple_of(n_head_kv) {
             return Err(k.bad(
                 "attention.head_count_kv",
@@ -291,6 +336,7 @@ impl HParams {
             n_layer,
             n_head,
             n_head_kv,
+            n_head_kv_layers,
             head_dim_k,
             head_dim_v,
             n_ff,
@@ -312,9 +358,20 @@ impl HParams {
             rope_layers: vec![true; n_layer],
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
             final_logit_softcap: 0.0,
+            recurrent_layers: vec![false; n_layer],
+            conv_kernel: 0,
+            conv_channels: 0,
             embedding: EmbeddingParams::read(&k, n_vocab)?,
         };
         arch.imp().read_hparams(&k, &mut hp)?;
+        if let Some(il) =
+            (0..n_layer).find(|&il| hp.n_head_kv_layers[il] == 0 && !hp.is_recurrent(il))
+        {
+            return Err(k.bad(
+                "attention.head_count_kv",
+                format!("layer {il} has no KV heads, and {arch} has no recurrent layers there"),
+            ));
+        }
         Ok(hp)
     }
 
@@ -332,6 +389,22 @@ impl HParams {
     /// Width of one token's values in a layer (all KV heads).
     pub fn n_embd_v_gqa(&self) -> usize {
         self.head_dim_v * self.n_head_kv
+    }
+
+    /// Whether layer `il` is recurrent (a state instead of a KV cache).
+    pub fn is_recurrent(&self, il: usize) -> bool {
+        self.recurrent_layers.get(il).copied().unwrap_or(false)
+    }
+
+    /// Whether some layer is recurrent.
+    pub fn has_recurrent(&self) -> bool {
+        self.recurrent_layers.iter().any(|&r| r)
+    }
+
+    /// F32 values of one recurrent layer's convolution state (llama.cpp's `n_embd_r`): the
+    /// last `conv_kernel - 1` inputs of each channel.
+    pub fn n_embd_r(&self) -> usize {
+        self.conv_kernel.saturating_sub(1) * self.conv_channels
     }
 
     /// Whether layer `il` attends through the sliding window.
@@ -352,6 +425,17 @@ impl HParams {
             (self.rope_freq_base, self.rope_freq_scale)
         }
     }
+}
+
+/// The one count the non-zero entries of a per-layer count share (the graphs give every
+/// attention layer the same heads), or an error naming `key`.
+fn common_count(k: &Keys<'_>, key: &str, per_layer: &[usize]) -> Result<usize> {
+    let mut counts = per_layer.iter().copied().filter(|&n| n > 0);
+    let first = counts.next().ok_or_else(|| k.bad(key, "0 in every layer"))?;
+    if let Some(other) = counts.find(|&n| n != first) {
+        return Err(k.bad(key, format!("layers with {first} and with {other} are not supported")));
+    }
+    Ok(first)
 }
 
 impl EmbeddingParams {

@@ -147,6 +147,39 @@ impl LayerTensors {
     }
 }
 
+/// A recurrent layer's short causal convolution (LFM2's `shortconv`): the input projected to
+/// three parts `B`, `C`, `X`; `B * X` convolved along the tokens (with the state of the
+/// previous tokens), times `C`, projected out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShortConvTensors {
+    /// `[n_embd, 3 n_embd]`: `B`, `C`, `X` one after the other.
+    pub in_proj: ModelTensor,
+    /// F32 `[conv_kernel, n_embd]`: each channel's taps, oldest first.
+    pub conv: ModelTensor,
+    /// `[n_embd, n_embd]`.
+    pub out_proj: ModelTensor,
+}
+
+/// One layer of a hybrid model (LFM2), whose layers mix tokens in different ways.
+// One per layer, made once at load: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Block {
+    /// An attention layer, as the attention-only models' layers.
+    Attention(LayerTensors),
+    /// A short-convolution layer: its own mixer between the norms and FFN every layer has.
+    ShortConv {
+        /// RMS norm before the convolution, `[n_embd]`.
+        attn_norm: ModelTensor,
+        /// The convolution.
+        conv: ShortConvTensors,
+        /// RMS norm before the feed-forward network, `[n_embd]`.
+        ffn_norm: ModelTensor,
+        /// The feed-forward network.
+        ffn: FfnTensors,
+    },
+}
+
 /// How the graph reads a tensor (where it may be placed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReadBy {
@@ -214,8 +247,10 @@ pub struct ModelTensors {
     pub rope_long: Option<ModelTensor>,
     /// LongRoPE factors within the original context (Phi-3), `[n_rot / 2]`.
     pub rope_short: Option<ModelTensor>,
-    /// The blocks.
+    /// The blocks of an attention-only model (empty in a hybrid one).
     pub layers: Vec<LayerTensors>,
+    /// The blocks of a hybrid model, one per layer (empty in an attention-only one).
+    pub blocks: Vec<Block>,
     /// The heads after pooling.
     pub head: PoolingHead,
     /// Every tensor the table found, in lookup order.
@@ -402,18 +437,36 @@ impl Lookup<'_> {
             rope_long: None,
             rope_short: None,
             layers: Vec::with_capacity(hp.n_layer),
+            blocks: Vec::new(),
             head: PoolingHead::default(),
             entries: Vec::new(),
         })
+    }
+
+    /// A required F32 tensor of `shape` read by an op other than MUL_MAT (a convolution's
+    /// taps).
+    pub fn f32_tensor(&mut self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
+        let t = self.find(name, shape)?.ok_or_else(|| self.missing(name))?;
+        if t.info.dtype != DType::F32 {
+            return Err(self.bad_type(name, t.info.dtype, "must be F32 (read by SSM_CONV)"));
+        }
+        self.record(&t, ReadBy::Other);
+        Ok(t)
     }
 
     /// The token embeddings, the final norm and the output projection, which is the
     /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
     /// model's optional tensors and its layers are left empty for the table to fill.
     pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
+        self.embeddings_and_output_norm(hp, "output_norm.weight")
+    }
+
+    /// [`Lookup::embeddings_and_output`] with the final norm under the name `norm` (LFM2's
+    /// files call it `token_embd_norm.weight`).
+    pub fn embeddings_and_output_norm(&mut self, hp: &HParams, norm: &str) -> Result<ModelTensors> {
         let mut m = self.embeddings(hp)?;
         let (e, v) = (hp.n_embd, hp.n_vocab);
-        m.output_norm = Some(self.vector("output_norm.weight", e)?);
+        m.output_norm = Some(self.vector(norm, e)?);
         let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
             Some(o) => (o, false),
             None => {

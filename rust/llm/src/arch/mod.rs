@@ -10,6 +10,7 @@
 mod bert;
 mod gemma3;
 mod gemma_embedding;
+mod lfm2;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -80,6 +81,7 @@ static REGISTRY: &[&Registered] = &[
     &bert::BERT,
     &gemma_embedding::GEMMA_EMBEDDING,
     &gemma3::GEMMA3,
+    &lfm2::LFM2,
     &llama::LLAMA,
     &phi3::PHI3,
     &qwen2::QWEN2,
