@@ -7,7 +7,8 @@
 # A target is a binary src/bin/TARGET.rs of a fuzz crate rust/*/fuzz (its own workspace, so the
 # main build never needs afl); its seeds are in that crate's seeds/TARGET/, and an AFL++
 # dictionary in dict/TARGET.dict when the crate has one. Targets: gguf (the GGUF parser),
-# protocol (the JSON protocol through the C ABI, rust/ffi/fuzz). Needs cargo-afl
+# protocol (the JSON protocol through the C ABI, rust/ffi/fuzz), model (model files through the C
+# ABI: a small model's metadata and tensor table mutated, rust/ffi/fuzz). Needs cargo-afl
 # (scripts/setup.sh installs it). Findings are kept in target/fuzz/TARGET/default/{crashes,hangs};
 # replay one with `target/afl/release/TARGET < FILE`.
 set -euo pipefail

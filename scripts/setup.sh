@@ -131,6 +131,18 @@ if ! cargo afl --version >/dev/null 2>&1; then
 fi
 cargo afl config --build >/dev/null 2>&1 || true
 
+# The crafted model files of tessera-ffi's tests/hostile_models.rs (issue 39: two small valid
+# models and broken copies of them, one finding each), written by a seeded gguf-py script into
+# target/hostile-models (the tests check their sha256); written again when the script changes.
+HOSTILE=target/hostile-models
+HOSTILE_GEN=rust/ffi/tests/fixtures/make_hostile_models.py
+hostile_stamp="$(sha256sum "$HOSTILE_GEN" | cut -d' ' -f1)"
+if [ "$(cat "$HOSTILE/.generator" 2>/dev/null)" != "$hostile_stamp" ]; then
+    echo "setup: make_hostile_models.py into $HOSTILE" >&2
+    "$VENV/bin/python" "$HOSTILE_GEN" --out "$HOSTILE" >/dev/null
+    echo "$hostile_stamp" > "$HOSTILE/.generator"
+fi
+
 # npm packages of the React Native package (TypeScript, vitest, koffi, bob).
 if [ -f package-lock.json ] && [ ! -d node_modules ]; then
     echo "setup: npm ci" >&2
@@ -143,7 +155,7 @@ fi
 # packages their vocabularies come from (openai-whisper's GPT-2 ranks, llama-cpp-python's
 # vocab-only GGUF files) into target/downloads, sha256 checked.
 tiny_missing=()
-for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3 tiny-iq4; do
+for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3 tiny-lfm2 tiny-iq4; do
     [ -f "target/models/$m.gguf" ] || tiny_missing+=("$m")
 done
 if [ ${#tiny_missing[@]} -gt 0 ]; then

@@ -68,6 +68,9 @@ bash scripts/fuzz.sh gguf 60
 step "fuzz the JSON protocol through the C ABI (one release build of tessera-ffi without the GPU): its seeds, then 60 s of AFL++"
 bash scripts/fuzz.sh protocol 60
 
+step "fuzz model files through the C ABI (mutated metadata and tensor tables of a small model, loaded, one token and one embedding): its seed, then 60 s of AFL++"
+bash scripts/fuzz.sh model 60
+
 step "tessera backend-ops test (every op on every device vs the scalar reference)"
 cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>&1 || {
     cat target/backend-ops.txt; exit 1; }

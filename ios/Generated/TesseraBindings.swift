@@ -634,7 +634,8 @@ public protocol ModelProtocol: AnyObject, Sendable {
     func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool) throws  -> String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled").
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */
     func cancel() 
     
@@ -651,7 +652,8 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own or mean).
+     * for the model's own, mean when its file names none). The conversation's cache is left
+     * as it was.
      */
     func embed(texts: [String], pooling: String?) throws  -> [[Float]]
     
@@ -767,7 +769,8 @@ open func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool)thro
 }
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled").
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */
 open func cancel()  {try! rustCall() {
         uniffiCallStatus in
@@ -805,7 +808,8 @@ open func detokenize(tokens: [UInt32], special: Bool)throws  -> String  {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own or mean).
+     * for the model's own, mean when its file names none). The conversation's cache is left
+     * as it was.
      */
 open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
     return try  FfiConverterSequenceSequenceFloat.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
@@ -4524,7 +4528,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 2222) {
+    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 30872) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
@@ -4533,7 +4537,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_embed() != 26671) {
+    if (uniffi_tessera_ffi_checksum_method_model_embed() != 27498) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_generate() != 11646) {

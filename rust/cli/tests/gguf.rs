@@ -134,3 +134,29 @@ fn errors_name_the_problem() {
     let _ = std::fs::remove_file(&path);
     assert!(e.contains("metadata entry count at byte 16"), "{e}");
 }
+
+/// A FIFO blocked `tessera gguf` (and `tessera run`) in `open` forever (issue 39): it is refused
+/// at once, as are devices, saying what the path is.
+#[test]
+#[cfg(unix)]
+fn paths_that_are_not_files_are_refused_at_once() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli_gguf_fifo_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("model.gguf");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let arg = fifo.to_string_lossy().into_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(gguf::run(&[arg]));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("tessera gguf of a FIFO answers within 10 s")
+        .unwrap_err();
+    assert!(e.contains("is a FIFO (named pipe), not a model file"), "{e}");
+    let e = gguf::run(&["/dev/zero".into()]).unwrap_err();
+    assert!(e.contains("/dev/zero is a character device"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -232,6 +232,12 @@ impl Scheduler {
         self.eval = callback;
     }
 
+    /// Removes the callback run after each node and returns it (to put it back after a compute
+    /// with another one).
+    pub fn take_eval_callback(&mut self) -> Option<EvalCallback> {
+        self.eval.take()
+    }
+
     /// Forgets pins and the prepared graph.
     pub fn reset(&mut self) {
         self.pins.clear();

@@ -2,6 +2,7 @@
 //! worker pool ([`crate::workers`]).
 
 mod attention;
+mod conv;
 mod fast_ops;
 mod rope;
 mod rows;
@@ -127,7 +128,7 @@ impl CpuBackend {
         if matches!(t.op, Op::MulMat) {
             return self.mul_mat(threads, dst, &srcs, weights_packed, aborted);
         }
-        // The three fast paths: as for the reference below; `supports` validated the operands
+        // The fast paths: as for the reference below; `supports` validated the operands
         // for the op.
         let fast = match &t.op {
             // SAFETY: see above.
@@ -138,6 +139,8 @@ impl CpuBackend {
             Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
             // SAFETY: see above.
             Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
+            // SAFETY: see above.
+            Op::SsmConv => unsafe { conv::ssm_conv(dst, &srcs, threads, aborted) },
             _ => None,
         };
         if let Some(done) = fast {

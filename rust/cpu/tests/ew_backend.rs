@@ -1,5 +1,5 @@
 //! The CPU backend's vectorized element-wise ops (SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
-//! ROPE, SWIGLU / GEGLU) against the scalar reference `compute_graph`, on odd shapes,
+//! ROPE, SWIGLU / GEGLU) and SSM_CONV against the scalar reference `compute_graph`, on odd shapes,
 //! broadcasts, masks, ALiBi, YaRN, strided and permuted inputs and in-place memory, with 1 and
 //! 3 threads; and weights placed in CPU_REPACK by the scheduler.
 
@@ -352,6 +352,39 @@ fn strided_rows_are_vectorized_and_permuted_rows_fall_back() -> R {
         })?;
         // Only the last ADD (of two computed, contiguous tensors) is vectorized.
         assert_eq!(n, 1);
+    }
+    Ok(())
+}
+
+/// SSM_CONV (LFM2's short convolution): its window contiguous per channel (a CONCAT's result, as
+/// LFM2's graph feeds it) and transposed (tokens along dim 1, as the harness feeds it), with
+/// shapes small and large enough to be split over threads, one token and several.
+#[test]
+fn ssm_conv_matches_the_reference() -> R {
+    for threads in [1, 3] {
+        for (d_conv, d_inner, n_t, n_s) in
+            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2)]
+        {
+            for transposed in [false, true] {
+                let what = format!(
+                    "ssm_conv {d_conv} taps, {d_inner} x {n_t} x {n_s}, transposed {transposed}"
+                );
+                let n = check(&what, threads, |g, rng| {
+                    let w = d_conv - 1 + n_t;
+                    let (x, xv) = if transposed {
+                        input(g, rng, "x", &[d_inner, w, n_s], -2.0, 2.0)?
+                    } else {
+                        input(g, rng, "x", &[w, d_inner, n_s], -2.0, 2.0)?
+                    };
+                    let (c, cv) = input(g, rng, "c", &[d_conv, d_inner], -1.0, 1.0)?;
+                    let sx = if transposed { g.transpose(x)? } else { x };
+                    let y = g.ssm_conv(sx, c)?;
+                    g.set_output(y)?;
+                    Ok((vec![(x, xv), (c, cv)], y))
+                })?;
+                assert_eq!(n, 1, "{what} vectorized");
+            }
+        }
     }
     Ok(())
 }

@@ -233,6 +233,121 @@ fn every_layout_round_trips_and_matches_exact() {
     }
 }
 
+/// Checks a repacked Q2_K, Q3_K or Q6_K tensor against its plain rows: per group block, the
+/// rows' `d` (Q2_K: then their `dmin`), byte `s` of their scale bytes for each `s` (Q2_K, Q6_K:
+/// 16, Q3_K: 12), then the quant bytes in words (Q2_K: `qs`; Q3_K: `hmask` then `qs`, one run;
+/// Q6_K: per half block its 64 `ql` bytes then its 32 `qh` bytes, each run in words).
+fn check_stored_k16(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored: &[u8]) {
+    // Block bytes, offsets of d, dmin, the scales and the quants, scale bytes, and the quants'
+    // runs (offset from the quants' start, length).
+    let (bsize, d_at, dmin_at, sc_at, n_sc, q_at, runs): (_, _, _, _, _, _, &[(usize, usize)]) =
+        match dtype {
+            DType::Q2_K => (84, 80, Some(82), 0, 16, 16, &[(0, 64)]),
+            DType::Q3_K => (110, 108, None, 96, 12, 0, &[(0, 96)]),
+            _ => (210, 208, None, 192, 16, 0, &[(0, 64), (128, 32), (64, 64), (160, 32)]),
+        };
+    let row = k / 256 * bsize;
+    let mut o = 0;
+    for g in 0..plain.len() / (row * pl.rows) {
+        for b in 0..k / 256 {
+            let at = |r: usize, off: usize| (g * pl.rows + r) * row + b * bsize + off;
+            for f in [Some(d_at), dmin_at].into_iter().flatten() {
+                for r in 0..pl.rows {
+                    let p = at(r, f);
+                    assert_eq!(stored[o..o + 2], plain[p..p + 2], "{pl:?} {dtype} f16 g{g} b{b}");
+                    o += 2;
+                }
+            }
+            for sc in 0..n_sc {
+                for r in 0..pl.rows {
+                    assert_eq!(stored[o], plain[at(r, sc_at + sc)], "{pl:?} {dtype} scale {sc}");
+                    o += 1;
+                }
+            }
+            for &(run, len) in runs {
+                for h in 0..len / pl.word {
+                    for r in 0..pl.rows {
+                        let p = at(r, q_at + run + pl.word * h);
+                        let what = format!("{pl:?} {dtype} g{g} b{b} run {run} word {h} r{r}");
+                        assert_eq!(stored[o..o + pl.word], plain[p..p + pl.word], "{what}");
+                        o += pl.word;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(o, plain.len());
+}
+
+/// The k-quants per tier: written into a CPU_REPACK buffer under every tier that repacks them,
+/// stored in the tier's layout (checked byte by byte), read back as their GGUF bytes, and
+/// multiplied (GEMV, every tile width of the kernels, two threads) within the rounding bound of
+/// the exact product of the dequantized weights and the Q8_K activations, under the tier and
+/// read under the scalar tier.
+#[test]
+fn k_quant_layouts_round_trip_and_match_exact() {
+    let _g = lock();
+    let k_big = if small() { 256 * 3 } else { 256 * 17 };
+    let types = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
+    let mut covered = Vec::new();
+    for (tier, pl) in packing_tiers() {
+        for dtype in types {
+            if repack::kernel_for(pl, dtype).is_none() {
+                continue;
+            }
+            covered.push((tier, dtype));
+            let rows = repack::group_rows(pl, dtype);
+            for (m, k) in [(rows, 256), (3 * rows, 3 * 256), (48, k_big)] {
+                let x = rand_vec(k * m, (m * 5 + k) as u64);
+                let plain = quantize_to_vec(dtype, &x).unwrap();
+                let wdeq = dequantize_to_vec(dtype, &plain, k * m).unwrap();
+                let al = Layout::contiguous(dtype, &[k, m]).unwrap();
+                let buf = RepackBufferType.alloc(plain.len()).unwrap();
+                let base = buf.host_ptr().unwrap().as_ptr();
+                under(tier, || {
+                    assert!(repack::can_repack(&al), "{tier:?} {dtype} {m}x{k}");
+                    buf.init_tensor(&al, 0).unwrap();
+                    buf.write(0, &plain).unwrap();
+                });
+                // SAFETY: the buffer holds plain.len() bytes and lives until the end.
+                let stored = unsafe { std::slice::from_raw_parts(base, plain.len()) };
+                if matches!(dtype, DType::Q4_K | DType::Q5_K) {
+                    check_stored_k4(pl, dtype, k, &plain, stored);
+                } else {
+                    check_stored_k16(pl, dtype, k, &plain, stored);
+                }
+                assert_eq!(packing(&buf, 0, plain.len()), Packing::Packed(dtype, pl));
+                let mut back = vec![0u8; plain.len()];
+                buf.read(0, &mut back).unwrap();
+                assert_eq!(back, plain, "{tier:?} {dtype}: read returns the GGUF bytes");
+                let packed_kernel = repack::kernel_for(pl, dtype).unwrap();
+                let weights = TensorRef::packed(al, base, pl);
+                for n in [1usize, 2, 3, 4, 5, 8, 13, 17, 40] {
+                    let xa = rand_vec(k * n, 500 + n as u64);
+                    let act = kernels::act_type(dtype);
+                    let xq = quantize_to_vec(act, &xa).unwrap();
+                    let exact =
+                        exact_product(&wdeq, &dequantize_to_vec(act, &xq, k * n).unwrap(), k, m, n);
+                    for threads in [1, 2] {
+                        let before = kernels::tier_use_count(tier);
+                        let got = under(tier, || matmul(None, threads, weights, &xa, n));
+                        assert!(kernels::tier_use_count(tier) > before, "{tier:?} kernel ran");
+                        let what = format!("{tier:?} {dtype} {m}x{n}x{k} t{threads}");
+                        assert_within(&what, &packed_kernel, n, k, &got, &exact);
+                    }
+                    let got = under(Tier::Scalar, || matmul(None, 1, weights, &xa, n));
+                    let what = format!("{tier:?} {dtype} {m}x{n}x{k} read under scalar");
+                    assert_within(&what, &packed_kernel, n, k, &got, &exact);
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    for dtype in types {
+        assert!(covered.contains(&(Tier::Avx2, dtype)), "AVX2 repacks {dtype}");
+    }
+}
+
 #[test]
 fn can_repack_refuses_other_rows_views_and_types() {
     let _g = lock();
@@ -266,15 +381,19 @@ fn can_repack_refuses_other_rows_views_and_types() {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert!(!repack::can_repack(&l), "{tier:?} {dtype}");
             }
-            let k4_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
+            let k4_tiers = [Tier::Avx2, Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
             for dtype in [DType::Q4_K, DType::Q5_K] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), k4_tiers.contains(&tier), "{tier:?} {dtype}");
             }
             let q6k = Layout::contiguous(DType::Q6_K, &[256, 16]).unwrap();
-            let q6k_tiers = [Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
+            let q6k_tiers = [Tier::Avx2, Tier::Avx512Vnni, Tier::Dotprod, Tier::I8mm];
             assert_eq!(repack::can_repack(&q6k), q6k_tiers.contains(&tier), "{tier:?} Q6_K");
-            for dtype in [DType::Q2_K, DType::Q3_K, DType::Q4_1, DType::Q5_1] {
+            for dtype in [DType::Q2_K, DType::Q3_K] {
+                let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
+                assert_eq!(repack::can_repack(&l), x86, "{tier:?} {dtype}");
+            }
+            for dtype in [DType::Q4_1, DType::Q5_1] {
                 let l = Layout::contiguous(dtype, &[256, 16]).unwrap();
                 assert_eq!(repack::can_repack(&l), tier == Tier::Avx512Vnni, "{tier:?} {dtype}");
             }
@@ -307,6 +426,8 @@ fn pack_as_round_trips_every_layout() {
             DType::Q5_0,
             DType::Q4_1,
             DType::Q5_1,
+            DType::Q2_K,
+            DType::Q3_K,
             DType::IQ4_NL,
             DType::Q4_K,
             DType::Q5_K,
@@ -320,9 +441,10 @@ fn pack_as_round_trips_every_layout() {
             repack::pack_as(pl, dtype, k, &plain, &mut packed).unwrap();
             if matches!(dtype, DType::Q4_K | DType::Q5_K) {
                 check_stored_k4(pl, dtype, k, &plain, &packed);
-            } else if matches!(dtype, DType::Q6_K | DType::IQ4_XS) {
-                // Q6_K's and IQ4_XS's layouts are checked through the kernels (tests/kernels.rs,
-                // tests/iq4.rs).
+            } else if matches!(dtype, DType::Q2_K | DType::Q3_K | DType::Q6_K) {
+                check_stored_k16(pl, dtype, k, &plain, &packed);
+            } else if dtype == DType::IQ4_XS {
+                // IQ4_XS's layouts are checked through the kernels (tests/iq4.rs).
                 assert_ne!(packed, plain, "{pl:?} {dtype}");
             } else {
                 check_stored(pl, dtype, k, &plain, &packed);

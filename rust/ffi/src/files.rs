@@ -9,6 +9,7 @@
 //! tensors are uploaded once from the mapping.
 
 use crate::document::{DocumentError, FileTensor, FileTensors};
+use crate::error::{FfiResult, TesseraError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tessera_core::backend::{weight_buffer_type, Buffer, Device, DeviceType};
@@ -21,8 +22,11 @@ pub(crate) fn open(path: &str) -> Result<Arc<GgufFile>> {
     static OPEN: Mutex<Option<HashMap<String, Weak<GgufFile>>>> = Mutex::new(None);
     let mut table = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     let table = table.get_or_insert_with(HashMap::new);
+    // A mapping of a file changed since is not shared: the new document maps the file anew.
     if let Some(f) = table.get(path).and_then(Weak::upgrade) {
-        return Ok(f);
+        if f.check_unchanged().is_ok() {
+            return Ok(f);
+        }
     }
     let file = Arc::new(
         GgufFile::open(path).map_err(|e| Error::InvalidGraph(format!("model file {path}: {e}")))?,
@@ -56,6 +60,20 @@ impl DocumentFiles {
             name: tensor.to_string(),
         })?;
         Ok((f, info))
+    }
+}
+
+impl DocumentFiles {
+    /// Whether every file the document maps still has the size and modification time it had
+    /// when it was mapped: reading a truncated file's mapping would fault (SIGBUS), so this is
+    /// checked before writing constants from the files and before every compute.
+    pub(crate) fn check_unchanged(&self) -> FfiResult<()> {
+        let files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        for f in files.values() {
+            f.check_unchanged()
+                .map_err(|e| TesseraError::InvalidModel { message: e.to_string() })?;
+        }
+        Ok(())
     }
 }
 

@@ -2,9 +2,12 @@
 //! JSON protocol see it: load with options and progress, info, tokenize / detokenize, chat
 //! templates, streaming generation with sampling and stops, cancel, embeddings, close.
 //!
-//! One model holds one context (its KV cache): generations and embeddings on a model run one at
-//! a time, in call order; several models run side by side. `cancel()` and `close()` may be
-//! called from any thread while a generation runs; `close()` waits for it to stop.
+//! One model holds one context (its KV cache) for generation, and, made on the first `embed`, an
+//! embedder of its own ([`Embedder`]: no KV cache, so embedding a text leaves the conversation's
+//! cache as it was). Generations on a model run one at a time, in call order, and so do
+//! embeddings; several models run side by side. An embedding model (BERT, EmbeddingGemma) has no
+//! context: it embeds, and generation is refused. `cancel()` and `close()` may be called from
+//! any thread while a generation or an embedding runs; `close()` waits for it to stop.
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::gate::{lock, Gate};
@@ -13,9 +16,10 @@ use crate::record::uniffi_record_with_defaults;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tessera_llm::chat::ChatMessage;
-use tessera_llm::embed::{embed, Pooling};
+use tessera_llm::chat::{ChatError, ChatMessage};
+use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;
+use tessera_llm::tokenizer::TokenizerError;
 use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Prompt,
 };
@@ -236,9 +240,14 @@ pub trait LoadProgress: Send + Sync {
 pub struct Model {
     info: ModelInfo,
     model: Arc<tessera_llm::Model>,
+    /// The conversation's context (none for an embedding model, which cannot generate).
     context: Mutex<Option<Context>>,
-    /// The running generation's cancel flag (shared with its context).
-    cancel: Arc<AtomicBool>,
+    /// The embedder, made on the first `embed`.
+    embedder: Mutex<Option<Embedder>>,
+    /// How the embedder is made.
+    embed_options: EmbedOptions,
+    /// The cancel flags of the context and the embedder (set by `cancel` and `close`).
+    cancels: Mutex<Vec<Arc<AtomicBool>>>,
     gate: Gate,
 }
 
@@ -253,12 +262,24 @@ impl From<LlmError> for TesseraError {
         let message = e.to_string();
         match e {
             LlmError::Core(core) => core.into(),
+            // An id past the vocabulary is the caller's (detokenize); the rest of the
+            // tokenizer's errors are the vocabulary's.
+            LlmError::Tokenizer(TokenizerError::TokenOutOfRange { .. }) => {
+                TesseraError::InvalidArgument { message }
+            }
+            // The model's own template: refusing the messages (`raise_exception`) is about the
+            // request, failing to render is the template's fault.
+            LlmError::Chat(ChatError::Syntax { .. } | ChatError::Render { .. }) => {
+                TesseraError::InvalidModel { message }
+            }
             LlmError::Gguf(_)
             | LlmError::UnknownArchitecture(_)
             | LlmError::BadHyperParameter { .. }
             | LlmError::MissingTensor { .. }
             | LlmError::TensorShape { .. }
             | LlmError::TensorType { .. }
+            | LlmError::NonFinite { .. }
+            | LlmError::BrokenChatTemplate(_)
             | LlmError::Tokenizer(_) => TesseraError::InvalidModel { message },
             LlmError::ContextFull { .. } => TesseraError::ContextFull { message },
             LlmError::UnknownDevice { .. } => TesseraError::UnknownDevice { message },
@@ -332,7 +353,11 @@ impl Model {
         let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
         let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
         let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
-        let context = Context::new(model.clone(), registry, &ctx_opts)?;
+        let context = match hp.can_generate() {
+            true => Some(Context::new(model.clone(), registry, &ctx_opts)?),
+            false => None,
+        };
+        let embed_options = EmbedOptions { n_ctx: n_ctx.min(hp.n_ctx_train), threads };
         let info = ModelInfo {
             architecture: hp.arch.name().into(),
             name: model.file().opt_str("general.name").ok().flatten().map(str::to_string),
@@ -352,19 +377,51 @@ impl Model {
         let gate = Gate::new("the model is closed", format!("call on model {}", info.architecture));
         Ok(Model {
             info,
-            cancel: context.cancel_flag(),
+            cancels: Mutex::new(context.iter().map(Context::cancel_flag).collect()),
             model,
-            context: Mutex::new(Some(context)),
+            context: Mutex::new(context),
+            embedder: Mutex::new(None),
+            embed_options,
             gate,
         })
     }
 
-    /// Runs `f` on the context, one call at a time; `Closed` once the model is closed.
+    /// Sets the cancel flag of the context and of the embedder.
+    fn cancel_all(&self) {
+        for flag in lock(&self.cancels).iter() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` on the context, one call at a time; `Closed` once the model is closed,
+    /// `InvalidArgument` for an embedding model.
     fn with_context<T>(&self, f: impl FnOnce(&mut Context) -> FfiResult<T>) -> FfiResult<T> {
         let _pass = self.gate.enter(None)?;
         let mut slot = lock(&self.context);
-        let ctx = slot.as_mut().ok_or_else(|| self.gate.closed_error())?;
+        let ctx = slot.as_mut().ok_or_else(|| {
+            TesseraError::invalid_argument(format!(
+                "{} is an embedding model: it cannot generate (use embed)",
+                self.info.architecture
+            ))
+        })?;
         f(ctx)
+    }
+
+    /// Runs `f` on the embedder (made on first use), one call at a time; `Closed` once the
+    /// model is closed.
+    fn with_embedder<T>(&self, f: impl FnOnce(&mut Embedder) -> FfiResult<T>) -> FfiResult<T> {
+        let _pass = self.gate.enter(None)?;
+        let mut slot = lock(&self.embedder);
+        let embedder = match slot.take() {
+            Some(e) => slot.insert(e),
+            None => {
+                let registry = crate::registry::registry();
+                let e = Embedder::new(self.model.clone(), registry, &self.embed_options)?;
+                lock(&self.cancels).push(e.cancel_flag());
+                slot.insert(e)
+            }
+        };
+        f(embedder)
     }
 
     /// Generates with a Rust callback for the tokens (the protocol's events go through it).
@@ -472,27 +529,29 @@ impl Model {
         })
     }
 
-    /// Stops the generation in progress (it returns with stop reason "cancelled").
+    /// Stops the generation in progress (it returns with stop reason "cancelled") and the
+    /// embedding in progress (it fails with `Cancelled`).
     pub fn cancel(&self) {
-        guard_or("Model.cancel", || (), || self.cancel.store(true, Ordering::Relaxed))
+        guard_or("Model.cancel", || (), || self.cancel_all())
     }
 
     /// The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-    /// for the model's own or mean).
+    /// for the model's own, mean when its file names none). The conversation's cache is left
+    /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {
-            self.with_context(|ctx| {
+            self.with_embedder(|e| {
                 let pooling = match &pooling {
                     Some(p) => Pooling::parse(p)?,
-                    None => Pooling::for_model(ctx)?,
+                    None => e.default_pooling(),
                 };
                 let mut out = Vec::with_capacity(texts.len());
                 for text in &texts {
-                    let tokens = ctx.model().tokenizer().encode(text, true, true);
+                    let tokens = e.tokens(text);
                     if tokens.is_empty() {
                         return Err(TesseraError::invalid_argument("embed: a text has no tokens"));
                     }
-                    out.push(embed(ctx, &tokens, pooling)?);
+                    out.push(e.embed(&tokens, pooling)?);
                 }
                 Ok(out)
             })
@@ -506,8 +565,9 @@ impl Model {
             "Model.close",
             || (),
             || {
-                self.gate.close(|| self.cancel.store(true, Ordering::Relaxed));
+                self.gate.close(|| self.cancel_all());
                 lock(&self.context).take();
+                lock(&self.embedder).take();
             },
         )
     }

@@ -70,7 +70,7 @@ pub(crate) struct PreparedGraph {
     inputs: Vec<InputSpec>,
     constant_names: HashSet<String>,
     /// The model files the document reads (kept mapped while the graph lives).
-    _files: DocumentFiles,
+    files: DocumentFiles,
 }
 
 impl std::fmt::Debug for DocumentFiles {
@@ -147,9 +147,15 @@ impl PreparedGraph {
             outputs,
             inputs,
             constant_names,
-            _files: files,
+            files,
         };
         Ok((prepared, constants))
+    }
+
+    /// Whether the model files the graph reads are unchanged since they were mapped (see
+    /// [`DocumentFiles::check_unchanged`]).
+    pub(crate) fn check_files(&self) -> FfiResult<()> {
+        self.files.check_unchanged()
     }
 
     /// Checks the given inputs against the document's and returns the bytes to write per tensor.

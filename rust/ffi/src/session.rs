@@ -203,6 +203,7 @@ fn allocate(
 ) -> FfiResult<()> {
     scheduler.set_memory_budget(Some(budget));
     scheduler.alloc_graph(&mut prepared.graph)?;
+    prepared.check_files()?;
     for (id, bytes) in constants {
         set_tensor(&prepared.graph, id, bytes.bytes())?;
     }
@@ -223,6 +224,7 @@ fn compute_prepared(
         for (id, bytes) in inputs {
             set_tensor(&prepared.graph, *id, bytes)?;
         }
+        prepared.check_files()?;
         scheduler.compute().map_err(|e| match e {
             Error::Aborted if token.is_cancelled() => TesseraError::cancelled(),
             e => e.into(),

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tessera_ffi::json_api::handle;
 use tessera_ffi::{
-    set_event_listener, EventListener, GenerateRequest, Model, ModelOptions, TokenListener,
+    set_event_listener, ChatTurn, EventListener, GenerateRequest, Model, ModelOptions,
+    TokenListener,
 };
 
 fn gemma() -> String {
@@ -254,4 +255,45 @@ fn two_models_at_once_and_close_during_generation() {
     let e = b.generate(greedy("x", 1), None).unwrap_err();
     assert_eq!(e.kind(), "Closed");
     a.close();
+}
+
+fn chat(messages: &[(&str, &str)], max_tokens: u32) -> GenerateRequest {
+    let turns = messages
+        .iter()
+        .map(|(role, content)| ChatTurn { role: role.to_string(), content: content.to_string() })
+        .collect();
+    GenerateRequest { prompt: None, messages: Some(turns), ..greedy("", max_tokens) }
+}
+
+/// Embedding does not touch the conversation's cache: the next chat turn reuses the cached
+/// prefix (the previous turn's prompt and reply) as it does without the embedding between.
+#[test]
+fn a_chat_turn_after_embed_reuses_its_cached_prefix() {
+    let opts =
+        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let m = Model::load(gemma(), opts, None).unwrap();
+    let first = m.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
+    let e = m.embed(vec!["hello world".into(), "The capital of France".into()], None).unwrap();
+    assert_eq!((e.len(), e[0].len()), (2, 640));
+    let turn =
+        [("user", "Name a colour."), ("assistant", first.text.as_str()), ("user", "Another.")];
+    let second = m.generate(chat(&turn, 4), None).unwrap();
+    let t = &second.timings;
+    assert!(
+        t.cached_n >= first.prompt_tokens,
+        "the second turn reused {} tokens, the first turn's prompt alone is {}",
+        t.cached_n,
+        first.prompt_tokens
+    );
+    assert_eq!(t.cached_n + t.prompt_n, second.prompt_tokens);
+    // The same turn on a model that did not embed in between reuses as much.
+    let opts =
+        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let control = Model::load(gemma(), opts, None).unwrap();
+    control.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
+    let same = control.generate(chat(&turn, 4), None).unwrap();
+    assert_eq!(same.timings.cached_n, t.cached_n);
+    assert_eq!(same.tokens, second.tokens);
+    m.close();
+    control.close();
 }

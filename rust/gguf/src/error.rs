@@ -241,6 +241,27 @@ pub enum GgufError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, a device, a directory, a socket, a file of a
+    /// kernel pseudo file system such as `/proc`): refused without reading it.
+    #[error("{} is {what}, not a model file: give the path of a regular file", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is, e.g. "a FIFO (named pipe)".
+        what: &'static str,
+    },
+    /// A mapped file was truncated or written to after it was opened: its bytes can no longer
+    /// be trusted (reading past a new end would fault), so nothing more is read from it.
+    #[error(
+        "model file {} changed on disk after it was loaded: {reason}; load it again",
+        path.display()
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// What changed, e.g. "its size went from 100 to 0 bytes".
+        reason: String,
+    },
     /// The file could not be memory-mapped.
     #[error("cannot memory-map {}: {source}", path.display())]
     Map {

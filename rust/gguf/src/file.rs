@@ -53,7 +53,9 @@ impl std::fmt::Debug for GgufFile {
 
 impl GgufFile {
     /// Opens and checks the file at `path`, memory-mapped read-only; nothing but the
-    /// metadata is copied out of the mapping (the tensor data is not read at all).
+    /// metadata is copied out of the mapping (the tensor data is not read at all). Only a
+    /// regular file is opened: a FIFO, a device, a socket, a directory or a `/proc` file is
+    /// [`GgufError::NotRegular`] at once, without blocking.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         GgufFile::parse(FileMemory::map(path.as_ref())?)
     }
@@ -150,6 +152,15 @@ impl GgufFile {
     /// Size of the file in bytes.
     pub fn file_size(&self) -> usize {
         self.memory.bytes().len()
+    }
+
+    /// Whether the mapped file still has the size and modification time it had when it was
+    /// opened ([`GgufError::Changed`] when not; always `Ok` for bytes held in memory). A file
+    /// truncated after it was mapped faults (SIGBUS) where its lost pages are read: the runtime
+    /// calls this before every compute and before copying weights out of the mapping (see the
+    /// `mapping` module for the window that remains).
+    pub fn check_unchanged(&self) -> Result<()> {
+        self.memory.check_unchanged()
     }
 
     /// Whether the bytes are a memory map of the file (from [`GgufFile::open`]).

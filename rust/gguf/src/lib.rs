@@ -33,6 +33,10 @@
 //! rows of whole blocks, an offset that is a multiple of the alignment, bytes inside the data
 //! section and not overlapping another tensor's. Booleans must be 0 or 1, strings UTF-8.
 //! Anything else is a [`GgufError`] naming what and the byte offset where; no input panics.
+//!
+//! Only regular files are opened (others are refused without blocking), and a mapped file
+//! truncated or written to afterwards is reported by [`GgufFile::check_unchanged`] (reading the
+//! mapping of a truncated file would fault): see the `mapping` module.
 #![warn(missing_docs)]
 
 mod error;

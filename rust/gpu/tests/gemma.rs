@@ -18,10 +18,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use tessera_core::registry::Registry;
-use tessera_llm::{Context, ContextOptions, DeviceChoice, Model, Rows};
+use common::reference_device::{argmax, gpu_cpu_ref_registry, load_on, max_diff, repo_root};
+use std::path::PathBuf;
+use tessera_llm::{Context, ContextOptions, Rows};
 
 /// Largest difference allowed between a GPU logit and the reference's: f32 sums in another
 /// order than the reference's f64 over 18 layers (measured at most 0.007 for logits near 20).
@@ -35,10 +34,6 @@ const DEFAULT_PROMPTS: usize = 6;
 
 /// Greedy steps checked after the first prompt.
 const GREEDY_STEPS: usize = 3;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn gemma_path() -> PathBuf {
     if let Some(p) = std::env::var_os("TESSERA_GEMMA_GGUF") {
@@ -58,15 +53,6 @@ fn gemma_path() -> PathBuf {
     p
 }
 
-fn argmax(v: &[f32]) -> usize {
-    // The lowest id on ties, as the fixture's greedy choice.
-    v.iter().enumerate().fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
 #[test]
 fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
     let Some(_) = common::gpu() else { return };
@@ -76,18 +62,8 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
             .unwrap(),
     )
     .unwrap();
-    let mut reg = Registry::new();
-    reg.register_with("GPU", tessera_gpu::register);
-    // The CPU before REF, so that the GPU context's CPU fallback is the CPU.
-    reg.register(tessera_cpu::CpuBackendReg::shared());
-    reg.register(Arc::new(reference_device::RefReg));
-    let gpu_name = tessera_gpu::api_name().to_string() + "0";
-    let load = |name: &str| {
-        Arc::new(
-            Model::load(&path, &reg, &DeviceChoice::Named(name.into()), &mut |_| true)
-                .unwrap_or_else(|e| panic!("loading the model on {name}: {e}")),
-        )
-    };
+    let (reg, gpu_name) = gpu_cpu_ref_registry();
+    let load = |name: &str| load_on(&reg, &path, name);
     let gpu = load(&gpu_name);
     assert_eq!(gpu.device().name(), gpu_name);
     assert_eq!(gpu.weights().mapped_bytes(), 0, "GPU weights are uploaded, not mapped");
@@ -142,101 +118,4 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
     }
     let wanted = if all { 15 } else { DEFAULT_PROMPTS };
     assert!(checked >= wanted, "only {checked} prompts checked");
-}
-
-/// The scalar reference (`tessera_cpu::reference`: f32 values, f64 sums) as a device named
-/// "REF", so that a whole model runs on it: what the GPU's logits are measured against. It
-/// reports itself as a CPU, so that a context on it gets no CPU fallback and every node runs
-/// here; its memory is the CPU's.
-mod reference_device {
-    use std::any::Any;
-    use std::sync::Arc;
-    use tessera_core::backend::{
-        Backend, BackendParams, BackendReg, Buffer, BufferType, Device, DeviceCaps, DeviceType,
-        GraphPlan, HostMemory, MemoryInfo,
-    };
-    use tessera_core::{Graph, Result, TensorId};
-
-    pub struct RefDevice;
-    struct RefBackend;
-    struct RefPlan(Vec<TensorId>);
-    pub struct RefReg;
-
-    impl GraphPlan for RefPlan {
-        fn nodes(&self) -> &[TensorId] {
-            &self.0
-        }
-        fn as_any(&self) -> &dyn Any {
-            self
-        }
-    }
-
-    impl Backend for RefBackend {
-        fn name(&self) -> String {
-            "REF".into()
-        }
-        fn device(&self) -> Arc<dyn Device> {
-            Arc::new(RefDevice)
-        }
-        fn graph_plan_create(
-            &mut self,
-            _: &Graph,
-            nodes: &[TensorId],
-        ) -> Result<Box<dyn GraphPlan>> {
-            Ok(Box::new(RefPlan(nodes.to_vec())))
-        }
-        fn graph_plan_compute(&mut self, graph: &Graph, plan: &dyn GraphPlan) -> Result<()> {
-            let nodes = plan.nodes().to_vec();
-            self.compute_nodes(graph, &nodes)
-        }
-        fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
-            tessera_cpu::reference::compute_nodes(graph, nodes, &|| false)
-        }
-    }
-
-    impl Device for RefDevice {
-        fn name(&self) -> String {
-            "REF".into()
-        }
-        fn description(&self) -> String {
-            "the scalar reference".into()
-        }
-        fn memory(&self) -> MemoryInfo {
-            tessera_cpu::CpuDevice.memory()
-        }
-        fn device_type(&self) -> DeviceType {
-            DeviceType::Cpu
-        }
-        fn caps(&self) -> DeviceCaps {
-            tessera_cpu::CpuDevice.caps()
-        }
-        fn init_backend(&self, _: &BackendParams) -> Result<Box<dyn Backend>> {
-            Ok(Box::new(RefBackend))
-        }
-        fn buffer_type(&self) -> Arc<dyn BufferType> {
-            tessera_cpu::CpuDevice.buffer_type()
-        }
-        fn buffer_from_host_memory(
-            &self,
-            memory: Arc<dyn HostMemory>,
-            max_tensor_size: usize,
-        ) -> Result<Arc<dyn Buffer>> {
-            tessera_cpu::CpuDevice.buffer_from_host_memory(memory, max_tensor_size)
-        }
-        fn supports_op(&self, graph: &Graph, id: TensorId) -> bool {
-            tessera_cpu::reference::supports(graph, id)
-        }
-        fn supports_buffer_type(&self, buffer_type: &dyn BufferType) -> bool {
-            buffer_type.is_host()
-        }
-    }
-
-    impl BackendReg for RefReg {
-        fn name(&self) -> String {
-            "REF".into()
-        }
-        fn devices(&self) -> Vec<Arc<dyn Device>> {
-            vec![Arc::new(RefDevice)]
-        }
-    }
 }

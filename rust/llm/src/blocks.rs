@@ -1,7 +1,10 @@
 //! The blocks the architectures' graphs are built from (llama.cpp's `llm_graph_context::build_*`
-//! as a reference): the token embeddings, RMS norms, projections, Q/K/V (separate or fused),
-//! RoPE (plain, with frequency factors, LongRoPE's short / long factors, or none), attention over
-//! the KV cache (SET_ROWS writes, FLASH_ATTN_EXT), the FFN variants and the output head.
+//! as a reference): the token embeddings, RMS and layer norms, projections, Q/K/V (separate or
+//! fused), RoPE (plain, with frequency factors, LongRoPE's short / long factors, or none),
+//! attention over the KV cache (SET_ROWS writes, FLASH_ATTN_EXT) or, without a cache, over the
+//! batch itself (one sequence embedded at once), the input of a recurrent layer's causal
+//! convolution with its state, the FFN variants, the output head, and the pooling of embedding
+//! models with the heads after it.
 //!
 //! Intermediate tensors are named as llama.cpp's graph callback names them (`attn_norm-0`,
 //! `Qcur-0`, `kqv_out-0`, `ffn_out-3`, `l_out-5`, `result_norm`, `result_output`, ...), so a run
@@ -10,13 +13,14 @@
 //! in turn (a projection, its reshape, its rotation), the name ends on the last of them, here
 //! as there: [`Builder::name`] moves a name to the tensor named last.
 
-use crate::error::Result;
+use crate::embed::Pooling;
+use crate::error::{LlmError, Result};
 use crate::forward::GraphShape;
 use crate::hparams::{HParams, RopeScaling};
 use crate::kv_cache::KvCache;
 use crate::tensors::{FfnTensors, LayerTensors, ModelTensor, ModelTensors, QkvTensors};
 use crate::weights::WeightStore;
-use tessera_core::{AttnParams, DType, GluOp, Graph, RopeParams, TensorId};
+use tessera_core::{AttnParams, DType, GluOp, Graph, RopeParams, TensorId, UnaryOp};
 
 /// The tensors a graph's caller fills: everything that changes per batch.
 pub(crate) struct Inputs {
@@ -24,12 +28,18 @@ pub(crate) struct Inputs {
     pub tokens: TensorId,
     /// I32 `[n_tokens]`: their positions.
     pub positions: TensorId,
-    /// Per cache kind: I32 `[n_tokens]`, the cells the tokens' keys and values go to.
+    /// Per cache kind: I32 `[n_tokens]`, the cells the tokens' keys and values go to (none
+    /// without a cache).
     pub cells: Vec<TensorId>,
-    /// Per cache kind: F16 `[n_kv, n_tokens]`, the attention mask.
+    /// Per cache kind (global, sliding window): F16 `[n_kv, n_tokens]`, the attention mask
+    /// (`[n_tokens, n_tokens]` without a cache).
     pub masks: Vec<TensorId>,
     /// I32 `[n_outputs]`: the rows of the batch whose result is wanted.
     pub out_rows: TensorId,
+    /// F32 `[n_tokens, 1]`: each token's weight in mean pooling (`1 / n_tokens`).
+    pub mean: Option<TensorId>,
+    /// I32 `[1]`: the row that CLS / last-token pooling takes.
+    pub cls: Option<TensorId>,
 }
 
 /// A graph being built for one batch shape: the model, the cache, the inputs.
@@ -41,7 +51,10 @@ pub(crate) struct Builder<'a> {
     /// The tensors by role.
     pub t: &'a ModelTensors,
     weights: &'a WeightStore,
-    cache: &'a KvCache,
+    /// The KV cache, or none: then attention is over the batch alone.
+    cache: Option<&'a KvCache>,
+    /// The context size (which of LongRoPE's factors apply).
+    n_ctx: usize,
     /// The batch shape.
     pub shape: GraphShape,
     /// The inputs.
@@ -51,12 +64,14 @@ pub(crate) struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    /// A builder over the model and cache, with the inputs of `shape` created.
+    /// A builder over the model and cache (or none, see [`Builder::attention`]) in a context
+    /// of `n_ctx` positions, with the inputs of `shape` created.
     pub fn new(
         hp: &'a HParams,
         t: &'a ModelTensors,
         weights: &'a WeightStore,
-        cache: &'a KvCache,
+        cache: Option<&'a KvCache>,
+        n_ctx: usize,
         shape: GraphShape,
     ) -> Result<Builder<'a>> {
         let mut g = Graph::new();
@@ -65,13 +80,22 @@ impl<'a> Builder<'a> {
         let positions = g.input("positions", DType::I32, &[n])?;
         let mut cells = Vec::new();
         let mut masks = Vec::new();
-        for kind in 0..cache.n_kinds() {
-            cells.push(g.input(&format!("cells{kind}"), DType::I32, &[n])?);
+        for kind in 0..cache.map_or(n_mask_kinds(hp), KvCache::n_kinds) {
+            if cache.is_some() {
+                cells.push(g.input(&format!("cells{kind}"), DType::I32, &[n])?);
+            }
             masks.push(g.input(&format!("mask{kind}"), DType::F16, &[shape.n_kv[kind], n])?);
         }
         let out_rows = g.input("out_rows", DType::I32, &[shape.n_outputs])?;
-        let inp = Inputs { tokens, positions, cells, masks, out_rows };
-        Ok(Builder { g, hp, t, weights, cache, shape, inp, rope_factors: None })
+        let (mut mean, mut cls) = (None, None);
+        if let Some(p) = shape.pooling {
+            match rows_pooled(p, hp) {
+                Pooling::Mean => mean = Some(g.input("mean", DType::F32, &[n, 1])?),
+                _ => cls = Some(g.input("cls", DType::I32, &[1])?),
+            }
+        }
+        let inp = Inputs { tokens, positions, cells, masks, out_rows, mean, cls };
+        Ok(Builder { g, hp, t, weights, cache, n_ctx, shape, inp, rope_factors: None })
     }
 
     /// The weight `t` as a leaf with its memory.
@@ -123,6 +147,24 @@ impl<'a> Builder<'a> {
         let n = self.g.rms_norm(x, self.hp.rms_eps)?;
         let w = self.weight(w)?;
         let y = self.g.mul(n, w)?;
+        self.name(y, name, il)
+    }
+
+    /// The layer norm `norm(x) * w + b` (llama.cpp's `LLM_NORM`), named `name` (in layer `il`).
+    pub fn layer_norm(
+        &mut self,
+        x: TensorId,
+        w: &ModelTensor,
+        b: &Option<ModelTensor>,
+        name: &str,
+        il: Option<usize>,
+    ) -> Result<TensorId> {
+        let n = self.g.norm(x, self.hp.norm_eps)?;
+        let w = self.weight(w)?;
+        let mut y = self.g.mul(n, w)?;
+        if let Some(b) = self.opt_weight(b)? {
+            y = self.g.add(y, b)?;
+        }
         self.name(y, name, il)
     }
 
@@ -285,7 +327,7 @@ impl<'a> Builder<'a> {
         let t = self.t;
         let chosen = if t.rope_freqs.is_some() {
             &t.rope_freqs
-        } else if self.cache.n_ctx() > self.hp.n_ctx_orig {
+        } else if self.n_ctx > self.hp.n_ctx_orig {
             &t.rope_long
         } else {
             &t.rope_short
@@ -301,6 +343,12 @@ impl<'a> Builder<'a> {
     /// (`[head_dim_k, n_head, n]`) attending over the cells of the batch's shape
     /// (FLASH_ATTN_EXT, `kqv_out`, scaled by `kq_scale`, masked per cache kind), then the output
     /// projection (with its bias).
+    ///
+    /// Without a cache (llama.cpp's `build_attn_inp_no_cache`: one whole sequence per batch, as
+    /// embeddings are computed) the keys and values are the batch's own, kept in F32 (as
+    /// llama.cpp's attention without flash attention reads them; its flash attention converts
+    /// them to F16), and the mask (causal or not, with the layer's window) is over the batch's
+    /// tokens.
     pub fn attention(
         &mut self,
         l: &LayerTensors,
@@ -313,25 +361,61 @@ impl<'a> Builder<'a> {
         let hp = self.hp;
         let n = self.shape.n_tokens;
         let (hd, hdv) = (hp.head_dim_k, hp.head_dim_v);
-        let lc = self.cache.layer(il);
-        let kind = lc.kind;
-        let kc = self.g.new_tensor(DType::F16, &[hp.n_embd_k_gqa(), lc.k_layout.ne[1]])?;
-        self.g.set_storage(kc, lc.k.clone())?;
-        let vc = self.g.new_tensor(DType::F16, &[hp.n_embd_v_gqa(), lc.v_layout.ne[1]])?;
-        self.g.set_storage(vc, lc.v.clone())?;
-        let k2 = self.rows_2d(k, hp.n_embd_k_gqa(), n)?;
-        let kw = self.g.set_rows(kc, k2, self.inp.cells[kind])?;
-        let vw = self.g.set_rows(vc, v, self.inp.cells[kind])?;
+        let (wk, wv) = (hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
+        let k2 = self.rows_2d(k, wk, n)?;
+        // The keys and values written, each as rows of every KV head, and the row strides.
+        let (kind, kw, vw, k_row, v_row) = match self.cache {
+            Some(cache) => {
+                let lc = cache.layer(il)?;
+                let kc = self.g.new_tensor(DType::F16, &[wk, lc.k_layout.ne[1]])?;
+                self.g.set_storage(kc, lc.k.clone())?;
+                let vc = self.g.new_tensor(DType::F16, &[wv, lc.v_layout.ne[1]])?;
+                self.g.set_storage(vc, lc.v.clone())?;
+                let kw = self.g.set_rows(kc, k2, self.inp.cells[lc.kind])?;
+                let vw = self.g.set_rows(vc, v, self.inp.cells[lc.kind])?;
+                (lc.kind, kw, vw, lc.k_layout.nb[1], lc.v_layout.nb[1])
+            }
+            None => {
+                let kind = usize::from(self.inp.masks.len() > 1 && hp.is_swa(il));
+                let kf = self.g.new_tensor(DType::F32, &[wk, n])?;
+                let kw = self.g.cpy(k2, kf)?;
+                let vf = self.g.new_tensor(DType::F32, &[wv, n])?;
+                let vw = self.g.cpy(v, vf)?;
+                (kind, kw, vw, wk * 4, wv * 4)
+            }
+        };
         let n_kv = self.shape.n_kv[kind];
-        let kview = self.g.view(kw, &[hd, n_kv, hp.n_head_kv], &[lc.k_layout.nb[1], hd * 2], 0)?;
-        let vview =
-            self.g.view(vw, &[hdv, n_kv, hp.n_head_kv], &[lc.v_layout.nb[1], hdv * 2], 0)?;
+        let es = self.g.tensor(kw).layout.dtype.type_size();
+        let kview = self.g.view(kw, &[hd, n_kv, hp.n_head_kv], &[k_row, hd * es], 0)?;
+        let vview = self.g.view(vw, &[hdv, n_kv, hp.n_head_kv], &[v_row, hdv * es], 0)?;
         let qp = self.g.permute(q, [0, 2, 1, 3])?;
         let params = AttnParams { scale: kq_scale, max_bias: 0.0, softcap: 0.0 };
         let att = self.g.flash_attn_ext(qp, kview, vview, Some(self.inp.masks[kind]), params)?;
         self.name(att, "kqv_out", Some(il))?;
         let att = self.g.reshape(att, &[hdv * hp.n_head, n])?;
         self.linear(&l.wo, &l.bo, att)
+    }
+
+    /// The input of recurrent layer `il`'s causal convolution over the batch (llama.cpp's
+    /// `build_conv_state`, and LFM2's graph): `x` (`[conv_channels, n]`) transposed, after the
+    /// layer's state (the `conv_kernel - 1` inputs before the batch, per channel), as
+    /// `[conv_kernel - 1 + n, conv_channels, 1]` for SSM_CONV; its last `conv_kernel - 1`
+    /// columns are written back into the state (CPY, after the read), for the next batch.
+    pub fn conv_input(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
+        let hp = self.hp;
+        let (d, ch, n) = (hp.conv_kernel - 1, hp.conv_channels, self.shape.n_tokens);
+        let cache = self.cache.ok_or_else(|| {
+            LlmError::InvalidArgument(format!("recurrent layer {il} needs a cache for its state"))
+        })?;
+        let st = cache.state(il)?;
+        let state = self.g.new_tensor(DType::F32, &[d, ch, 1])?;
+        self.g.set_storage(state, st.conv.clone())?;
+        let xt = self.g.transpose(x)?;
+        let sx = self.g.concat(state, xt, 0)?;
+        let row = self.g.tensor(sx).nb()[1];
+        let last = self.g.view(sx, &[d, ch, 1], &[row, row * ch], n * 4)?;
+        self.g.cpy(last, state)?;
+        Ok(sx)
     }
 
     /// `x` (`[a, b, n]`, rows of `a` values possibly strided by heads) as `[width, n]` rows:
@@ -364,7 +448,8 @@ impl<'a> Builder<'a> {
 
     /// The feed-forward network of layer `il` on `x` with the activation `act` (SwiGLU or
     /// GeGLU), llama.cpp's `build_ffn`: gated (`ffn_gate`, `ffn_up`, then `ffn_swiglu` /
-    /// `ffn_geglu`) or with gate and up fused in one projection (the halves of `ffn_up`).
+    /// `ffn_geglu`), with gate and up fused in one projection (the halves of `ffn_up`), or
+    /// without a gate (`ffn_up`, then the GLU's activation alone: `ffn_silu` / `ffn_gelu`).
     pub fn ffn(&mut self, f: &FfnTensors, x: TensorId, act: GluOp, il: usize) -> Result<TensorId> {
         let il = Some(il);
         let act_name = match act {
@@ -388,6 +473,17 @@ impl<'a> Builder<'a> {
                 self.name(a, act_name, il)?;
                 self.linear(down, &None, a)
             }
+            FfnTensors::Plain { up, up_b, down, down_b } => {
+                let u = self.linear(up, up_b, x)?;
+                self.name(u, "ffn_up", il)?;
+                let (unary, name) = match act {
+                    GluOp::Geglu => (UnaryOp::Gelu, "ffn_gelu"),
+                    GluOp::Swiglu => (UnaryOp::Silu, "ffn_silu"),
+                };
+                let a = self.g.unary(u, unary)?;
+                self.name(a, name, il)?;
+                self.linear(down, down_b, a)
+            }
         }
     }
 
@@ -399,11 +495,20 @@ impl<'a> Builder<'a> {
         if hp.n_layer == 0 && self.shape.n_outputs < self.shape.n_tokens {
             x = self.g.get_rows(x, self.inp.out_rows)?;
         }
-        let out = self.norm(x, &t.output_norm, "result_norm", None)?;
+        let out = match &t.output_norm {
+            Some(w) => self.norm(x, w, "result_norm", None)?,
+            None => x,
+        };
         if self.shape.embeddings {
             return Ok(out);
         }
-        let mut logits = self.linear(&t.output, &t.output_b, out)?;
+        let output = t.output.as_ref().ok_or_else(|| {
+            LlmError::InvalidArgument(format!(
+                "{} is an embedding model: it gives no logits",
+                hp.arch
+            ))
+        })?;
+        let mut logits = self.linear(output, &t.output_b, out)?;
         if hp.final_logit_softcap > 0.0 {
             let c = hp.final_logit_softcap;
             let s = self.g.scale(logits, 1.0 / c)?;
@@ -411,5 +516,65 @@ impl<'a> Builder<'a> {
             logits = self.g.scale(th, c)?;
         }
         self.name(logits, "result_output", None)
+    }
+}
+
+impl Builder<'_> {
+    /// The pooling of the final hidden states `x` (`[n_embd, n_tokens]`) into one row and the
+    /// heads after it (llama.cpp's `build_pooling`, then `build_dense_out`): the mean over the
+    /// tokens (a product with the `mean` weights) or the `cls` row; under rank pooling, the
+    /// classification head (`cls` with tanh, then `cls.output`), named `result_embd_pooled`;
+    /// then EmbeddingGemma's dense projections when the model has them.
+    pub fn pool(&mut self, x: TensorId, pooling: Pooling) -> Result<TensorId> {
+        let t = self.t;
+        let head = &t.head;
+        let missing = || LlmError::InvalidArgument("the graph has no pooling input".into());
+        let mut cur = match rows_pooled(pooling, self.hp) {
+            Pooling::Mean => {
+                let xt = self.g.transpose(x)?;
+                let xt = self.g.cont(xt)?;
+                let mean = self.inp.mean.ok_or_else(missing)?;
+                self.g.mul_mat(xt, mean)?
+            }
+            _ => {
+                let cls = self.inp.cls.ok_or_else(missing)?;
+                self.g.get_rows(x, cls)?
+            }
+        };
+        if pooling == Pooling::Rank {
+            if let Some(cls) = &head.cls {
+                let c = self.linear(cls, &head.cls_b, cur)?;
+                cur = self.g.tanh(c)?;
+            }
+            if let Some(out) = &head.cls_out {
+                cur = self.linear(out, &head.cls_out_b, cur)?;
+            }
+        }
+        self.name(cur, "result_embd_pooled", None)?;
+        if let Some(d) = &head.dense_2 {
+            cur = self.linear(d, &None, cur)?;
+        }
+        if let Some(d) = &head.dense_3 {
+            cur = self.linear(d, &None, cur)?;
+        }
+        self.name(cur, "result_embd_pooled", None)
+    }
+}
+
+/// The number of attention masks of a graph without a cache: global, and sliding-window when
+/// the model has such layers.
+fn n_mask_kinds(hp: &HParams) -> usize {
+    1 + usize::from((0..hp.n_layer).any(|il| hp.is_swa(il)))
+}
+
+/// How `pooling` reduces the tokens' rows: itself, except rank pooling, which takes the mean
+/// when the classifier says so, else the CLS token's row in a bidirectional model and the last
+/// token's in a causal one (llama.cpp's `build_pooling` and `llm_graph_input_cls`).
+pub(crate) fn rows_pooled(pooling: Pooling, hp: &HParams) -> Pooling {
+    match pooling {
+        Pooling::Rank if hp.embedding.rank_pooling == Pooling::Mean => Pooling::Mean,
+        Pooling::Rank if hp.causal => Pooling::Last,
+        Pooling::Rank => Pooling::First,
+        p => p,
     }
 }

@@ -7,6 +7,7 @@
 //! (one token per step) that is [`crate::kv_cache::KV_PAD`] steps per graph.
 
 use crate::error::{LlmError, Result};
+use crate::finite::check_finite;
 use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
 use crate::kv_cache::{BatchPlan, KvCache};
 use crate::model::Model;
@@ -88,6 +89,13 @@ impl Context {
         options: &ContextOptions,
     ) -> Result<Context> {
         let hp = model.hparams();
+        if !hp.can_generate() {
+            return Err(LlmError::InvalidArgument(format!(
+                "{} is an embedding model: it has no context for generation (embed it with an \
+                 embed::Embedder)",
+                hp.arch
+            )));
+        }
         if options.n_ctx == 0 || options.n_ctx > hp.n_ctx_train.max(1) {
             return Err(LlmError::InvalidArgument(format!(
                 "n_ctx {} must be between 1 and the model's training context {}",
@@ -100,23 +108,9 @@ impl Context {
                 options.n_batch
             )));
         }
-        let params = BackendParams { threads: options.threads };
-        let device = model.device().clone();
-        let mut backends = vec![device.init_backend(&params)?];
-        if device.device_type() != DeviceType::Cpu {
-            backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
-        }
-        let mut scheduler = Scheduler::new(backends)?;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
-        let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
-        for i in 0..scheduler.backends().len() {
-            if let Some(b) = scheduler.backend_mut(i) {
-                b.set_abort_callback(Some(abort.clone()));
-            }
-        }
+        let (scheduler, cancel) = model_scheduler(&model, registry, options.threads)?;
         let n_batch = options.n_batch.min(options.n_ctx);
-        let cache = KvCache::new(hp, options.n_ctx, n_batch, &device)?;
+        let cache = KvCache::new(hp, options.n_ctx, n_batch, model.device())?;
         Ok(Context {
             model,
             cache,
@@ -188,17 +182,22 @@ impl Context {
 
     /// Keeps the longest prefix of what was processed that `tokens` starts with (at most all
     /// but its last token, whose logits the caller needs) and forgets the rest; returns how many
-    /// of `tokens` are already processed.
+    /// of `tokens` are already processed. With recurrent layers (LFM2) that is the latest state
+    /// checkpoint within the prefix ([`KvCache::truncate`]): the context takes one at the start
+    /// and the end of every decode of several tokens, so a prompt that continues everything
+    /// processed keeps it all, and one that goes back keeps up to the start or end of an
+    /// earlier prompt.
     pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
         let common = self.history.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         let keep = common.min(tokens.len().saturating_sub(1));
-        if self.cache.truncate(keep) {
-            self.history.truncate(keep);
-            keep
-        } else {
-            self.clear();
-            0
-        }
+        let kept = self.cache.truncate(keep);
+        self.history.truncate(kept);
+        kept
+    }
+
+    /// The positions of the recurrent states' checkpoints (none without recurrent layers).
+    pub fn checkpoints(&self) -> Vec<usize> {
+        self.cache.checkpoints()
     }
 
     /// Processes `tokens` at the next positions and returns the logits of `rows`.
@@ -254,6 +253,13 @@ impl Context {
         }
         out.width = if embeddings { hp.n_embd } else { n_vocab };
         out.positions.clear();
+        // Recurrent states: as clearing or going back left them, and a checkpoint where a
+        // prompt starts and where it ends.
+        self.cache.sync()?;
+        let prompt = tokens.len() > 1;
+        if prompt {
+            self.cache.checkpoint()?;
+        }
         // Rows of a batch after the first kept one (several batches of `Rows::All`).
         let mut later = Vec::new();
         let mut kept_any = false;
@@ -269,7 +275,12 @@ impl Context {
             let keep = matches!(rows, Rows::All) || last_chunk;
             let direct = keep && !kept_any;
             let values = if direct { &mut out.values } else { &mut later };
-            self.run_batch(chunk, &plan, &want, embeddings, values)?;
+            if let Err(e) = self.run_batch(chunk, &plan, &want, embeddings, values) {
+                // Recurrent states the failed compute may have written go back to a checkpoint.
+                let kept = self.cache.recover();
+                self.history.truncate(kept);
+                return Err(e);
+            }
             self.cache.commit(&plan);
             self.history.extend_from_slice(chunk);
             if keep {
@@ -279,6 +290,9 @@ impl Context {
                 kept_any = true;
                 out.positions.extend(want.iter().map(|&r| plan.positions[r] as usize));
             }
+        }
+        if prompt {
+            self.cache.checkpoint()?;
         }
         Ok(())
     }
@@ -297,7 +311,13 @@ impl Context {
         for (i, k) in plan.kinds.iter().enumerate() {
             n_kv[i] = k.n_kv;
         }
-        let shape = GraphShape { n_tokens: tokens.len(), n_kv, n_outputs: want.len(), embeddings };
+        let shape = GraphShape {
+            n_tokens: tokens.len(),
+            n_kv,
+            n_outputs: want.len(),
+            embeddings,
+            pooling: None,
+        };
         if self.current.as_ref().is_none_or(|g| g.shape != shape) {
             self.current = None;
             let m = ModelRef {
@@ -305,7 +325,7 @@ impl Context {
                 tensors: self.model.tensors(),
                 weights: self.model.weights(),
             };
-            let mut fg = forward::build(&m, &self.cache, shape)?;
+            let mut fg = forward::build(&m, Some(&self.cache), self.cache.n_ctx(), shape)?;
             self.scheduler.alloc_graph(&mut fg.graph)?;
             self.builds += 1;
             self.current = Some(fg);
@@ -321,21 +341,55 @@ impl Context {
             set_tensor(g, fg.masks[k], &mask)?;
         }
         set_tensor(g, fg.out_rows, &i32_bytes(want.iter().map(|&r| r as i32)))?;
-        match self.scheduler.compute() {
-            Ok(()) => {}
-            Err(tessera_core::Error::Aborted) if self.cancel.load(Ordering::Relaxed) => {
-                return Err(LlmError::Cancelled)
-            }
-            Err(e) => {
-                // A failed compute may have written some cells: the positions of this batch
-                // are not committed, so they stay masked.
-                return Err(e.into());
-            }
-        }
-        Ok(read_f32_into(g, fg.result, values)?)
+        // A failed compute may have written some cells: the positions of this batch are not
+        // committed, so they stay masked.
+        compute(&self.model, &mut self.scheduler, &self.cancel)?;
+        read_f32_into(g, fg.result, values)?;
+        let width = values.len() / want.len().max(1);
+        let output = if embeddings { "embeddings" } else { "logits" };
+        check_finite(&mut self.scheduler, values, width, output)
     }
 }
 
-fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
+/// A scheduler over `model`'s device (and the CPU as fallback) with `threads` CPU threads, and
+/// the flag that aborts its computes when set.
+pub(crate) fn model_scheduler(
+    model: &Model,
+    registry: &Registry,
+    threads: Option<usize>,
+) -> Result<(Scheduler, Arc<AtomicBool>)> {
+    let params = BackendParams { threads };
+    let device = model.device();
+    let mut backends = vec![device.init_backend(&params)?];
+    if device.device_type() != DeviceType::Cpu {
+        backends.push(registry.init_by_type(DeviceType::Cpu, &params)?);
+    }
+    let mut scheduler = Scheduler::new(backends)?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let abort: AbortCallback = Arc::new(move || flag.load(Ordering::Relaxed));
+    for i in 0..scheduler.backends().len() {
+        if let Some(b) = scheduler.backend_mut(i) {
+            b.set_abort_callback(Some(abort.clone()));
+        }
+    }
+    Ok((scheduler, cancel))
+}
+
+/// Runs the scheduler's graph: [`LlmError::Cancelled`] when `cancel` stopped it.
+pub(crate) fn compute(model: &Model, scheduler: &mut Scheduler, cancel: &AtomicBool) -> Result<()> {
+    // A model file truncated since it was mapped would fault in the compute (SIGBUS).
+    model.file().check_unchanged()?;
+    match scheduler.compute() {
+        Ok(()) => Ok(()),
+        Err(tessera_core::Error::Aborted) if cancel.load(Ordering::Relaxed) => {
+            Err(LlmError::Cancelled)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The little-endian bytes of I32 values (an input tensor's).
+pub(crate) fn i32_bytes(v: impl Iterator<Item = i32>) -> Vec<u8> {
     v.flat_map(|x| x.to_le_bytes()).collect()
 }

@@ -56,6 +56,26 @@ pub enum LlmError {
         /// Why it does not fit.
         reason: String,
     },
+    /// The model computed a value that is not finite (NaN or an infinity) in its logits or
+    /// embeddings: its weights (or metadata) are broken. `origin` names the first node of the
+    /// graph whose result held one (found by computing the batch again node by node).
+    #[error(
+        "the model computed {value} in its {output} (row {row}, column {column}); {origin}: \
+         the model file's weights are broken"
+    )]
+    NonFinite {
+        /// "logits" or "embeddings".
+        output: &'static str,
+        /// The first value that is not finite ("NaN", "inf", "-inf").
+        value: String,
+        /// Its row in the output.
+        row: usize,
+        /// Its column.
+        column: usize,
+        /// Where it first appeared, e.g. `it first appears at node "attn_norm-0" (MUL) of
+        /// layer 0`.
+        origin: String,
+    },
     /// The tokens do not fit in the context that is left.
     #[error("context full: {needed} positions needed, the context holds {n_ctx} ({used} in use)")]
     ContextFull {
@@ -103,9 +123,13 @@ pub enum LlmError {
     /// A stop string is invalid.
     #[error("stop strings: {0}")]
     Stop(#[from] crate::stop::StopError),
-    /// Chat was asked of a model whose file has no usable chat template.
+    /// Chat was asked of a model whose file has no chat template (and whose architecture has
+    /// no built-in one).
     #[error("the model has no chat template ({0}); pass a prompt, or a template of your own")]
     NoChatTemplate(String),
+    /// Chat was asked of a model whose file's chat template does not parse.
+    #[error("the model's chat template is broken ({0}); pass a prompt, or a template of your own")]
+    BrokenChatTemplate(String),
 }
 
 /// Result with [`LlmError`].

@@ -11,9 +11,14 @@
 //!
 //! A graph attends over the first `n_kv` cells, `n_kv` rounded up to [`KV_PAD`] so that the
 //! same graph serves many steps; masked cells cost the attention kernel almost nothing.
+//!
+//! A hybrid model's recurrent layers have no KV cache but a state ([`crate::recurrent`]), kept
+//! here beside the attention layers' cache: cleared with it, and going back to a position
+//! restores the state of a checkpoint at or before it ([`KvCache::truncate`]).
 
 use crate::error::{LlmError, Result};
 use crate::hparams::HParams;
+use crate::recurrent::{LayerState, RecurrentState};
 use std::sync::Arc;
 use tessera_core::backend::{Buffer, BufferUsage, Device};
 use tessera_core::{DType, Layout, Storage};
@@ -22,7 +27,7 @@ use tessera_core::{DType, Layout, Storage};
 pub const KV_PAD: usize = 256;
 
 /// `-inf` in F16.
-const F16_NEG_INF: u16 = 0xfc00;
+pub(crate) const F16_NEG_INF: u16 = 0xfc00;
 
 /// One kind of cache (global or sliding-window) shared by the layers of that kind.
 #[derive(Clone, Debug)]
@@ -58,8 +63,11 @@ pub struct BatchPlan {
 /// The cache of every layer (see the module doc).
 pub struct KvCache {
     kinds: Vec<CacheKind>,
-    /// Per layer: its kind, and the K and V tensors' layouts and memory.
-    layers: Vec<LayerCache>,
+    /// Per attention layer: its kind, and the K and V tensors' layouts and memory (`None` for
+    /// a recurrent layer).
+    layers: Vec<Option<LayerCache>>,
+    /// The recurrent layers' states, when the model has some.
+    recurrent: Option<RecurrentState>,
     n_past: usize,
     n_ctx: usize,
     _buffers: Vec<Arc<dyn Buffer>>,
@@ -108,7 +116,7 @@ impl KvCache {
         let round = |n: usize| n.div_ceil(align) * align;
         let mut plans = Vec::with_capacity(hp.n_layer);
         let mut total = 0usize;
-        for il in 0..hp.n_layer {
+        for il in (0..hp.n_layer).filter(|&il| !hp.is_recurrent(il)) {
             let kind = if hp.is_swa(il) { swa_kind.unwrap_or(0) } else { 0 };
             let size = kinds[kind].size;
             let kl = Layout::contiguous(DType::F16, &[hp.n_embd_k_gqa(), size])?;
@@ -119,22 +127,23 @@ impl KvCache {
                 total.checked_add(k_len).and_then(|t| t.checked_add(v_len)).ok_or_else(|| {
                     LlmError::InvalidArgument(format!("a context of {n_ctx} overflows"))
                 })?;
-            plans.push((kind, kl, k_off, vl, k_off + k_len));
+            plans.push((il, kind, kl, k_off, vl, k_off + k_len));
         }
         let buffer = bt.alloc(total.max(1))?;
         buffer.set_usage(BufferUsage::Compute);
         buffer.clear(0)?;
-        let layers = plans
-            .into_iter()
-            .map(|(kind, k_layout, k_off, v_layout, v_off)| LayerCache {
+        let mut layers = vec![None; hp.n_layer];
+        for (il, kind, k_layout, k_off, v_layout, v_off) in plans {
+            layers[il] = Some(LayerCache {
                 kind,
                 k_layout,
                 k: Storage { buffer: buffer.clone(), offset: k_off },
                 v_layout,
                 v: Storage { buffer: buffer.clone(), offset: v_off },
-            })
-            .collect();
-        Ok(KvCache { kinds, layers, n_past: 0, n_ctx, _buffers: vec![buffer] })
+            });
+        }
+        let recurrent = RecurrentState::new(hp, device)?;
+        Ok(KvCache { kinds, layers, recurrent, n_past: 0, n_ctx, _buffers: vec![buffer] })
     }
 
     /// Positions processed so far.
@@ -152,36 +161,67 @@ impl KvCache {
         self.kinds.len()
     }
 
-    /// Layer `il`'s cache tensors.
-    pub fn layer(&self, il: usize) -> &LayerCache {
-        &self.layers[il]
+    /// Attention layer `il`'s cache tensors (an error for a recurrent layer, which has none).
+    pub fn layer(&self, il: usize) -> Result<&LayerCache> {
+        self.layers.get(il).and_then(Option::as_ref).ok_or_else(|| {
+            LlmError::InvalidArgument(format!(
+                "layer {il} has no KV cache (not an attention layer)"
+            ))
+        })
     }
 
-    /// Forgets every position (the memory is reused as is: every cell is masked until
-    /// written again).
+    /// Recurrent layer `il`'s state (an error for a layer that is not recurrent).
+    pub fn state(&self, il: usize) -> Result<&LayerState> {
+        self.recurrent
+            .as_ref()
+            .and_then(|r| r.layer(il))
+            .ok_or_else(|| LlmError::InvalidArgument(format!("layer {il} has no recurrent state")))
+    }
+
+    /// Forgets every position (the KV memory is reused as is: every cell is masked until
+    /// written again; recurrent states become zeros before the next compute).
     pub fn clear(&mut self) {
         for k in &mut self.kinds {
             k.pos.fill(-1);
         }
         self.n_past = 0;
+        if let Some(r) = &mut self.recurrent {
+            r.clear();
+        }
     }
 
-    /// Keeps the first `n` positions and forgets the rest, so that a prompt sharing a prefix
-    /// with what was processed only computes the rest. Returns `false` (and keeps everything)
-    /// when a sliding-window ring has overwritten positions the window of position `n` needs;
-    /// the caller then clears the cache instead.
-    pub fn truncate(&mut self, n: usize) -> bool {
-        if n >= self.n_past {
-            return n == self.n_past;
+    /// Keeps the first `n` positions (at most those processed) and forgets the rest, so that a
+    /// prompt sharing a prefix with what was processed only computes the rest; returns the
+    /// positions kept. That is `n`, except: with recurrent layers, the position of the latest
+    /// state checkpoint at or before `n` (their states cannot be rewound further); and 0 (the
+    /// cache cleared) when a sliding-window ring has overwritten positions the window of the
+    /// position kept needs.
+    pub fn truncate(&mut self, n: usize) -> usize {
+        let mut n = n.min(self.n_past);
+        if n == self.n_past {
+            return n;
+        }
+        if let Some(r) = &self.recurrent {
+            n = r.restorable(n);
         }
         let dropped = self.n_past - n;
         for k in &self.kinds {
             if let Some(w) = k.window {
                 if self.n_past > k.size && dropped > k.size.saturating_sub(w) {
-                    return false;
+                    self.clear();
+                    return 0;
                 }
             }
         }
+        if let Some(r) = &mut self.recurrent {
+            r.restore(n);
+        }
+        self.forget_from(n);
+        n
+    }
+
+    /// Masks every cell of position `n` or later and makes `n` the next position.
+    fn forget_from(&mut self, n: usize) {
         for k in &mut self.kinds {
             for p in &mut k.pos {
                 if *p >= n as i64 {
@@ -190,7 +230,39 @@ impl KvCache {
             }
         }
         self.n_past = n;
-        true
+    }
+
+    /// Writes the recurrent states that clearing or going back decided (before a compute).
+    pub fn sync(&mut self) -> Result<()> {
+        match &mut self.recurrent {
+            Some(r) => r.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the recurrent states at the current position (a state checkpoint; nothing
+    /// without recurrent layers).
+    pub fn checkpoint(&mut self) -> Result<()> {
+        match &mut self.recurrent {
+            Some(r) => r.checkpoint(self.n_past),
+            None => Ok(()),
+        }
+    }
+
+    /// After a failed compute, which may have written some recurrent states: goes back to the
+    /// latest checkpoint at or before the current position and returns the positions kept (the
+    /// current position without recurrent layers: a failed batch's cells are not committed).
+    pub fn recover(&mut self) -> usize {
+        let Some(r) = &mut self.recurrent else { return self.n_past };
+        let n = r.restore(self.n_past);
+        self.forget_from(n);
+        n
+    }
+
+    /// The positions of the recurrent states' checkpoints, in order (none without recurrent
+    /// layers).
+    pub fn checkpoints(&self) -> Vec<usize> {
+        self.recurrent.as_ref().map(RecurrentState::checkpoint_positions).unwrap_or_default()
     }
 
     /// Where the next `n_tokens` positions go, with their masks; the cache is not changed

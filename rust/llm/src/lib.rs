@@ -1,6 +1,7 @@
 //! Tessera's language-model runtime: GGUF models (Gemma 3, Llama, Phi-3, Qwen 2 and 3,
-//! SmolLM3) as graphs on Tessera's devices, with a KV cache, tokenizers, sampling, chat
-//! templates and embeddings.
+//! SmolLM3; the embedding models BERT and EmbeddingGemma, and BERT rerankers) as graphs on
+//! Tessera's devices, with a KV cache, tokenizers, sampling, chat templates, embeddings and
+//! reranking.
 #![warn(missing_docs)]
 
 pub mod arch;
@@ -10,11 +11,13 @@ pub mod constraint;
 pub mod context;
 pub mod embed;
 pub mod error;
+mod finite;
 pub mod forward;
 pub mod generate;
 pub mod hparams;
 pub mod kv_cache;
 pub mod model;
+pub mod recurrent;
 pub mod sampling;
 pub mod stop;
 pub mod tensors;
@@ -23,7 +26,7 @@ pub mod weights;
 
 pub use arch::Architecture;
 pub use context::{Context, ContextOptions, Output, Rows};
-pub use embed::Pooling;
+pub use embed::{EmbedOptions, Embedder, Pooling};
 pub use error::{LlmError, Result};
 pub use generate::{
     generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent,

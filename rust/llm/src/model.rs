@@ -43,9 +43,18 @@ pub struct Model {
     weights: WeightStore,
     device: Arc<dyn Device>,
     tokenizer: Tokenizer,
-    chat: std::result::Result<ChatTemplate, String>,
+    chat: std::result::Result<ChatTemplate, NoTemplate>,
     /// Built on the first constrained generation.
     constraint_vocab: OnceLock<std::result::Result<Arc<ConstraintVocab>, ConstraintError>>,
+}
+
+/// Why a model has no usable chat template.
+#[derive(Clone, Debug)]
+enum NoTemplate {
+    /// The file carries none and the architecture has no built-in one.
+    Absent(String),
+    /// The file's template does not parse (or is not a string).
+    Broken(String),
 }
 
 impl Model {
@@ -73,6 +82,8 @@ impl Model {
         let tokenizer = Tokenizer::from_gguf(&file)?;
         let chat = chat_template(&file, &hparams, &tokenizer);
         let device = resolve(device, registry)?;
+        // Placing copies weights out of the mapping: a truncated file would fault there.
+        file.check_unchanged()?;
         let weights = WeightStore::place(&file, &tensors, &device, registry, progress)?;
         log::info!(
             "model {} on {}: {} weights mapped in place, {} copied",
@@ -99,10 +110,13 @@ impl Model {
     }
 
     /// The chat template: the file's `tokenizer.chat_template`, or the architecture's built-in
-    /// template (Gemma's) for files that carry none; [`LlmError::NoChatTemplate`] when there is none or it
-    /// does not parse.
+    /// template (Gemma's) for files that carry none; [`LlmError::NoChatTemplate`] when there is
+    /// none, [`LlmError::BrokenChatTemplate`] when the file's does not parse.
     pub fn chat_template(&self) -> Result<&ChatTemplate> {
-        self.chat.as_ref().map_err(|why| LlmError::NoChatTemplate(why.clone()))
+        self.chat.as_ref().map_err(|why| match why {
+            NoTemplate::Absent(why) => LlmError::NoChatTemplate(why.clone()),
+            NoTemplate::Broken(why) => LlmError::BrokenChatTemplate(why.clone()),
+        })
     }
 
     /// The vocabulary as the output-constraint engine needs it, built on the first call
@@ -155,19 +169,19 @@ fn chat_template(
     file: &GgufFile,
     hp: &HParams,
     tok: &Tokenizer,
-) -> std::result::Result<ChatTemplate, String> {
+) -> std::result::Result<ChatTemplate, NoTemplate> {
     let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_string();
     let (bos, eos) = (text(tok.bos()), text(tok.eos()));
     match file.opt_str("tokenizer.chat_template") {
         Ok(Some(src)) => ChatTemplate::new(src, &bos, &eos).map_err(|e| {
             log::warn!("the file's chat template does not parse: {e}");
-            format!("tokenizer.chat_template does not parse: {e}")
+            NoTemplate::Broken(format!("tokenizer.chat_template does not parse: {e}"))
         }),
         Ok(None) => hp
             .arch
             .imp()
             .builtin_chat_template()
-            .ok_or_else(|| "the file has no tokenizer.chat_template".into()),
-        Err(e) => Err(format!("tokenizer.chat_template: {e}")),
+            .ok_or_else(|| NoTemplate::Absent("the file has no tokenizer.chat_template".into())),
+        Err(e) => Err(NoTemplate::Broken(format!("tokenizer.chat_template: {e}"))),
     }
 }

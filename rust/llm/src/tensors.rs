@@ -77,13 +77,27 @@ pub enum FfnTensors {
         /// `[n_ff, n_embd]`.
         down: ModelTensor,
     },
+    /// No gate: `down(act(up x + up_b)) + down_b` (BERT's GELU FFN, llama.cpp's `LLM_FFN_SEQ`).
+    Plain {
+        /// `[n_embd, n_ff]`.
+        up: ModelTensor,
+        /// `[n_ff]`.
+        up_b: Option<ModelTensor>,
+        /// `[n_ff, n_embd]`.
+        down: ModelTensor,
+        /// `[n_embd]`.
+        down_b: Option<ModelTensor>,
+    },
 }
 
 /// The tensors of one transformer block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerTensors {
-    /// RMS norm before attention, `[n_embd]`.
+    /// RMS norm before attention, `[n_embd]` (in BERT's post-norm block, the layer norm after
+    /// attention, `attn_output_norm`).
     pub attn_norm: ModelTensor,
+    /// The bias of a layer norm `attn_norm` (BERT), `[n_embd]`.
+    pub attn_norm_b: Option<ModelTensor>,
     /// Query, key and value projections.
     pub qkv: QkvTensors,
     /// Output projection, `[head_dim_v * n_head, n_embd]`.
@@ -96,8 +110,11 @@ pub struct LayerTensors {
     pub k_norm: Option<ModelTensor>,
     /// RMS norm after attention (Gemma 3), `[n_embd]`.
     pub post_attn_norm: Option<ModelTensor>,
-    /// RMS norm before the feed-forward network, `[n_embd]`.
+    /// RMS norm before the feed-forward network, `[n_embd]` (in BERT, the layer norm after it,
+    /// `layer_output_norm`).
     pub ffn_norm: ModelTensor,
+    /// The bias of a layer norm `ffn_norm` (BERT), `[n_embd]`.
+    pub ffn_norm_b: Option<ModelTensor>,
     /// The feed-forward network.
     pub ffn: FfnTensors,
     /// RMS norm after the feed-forward network (Gemma 3), `[n_embd]`.
@@ -115,6 +132,7 @@ impl LayerTensors {
     ) -> LayerTensors {
         LayerTensors {
             attn_norm,
+            attn_norm_b: None,
             qkv,
             wo,
             bo: None,
@@ -122,10 +140,44 @@ impl LayerTensors {
             k_norm: None,
             post_attn_norm: None,
             ffn_norm,
+            ffn_norm_b: None,
             ffn,
             post_ffn_norm: None,
         }
     }
+}
+
+/// A recurrent layer's short causal convolution (LFM2's `shortconv`): the input projected to
+/// three parts `B`, `C`, `X`; `B * X` convolved along the tokens (with the state of the
+/// previous tokens), times `C`, projected out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShortConvTensors {
+    /// `[n_embd, 3 n_embd]`: `B`, `C`, `X` one after the other.
+    pub in_proj: ModelTensor,
+    /// F32 `[conv_kernel, n_embd]`: each channel's taps, oldest first.
+    pub conv: ModelTensor,
+    /// `[n_embd, n_embd]`.
+    pub out_proj: ModelTensor,
+}
+
+/// One layer of a hybrid model (LFM2), whose layers mix tokens in different ways.
+// One per layer, made once at load: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Block {
+    /// An attention layer, as the attention-only models' layers.
+    Attention(LayerTensors),
+    /// A short-convolution layer: its own mixer between the norms and FFN every layer has.
+    ShortConv {
+        /// RMS norm before the convolution, `[n_embd]`.
+        attn_norm: ModelTensor,
+        /// The convolution.
+        conv: ShortConvTensors,
+        /// RMS norm before the feed-forward network, `[n_embd]`.
+        ffn_norm: ModelTensor,
+        /// The feed-forward network.
+        ffn: FfnTensors,
+    },
 }
 
 /// How the graph reads a tensor (where it may be placed).
@@ -146,17 +198,45 @@ struct Entry {
     tied: bool,
 }
 
+/// The heads after pooling of embedding and reranking models (llama.cpp's `build_pooling` and
+/// `build_dense_out`), each optional.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolingHead {
+    /// The classification head's dense layer (`cls`), `[n_embd, n_embd]`, followed by tanh.
+    pub cls: Option<ModelTensor>,
+    /// Its bias, `[n_embd]`.
+    pub cls_b: Option<ModelTensor>,
+    /// The classifier (`cls.output`), `[n_embd, n_cls_out]`: the rerank score.
+    pub cls_out: Option<ModelTensor>,
+    /// Its bias, `[n_cls_out]`.
+    pub cls_out_b: Option<ModelTensor>,
+    /// EmbeddingGemma's first dense projection after pooling (`dense_2`),
+    /// `[n_embd, dense_2_out]`.
+    pub dense_2: Option<ModelTensor>,
+    /// Its second (`dense_3`), `[dense_3_in, n_embd]`.
+    pub dense_3: Option<ModelTensor>,
+}
+
 /// Every tensor the forward pass reads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelTensors {
     /// Token embeddings, `[n_embd, n_vocab]` (read by GET_ROWS).
     pub token_embd: ModelTensor,
-    /// Final RMS norm, `[n_embd]`.
-    pub output_norm: ModelTensor,
+    /// Absolute position embeddings (BERT), `[n_embd, n_ctx_train]` (read by GET_ROWS).
+    pub pos_embd: Option<ModelTensor>,
+    /// Token-type embeddings (BERT), `[n_embd, n_token_types]`: row 0 is added to every token.
+    pub type_embd: Option<ModelTensor>,
+    /// Layer norm of the input embeddings (BERT), `[n_embd]`.
+    pub tok_norm: Option<ModelTensor>,
+    /// Its bias, `[n_embd]`.
+    pub tok_norm_b: Option<ModelTensor>,
+    /// Final RMS norm, `[n_embd]` (BERT has none).
+    pub output_norm: Option<ModelTensor>,
     /// Output projection, `[n_embd, n_vocab]`: `output.weight`, or, when the file has none
     /// (tied embeddings), the token embeddings' bytes under that name, so that the output can be
-    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are.
-    pub output: ModelTensor,
+    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are. `None`
+    /// in embedding models, which give no logits.
+    pub output: Option<ModelTensor>,
     /// Whether `output` is the token embeddings (tied).
     pub tied: bool,
     /// Output projection bias (Qwen 2), `[n_vocab]`.
@@ -167,8 +247,12 @@ pub struct ModelTensors {
     pub rope_long: Option<ModelTensor>,
     /// LongRoPE factors within the original context (Phi-3), `[n_rot / 2]`.
     pub rope_short: Option<ModelTensor>,
-    /// The blocks.
+    /// The blocks of an attention-only model (empty in a hybrid one).
     pub layers: Vec<LayerTensors>,
+    /// The blocks of a hybrid model, one per layer (empty in an attention-only one).
+    pub blocks: Vec<Block>,
+    /// The heads after pooling.
+    pub head: PoolingHead,
     /// Every tensor the table found, in lookup order.
     entries: Vec<Entry>,
 }
@@ -179,7 +263,13 @@ impl ModelTensors {
         let mut t = Lookup { file, arch: hp.arch.name(), entries: Vec::new() };
         let mut m = hp.arch.imp().tensors(&mut t, hp)?;
         m.entries = t.entries;
+        check_block_count(file, hp)?;
         Ok(m)
+    }
+
+    /// The output projection when it is the token embeddings (tied).
+    pub fn tied_output(&self) -> Option<&ModelTensor> {
+        self.output.as_ref().filter(|_| self.tied)
     }
 
     /// Every tensor of the file the model reads, each once (a tied output is the embeddings).
@@ -191,6 +281,32 @@ impl ModelTensors {
     /// graph tensor of its own, read by MUL_MAT only).
     pub fn matmul_only(&self) -> Vec<&ModelTensor> {
         self.entries.iter().filter(|e| e.read_by == ReadBy::MatMul).map(|e| &e.tensor).collect()
+    }
+}
+
+/// The block count against the tensors: a file whose `blk.N.*` tensors go past
+/// `block_count` describes more layers than it says (llama.cpp refuses tensors it did not
+/// load); fewer are refused by the table, as a missing tensor.
+fn check_block_count(file: &GgufFile, hp: &HParams) -> Result<()> {
+    let layer_of = |name: &str| -> Option<usize> {
+        name.strip_prefix("blk.")?.split_once('.')?.0.parse().ok()
+    };
+    let beyond = file
+        .tensors()
+        .iter()
+        .filter_map(|t| Some((layer_of(&t.name)?, t.name.as_str())))
+        .filter(|&(il, _)| il >= hp.n_layer)
+        .max_by_key(|&(il, _)| il);
+    match beyond {
+        None => Ok(()),
+        Some((il, name)) => Err(LlmError::BadHyperParameter {
+            key: format!("{}.block_count", hp.arch.name()),
+            reason: format!(
+                "{} layers, but the file's tensors describe {} (it has {name:?})",
+                hp.n_layer,
+                il + 1
+            ),
+        }),
     }
 }
 
@@ -277,36 +393,93 @@ impl Lookup<'_> {
         self.opt_vector(name, len)?.ok_or_else(|| self.missing(name))
     }
 
-    /// The token embeddings, the final norm and the output projection, which is the
-    /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
-    /// model's optional tensors and its layers are left empty for the table to fill.
-    pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
-        let (e, v) = (hp.n_embd, hp.n_vocab);
-        let name = "token_embd.weight";
-        let token_embd = self.find(name, &[e, v])?.ok_or_else(|| self.missing(name))?;
-        self.record(&token_embd, ReadBy::Other);
-        let output_norm = self.vector("output_norm.weight", e)?;
-        let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
-            Some(o) => (o, false),
-            None => {
-                let o = ModelTensor { name: "output.weight".into(), info: token_embd.info.clone() };
-                let entry = Entry { tensor: o.clone(), read_by: ReadBy::MatMul, tied: true };
-                self.entries.push(entry);
-                (o, true)
+    /// An optional table read by GET_ROWS or, a row of it, by element-wise ops (position and
+    /// token-type embeddings): any type GET_ROWS reads when `float` is false, else F32 / F16 /
+    /// BF16.
+    pub fn opt_table(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        float: bool,
+    ) -> Result<Option<ModelTensor>> {
+        let t = self.find(name, shape)?;
+        if let Some(t) = &t {
+            if float && !t.info.dtype.is_float() {
+                return Err(self.bad_type(
+                    name,
+                    t.info.dtype,
+                    "must be F32, F16 or BF16 (an element-wise operand)",
+                ));
             }
-        };
+            self.record(t, ReadBy::Other);
+        }
+        Ok(t)
+    }
+
+    /// The token embeddings alone: the model's other tensors and its layers are left empty for
+    /// the table to fill (an embedding model's, which has no output projection).
+    pub fn embeddings(&mut self, hp: &HParams) -> Result<ModelTensors> {
+        let name = "token_embd.weight";
+        let token_embd =
+            self.find(name, &[hp.n_embd, hp.n_vocab])?.ok_or_else(|| self.missing(name))?;
+        self.record(&token_embd, ReadBy::Other);
         Ok(ModelTensors {
             token_embd,
-            output_norm,
-            output,
-            tied,
+            pos_embd: None,
+            type_embd: None,
+            tok_norm: None,
+            tok_norm_b: None,
+            output_norm: None,
+            output: None,
+            tied: false,
             output_b: None,
             rope_freqs: None,
             rope_long: None,
             rope_short: None,
             layers: Vec::with_capacity(hp.n_layer),
+            blocks: Vec::new(),
+            head: PoolingHead::default(),
             entries: Vec::new(),
         })
+    }
+
+    /// A required F32 tensor of `shape` read by an op other than MUL_MAT (a convolution's
+    /// taps).
+    pub fn f32_tensor(&mut self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
+        let t = self.find(name, shape)?.ok_or_else(|| self.missing(name))?;
+        if t.info.dtype != DType::F32 {
+            return Err(self.bad_type(name, t.info.dtype, "must be F32 (read by SSM_CONV)"));
+        }
+        self.record(&t, ReadBy::Other);
+        Ok(t)
+    }
+
+    /// The token embeddings, the final norm and the output projection, which is the
+    /// embeddings when the file has no `output.weight` (llama.cpp's `TENSOR_DUPLICATED`); the
+    /// model's optional tensors and its layers are left empty for the table to fill.
+    pub fn embeddings_and_output(&mut self, hp: &HParams) -> Result<ModelTensors> {
+        self.embeddings_and_output_norm(hp, "output_norm.weight")
+    }
+
+    /// [`Lookup::embeddings_and_output`] with the final norm under the name `norm` (LFM2's
+    /// files call it `token_embd_norm.weight`).
+    pub fn embeddings_and_output_norm(&mut self, hp: &HParams, norm: &str) -> Result<ModelTensors> {
+        let mut m = self.embeddings(hp)?;
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        m.output_norm = Some(self.vector(norm, e)?);
+        let (output, tied) = match self.opt_matrix("output.weight", &[e, v])? {
+            Some(o) => (o, false),
+            None => {
+                let o =
+                    ModelTensor { name: "output.weight".into(), info: m.token_embd.info.clone() };
+                let entry = Entry { tensor: o.clone(), read_by: ReadBy::MatMul, tied: true };
+                self.entries.push(entry);
+                (o, true)
+            }
+        };
+        m.output = Some(output);
+        m.tied = tied;
+        Ok(m)
     }
 
     /// Layer `il`'s Q/K/V projections as llama.cpp's `create_tensor_qkv` finds them: the fused
@@ -333,6 +506,26 @@ impl Lookup<'_> {
             bk: self.opt_vector(&n("attn_k.bias"), nk)?,
             bv: self.opt_vector(&n("attn_v.bias"), nv)?,
         })
+    }
+
+    /// Requires the biases of layer `il`'s Q/K/V projections (`attn_q.bias`, `attn_k.bias`,
+    /// `attn_v.bias`, or `attn_qkv.bias` of a fused one): Qwen 2 is trained with them, and a
+    /// file without them computes other logits (llama.cpp's Qwen 2 table required them).
+    pub fn require_qkv_biases(&self, il: usize, qkv: &QkvTensors) -> Result<()> {
+        let missing: Option<&str> = match qkv {
+            QkvTensors::Separate { bq, bk, bv, .. } => [
+                (bq.is_none(), "attn_q.bias"),
+                (bk.is_none(), "attn_k.bias"),
+                (bv.is_none(), "attn_v.bias"),
+            ]
+            .into_iter()
+            .find_map(|(absent, name)| absent.then_some(name)),
+            QkvTensors::Fused { bqkv, .. } => bqkv.is_none().then_some("attn_qkv.bias"),
+        };
+        match missing {
+            Some(name) => Err(self.missing(&blk(il, name))),
+            None => Ok(()),
+        }
     }
 
     /// Layer `il`'s gated FFN: `ffn_gate`, `ffn_up`, `ffn_down`, with optional biases when

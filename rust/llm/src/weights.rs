@@ -44,7 +44,8 @@ impl WeightStore {
     ) -> Result<WeightStore> {
         let all = tensors.all();
         // A tied output placed on its own (repacked) is written once more.
-        let tied_extra = if tensors.tied { tensors.output.info.size } else { 0 };
+        let tied = tensors.tied_output();
+        let tied_extra = tied.map_or(0, |o| o.info.size);
         let total: usize = all.iter().map(|t| t.info.size).sum::<usize>().max(1) + tied_extra;
         let mut done = 0usize;
         let mut step = |n: usize| -> Result<()> {
@@ -88,13 +89,13 @@ impl WeightStore {
                     step(t.info.size)?;
                 }
             }
-            for t in all.iter().copied().chain(tensors.tied.then_some(&tensors.output)) {
+            for t in all.iter().copied().chain(tied) {
                 if placed.contains_key(&t.name) {
                     continue;
                 }
                 let offset = file.data_offset() + t.info.offset;
                 placed.insert(t.name.clone(), Storage { buffer: mapping.clone(), offset });
-                if !(tensors.tied && t.name == tensors.output.name) {
+                if tied.is_none_or(|o| t.name != o.name) {
                     mapped_bytes += t.info.size;
                 }
                 step(t.info.size)?;
@@ -103,7 +104,7 @@ impl WeightStore {
             let bt = device.buffer_type();
             let buffer = alloc_for(bt.as_ref(), &all)?;
             let mut offset = 0;
-            if tensors.tied {
+            if tied.is_some() {
                 step(tied_extra)?;
             }
             for t in &all {
@@ -115,10 +116,10 @@ impl WeightStore {
                 step(t.info.size)?;
             }
             // A tied output reads the uploaded embeddings.
-            if tensors.tied {
+            if let Some(o) = tied {
                 let embd = placed.get(&tensors.token_embd.name).cloned();
                 if let Some(s) = embd {
-                    placed.insert(tensors.output.name.clone(), s);
+                    placed.insert(o.name.clone(), s);
                 }
             }
         }

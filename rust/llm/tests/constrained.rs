@@ -306,7 +306,12 @@ fn schemas() -> Vec<(&'static str, &'static str, Value)> {
             "map",
             "Scores per player.",
             json!({
-                "type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}, "maxProperties": 3
+                // Keys bounded by a pattern: a free string key lets Gemma 3 270M at temperature 1
+                // write one key until the token limit.
+                "type": "object",
+                "patternProperties": {"^[A-Za-z]{1,12}$": {"type": "integer", "minimum": 0, "maximum": 100}},
+                "additionalProperties": false,
+                "maxProperties": 3
             }),
         ),
         (
@@ -324,9 +329,14 @@ fn schemas() -> Vec<(&'static str, &'static str, Value)> {
             }),
         ),
         (
-            "empty-object-schema",
-            "Anything as JSON.",
-            json!({"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}}),
+            "pattern-keys",
+            "Counts of things as JSON.",
+            json!({
+                "type": "object",
+                "patternProperties": {"^[a-z_]{1,10}$": {"type": "integer"}},
+                "additionalProperties": false,
+                "maxProperties": 2
+            }),
         ),
     ]
 }

@@ -1,5 +1,6 @@
-//! Embeddings of Gemma 3 270M against llama.cpp's (tests/fixtures/embeddings-gemma3.json,
-//! recorded by record_embeddings.py): mean and last-token pooling, L2-normalized.
+//! Embeddings of Gemma 3 270M, a decoder, against llama.cpp's (tests/fixtures/embeddings-gemma3.json,
+//! recorded by record_embeddings.py): mean and last-token pooling, L2-normalized, computed by an
+//! [`Embedder`] (no KV cache: each text attends causally to itself in one batch).
 //!
 //! Both engines quantize activations to 8 bits per block, so the vectors are not bit-identical.
 //! The fixture records llama.cpp's own noise floor: the cosine similarity of its embeddings with
@@ -12,8 +13,7 @@ mod common;
 use common::{fixture, gemma_path, ids};
 use std::sync::Arc;
 use tessera_core::registry::Registry;
-use tessera_llm::embed::{embed, Pooling};
-use tessera_llm::{Context, ContextOptions, DeviceChoice, Model};
+use tessera_llm::{DeviceChoice, EmbedOptions, Embedder, Model, Pooling};
 
 /// Margin over llama.cpp's own distance.
 const MARGIN: f64 = 1.25;
@@ -32,8 +32,9 @@ fn gemma_embeddings_match_llama_cpp() {
     reg.register(tessera_cpu::CpuBackendReg::shared());
     let model =
         Arc::new(Model::load(gemma_path(), &reg, &DeviceChoice::Auto, &mut |_| true).unwrap());
-    let opts = ContextOptions { n_ctx: 512, n_batch: 512, threads: Some(2) };
-    let mut ctx = Context::new(model.clone(), &reg, &opts).unwrap();
+    let opts = EmbedOptions { n_ctx: 512, threads: Some(2) };
+    let mut e = Embedder::new(model.clone(), &reg, &opts).unwrap();
+    assert_eq!(e.default_pooling(), Pooling::Mean, "the file names no pooling");
     let poolings = [("mean", Pooling::Mean, Pooling::Last), ("last", Pooling::Last, Pooling::Mean)];
     let floor = poolings
         .iter()
@@ -48,7 +49,7 @@ fn gemma_embeddings_match_llama_cpp() {
             assert_eq!(tokens, ids(&run["ids"]), "{text:?}: ids");
             let want: Vec<f64> =
                 run["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-            let got = embed(&mut ctx, &tokens, pooling).unwrap();
+            let got = e.embed(&tokens, pooling).unwrap();
             let norm: f64 = got.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
             assert!((norm - 1.0).abs() < 1e-5, "{text:?}: norm {norm}");
             let d = 1.0 - cosine(&got, &want);
@@ -57,7 +58,7 @@ fn gemma_embeddings_match_llama_cpp() {
                 d <= allowed,
                 "{name} {text:?}: 1 - cosine {d} with llama.cpp's, allowed {allowed}"
             );
-            let wrong = embed(&mut ctx, &tokens, other).unwrap();
+            let wrong = e.embed(&tokens, other).unwrap();
             assert!(
                 1.0 - cosine(&wrong, &want) > allowed,
                 "{text:?}: {other:?} pooling passes too"

@@ -175,6 +175,11 @@ fn tiny_phi3_matches_llama_cpp() {
 }
 
 #[test]
+fn tiny_lfm2_matches_llama_cpp() {
+    compare(&tiny_model("tiny-lfm2"), "model-tiny-lfm2.json", 2);
+}
+
+#[test]
 fn tiny_iq4_matches_llama_cpp() {
     compare(&tiny_model("tiny-iq4"), "model-tiny-iq4.json", 2);
 }

@@ -539,16 +539,57 @@ fn malformed_vocabularies_are_typed_errors_naming_the_key() {
     let mut v = gemma_vocab().clone();
     v.eot = Some(u32::MAX);
     assert!(matches!(Tokenizer::from_vocab(v), Err(TokenizerError::Malformed { .. })));
-    // the same in a file is ignored, as llama.cpp ignores it (it keeps the default)
-    let tok = vocab_of(&[
+    // the same in a file is refused naming the key (llama.cpp warns and keeps its default,
+    // another token of this vocabulary)
+    let e = err(&[
         ("tokenizer.ggml.model", Kv::Str("llama")),
         ("tokenizer.ggml.tokens", tokens()),
         ("tokenizer.ggml.bos_token_id", Kv::U32(100_000)),
         ("tokenizer.ggml.add_bos_token", Kv::Bool(true)),
-    ])
-    .unwrap();
-    assert_eq!(tok.bos(), Some(1));
+    ]);
+    assert!(
+        matches!(&e, TokenizerError::Malformed { key: "tokenizer.ggml.bos_token_id", reason }
+            if reason.contains("token id 100000 is past the vocabulary")),
+        "{e}"
+    );
     assert_eq!(TokenType::from_code(4), TokenType::UserDefined);
+    // a token type outside GGUF's 0 to 6
+    let e = err(&[
+        ("tokenizer.ggml.model", Kv::Str("llama")),
+        ("tokenizer.ggml.tokens", tokens()),
+        (
+            "tokenizer.ggml.token_type",
+            Kv::I32s((0..263).map(|i| if i == 3 { -1 } else { 1 }).collect()),
+        ),
+    ]);
+    assert!(
+        matches!(&e, TokenizerError::Malformed { key: "tokenizer.ggml.token_type", reason }
+            if reason.contains("token 3 has type -1")),
+        "{e}"
+    );
+    // merges: two tokens apart by a space, whose join is a token
+    let bpe = |merges: &[&str]| {
+        err(&[
+            ("tokenizer.ggml.model", Kv::Str("gpt2")),
+            ("tokenizer.ggml.tokens", Kv::Strs(["a", "b", "ab", "c"].map(String::from).to_vec())),
+            ("tokenizer.ggml.merges", Kv::Strs(merges.iter().map(|m| m.to_string()).collect())),
+            ("tokenizer.ggml.bos_token_id", Kv::U32(0)),
+        ])
+    };
+    for (merges, why) in [
+        (&["ab"][..], "merge 0 \"ab\" is not two tokens separated by a space"),
+        (&["a b", ""], "merge 1 \"\" is not two tokens"),
+        (&["a "], "merge 0 \"a \" has nothing after its space"),
+        (&["a b", "ab x"], "merge 1 \"ab x\" names \"x\", which is not a token"),
+        (&["b c"], "merge 0 \"b c\" makes \"bc\", which is not a token"),
+    ] {
+        let e = bpe(merges);
+        assert!(
+            matches!(&e, TokenizerError::Malformed { key: "tokenizer.ggml.merges", reason }
+                if reason.contains(why)),
+            "{e} should say {why}"
+        );
+    }
 }
 
 /// Llama 3's pre-tokenizer takes a word that is a token whole, without merging (llama.cpp's

@@ -308,7 +308,7 @@ unsafe fn soft_max_row(
 }
 
 /// Runs `run` over `0..n_rows` in chunks on the pool (on this thread when the op is small).
-fn split_rows(
+pub(super) fn split_rows(
     threads: &Threads<'_>,
     n_rows: usize,
     row_len: usize,

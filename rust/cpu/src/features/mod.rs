@@ -335,6 +335,20 @@ pub fn x86_vendor() -> Option<&'static str> {
     }
 }
 
+/// The x86 CPU's display family from cpuid (AMD Zen 4: 25, Zen 5: 26), read once per process;
+/// `None` on other architectures.
+pub fn x86_family() -> Option<u32> {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        static FAMILY: OnceLock<u32> = OnceLock::new();
+        Some(*FAMILY.get_or_init(x86::family))
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+    {
+        None
+    }
+}
+
 /// Whether `vendor` (an [`x86_vendor`] string) names AMD's cores (AMD's, or Hygon's, which are
 /// Zen cores), whose prefetchers and caches some kernel choices are tuned for apart.
 pub fn is_amd_vendor(vendor: Option<&str>) -> bool {

@@ -66,6 +66,18 @@ pub(super) fn brand_string() -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// The display family of cpuid leaf 1 (the base family, plus the extended family where the base
+/// is 15: AMD Zen 4 is 25, Zen 5 26).
+pub(super) fn family() -> u32 {
+    let eax = cpuid(1, 0).eax;
+    let base = (eax >> 8) & 0xf;
+    if base == 0xf {
+        base + ((eax >> 20) & 0xff)
+    } else {
+        base
+    }
+}
+
 /// The vendor string of cpuid leaf 0 (`GenuineIntel`, `AuthenticAMD`, ...), `None` when it is
 /// not printable ASCII.
 pub(super) fn vendor_string() -> Option<String> {

@@ -403,8 +403,9 @@ pub fn matmul_kernel_in(tier: Tier, dtype: DType) -> Result<MatKernel> {
 }
 
 /// The kernel for weights of `dtype` stored in the [`repack`] layout of the active tier, if the
-/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16; AVX2:
-/// Q4_0, Q5_0, Q8_0, IQ4_NL and F16; dotprod and i8mm: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K).
+/// tier has one (AVX-512 VNNI: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16;
+/// AVX2: Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS, the k-quants and F16; dotprod and i8mm: Q4_0, Q8_0,
+/// IQ4_NL, Q4_K, Q5_K and Q6_K).
 pub fn repacked_kernel(dtype: DType) -> Option<MatKernel> {
     repacked_kernel_in(active_tier(), dtype)
 }

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod reference_device;
+
 use half::f16;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

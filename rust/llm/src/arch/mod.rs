@@ -7,7 +7,10 @@
 //! The registry ([`Architecture::all`]) is the one list of what is supported: a file of another
 //! architecture is refused with an error that names it and lists the registry.
 
+mod bert;
 mod gemma3;
+mod gemma_embedding;
+mod lfm2;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -21,6 +24,15 @@ use crate::hparams::{HParams, Keys};
 use crate::tensors::{Lookup, ModelTensors};
 use tessera_core::TensorId;
 
+/// The norms of an architecture, which name the epsilon key it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NormKind {
+    /// RMS norms (`attention.layer_norm_rms_epsilon`).
+    Rms,
+    /// Layer norms with a bias (`attention.layer_norm_epsilon`: BERT).
+    Layer,
+}
+
 /// What one architecture knows: implemented once per module, registered in [`REGISTRY`]
 /// through the module's [`Registered`] entry.
 pub(crate) trait Arch: Sync {
@@ -28,6 +40,17 @@ pub(crate) trait Arch: Sync {
     /// `load_arch_hparams`), after the common keys are in `hp`; nothing by default.
     fn read_hparams(&self, _k: &Keys<'_>, _hp: &mut HParams) -> Result<()> {
         Ok(())
+    }
+
+    /// Its norms (RMS by default).
+    fn norm(&self) -> NormKind {
+        NormKind::Rms
+    }
+
+    /// Whether it has an output head that gives logits (`false` for embedding models, which
+    /// only [`crate::embed::Embedder`] runs).
+    fn generates(&self) -> bool {
+        true
     }
 
     /// Looks up and checks its tensors (llama.cpp's `load_arch_tensors`).
@@ -54,8 +77,17 @@ pub(crate) struct Registered {
 }
 
 /// Every supported architecture, in alphabetical order.
-static REGISTRY: &[&Registered] =
-    &[&gemma3::GEMMA3, &llama::LLAMA, &phi3::PHI3, &qwen2::QWEN2, &qwen3::QWEN3, &smollm3::SMOLLM3];
+static REGISTRY: &[&Registered] = &[
+    &bert::BERT,
+    &gemma_embedding::GEMMA_EMBEDDING,
+    &gemma3::GEMMA3,
+    &lfm2::LFM2,
+    &llama::LLAMA,
+    &phi3::PHI3,
+    &qwen2::QWEN2,
+    &qwen3::QWEN3,
+    &smollm3::SMOLLM3,
+];
 
 /// A model architecture the runtime builds graphs for (`general.architecture`), from the
 /// registry.

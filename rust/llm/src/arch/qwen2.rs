@@ -1,5 +1,5 @@
-//! Qwen 2 / 2.5, as llama.cpp's `src/models/qwen2.cpp`: Q/K/V biases, NeoX RoPE, SwiGLU, an
-//! optional output bias.
+//! Qwen 2 / 2.5, as llama.cpp's `src/models/qwen2.cpp`: Q/K/V biases (required), NeoX RoPE,
+//! SwiGLU, an optional output bias.
 
 use super::{Arch, Registered};
 use crate::blocks::Builder;
@@ -21,7 +21,9 @@ impl Arch for Qwen2 {
         let mut m = t.embeddings_and_output(hp)?;
         m.output_b = t.opt_vector("output.bias", hp.n_vocab)?;
         for il in 0..hp.n_layer {
-            m.layers.push(t.layer_base(il, hp)?);
+            let l = t.layer_base(il, hp)?;
+            t.require_qkv_biases(il, &l.qkv)?;
+            m.layers.push(l);
         }
         Ok(m)
     }

@@ -234,13 +234,14 @@ impl Tokenizer {
                 vocab.merges.len(),
                 vocab.merges.iter().map(String::len).sum(),
             );
+            let mut joined = Vec::new();
             for (rank, m) in vocab.merges.iter().enumerate() {
                 // llama.cpp splits at the first space after the first byte and keeps the first
-                // rank of a repeated pair; a line without such a space is the pair ("", ""),
-                // which no lookup asks for
-                if m.as_bytes().iter().skip(1).any(|&b| b == b' ') {
-                    merges.insert(m, rank as u32).map_err(|_| too_big())?;
-                }
+                // rank of a repeated pair. It takes a line without such a space as the pair
+                // ("", "") and a pair of unknown tokens as a merge that never applies: such
+                // a list silently tokenizes byte by byte, so it is refused here.
+                check_merge(m, rank, &tokens, &mut joined)?;
+                merges.insert(m, rank as u32).map_err(|_| too_big())?;
             }
         }
 
@@ -536,6 +537,44 @@ impl Tokenizer {
     pub fn is_control(&self, id: u32) -> bool {
         self.attrs.get(id as usize).is_some_and(|a| a & attr::CONTROL != 0)
     }
+}
+
+/// Checks BPE merge `rank`, `m`: two non-empty token texts separated by the first space after
+/// the first byte, whose concatenation is a token too (as every merge of a trained vocabulary
+/// is: it is how the token was made).
+fn check_merge(
+    m: &str,
+    rank: usize,
+    tokens: &TokenMap,
+    joined: &mut Vec<u8>,
+) -> Result<(), TokenizerError> {
+    let bad = |why: String| TokenizerError::Malformed {
+        key: vocab::keys::MERGES,
+        reason: format!("merge {rank} {m:?} {why}"),
+    };
+    let split = m.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1);
+    let Some(at) = split else {
+        return Err(bad("is not two tokens separated by a space".into()));
+    };
+    let (left, right) = (&m[..at], &m[at + 1..]);
+    if right.is_empty() {
+        return Err(bad("has nothing after its space".into()));
+    }
+    for part in [left, right] {
+        if tokens.get(part.as_bytes()).is_none() {
+            return Err(bad(format!("names {part:?}, which is not a token")));
+        }
+    }
+    joined.clear();
+    joined.extend_from_slice(left.as_bytes());
+    joined.extend_from_slice(right.as_bytes());
+    if tokens.get(joined).is_none() {
+        return Err(bad(format!(
+            "makes {:?}, which is not a token",
+            String::from_utf8_lossy(joined)
+        )));
+    }
+    Ok(())
 }
 
 /// Appends `text` to `out` with every space written as U+2581.

@@ -400,7 +400,21 @@ impl Vocab {
                     n_tokens: n,
                 })
             }
-            Some(t) => t[..n].iter().map(|&c| TokenType::from_code(c)).collect(),
+            Some(t) => {
+                // llama.cpp reads any code and treats one outside its enum as a token of no
+                // type, whose piece is empty: a vocabulary of such tokens decodes to nothing.
+                if let Some(i) = t[..n].iter().position(|c| !(0..=6).contains(c)) {
+                    return Err(TokenizerError::Malformed {
+                        key: keys::TOKEN_TYPE,
+                        reason: format!(
+                            "token {i} has type {}; token types are 0 to 6 (undefined, normal, \
+                             unknown, control, user-defined, unused, byte)",
+                            t[i]
+                        ),
+                    });
+                }
+                t[..n].iter().map(|&c| TokenType::from_code(c)).collect()
+            }
         };
         let merges = match kind {
             VocabKind::Bpe => meta
@@ -411,8 +425,9 @@ impl Vocab {
         };
 
         // llama.cpp's default special ids by tokenizer model (bos, eos, unk, sep, pad, mask); a
-        // default past the vocabulary is dropped, an id from the file past it is ignored (the
-        // default stays), as llama.cpp does
+        // default past the vocabulary is dropped. An id from the file past it is refused
+        // (llama.cpp warns and keeps the default, which in another vocabulary is another token:
+        // Gemma's default BOS 1 is its <eos>)
         let (mut bos, mut eos, mut unk, sep, pad, mask) = match model.as_str() {
             "llama" => (Some(1), Some(2), Some(0), None, None, None),
             "bert" => (Some(101), None, Some(100), Some(102), Some(0), Some(103)),
@@ -426,7 +441,16 @@ impl Vocab {
                 let default = default.filter(|&id| (id as usize) < n);
                 Ok(match meta.uint(key)? {
                     Some(id) if (id as usize) < n => Some(id),
-                    _ => default,
+                    Some(id) => {
+                        return Err(TokenizerError::Malformed {
+                            key,
+                            reason: format!(
+                                "token id {id} is past the vocabulary of {n} tokens (ids 0 to {})",
+                                n - 1
+                            ),
+                        })
+                    }
+                    None => default,
                 })
             };
         bos = special(keys::BOS, bos)?;

@@ -102,10 +102,13 @@ static REGENERATE: Mutex<()> = Mutex::new(());
 /// A tiny random-weight model (`tiny-llama`, `tiny-qwen2`, `tiny-qwen3`, `tiny-iq4`) whose sha256
 /// is the one `model-<name>.json` recorded.
 pub fn tiny_model(name: &str) -> PathBuf {
-    let want = fixture(&format!("model-{name}.json"))["model_sha256"]
-        .as_str()
-        .expect("model_sha256")
-        .to_string();
+    tiny_model_of(name, &format!("model-{name}.json"))
+}
+
+/// The tiny random-weight model `name` whose sha256 is the one the fixture `fixture_name`
+/// recorded (regenerated as [`tiny_model`] says when it is missing or stale).
+pub fn tiny_model_of(name: &str, fixture_name: &str) -> PathBuf {
+    let want = fixture(fixture_name)["model_sha256"].as_str().expect("model_sha256").to_string();
     let dir = repo_root().join("target/models");
     let path = dir.join(format!("{name}.gguf"));
     let _guard = REGENERATE.lock().unwrap_or_else(|e| e.into_inner());

@@ -314,8 +314,8 @@ unsafe fn mins_times_bsums(mins: &[__m512i; 8], bsums: *const u8, dmin: __m512) 
 /// Prefetches share `step` of `steps` of the `bytes` at `p` into the cache level `HINT`
 /// (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2): the one-row K-quant kernels fetch a later group block
 /// while they compute this one, since a matrix-vector product waits on the latency of L3 / RAM.
-/// Where [`super::prefetch::Site::KQuant512`] is on (not on AMD) the next block into L1
-/// (measured, docs/x86-measurements.md).
+/// Where [`super::prefetch::Site::KQuant512`] is on (not on AMD before Zen 5) the next block into
+/// L1 (measured, docs/x86-measurements.md).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn prefetch_share<const HINT: i32>(p: *const u8, bytes: usize, step: usize, steps: usize) {

@@ -9,6 +9,7 @@ mod kern;
 mod legacy;
 mod packed_avx2;
 mod packed_f16;
+mod packed_k_avx2;
 pub(crate) mod prefetch;
 
 pub use prefetch::{sites as prefetch_sites, PREFETCH_ENV};
@@ -35,12 +36,15 @@ pub(super) fn avx512_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     avx512::packed_tile(wt).or_else(|| iq4::packed512::packed_tile(wt))
 }
 
-/// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt`, with its tile size.
+/// The AVX2 kernel for repacked (8 x 8, F16: 8 x 32) weights of `wt` (Q4_0 / Q5_0 / Q8_0 in
+/// `packed_avx2`, the k-quants in `packed_k_avx2`), with its tile size.
 pub(super) fn avx2_packed_tile(wt: DType) -> Option<(TileFn, usize, usize)> {
     if packed_f16::reads(wt) {
         return Some(packed_f16::avx2_tile());
     }
-    packed_avx2::packed_tile(wt).or_else(|| iq4::packed256::packed_tile(wt))
+    packed_avx2::packed_tile(wt)
+        .or_else(|| packed_k_avx2::packed_tile(wt))
+        .or_else(|| iq4::packed256::packed_tile(wt))
 }
 
 /// The packed GEMM of `tier` (AVX2 or AVX-512 VNNI) for weights of `wt`: function, `MR`,

@@ -25,9 +25,22 @@
 //! 4096 x 4096 from RAM, alternating: 1 thread 24.4-25.3 -> 30.8-31.0 GFLOPS, 2 threads
 //! 45.6-46.9 -> 56.1-56.7; from L2 / L3 1 thread 46-47 -> 56-62).
 //!
+//! The AVX2 tier's repacked k-quants prefetch on every CPU, and in their matrix-matrix products
+//! too ([`Site::PackedK256`]; on Zen 5, 4096 x 4096 from L3, 1 thread: Q4_K N = 128 about 195
+//! -> 268 GFLOPS, Q6_K 117 -> 176; matrix-vector from RAM Q6_K 24-25 -> 29-31 GB/s, Q4_K the
+//! same within the noise).
+//!
+//! Zen 5 (family 26) differs for the AVX-512 tier's repacked k-quants: there the next block
+//! into L1 pays ([`Site::KQuant512`]; EPYC, 2 vCPU, 4096 x 4096 from RAM, 1 thread,
+//! alternating runs of one binary with the site on and off: Q4_K 62-91 -> 105-116 GFLOPS, Q5_K
+//! 33-44 -> 91-98, Q6_K 80-82 either way; 2 threads Q5_K 87 -> 121-181, Q4_K 178-188 / 157-232;
+//! from L3 the same or better; Llama-3.2-1B-shaped Q4_K_M generation 31.4-31.9 -> 34.4-39.4
+//! tokens/s at 1 thread, 42.3-50.6 -> 45.9-68.1 at 2).
+//!
 //! So AMD's CPUs (and Hygon's, the same cores) leave the AVX-512 tier's repacked one-row
-//! kernels to the hardware prefetchers ([`Site::Packed512`], [`Site::KQuant512`] off) but for
-//! Q6_K's L2 prefetch ([`Site::Q6KL2`]), and every other site and CPU prefetches, unless
+//! kernels to the hardware prefetchers ([`Site::Packed512`] off, [`Site::KQuant512`] off
+//! before Zen 5) but for Q6_K's L2 prefetch ([`Site::Q6KL2`]), and every other site and CPU
+//! prefetches, unless
 //! `TESSERA_PREFETCH` says otherwise (for benchmarks):
 //! `on` (every site), `off`, or a bit mask of the sites (decimal or `0x` hex). (The repacked F16 tiles'
 //! prefetch is not a site: it serves several activation rows too, and pays on both: Zen 4,
@@ -44,7 +57,8 @@ pub const PREFETCH_ENV: &str = "TESSERA_PREFETCH";
 pub(crate) enum Site {
     /// Repacked Q4_0 / Q8_0 / Q5_0 on the AVX-512 tier.
     Packed512 = 1,
-    /// Repacked K-quants and IQ4_XS on the AVX-512 tier (the next group block).
+    /// Repacked K-quants and IQ4_XS on the AVX-512 tier (the next group block; on AMD from
+    /// Zen 5).
     KQuant512 = 2,
     /// The one-column K-quant tiles (plain rows; the AVX2 tier's only K-quant kernels).
     KQuantTile = 4,
@@ -54,19 +68,23 @@ pub(crate) enum Site {
     Packed256 = 16,
     /// Repacked Q6_K on the AVX-512 tier: a block some blocks ahead into L2.
     Q6KL2 = 32,
+    /// Repacked K-quants on the AVX2 tier (for any number of columns: their matrix-matrix
+    /// products wait on the weights too, see `packed_k_avx2.rs`).
+    PackedK256 = 64,
 }
 
 /// Every site.
-const ALL: u32 = 63;
+const ALL: u32 = 127;
 
 /// Every site with its name.
-const SITES: [(Site, &str); 6] = [
+const SITES: [(Site, &str); 7] = [
     (Site::Packed512, "avx512-q4_0/q5_0/q8_0"),
     (Site::KQuant512, "avx512-k-quants"),
     (Site::Q6KL2, "avx512-q6_k-l2"),
     (Site::KQuantTile, "k-quant-rows"),
     (Site::Legacy, "q4_1/q5_0/q5_1-rows"),
     (Site::Packed256, "avx2-q4_0/q5_0/q8_0/iq4"),
+    (Site::PackedK256, "avx2-k-quants"),
 ];
 
 /// The sites and whether each prefetches on this CPU, for display (`tessera info`).
@@ -80,17 +98,26 @@ pub(crate) fn on(site: Site) -> bool {
     static MASK: OnceLock<u32> = OnceLock::new();
     let mask = *MASK.get_or_init(|| {
         let forced = std::env::var(PREFETCH_ENV).ok().and_then(|v| parse(&v));
-        forced.unwrap_or_else(|| default_mask(crate::features::x86_vendor()))
+        forced.unwrap_or_else(|| {
+            default_mask(crate::features::x86_vendor(), crate::features::x86_family())
+        })
     });
     mask & site as u32 != 0
 }
 
-/// The sites on by default for a CPU of `vendor` (cpuid's vendor string).
-fn default_mask(vendor: Option<&str>) -> u32 {
-    if crate::features::is_amd_vendor(vendor) {
-        ALL & !(Site::Packed512 as u32 | Site::KQuant512 as u32)
-    } else {
+/// cpuid's display family of AMD's Zen 5 cores, from which the AVX-512 tier's repacked
+/// k-quants prefetch on AMD too.
+const ZEN5_FAMILY: u32 = 26;
+
+/// The sites on by default for a CPU of `vendor` (cpuid's vendor string) and `family` (its
+/// display family).
+fn default_mask(vendor: Option<&str>, family: Option<u32>) -> u32 {
+    if !crate::features::is_amd_vendor(vendor) {
         ALL
+    } else if family.is_some_and(|f| f >= ZEN5_FAMILY) {
+        ALL & !(Site::Packed512 as u32)
+    } else {
+        ALL & !(Site::Packed512 as u32 | Site::KQuant512 as u32)
     }
 }
 
@@ -118,15 +145,18 @@ mod tests {
             | Site::KQuantTile as u32
             | Site::Legacy as u32
             | Site::Packed256 as u32
-            | Site::Q6KL2 as u32;
-        assert_eq!(default_mask(Some("GenuineIntel")), intel);
+            | Site::Q6KL2 as u32
+            | Site::PackedK256 as u32;
+        assert_eq!(default_mask(Some("GenuineIntel"), Some(6)), intel);
         let amd = Site::KQuantTile as u32
             | Site::Legacy as u32
             | Site::Packed256 as u32
-            | Site::Q6KL2 as u32;
-        assert_eq!(default_mask(Some("AuthenticAMD")), amd);
-        assert_eq!(default_mask(Some("HygonGenuine")), amd);
-        assert_eq!(default_mask(None), intel);
+            | Site::Q6KL2 as u32
+            | Site::PackedK256 as u32;
+        assert_eq!(default_mask(Some("AuthenticAMD"), Some(25)), amd);
+        assert_eq!(default_mask(Some("HygonGenuine"), Some(24)), amd);
+        assert_eq!(default_mask(Some("AuthenticAMD"), Some(26)), amd | Site::KQuant512 as u32);
+        assert_eq!(default_mask(None, None), intel);
     }
 
     #[test]

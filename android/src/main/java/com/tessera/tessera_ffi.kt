@@ -1094,7 +1094,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_apply_chat_template() and 0xFFFF) != 5662) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 2222) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 30872) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 21782) {
@@ -1103,7 +1103,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_detokenize() and 0xFFFF) != 28817) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 26671) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 27498) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 11646) {
@@ -1692,7 +1692,8 @@ public interface ModelInterface {
     fun `applyChatTemplate`(`messages`: List<ChatTurn>, `addGenerationPrompt`: kotlin.Boolean): kotlin.String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled").
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */
     fun `cancel`()
     
@@ -1709,7 +1710,8 @@ public interface ModelInterface {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own or mean).
+     * for the model's own, mean when its file names none). The conversation's cache is left
+     * as it was.
      */
     fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>>
     
@@ -1863,7 +1865,8 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled").
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */override fun `cancel`()
         = 
     callWithHandle {
@@ -1914,7 +1917,8 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own or mean).
+     * for the model's own, mean when its file names none). The conversation's cache is left
+     * as it was.
      */
     @Throws(TesseraException::class)override fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>> {
             return FfiConverterSequenceSequenceFloat.lift(

@@ -1,0 +1,83 @@
+//! The CPU backend's SSM_CONV (LFM2's short causal convolution) on F32 operands of any strides:
+//! each channel's window convolved with its taps, summed in f32 in tap order (as ggml's CPU
+//! kernel), the channels split over the backend's threads.
+//!
+//! [`ssm_conv`] returns `None` for other types, misaligned strides or a result overlapping an
+//! operand, and the backend falls back to the reference (f64 sums).
+
+use super::fast_ops::split_rows;
+use crate::matmul::AbortFn;
+use crate::reference::HostTensor;
+use crate::team::Threads;
+use tessera_core::{DType, Result};
+
+/// Whether `t` is F32 with every byte stride and its address a multiple of 4.
+fn f32_aligned(t: &HostTensor) -> bool {
+    t.layout.dtype == DType::F32
+        && (t.ptr as usize).is_multiple_of(4)
+        && t.layout.nb.iter().all(|b| b.is_multiple_of(4))
+}
+
+/// `t`'s first element as an F32 pointer.
+fn f32_ptr(t: &HostTensor) -> *mut f32 {
+    t.ptr.cast()
+}
+
+/// Whether the bytes `t` spans overlap those of `u`.
+fn overlaps(t: &HostTensor, u: &HostTensor) -> bool {
+    let span = |x: &HostTensor| (x.ptr as usize, x.ptr as usize + x.layout.nbytes());
+    let ((a0, a1), (b0, b1)) = (span(t), span(u));
+    a0 < b1 && b0 < a1
+}
+
+/// SSM_CONV: `dst[i, t, s] = sum_k sx[t + k, i, s] * c[k, i]` (`sx` `[d_conv - 1 + n_t, d_inner,
+/// n_s]`, `c` `[d_conv, d_inner]`, `dst` `[d_inner, n_t, n_s]`), or `None` when the operands do
+/// not suit this kernel.
+///
+/// # Safety
+///
+/// As [`crate::reference::compute_op`]: every pointer is valid for its layout's bytes during the
+/// call, the shape rule validated the operands, and nobody else writes that memory meanwhile.
+pub(super) unsafe fn ssm_conv(
+    dst: HostTensor,
+    srcs: &[HostTensor],
+    threads: &Threads<'_>,
+    aborted: AbortFn<'_>,
+) -> Option<Result<()>> {
+    let (&sx, &c) = (srcs.first()?, srcs.get(1)?);
+    if ![&dst, &sx, &c].into_iter().all(f32_aligned) || overlaps(&dst, &sx) || overlaps(&dst, &c) {
+        return None;
+    }
+    let [d_inner, n_t, n_s, _] = dst.layout.ne;
+    let d_conv = c.layout.ne[0];
+    // Strides in f32 elements.
+    let el = |nb: &[usize; 4]| nb.map(|b| b / 4);
+    let (xs, cs, ds) = (el(&sx.layout.nb), el(&c.layout.nb), el(&dst.layout.nb));
+    let run = |channels: std::ops::Range<usize>| -> Result<()> {
+        // Through the whole tensors (`HostTensor` is `Sync`, a raw pointer alone is not).
+        let (xp, cp, dp) = (f32_ptr(&sx), f32_ptr(&c), f32_ptr(&dst));
+        let mut taps = vec![0f32; d_conv];
+        for i in channels {
+            for (k, tap) in taps.iter_mut().enumerate() {
+                // SAFETY: k < d_conv and i < d_inner, within c's shape.
+                *tap = unsafe { *cp.add(k * cs[0] + i * cs[1]) };
+            }
+            for s in 0..n_s {
+                // SAFETY: channel i of sequence s lies within sx (i < d_inner, s < n_s).
+                let window = unsafe { xp.add(i * xs[1] + s * xs[2]) };
+                for t in 0..n_t {
+                    let mut sum = 0f32;
+                    for (k, &tap) in taps.iter().enumerate() {
+                        // SAFETY: t + k < d_conv - 1 + n_t, sx's first dimension.
+                        sum += unsafe { *window.add((t + k) * xs[0]) } * tap;
+                    }
+                    // SAFETY: [i, t, s] lies within dst; this chunk alone writes channel i, and
+                    // dst overlaps no operand (checked above).
+                    unsafe { *dp.add(i * ds[0] + t * ds[1] + s * ds[2]) = sum };
+                }
+            }
+        }
+        Ok(())
+    };
+    Some(split_rows(threads, d_inner, n_t * n_s * d_conv, aborted, &run))
+}
