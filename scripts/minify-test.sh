@@ -93,7 +93,7 @@ with="$(run "$OUT/with-rules.jar")"
 without="$(run "$OUT/without-rules.jar")"
 # -1.5 and 2 as little-endian f32, in base64.
 if [ "$(sed -n 1p <<< "$with" | cut -c1-8)" = '{"ok":[{' ] \
-    && [ "$(sed -n 2p <<< "$with")" = '{"ok":{"outputs":[{"data":"AADAvwAAAEA=","dtype":"F32","name":"b","shape":[2]}]}}' ]; then
+    && [ "$(sed -n 2p <<< "$with")" = '{"ok":{"outputs":[{"name":"b","dtype":"F32","shape":[2],"data":"AADAvwAAAEA="}]}}' ]; then
   passed=$((passed + 1)); echo "ok   minified with android/consumer-rules.pro: devices and compute answer ($(du -h "$OUT/with-rules.jar" | cut -f1) jar)"
 else
   failed=$((failed + 1)); echo "FAIL minified with android/consumer-rules.pro: $with"
