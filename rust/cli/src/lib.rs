@@ -1,5 +1,5 @@
 //! The `tessera` command line: `info` (the demo), `backend-ops` (the conformance harness),
-//! `bench` (matmul benchmarks) and `gguf` (a GGUF file's metadata and tensors), usable as a
+//! `bench` (matmul and model benchmarks), `run`, `perplexity` and `gguf` (a GGUF file's metadata and tensors), usable as a
 //! library by tests.
 #![warn(missing_docs)]
 
@@ -10,6 +10,7 @@ pub mod bench_ew;
 pub mod gguf;
 pub mod info;
 pub mod llm;
+pub mod perplexity;
 pub mod profile;
 
 use tessera_core::registry::Registry;

@@ -29,12 +29,12 @@ struct Common {
     n_batch: usize,
 }
 
-fn value<'a>(args: &'a [String], i: &mut usize, name: &str) -> Result<&'a str, String> {
+pub(crate) fn value<'a>(args: &'a [String], i: &mut usize, name: &str) -> Result<&'a str, String> {
     *i += 1;
     args.get(*i).map(String::as_str).ok_or_else(|| format!("{name} needs a value"))
 }
 
-fn number<T: std::str::FromStr>(s: &str, name: &str) -> Result<T, String> {
+pub(crate) fn number<T: std::str::FromStr>(s: &str, name: &str) -> Result<T, String> {
     s.parse().map_err(|_| format!("{name}: {s:?} is not a valid number"))
 }
 

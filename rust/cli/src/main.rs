@@ -2,7 +2,9 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, bench, bench_constrained, bench_ew, gguf, info, llm, registry};
+use tessera_cli::{
+    backend_ops, bench, bench_constrained, bench_ew, gguf, info, llm, perplexity, registry,
+};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
@@ -13,6 +15,7 @@ const USAGE: &str = "usage: tessera info
        tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile]
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
        tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
+       tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]]
        tessera gguf FILE [--json] [--full]";
 
 fn main() -> ExitCode {
@@ -41,7 +44,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             println!("{USAGE}");
             return Ok(ExitCode::SUCCESS);
         }
-        Some("info") | Some("backend-ops") | Some("run") | None => {}
+        Some("info") | Some("backend-ops") | Some("run") | Some("perplexity") | None => {}
         Some("bench") if args.get(1).is_some_and(|a| a == "model" || a == "constrained") => {}
         Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
             bench_ew::run(&args[2..])?;
@@ -102,6 +105,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("run") => {
             llm::run(&reg, &args[1..])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("perplexity") => {
+            perplexity::run(&reg, &args[1..])?;
             Ok(ExitCode::SUCCESS)
         }
         Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),

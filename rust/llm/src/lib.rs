@@ -17,6 +17,7 @@ pub mod generate;
 pub mod hparams;
 pub mod kv_cache;
 pub mod model;
+pub mod perplexity;
 pub mod recurrent;
 pub mod sampling;
 pub mod stop;
