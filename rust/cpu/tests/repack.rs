@@ -452,6 +452,15 @@ fn pack_as_round_trips_every_layout() {
             let mut back = vec![0u8; plain.len()];
             repack::unpack_as(pl, dtype, k, &packed, &mut back).unwrap();
             assert_eq!(back, plain, "{pl:?} {dtype}");
+            // Each row out of its group alone (GET_ROWS on a repacked table).
+            let row = plain.len() / m;
+            let mut one = vec![0u8; row];
+            for r in 0..m {
+                repack::unpack_row_as(pl, dtype, k, &packed, r, &mut one).unwrap();
+                assert_eq!(one, plain[r * row..][..row], "{pl:?} {dtype} row {r}");
+            }
+            assert!(repack::unpack_row_as(pl, dtype, k, &packed, m, &mut one).is_err());
+            assert!(repack::unpack_row_as(pl, dtype, k, &packed, 0, &mut one[1..]).is_err());
             // Rows not a multiple of the group are refused.
             let short = &plain[..plain.len() / m * (m - 1)];
             let mut out = vec![0u8; short.len()];

@@ -123,10 +123,7 @@ unsafe fn sums32(p: *const u8) -> __m256i {
 
 /// Group blocks ahead that the kernels prefetch into L1, for any number of columns: the
 /// hardware prefetchers alone leave the weights of a group block to arrive while the kernel
-/// waits, in the matrix-matrix products as well (AVX2 tier on Zen 5, 4096 x 4096 from L3, 1
-/// thread, CPU time, same binary with and without: Q4_K N = 16 196-206 -> 252-281 GFLOPS, N =
-/// 128 186-204 -> 263-272; Q6_K N = 16 122-131 -> 176-185, N = 128 109-125 -> 173-180; 2 and
-/// 3 blocks ahead into L1, 6 and 8 into L2 measured the same within the noise).
+/// waits, in the matrix-matrix products as well (figures: docs/x86-measurements.md).
 const PREFETCH_BLOCKS: usize = 1;
 /// Group blocks ahead that the kernels prefetch into L2.
 const PREFETCH_L2_BLOCKS: usize = 3;
