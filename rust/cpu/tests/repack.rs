@@ -297,7 +297,7 @@ fn k_quant_layouts_round_trip_and_match_exact() {
             }
             covered.push((tier, dtype));
             let rows = repack::group_rows(pl, dtype);
-            for (m, k) in [(rows, 256), (3 * rows, 3 * 256), (48, k_big)] {
+            for (m, k) in [(rows, 256), (2 * rows, 2 * 256), (3 * rows, 3 * 256), (48, k_big)] {
                 let x = rand_vec(k * m, (m * 5 + k) as u64);
                 let plain = quantize_to_vec(dtype, &x).unwrap();
                 let wdeq = dequantize_to_vec(dtype, &plain, k * m).unwrap();
@@ -322,7 +322,9 @@ fn k_quant_layouts_round_trip_and_match_exact() {
                 assert_eq!(back, plain, "{tier:?} {dtype}: read returns the GGUF bytes");
                 let packed_kernel = repack::kernel_for(pl, dtype).unwrap();
                 let weights = TensorRef::packed(al, base, pl);
-                for n in [1usize, 2, 3, 4, 5, 8, 13, 17, 40] {
+                // Every width of a column slice (1..8) and of a tile's last slice, one tile
+                // and more (16 columns), 33 past two.
+                for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 13, 15, 17, 22, 33, 40] {
                     let xa = rand_vec(k * n, 500 + n as u64);
                     let act = kernels::act_type(dtype);
                     let xq = quantize_to_vec(act, &xa).unwrap();
