@@ -136,7 +136,7 @@ impl CpuBackend {
                 attention::flash_attn_ext(p, dst, &srcs, threads, aborted)
             },
             // SAFETY: see above.
-            Op::GetRows => unsafe { rows::get_rows(dst, &srcs) },
+            Op::GetRows => unsafe { rows::get_rows(dst, &srcs, weights_packed) },
             // SAFETY: see above.
             Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
             // SAFETY: see above.
@@ -159,9 +159,10 @@ impl CpuBackend {
         unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
     }
 
-    /// Refuses a node that would read repacked weights other than as MUL_MAT's first operand
-    /// with a kernel for them (their bytes are not GGUF's); returns the layout of a MUL_MAT's
-    /// repacked weights, as the buffer holding them records it.
+    /// Refuses a node that would read repacked weights other than as MUL_MAT's weights with a
+    /// kernel for them or as GET_ROWS's table (their bytes are not GGUF's); returns the layout
+    /// of a MUL_MAT's repacked weights or a GET_ROWS's repacked table, as the buffer holding
+    /// them records it.
     fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<Option<PackLayout>> {
         let t = graph.tensor(id);
         let mut weights_packed = None;
@@ -171,7 +172,9 @@ impl CpuBackend {
                 continue;
             };
             let st = graph.tensor(s);
-            let matmul_weight = i == 0 && matches!(t.op, Op::MulMat);
+            // MUL_MAT's weights, and GET_ROWS's table (a tied output's embeddings, stored
+            // once, repacked for the output product).
+            let matmul_weight = i == 0 && matches!(t.op, Op::MulMat | Op::GetRows);
             let ok = match rb.packing(storage.offset, st.nbytes()) {
                 Packing::Plain => true,
                 Packing::Packed(dtype, pl) if matmul_weight && dtype == st.dtype() => {
@@ -184,7 +187,7 @@ impl CpuBackend {
                 return Err(Error::Backend {
                     backend: CPU_NAME.into(),
                     message: format!(
-                        "{} ({}) reads {}, a repacked weight, which only MUL_MAT can read",
+                        "{} ({}) reads {}, a repacked weight, which only MUL_MAT and GET_ROWS can read",
                         t.op.name(),
                         t.label(id),
                         st.label(s)

@@ -462,8 +462,15 @@ fn q4_0_weights_are_placed_in_cpu_repack_automatically_with_the_same_result() ->
     Ok(())
 }
 
+/// Bytes of a Q4_0 row of `k` values.
+fn w_row(k: usize) -> usize {
+    k / 32 * 18
+}
+
+/// MUL_MAT reads repacked weights and GET_ROWS a repacked table (a tied output's embeddings,
+/// stored once): the rows come out equal to the plain rows dequantized; any other op is refused.
 #[test]
-fn only_mul_mat_may_read_repacked_weights() -> R {
+fn only_mul_mat_and_get_rows_may_read_repacked_weights() -> R {
     let Some(bt) = tessera_cpu::kernels::repack::repack_buffer_type() else {
         return Ok(()); // No repacked kernels on this CPU: nothing is ever repacked.
     };
@@ -474,17 +481,29 @@ fn only_mul_mat_may_read_repacked_weights() -> R {
     let idx = g.input("idx", DType::I32, &[2])?;
     let y = g.mul_mat(w, x)?;
     let rows = g.get_rows(w, idx)?;
+    let copied = g.dup(w)?;
+    // A view of part of the table: its bytes are part of a repacked group.
+    let half = g.view(w, &[k, m / 2], &[w_row(k)], 0)?;
+    let half_rows = g.get_rows(half, idx)?;
     tessera_core::alloc::place_sequentially(&mut g, &[w], bt.as_ref())?;
     allocate_all(&mut g)?;
     let mut rng = Rng::new(3);
     let wq = tessera_core::quant::quantize_to_vec(DType::Q4_0, &rng.vec(k * m, -1.0, 1.0))?;
     set_tensor(&g, w, &wq)?;
     write(&g, x, &rng.vec(k * 2, -1.0, 1.0))?;
-    write(&g, idx, &[1.0, 5.0])?;
+    // Rows in two groups of every layout, one past the first group of 8.
+    write(&g, idx, &[1.0, 13.0])?;
     let mut cpu = CpuBackend::new(Some(1))?;
     cpu.compute_nodes(&g, &[y])?;
-    let err = cpu.compute_nodes(&g, &[rows]).expect_err("GET_ROWS of repacked bytes");
-    assert!(err.to_string().contains("only MUL_MAT"), "{err}");
+    cpu.compute_nodes(&g, &[rows])?;
+    let mut plain = vec![0f32; k * m];
+    tessera_core::quant::dequantize_row(DType::Q4_0, &wq, &mut plain)?;
+    let want: Vec<f32> = [1, 13].iter().flat_map(|&r| plain[r * k..][..k].to_vec()).collect();
+    assert_eq!(get_f32(&g, rows)?, want, "GET_ROWS of the repacked table");
+    for (node, what) in [(copied, "DUP of the table"), (half_rows, "GET_ROWS of a view")] {
+        let err = cpu.compute_nodes(&g, &[node]).expect_err(what);
+        assert!(err.to_string().contains("only MUL_MAT and GET_ROWS"), "{what}: {err}");
+    }
     Ok(())
 }
 

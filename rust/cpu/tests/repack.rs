@@ -297,7 +297,7 @@ fn k_quant_layouts_round_trip_and_match_exact() {
             }
             covered.push((tier, dtype));
             let rows = repack::group_rows(pl, dtype);
-            for (m, k) in [(rows, 256), (3 * rows, 3 * 256), (48, k_big)] {
+            for (m, k) in [(rows, 256), (2 * rows, 2 * 256), (3 * rows, 3 * 256), (48, k_big)] {
                 let x = rand_vec(k * m, (m * 5 + k) as u64);
                 let plain = quantize_to_vec(dtype, &x).unwrap();
                 let wdeq = dequantize_to_vec(dtype, &plain, k * m).unwrap();
@@ -322,7 +322,9 @@ fn k_quant_layouts_round_trip_and_match_exact() {
                 assert_eq!(back, plain, "{tier:?} {dtype}: read returns the GGUF bytes");
                 let packed_kernel = repack::kernel_for(pl, dtype).unwrap();
                 let weights = TensorRef::packed(al, base, pl);
-                for n in [1usize, 2, 3, 4, 5, 8, 13, 17, 40] {
+                // Every width of a column slice (1..8) and of a tile's last slice, one tile
+                // and more (16 columns), 33 past two.
+                for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 13, 15, 17, 22, 33, 40] {
                     let xa = rand_vec(k * n, 500 + n as u64);
                     let act = kernels::act_type(dtype);
                     let xq = quantize_to_vec(act, &xa).unwrap();
@@ -452,6 +454,15 @@ fn pack_as_round_trips_every_layout() {
             let mut back = vec![0u8; plain.len()];
             repack::unpack_as(pl, dtype, k, &packed, &mut back).unwrap();
             assert_eq!(back, plain, "{pl:?} {dtype}");
+            // Each row out of its group alone (GET_ROWS on a repacked table).
+            let row = plain.len() / m;
+            let mut one = vec![0u8; row];
+            for r in 0..m {
+                repack::unpack_row_as(pl, dtype, k, &packed, r, &mut one).unwrap();
+                assert_eq!(one, plain[r * row..][..row], "{pl:?} {dtype} row {r}");
+            }
+            assert!(repack::unpack_row_as(pl, dtype, k, &packed, m, &mut one).is_err());
+            assert!(repack::unpack_row_as(pl, dtype, k, &packed, 0, &mut one[1..]).is_err());
             // Rows not a multiple of the group are refused.
             let short = &plain[..plain.len() / m * (m - 1)];
             let mut out = vec![0u8; short.len()];

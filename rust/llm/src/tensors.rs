@@ -234,8 +234,8 @@ pub struct ModelTensors {
     pub output_norm: Option<ModelTensor>,
     /// Output projection, `[n_embd, n_vocab]`: `output.weight`, or, when the file has none
     /// (tied embeddings), the token embeddings' bytes under that name, so that the output can be
-    /// placed for MUL_MAT (repacked) while GET_ROWS reads the embeddings where they are. `None`
-    /// in embedding models, which give no logits.
+    /// placed for MUL_MAT (repacked; GET_ROWS then reads the embeddings from that copy, see
+    /// `WeightStore::place`). `None` in embedding models, which give no logits.
     pub output: Option<ModelTensor>,
     /// Whether `output` is the token embeddings (tied).
     pub tied: bool,
@@ -353,8 +353,16 @@ impl Lookup<'_> {
         LlmError::MissingTensor { arch: self.arch.into(), name: name.into() }
     }
 
+    /// Records `t` once: a table may look a tensor up again (Llama's gated FFN with its
+    /// biases after the base layer's), and a tensor recorded twice would be placed (repacked,
+    /// uploaded) and counted twice.
     fn record(&mut self, t: &ModelTensor, read_by: ReadBy) {
-        self.entries.push(Entry { tensor: t.clone(), read_by, tied: false });
+        match self.entries.iter_mut().find(|e| e.tensor.name == t.name) {
+            // Read by MUL_MAT only if every lookup says so.
+            Some(e) if e.read_by != read_by => e.read_by = ReadBy::Other,
+            Some(_) => {}
+            None => self.entries.push(Entry { tensor: t.clone(), read_by, tied: false }),
+        }
     }
 
     /// An optional weight matrix that only MUL_MAT reads.

@@ -4,7 +4,8 @@
 //! and wrapped as a buffer, so a tensor's data pointer lies inside the mapping and no weight byte
 //! is copied. Weights that only MUL_MAT reads and that an extra buffer type of the device's
 //! registration accepts (the CPU's `CPU_REPACK`) are copied once into its interleaved layout, one
-//! tensor at a time, as llama.cpp does. On other devices (GPUs) every weight is uploaded once
+//! tensor at a time, as llama.cpp does; a tied output repacked so is the token embeddings' only
+//! copy (the CPU's GET_ROWS reads rows out of the repacked groups). On other devices (GPUs) every weight is uploaded once
 //! into device memory, straight from the mapping.
 
 use crate::error::{LlmError, Result};
@@ -80,13 +81,21 @@ impl WeightStore {
                 let mut offset = 0;
                 for t in &repack {
                     write_tensor(file, t, &buffer, offset)?;
-                    // Its mapped bytes are not read again (a tied output's are, by GET_ROWS,
-                    // a few rows at a time): they leave resident memory.
+                    // Its mapped bytes are not read again (a tied output's embeddings are
+                    // read from this copy, below): they leave resident memory.
                     file.release_pages(&t.info);
                     placed.insert(t.name.clone(), Storage { buffer: buffer.clone(), offset });
                     offset += aligned(bt.alloc_size(&t.info.layout()), bt.alignment());
                     copied_bytes += t.info.size;
                     step(t.info.size)?;
+                }
+            }
+            // A repacked tied output is the embeddings' only copy: GET_ROWS reads its rows out
+            // of the repacked groups, and the mapped bytes are never touched.
+            if let Some(o) = tied {
+                if let Some(s) = placed.get(&o.name).cloned() {
+                    placed.insert(tensors.token_embd.name.clone(), s);
+                    step(tensors.token_embd.info.size)?;
                 }
             }
             for t in all.iter().copied().chain(tied) {

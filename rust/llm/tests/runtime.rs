@@ -301,3 +301,19 @@ fn bad_model_files_are_typed_errors_naming_what_is_wrong() {
     // A truncated file is the reader's typed error.
     assert!(matches!(load_bytes(original[..original.len() / 2].to_vec()), Err(LlmError::Gguf(_))));
 }
+
+/// Every weight is placed once: a model's weight bytes are its file's tensors' (Llama's FFN,
+/// looked up by the base layer and again with its biases, counted once), and the bytes read in
+/// place plus those copied (repacked) add up to them: a repacked tied output is the token
+/// embeddings' only copy, GET_ROWS reading its rows there (the logits tests check those rows).
+#[test]
+fn every_weight_is_placed_once() {
+    for path in [tiny_model("tiny-llama"), gemma_path()] {
+        let model = load(&path);
+        let file = tessera_gguf::GgufFile::open(&path).unwrap();
+        let in_file: usize = file.tensors().iter().map(|t| t.size).sum();
+        assert_eq!(model.weight_bytes(), in_file, "{}", path.display());
+        let w = model.weights();
+        assert_eq!(w.mapped_bytes() + w.copied_bytes(), in_file, "{}", path.display());
+    }
+}

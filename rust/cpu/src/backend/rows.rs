@@ -2,6 +2,7 @@
 //! write of every token): rows dequantized or converted in bulk instead of element by element.
 //! Indices outside the table are [`Error::IndexOutOfRange`], as in the reference.
 
+use crate::kernels::repack::{unpack_row_as, PackLayout};
 use crate::reference::HostTensor;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -39,13 +40,25 @@ unsafe fn index(op: &str, idx: &HostTensor, i: [usize; 3], len: usize) -> Result
     }
 }
 
-/// GET_ROWS into an F32 destination; `None` when the layouts do not suit it.
+/// GET_ROWS into an F32 destination; `None` when the layouts do not suit it. `packed`: the
+/// table is a repacked weight matrix stored in that layout (a tied output's embeddings, read
+/// from the copy the output product uses): each row comes out of its group
+/// ([`unpack_row_as`]) before it is dequantized.
 ///
 /// # Safety
 ///
-/// As [`crate::reference::compute_op`], with validated operands.
-pub(super) unsafe fn get_rows(dst: HostTensor, srcs: &[HostTensor]) -> Option<Result<()>> {
+/// As [`crate::reference::compute_op`], with validated operands; a `packed` table is the whole
+/// repacked tensor.
+pub(super) unsafe fn get_rows(
+    dst: HostTensor,
+    srcs: &[HostTensor],
+    packed: Option<PackLayout>,
+) -> Option<Result<()>> {
     let (a, idx) = (srcs[0], srcs[1]);
+    if let Some(pl) = packed {
+        // SAFETY: caller's contract.
+        return Some(unsafe { get_packed_rows(dst, a, idx, pl) });
+    }
     if dst.layout.dtype != DType::F32 || !dense(&dst) || !dense(&a) || a.layout.dtype == DType::I32
     {
         return None;
@@ -79,6 +92,52 @@ pub(super) unsafe fn get_rows(dst: HostTensor, srcs: &[HostTensor]) -> Option<Re
         Ok(())
     })();
     Some(result)
+}
+
+/// GET_ROWS of the 2-D table `a` repacked in `pl` into an F32 destination with dense rows.
+///
+/// # Safety
+///
+/// As [`get_rows`].
+unsafe fn get_packed_rows(
+    dst: HostTensor,
+    a: HostTensor,
+    idx: HostTensor,
+    pl: PackLayout,
+) -> Result<()> {
+    let (na, ni) = (a.layout.ne, idx.layout.ne);
+    if dst.layout.dtype != DType::F32 || !dense(&dst) || na[2] != 1 || na[3] != 1 {
+        return Err(Error::Backend {
+            backend: crate::buffer::CPU_NAME.into(),
+            message: format!(
+                "GET_ROWS of a repacked table reads a 2-D table into F32 rows, not {:?} into {}",
+                na, dst.layout.dtype
+            ),
+        });
+    }
+    let dtype = a.layout.dtype;
+    let row_bytes = a.layout.row_bytes();
+    // SAFETY: a is the whole repacked tensor, nbytes long (caller's contract).
+    let table = unsafe { std::slice::from_raw_parts(a.ptr.cast_const(), a.layout.nbytes()) };
+    let mut plain = vec![0u8; row_bytes];
+    for i12 in 0..ni[2] {
+        for i11 in 0..ni[1] {
+            for i10 in 0..ni[0] {
+                // SAFETY: (i10, i11, i12) is within idx's shape (caller's layouts).
+                let r = unsafe { index("GET_ROWS", &idx, [i10, i11, i12], na[1]) }?;
+                unpack_row_as(pl, dtype, na[0], table, r, &mut plain)?;
+                // SAFETY: row i10 of dst (ne0 F32) lies within it and does not overlap a.
+                let d = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        row_ptr(&dst, i10, i11, i12).cast::<f32>(),
+                        na[0],
+                    )
+                };
+                dequantize_row(dtype, &plain, d)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// SET_ROWS from F32 rows into an F32 or F16 destination; `None` when the layouts do not suit

@@ -506,6 +506,53 @@ pub fn unpack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [
     Ok(())
 }
 
+/// Row `r` of a tensor of rows of `k` values of `dtype` repacked in `pl` (`src`, the whole
+/// tensor or any whole number of its groups from the first), as plain GGUF bytes into `dst`
+/// (one row): GET_ROWS on a repacked table (a tied output's embeddings, stored once). Only the
+/// row's group is read; its bytes are copied out of it run by run ([`block_map`]), Q5_0 / Q5_1's
+/// fifth bits from a copy of the group's masks.
+pub fn unpack_row_as(
+    pl: PackLayout,
+    dtype: DType,
+    k: usize,
+    src: &[u8],
+    r: usize,
+    dst: &mut [u8],
+) -> Result<()> {
+    let row = dtype.row_size(k)?;
+    let rows = group_rows(pl, dtype);
+    let group = row.checked_mul(rows).unwrap_or(usize::MAX);
+    let start = (r / rows).checked_mul(group).unwrap_or(usize::MAX);
+    let Some(sg) = src.get(start..start.saturating_add(group)) else {
+        return Err(Error::IndexOutOfRange {
+            op: "repack".into(),
+            reason: format!("row {r} of {dtype} rows of {k} values lies past {} bytes", src.len()),
+        });
+    };
+    let (_, g) = check_len(pl, dtype, k, group, dst.len() * rows)?;
+    let lane = r % rows;
+    let (lo, hi) = (lane * row, lane * row + row);
+    let restored;
+    let sg = if g.qh_masks {
+        let mut copy = sg.to_vec();
+        for b in 0..k / g.values {
+            masks_to_qh(pl, &mut copy[qh_field(&g, pl, b)]);
+        }
+        restored = copy;
+        &restored[..]
+    } else {
+        sg
+    };
+    for b in 0..k / g.values {
+        block_map(&g, pl, row, b, |p, q, n| {
+            if (lo..hi).contains(&p) {
+                dst[p - lo..p - lo + n].copy_from_slice(&sg[q..q + n]);
+            }
+        });
+    }
+    Ok(())
+}
+
 /// [`pack_as`] in the 16 x 4 layout ([`PackLayout::R16W4`]).
 pub fn pack(dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
     pack_as(PackLayout::R16W4, dtype, k, src, dst)

@@ -123,10 +123,7 @@ unsafe fn sums32(p: *const u8) -> __m256i {
 
 /// Group blocks ahead that the kernels prefetch into L1, for any number of columns: the
 /// hardware prefetchers alone leave the weights of a group block to arrive while the kernel
-/// waits, in the matrix-matrix products as well (AVX2 tier on Zen 5, 4096 x 4096 from L3, 1
-/// thread, CPU time, same binary with and without: Q4_K N = 16 196-206 -> 252-281 GFLOPS, N =
-/// 128 186-204 -> 263-272; Q6_K N = 16 122-131 -> 176-185, N = 128 109-125 -> 173-180; 2 and
-/// 3 blocks ahead into L1, 6 and 8 into L2 measured the same within the noise).
+/// waits, in the matrix-matrix products as well (figures: docs/x86-measurements.md).
 const PREFETCH_BLOCKS: usize = 1;
 /// Group blocks ahead that the kernels prefetch into L2.
 const PREFETCH_L2_BLOCKS: usize = 3;
@@ -146,42 +143,38 @@ fn prefetch_ahead(g: *const u8, gsize: usize) {
     }
 }
 
-/// Activation columns of one pass over a group block: the kernels take the columns of their
-/// tile four at a time per block, so that a block's weights are unpacked once per four
-/// columns while they are in L1, and its header once for all of them.
-const COLS: usize = 4;
+/// Activation columns of one pass over a Q4_K / Q5_K group block: the kernels take the
+/// columns of their tile a few at a time per block, so that a block's weights are unpacked
+/// once per slice of columns while they are in L1, and its header once for all of them.
+const COLS_Q45: usize = 8;
+/// Activation columns of one pass over a Q6_K / Q3_K / Q2_K group block (their unpacking
+/// costs more per product than Q4_K's: more columns share it).
+const COLS_K16: usize = 8;
 
-/// Runs `$body::<W>(acc)` over the `NR` columns' accumulators `$acc` in slices of [`COLS`]
-/// (the last slice narrower), passing the slice's first column `j`.
+/// Runs `$body::<W>(acc)` over the `NR` columns' accumulators `$acc` in slices of `$C`
+/// (at most 8; the last slice narrower), passing the slice's first column `j`.
 macro_rules! column_slices {
-    ($NR:expr, $acc:expr, |$j:ident, $W:ident, $slice:ident| $body:expr) => {{
+    ($C:expr, $NR:expr, $acc:expr, |$j:ident, $W:ident, $slice:ident| $body:expr) => {{
         let mut $j = 0;
-        while $j + COLS <= $NR {
-            let $slice: &mut [__m256; COLS] = (&mut $acc[$j..$j + COLS]).try_into().unwrap();
+        while $j + $C <= $NR {
+            let $slice: &mut [__m256; $C] = (&mut $acc[$j..$j + $C]).try_into().unwrap();
             {
-                const $W: usize = COLS;
+                const $W: usize = $C;
                 $body;
             }
-            $j += COLS;
+            $j += $C;
         }
-        match $NR - $j {
-            3 => {
-                let $slice: &mut [__m256; 3] = (&mut $acc[$j..]).try_into().unwrap();
-                const $W: usize = 3;
+        column_slices!(@rest $NR - $j, $acc, $j, $W, $slice, $body, 7, 6, 5, 4, 3, 2, 1);
+    }};
+    (@rest $left:expr, $acc:expr, $j:ident, $W:ident, $slice:ident, $body:expr, $($n:literal),+) => {{
+        let left = $left;
+        $(
+            if left == $n {
+                let $slice: &mut [__m256; $n] = (&mut $acc[$j..]).try_into().unwrap();
+                const $W: usize = $n;
                 $body;
             }
-            2 => {
-                let $slice: &mut [__m256; 2] = (&mut $acc[$j..]).try_into().unwrap();
-                const $W: usize = 2;
-                $body;
-            }
-            1 => {
-                let $slice: &mut [__m256; 1] = (&mut $acc[$j..]).try_into().unwrap();
-                const $W: usize = 1;
-                $body;
-            }
-            _ => {}
-        }
+        )+
     }};
 }
 
@@ -351,7 +344,7 @@ unsafe fn q45_cols<const W: usize, const KIND: u8>(
 
 /// One group of eight repacked Q4_K or Q5_K rows (`KIND`) times `NR` Q8_K activation rows:
 /// per block, the header decoded once ([`q45_header`]), then the columns in slices of
-/// [`COLS`] ([`q45_cols`]).
+/// [`COLS_Q45`] ([`q45_cols`]).
 ///
 /// # Safety
 ///
@@ -381,7 +374,7 @@ unsafe fn q45k_group<const NR: usize, const KIND: u8>(
             }
             let hd = q45_header(g);
             let bb = b.add(blk * q8_k::BYTES);
-            column_slices!(NR, acc, |j, W, slice| q45_cols::<W, KIND>(
+            column_slices!(COLS_Q45, NR, acc, |j, W, slice| q45_cols::<W, KIND>(
                 &hd,
                 g,
                 bb.add(j * ldb),
@@ -616,8 +609,9 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
         }
         let load = |at: usize| _mm256_loadu_si256(q.add(at).cast::<__m256i>());
         let mut isum = [[_mm256_setzero_si256(); W]; 2];
-        for n in 0..2 {
-            for h in 0..2 {
+        // Half by half (rows 0..4, then 4..8): one half's sums live at a time.
+        for h in 0..2 {
+            for n in 0..2 {
                 for ep in 0..2 {
                     for m in 0..4 {
                         // Values 128 n + 32 m + 8 (2 ep + i).. of rows 4h..4h + 4, unpacked
@@ -700,7 +694,7 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
 
 /// One group of eight repacked Q6_K, Q3_K or Q2_K rows (`KIND`) times `NR` Q8_K activation
 /// rows: per block, the header decoded once ([`k16_header`]), then the columns in slices of
-/// [`COLS`] ([`k16_cols`]).
+/// [`COLS_K16`] ([`k16_cols`]).
 ///
 /// # Safety
 ///
@@ -729,7 +723,7 @@ unsafe fn k16_group<const NR: usize, const KIND: u8>(
             }
             let hd = k16_header::<KIND>(g);
             let bb = b.add(blk * q8_k::BYTES);
-            column_slices!(NR, acc, |j, W, slice| k16_cols::<W, KIND>(
+            column_slices!(COLS_K16, NR, acc, |j, W, slice| k16_cols::<W, KIND>(
                 &hd,
                 g,
                 bb.add(j * ldb),

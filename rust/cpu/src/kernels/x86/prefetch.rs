@@ -4,38 +4,26 @@
 //! fetch the weights some blocks ahead with `prefetcht0` / `prefetcht1` on top of the hardware
 //! prefetchers ([`Site`]). Whether that pays depends on the CPU's own prefetchers:
 //!
-//! - Intel (a Xeon with AVX-512 and AMX; the figures are in each site's comment): it pays, up
-//!   to 1.5x from RAM (Q5_0 262144 x 640, 1 thread: 8.5 -> 11.4 GB/s).
-//! - AMD (Zen 4 EPYC, AVX-512 tier, weights from RAM, alternating runs of one binary with the
-//!   sites on and off): it costs up to a third. 1 thread: Q8_0 262144 x 640 (Gemma 3's output
-//!   layer) 54.5 GFLOPS off against 38.0 on, Q5_0 78.6 / 60.0; 4096 x 4096 Q4_K 94.4 / 63.4,
-//!   Q5_K 79.5 / 48.0, Q6_K 42.9 / 32.5; 2 threads Q4_K 124 / 79; from L3 off is as fast or
-//!   faster (Q4_K 187 / 151).
+//! - Intel (Xeons with AVX-512 and AMX): it pays, up to 1.5x from RAM.
+//! - AMD (Zen 4, AVX-512 tier, weights from RAM): it costs up to a third; from L3 it is as fast
+//!   or slower.
 //!
 //! The plain-row kernels (the one-column K-quant tiles, Q4_1 / Q5_0 / Q5_1) read several rows
-//! side by side, and there the prefetch pays on AMD too (the same Zen 4 forced to the AVX2
-//! tier, 2 threads, from RAM: Q6_K 40.4 GFLOPS with it, 20.1 without; Q4_K 48.8 / 34.5); the
-//! AVX2 tier's repacked Q4_0 / Q8_0 / Q5_0 measured mixed there (Q8_0 1 thread 36.8 / 31.1, 2
-//! threads 57.5 / 64.2) and keeps it.
+//! side by side, and there the prefetch pays on AMD too; the AVX2 tier's repacked Q4_0 / Q8_0 /
+//! Q5_0 measured mixed there and keeps it.
 //!
 //! The exception on AMD is Q6_K, the k-quant with the most work per byte: its one-row kernel
-//! falls behind RAM without help, and a block 4 ahead fetched into L2 (not L1) pays (the same
-//! Zen 4, from RAM, 1 thread 28-43 -> 52 GFLOPS, 2 threads 51 -> 91; Q2_K-Q5_K showed nothing
-//! clear). It pays on Intel too, on top of the next block into L1 (Xeon, family 6 model 207,
-//! 4096 x 4096 from RAM, alternating: 1 thread 24.4-25.3 -> 30.8-31.0 GFLOPS, 2 threads
-//! 45.6-46.9 -> 56.1-56.7; from L2 / L3 1 thread 46-47 -> 56-62).
+//! falls behind RAM without help, and a block 4 ahead fetched into L2 (not L1) pays, on Intel
+//! too (on top of the next block into L1).
 //!
 //! The AVX2 tier's repacked k-quants prefetch on every CPU, and in their matrix-matrix products
-//! too ([`Site::PackedK256`]; on Zen 5, 4096 x 4096 from L3, 1 thread: Q4_K N = 128 about 195
-//! -> 268 GFLOPS, Q6_K 117 -> 176; matrix-vector from RAM Q6_K 24-25 -> 29-31 GB/s, Q4_K the
-//! same within the noise).
+//! too ([`Site::PackedK256`]).
 //!
 //! Zen 5 (family 26) differs for the AVX-512 tier's repacked k-quants: there the next block
-//! into L1 pays ([`Site::KQuant512`]; EPYC, 2 vCPU, 4096 x 4096 from RAM, 1 thread,
-//! alternating runs of one binary with the site on and off: Q4_K 62-91 -> 105-116 GFLOPS, Q5_K
-//! 33-44 -> 91-98, Q6_K 80-82 either way; 2 threads Q5_K 87 -> 121-181, Q4_K 178-188 / 157-232;
-//! from L3 the same or better; Llama-3.2-1B-shaped Q4_K_M generation 31.4-31.9 -> 34.4-39.4
-//! tokens/s at 1 thread, 42.3-50.6 -> 45.9-68.1 at 2).
+//! into L1 pays ([`Site::KQuant512`]).
+//!
+//! The figures behind each of these choices (machines, shapes, GFLOPS and GB/s with and
+//! without) are in docs/x86-measurements.md.
 //!
 //! So AMD's CPUs (and Hygon's, the same cores) leave the AVX-512 tier's repacked one-row
 //! kernels to the hardware prefetchers ([`Site::Packed512`] off, [`Site::KQuant512`] off
@@ -43,8 +31,7 @@
 //! prefetches, unless
 //! `TESSERA_PREFETCH` says otherwise (for benchmarks):
 //! `on` (every site), `off`, or a bit mask of the sites (decimal or `0x` hex). (The repacked F16 tiles'
-//! prefetch is not a site: it serves several activation rows too, and pays on both: Zen 4,
-//! N = 16, 1 thread, 110 against 74 GFLOPS without it.)
+//! prefetch is not a site: it serves several activation rows too, and pays on both.)
 
 use std::sync::OnceLock;
 
