@@ -35,7 +35,7 @@ const ARITY: Record<string, readonly number[]> = {
   ADD: [2], SUB: [2], MUL: [2], DIV: [2], MUL_MAT: [2], GET_ROWS: [2], CPY: [2], CONCAT: [2],
   DUP: [1], CONT: [1], SQR: [1], SQRT: [1], SUM: [1], SUM_ROWS: [1], MEAN: [1], ARGMAX: [1],
   TRANSPOSE: [1], SCALE: [1], CLAMP: [1], REPEAT: [1], DIAG_MASK_INF: [1], RMS_NORM: [1], NORM: [1],
-  SILU: [1], GELU: [1], RELU: [1], TANH: [1], RESHAPE: [1], VIEW: [1], PERMUTE: [1],
+  SILU: [1], GELU: [1], RELU: [1], TANH: [1], SIGMOID: [1], SOFTPLUS: [1], RESHAPE: [1], VIEW: [1], PERMUTE: [1],
   SOFT_MAX: [1, 2], ROPE: [2, 3], SWIGLU: [1, 2], GEGLU: [1, 2],
 };
 
@@ -188,6 +188,8 @@ function build(g: GraphBuilder<any>, op: string, a: Tensor<any>, b: Tensor<any>,
     case 'GELU': return g.gelu(a);
     case 'RELU': return g.relu(a);
     case 'TANH': return g.tanh(a);
+    case 'SIGMOID': return g.sigmoid(a);
+    case 'SOFTPLUS': return g.softplus(a);
     case 'SCALE': return g.scale(a, p.scale, p.bias ?? 0);
     case 'CLAMP': return g.clamp(a, p.min, p.max);
     case 'REPEAT': return g.repeat(a, p.shape);

@@ -79,6 +79,8 @@ export type OpName =
   | 'GELU'
   | 'RELU'
   | 'TANH'
+  | 'SIGMOID'
+  | 'SOFTPLUS'
   | 'RESHAPE'
   | 'VIEW'
   | 'PERMUTE';
@@ -578,6 +580,16 @@ export class GraphBuilder<O extends Record<string, DType> = Empty> {
   /** `tanh(a)`. */
   tanh<D extends FloatDType>(a: Tensor<D>): Tensor<D> {
     return this.elementwise('TANH', a);
+  }
+
+  /** `1 / (1 + exp(-a))`. */
+  sigmoid<D extends FloatDType>(a: Tensor<D>): Tensor<D> {
+    return this.elementwise('SIGMOID', a);
+  }
+
+  /** `log(1 + exp(a))`, `a` itself above 20 (as ggml's `ggml_softplus`). */
+  softplus<D extends FloatDType>(a: Tensor<D>): Tensor<D> {
+    return this.elementwise('SOFTPLUS', a);
   }
 
   // ---------------------------------------------------------------- reductions

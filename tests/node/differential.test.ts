@@ -75,7 +75,7 @@ function leaf(name: string, dtype: DType, shape: number[]): Leaf {
   return l;
 }
 
-const UNARY = ['SQR', 'SQRT', 'SUM', 'SUM_ROWS', 'MEAN', 'ARGMAX', 'SILU', 'GELU', 'RELU', 'TANH', 'DUP', 'CONT', 'TRANSPOSE'];
+const UNARY = ['SQR', 'SQRT', 'SUM', 'SUM_ROWS', 'MEAN', 'ARGMAX', 'SILU', 'GELU', 'RELU', 'TANH', 'SIGMOID', 'SOFTPLUS', 'DUP', 'CONT', 'TRANSPOSE'];
 const BINARY = ['ADD', 'SUB', 'MUL', 'DIV'];
 const OPS = [
   ...UNARY,
@@ -231,6 +231,8 @@ function buildOf(c: Case): GraphBuilder {
     case 'GELU': out = g.gelu(a); break;
     case 'RELU': out = g.relu(a); break;
     case 'TANH': out = g.tanh(a); break;
+    case 'SIGMOID': out = g.sigmoid(a); break;
+    case 'SOFTPLUS': out = g.softplus(a); break;
     case 'SCALE': out = g.scale(a, p.scale, p.bias ?? 0); break;
     case 'CLAMP': out = g.clamp(a, p.min, p.max); break;
     case 'REPEAT': out = g.repeat(a, p.shape); break;

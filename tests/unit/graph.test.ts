@@ -184,6 +184,8 @@ describe('graph documents', () => {
     expect(g.gelu(a).op).toBe('GELU');
     expect(g.relu(a).op).toBe('RELU');
     expect(g.tanh(a).op).toBe('TANH');
+    expect(g.sigmoid(a).op).toBe('SIGMOID');
+    expect(g.softplus(a).op).toBe('SOFTPLUS');
     expect(g.geglu(a, a).shape).toEqual([6, 2]);
     expect(g.softmax(a, { mask: m, maxBias: 8 }).src.map((t) => t.name)).toEqual(['a', 'mask']);
     const dst = g.input('dst', 'F16', [12]);

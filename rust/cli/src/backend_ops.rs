@@ -147,6 +147,27 @@ pub fn cases(big: bool) -> Vec<Case> {
             },
         ));
     }
+    // Qwen 3.5's gated delta rule: two value heads per key head, q / k / v as views of the
+    // convolution's output rows, one decay per head.
+    for n_t in [1, 4] {
+        v.push(case(
+            "GATED_DELTA_NET",
+            format!("S 16, heads 2/4, {n_t} tokens (views of one [128,{n_t}])"),
+            nmse,
+            move |g| {
+                let (s, hk, hv) = (16, 2, 4);
+                let x = g.new_tensor(DType::F32, &[2 * s * hk + s * hv, n_t])?;
+                let row = g.tensor(x).nb()[1];
+                let q = g.view(x, &[s, hk, n_t], &[s * 4, row], 0)?;
+                let k = g.view(x, &[s, hk, n_t], &[s * 4, row], s * hk * 4)?;
+                let v = g.view(x, &[s, hv, n_t], &[s * 4, row], 2 * s * hk * 4)?;
+                let decay = g.new_tensor(DType::F32, &[1, hv, n_t])?;
+                let beta = g.new_tensor(DType::F32, &[1, hv, n_t])?;
+                let state = g.new_tensor(DType::F32, &[s, s, hv])?;
+                g.gated_delta_net(q, k, v, decay, beta, state)
+            },
+        ));
+    }
     let (m, n, k) = if big { (4096, 16, 4096) } else { (19, 5, 256) };
     for t in DType::ALL {
         if t == DType::I32 || t == DType::Q8_K {

@@ -408,6 +408,16 @@ impl Graph {
         self.unary(a, UnaryOp::Tanh)
     }
 
+    /// `sigmoid(a)`.
+    pub fn sigmoid(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(a, UnaryOp::Sigmoid)
+    }
+
+    /// `softplus(a)` (`a` itself above 20).
+    pub fn softplus(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(a, UnaryOp::Softplus)
+    }
+
     /// Sum of all elements of `a`: a 1-element tensor of `a`'s type.
     pub fn sum(&mut self, a: TensorId) -> Result<TensorId> {
         self.node(Op::Sum, vec![a])
@@ -459,6 +469,22 @@ impl Graph {
     /// `[d_inner, n_t, n_s]` (see [`Op::SsmConv`]).
     pub fn ssm_conv(&mut self, sx: TensorId, c: TensorId) -> Result<TensorId> {
         self.node(Op::SsmConv, vec![sx, c])
+    }
+
+    /// The gated delta rule (ggml's `ggml_gated_delta_net` with one state snapshot) of `q`, `k`
+    /// `[S, H_k, n_t, n_s]`, `v` `[S, H, n_t, n_s]`, the log-decay `g` and `beta` `[1, H, n_t,
+    /// n_s]` and the initial `state` `[S, S, H, n_s]`: F32 `[S * H, n_t * n_s + S * n_s]`, the
+    /// outputs then the final states (see [`Op::GatedDeltaNet`]).
+    pub fn gated_delta_net(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        g: TensorId,
+        beta: TensorId,
+        state: TensorId,
+    ) -> Result<TensorId> {
+        self.node(Op::GatedDeltaNet, vec![q, k, v, g, beta, state])
     }
 
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` weights `[K, M, ne2, ne3]` of any type but I32,

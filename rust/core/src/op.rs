@@ -14,11 +14,22 @@ pub enum UnaryOp {
     Relu,
     /// tanh(x).
     Tanh,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// `log(1 + exp(x))`, `x` itself above 20 (as ggml's `ggml_softplus`).
+    Softplus,
 }
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 4] = [UnaryOp::Silu, UnaryOp::Gelu, UnaryOp::Relu, UnaryOp::Tanh];
+    pub const ALL: [UnaryOp; 6] = [
+        UnaryOp::Silu,
+        UnaryOp::Gelu,
+        UnaryOp::Relu,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Softplus,
+    ];
 
     /// The op's name ("SILU", ...).
     pub fn name(self) -> &'static str {
@@ -27,6 +38,8 @@ impl UnaryOp {
             UnaryOp::Gelu => "GELU",
             UnaryOp::Relu => "RELU",
             UnaryOp::Tanh => "TANH",
+            UnaryOp::Sigmoid => "SIGMOID",
+            UnaryOp::Softplus => "SOFTPLUS",
         }
     }
 }
@@ -202,6 +215,16 @@ pub enum Op {
     /// from the previous tokens, then this batch's `n_t`), `c` F32 `[d_conv, d_inner]`; result
     /// F32 `[d_inner, n_t, n_s]`, `out[i, t, s] = sum_k sx[t + k, i, s] c[k, i]`.
     SsmConv,
+    /// The gated delta rule of Qwen 3.5's linear attention (ggml's GATED_DELTA_NET, one state
+    /// snapshot): operands `q`, `k` F32 `[S, H_k, n_t, n_s]`, `v` F32 `[S, H, n_t, n_s]` (rows
+    /// contiguous, `H` a multiple of `H_k`: value head `h` reads query / key head `h % H_k`),
+    /// the log-decay `g` F32 `[1, H, n_t, n_s]` (or `[S, H, n_t, n_s]`, one per key dim), `beta`
+    /// F32 `[1, H, n_t, n_s]` and the state F32 `[S, S, H, n_s]` (element `[i, j]` is `M[i][j]`,
+    /// key dim `i`, value dim `j`). Per head, token by token: `M = M * exp(g)` (scaled along
+    /// `i`), `d[j] = beta (v[j] - sum_i M[i][j] k[i])`, `M[i][j] += k[i] d[j]`, output
+    /// `o[j] = sum_i M[i][j] q[i] / sqrt(S)`. Result F32 `[S * H, n_t * n_s + S * n_s]`: the
+    /// outputs (`[S, H, n_t, n_s]` in order), then the final states (`[S, S, H, n_s]`).
+    GatedDeltaNet,
     /// `C[n, m] = sum_k A[m, k] B[n, k]`: `a` the weights `[K, M, ...]`, `b` F32
     /// `[K, N, ...]`, result F32 `[M, N, ...]`, `a` broadcast over dims 2 and 3.
     MulMat,
@@ -288,6 +311,7 @@ impl Op {
             Op::Repeat { .. } => "REPEAT",
             Op::Concat { .. } => "CONCAT",
             Op::SsmConv => "SSM_CONV",
+            Op::GatedDeltaNet => "GATED_DELTA_NET",
             Op::MulMat => "MUL_MAT",
             Op::GetRows => "GET_ROWS",
             Op::SetRows => "SET_ROWS",

@@ -38,6 +38,7 @@ pub fn operand_count(op: &Op) -> (usize, usize) {
         Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
         Op::Cpy | Op::Concat { .. } | Op::SsmConv | Op::MulMat | Op::GetRows => (2, 2),
         Op::SetRows => (3, 3),
+        Op::GatedDeltaNet => (6, 6),
         Op::FlashAttnExt(_) => (3, 4),
         Op::SoftMax { .. } | Op::Glu { .. } => (1, 2),
         Op::Rope(_) => (2, 3),
@@ -150,6 +151,7 @@ pub fn output_layout(op: &Op, srcs: &[&Layout]) -> Result<Option<Layout>> {
         }
         Op::Concat { dim } => concat(&src(0), &src(1), *dim)?,
         Op::SsmConv => ssm_conv(&src(0), &src(1))?,
+        Op::GatedDeltaNet => gated_delta_net(srcs)?,
         Op::MulMat => mul_mat(&src(0), &src(1))?,
         Op::GetRows => get_rows(&src(0), &src(1))?,
         Op::SetRows => set_rows(&src(0), &src(1), &src(2))?,
@@ -365,6 +367,66 @@ fn ssm_conv(sx: &Layout, c: &Layout) -> Result<Layout> {
         ));
     }
     new(DType::F32, &[nc[1], ns[0] - nc[0] + 1, ns[2]])
+}
+
+/// ggml's `ggml_gated_delta_net` with one state snapshot: `q`, `k` `[S, H_k, n_t, n_s]`, `v`
+/// `[S, H, n_t, n_s]` with `H` a multiple of `H_k`, rows of all three contiguous; `g` `[1 or S,
+/// H, n_t, n_s]`, `beta` `[1, H, n_t, n_s]` and `state` `[S, S, H, n_s]` contiguous; all F32.
+fn gated_delta_net(srcs: &[&Layout]) -> Result<Layout> {
+    const OP: &str = "GATED_DELTA_NET";
+    const NAMES: [&str; 6] =
+        ["src0 (q)", "src1 (k)", "src2 (v)", "src3 (g)", "src4 (beta)", "src5 (state)"];
+    for (l, name) in srcs.iter().zip(NAMES) {
+        f32_only(OP, l, name)?;
+    }
+    let (q, k, v, g, beta, state) = (srcs[0], srcs[1], srcs[2], srcs[3], srcs[4], srcs[5]);
+    let [s, h, n_t, n_s] = v.ne;
+    if q.ne != k.ne || q.ne[0] != s || q.ne[2] != n_t || q.ne[3] != n_s {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "src0 {} and src1 {} must both be [S, H_k, n_t, n_s] of src2 (v) {}",
+                fmt_ne(&q.ne),
+                fmt_ne(&k.ne),
+                fmt_ne(&v.ne)
+            ),
+        ));
+    }
+    if !h.is_multiple_of(q.ne[1]) {
+        return Err(Error::shape(
+            OP,
+            format!("the {} key heads do not divide the {h} value heads", q.ne[1]),
+        ));
+    }
+    if (g.ne[0] != 1 && g.ne[0] != s) || g.ne[1..] != v.ne[1..] {
+        return Err(Error::shape(
+            OP,
+            format!("src3 (g) {} must be [1 or {s}, {h}, {n_t}, {n_s}]", fmt_ne(&g.ne)),
+        ));
+    }
+    if beta.ne != [1, h, n_t, n_s] {
+        return Err(Error::shape(
+            OP,
+            format!("src4 (beta) {} must be [1, {h}, {n_t}, {n_s}]", fmt_ne(&beta.ne)),
+        ));
+    }
+    if state.ne != [s, s, h, n_s] {
+        return Err(Error::shape(
+            OP,
+            format!("src5 (state) {} must be [{s}, {s}, {h}, {n_s}]", fmt_ne(&state.ne)),
+        ));
+    }
+    for (l, name) in [(q, NAMES[0]), (k, NAMES[1]), (v, NAMES[2])] {
+        if l.nb[0] != 4 {
+            return Err(Error::shape(OP, format!("{name} rows must be contiguous")));
+        }
+    }
+    for (l, name) in [(g, NAMES[3]), (beta, NAMES[4]), (state, NAMES[5])] {
+        if !l.is_contiguous() {
+            return Err(Error::shape(OP, format!("{name} must be contiguous")));
+        }
+    }
+    new(DType::F32, &[s * h, n_t * n_s + s * n_s])
 }
 
 fn mul_mat(a: &Layout, b: &Layout) -> Result<Layout> {

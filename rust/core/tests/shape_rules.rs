@@ -141,6 +141,42 @@ fn ssm_conv_gives_one_output_per_token_and_channel() {
     is_shape(err(op(), &[l(F32, &[4, 8])]), "SSM_CONV", "expects 2 operands");
 }
 
+/// ggml_gated_delta_net (one state snapshot): q, k `[S, H_k, n_t, n_s]`, v `[S, H, n_t, n_s]`,
+/// g `[1 or S, H, n_t, n_s]`, beta `[1, H, n_t, n_s]`, state `[S, S, H, n_s]` give F32
+/// `[S * H, n_t * n_s + S * n_s]` (outputs, then final states).
+#[test]
+fn gated_delta_net_gives_outputs_then_states() {
+    let op = || Op::GatedDeltaNet;
+    let ops = |q: &[usize], v: &[usize], g: &[usize], b: &[usize], s: &[usize]| {
+        vec![l(F32, q), l(F32, q), l(F32, v), l(F32, g), l(F32, b), l(F32, s)]
+    };
+    // Qwen 3.5 0.8B: heads of 128, 16 key and 16 value heads, 7 tokens.
+    let o = ops(&[128, 16, 7], &[128, 16, 7], &[1, 16, 7], &[1, 16, 7], &[128, 128, 16]);
+    assert_eq!(out(op(), &o), (F32, [2048, 7 + 128, 1, 1]));
+    // Two value heads per key head, one decay per key dim, two sequences.
+    let o = ops(&[16, 2, 3, 2], &[16, 4, 3, 2], &[16, 4, 3, 2], &[1, 4, 3, 2], &[16, 16, 4, 2]);
+    assert_eq!(out(op(), &o), (F32, [64, 6 + 32, 1, 1]));
+    const OP: &str = "GATED_DELTA_NET";
+    let o = ops(&[16, 3, 3], &[16, 4, 3], &[1, 4, 3], &[1, 4, 3], &[16, 16, 4]);
+    is_shape(err(op(), &o), OP, "do not divide");
+    let o = ops(&[16, 2, 3], &[8, 4, 3], &[1, 4, 3], &[1, 4, 3], &[8, 8, 4]);
+    is_shape(err(op(), &o), OP, "src0");
+    let o = ops(&[16, 2, 3], &[16, 4, 3], &[2, 4, 3], &[1, 4, 3], &[16, 16, 4]);
+    is_shape(err(op(), &o), OP, "src3 (g)");
+    let o = ops(&[16, 2, 3], &[16, 4, 3], &[1, 4, 3], &[1, 4, 2], &[16, 16, 4]);
+    is_shape(err(op(), &o), OP, "src4 (beta)");
+    let o = ops(&[16, 2, 3], &[16, 4, 3], &[1, 4, 3], &[1, 4, 3], &[16, 16, 2]);
+    is_shape(err(op(), &o), OP, "src5 (state)");
+    let mut o = ops(&[16, 2, 3], &[16, 4, 3], &[1, 4, 3], &[1, 4, 3], &[16, 16, 4]);
+    o[2] = l(F16, &[16, 4, 3]);
+    is_type(err(op(), &o), OP, F16, "src2");
+    // A transposed state is not contiguous.
+    let mut o = ops(&[16, 2, 3], &[16, 4, 3], &[1, 4, 3], &[1, 4, 3], &[16, 16, 4]);
+    o[5].nb.swap(0, 1);
+    is_shape(err(op(), &o), OP, "contiguous");
+    is_shape(err(op(), &o[..5]), OP, "expects 6 operands");
+}
+
 #[test]
 fn copies_keep_or_take_the_destination() {
     for op in [Op::Dup, Op::Cont] {

@@ -3,6 +3,7 @@
 
 mod attention;
 mod conv;
+mod delta_net;
 mod fast_ops;
 mod rope;
 mod rows;
@@ -141,6 +142,10 @@ impl CpuBackend {
             Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
             // SAFETY: see above.
             Op::SsmConv => unsafe { conv::ssm_conv(dst, &srcs, threads, aborted) },
+            // SAFETY: see above.
+            Op::GatedDeltaNet => unsafe {
+                delta_net::gated_delta_net(dst, &srcs, threads, aborted)
+            },
             _ => None,
         };
         if let Some(done) = fast {

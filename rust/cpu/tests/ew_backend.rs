@@ -552,3 +552,41 @@ fn sessions_computing_at_once_share_the_pool() -> R {
     })?;
     Ok(())
 }
+
+/// GATED_DELTA_NET (Qwen 3.5's linear attention): q and k as strided views of one wider tensor
+/// (as the graph takes them from the convolution's output), several tokens and sequences, two
+/// value heads per key head, one decay per head or per key dim, with enough heads to split over
+/// threads.
+#[test]
+fn gated_delta_net_matches_the_reference() -> R {
+    for threads in [1, 3] {
+        for (s_v, h_k, h_v, n_t, n_s, per_dim) in
+            [(16, 2, 4, 1, 1, false), (16, 2, 4, 7, 2, true), (32, 8, 16, 5, 1, false)]
+        {
+            let what = format!("gated_delta_net S {s_v}, heads {h_k}/{h_v}, {n_t} x {n_s}");
+            let n = check(&what, threads, |g, rng| {
+                let w = 2 * s_v * h_k + s_v * h_v;
+                let (x, xv) = input(g, rng, "x", &[w, n_t, n_s], -1.0, 1.0)?;
+                let row = g.tensor(x).nb()[1];
+                let q = g.view(x, &[s_v, h_k, n_t, n_s], &[s_v * 4, row, row * n_t], 0)?;
+                let k =
+                    g.view(x, &[s_v, h_k, n_t, n_s], &[s_v * 4, row, row * n_t], s_v * h_k * 4)?;
+                let v = g.view(
+                    x,
+                    &[s_v, h_v, n_t, n_s],
+                    &[s_v * 4, row, row * n_t],
+                    2 * s_v * h_k * 4,
+                )?;
+                let gw = if per_dim { s_v } else { 1 };
+                let (gate, gv) = input(g, rng, "g", &[gw, h_v, n_t, n_s], -1.0, 0.0)?;
+                let (beta, bv) = input(g, rng, "beta", &[1, h_v, n_t, n_s], 0.0, 1.0)?;
+                let (st, sv) = input(g, rng, "state", &[s_v, s_v, h_v, n_s], -0.5, 0.5)?;
+                let y = g.gated_delta_net(q, k, v, gate, beta, st)?;
+                g.set_output(y)?;
+                Ok((vec![(x, xv), (gate, gv), (beta, bv), (st, sv)], y))
+            })?;
+            assert_eq!(n, 1, "{what} vectorized");
+        }
+    }
+    Ok(())
+}

@@ -741,6 +741,8 @@ fn unary_ops_random_strided() {
                 UnaryOp::Gelu => gelu(x),
                 UnaryOp::Relu => x.max(0.0),
                 UnaryOp::Tanh => x.tanh(),
+                UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+                UnaryOp::Softplus => (1.0 + x.exp()).ln(),
             })
             .collect();
         assert_nmse(&format!("unary {i}"), &get_vals(&g, out), &want, 1e-12);
@@ -1608,4 +1610,146 @@ fn builder_rejects_bad_leaves_and_views() {
     let foreign = other.new_tensor(DType::F32, &[1]).unwrap();
     assert!(matches!(g.sqr(foreign), Err(Error::InvalidTensorId(_))));
     assert!(!supports(&g, foreign));
+}
+
+/// The gated delta rule of `(q, k, v, g, beta, state)` (shapes as GATED_DELTA_NET's rule) in
+/// f64, written from the recurrence: per sequence and value head `h` (key head `h % H_k`),
+/// `M *= exp(g)`, `d = beta (v - M^T k)`, `M += k d^T`, `o = M^T q / sqrt(S)`; the outputs, then
+/// the final states.
+#[allow(clippy::too_many_arguments)]
+fn naive_delta_net(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    state: &[f32],
+    [s_v, h_k, h_v, n_t, n_s]: [usize; 5],
+    per_dim: bool,
+) -> Vec<f64> {
+    let mut out = vec![0.0; s_v * h_v * n_t * n_s];
+    let mut states = vec![0.0; s_v * s_v * h_v * n_s];
+    for s in 0..n_s {
+        for h in 0..h_v {
+            let hk = h % h_k;
+            // m[i][j]: key dim i, value dim j (state element i + j * S).
+            let base = (s * h_v + h) * s_v * s_v;
+            let mut m: Vec<Vec<f64>> = (0..s_v)
+                .map(|i| (0..s_v).map(|j| f64::from(state[base + i + j * s_v])).collect())
+                .collect();
+            for t in 0..n_t {
+                let qk = |x: &[f32], i: usize| f64::from(x[i + s_v * (hk + h_k * (t + n_t * s))]);
+                let row = h + h_v * (t + n_t * s);
+                for (i, mi) in m.iter_mut().enumerate() {
+                    let gi = if per_dim { g[i + s_v * row] } else { g[row] };
+                    mi.iter_mut().for_each(|x| *x *= f64::from(gi).exp());
+                }
+                let d: Vec<f64> = (0..s_v)
+                    .map(|j| {
+                        let mk: f64 = (0..s_v).map(|i| m[i][j] * qk(k, i)).sum();
+                        f64::from(beta[row]) * (f64::from(v[j + s_v * row]) - mk)
+                    })
+                    .collect();
+                for (i, mi) in m.iter_mut().enumerate() {
+                    for (j, x) in mi.iter_mut().enumerate() {
+                        *x += qk(k, i) * d[j];
+                    }
+                }
+                for j in 0..s_v {
+                    let o: f64 = (0..s_v).map(|i| m[i][j] * qk(q, i)).sum();
+                    out[j + s_v * row] = o / (s_v as f64).sqrt();
+                }
+            }
+            for (i, mi) in m.iter().enumerate() {
+                for (j, &x) in mi.iter().enumerate() {
+                    states[base + i + j * s_v] = x;
+                }
+            }
+        }
+    }
+    out.extend(states);
+    out
+}
+
+/// GATED_DELTA_NET by hand (one token from a zero state: `M = beta k v^T`, `o = beta v (k . q)
+/// / sqrt(S)`), then random operands of several tokens, sequences and key heads shared by two
+/// value heads each, with one decay per head and one per key dim, against the recurrence in
+/// f64.
+#[test]
+fn gated_delta_net_known_answer_and_random_heads() {
+    let mut g = Graph::new();
+    let q = g.input("q", DType::F32, &[2, 1, 1, 1]).unwrap();
+    let k = g.input("k", DType::F32, &[2, 1, 1, 1]).unwrap();
+    let v = g.input("v", DType::F32, &[2, 1, 1, 1]).unwrap();
+    let gate = g.input("g", DType::F32, &[1, 1, 1, 1]).unwrap();
+    let beta = g.input("beta", DType::F32, &[1, 1, 1, 1]).unwrap();
+    let state = g.input("state", DType::F32, &[2, 2, 1, 1]).unwrap();
+    let out = g.gated_delta_net(q, k, v, gate, beta, state).unwrap();
+    alloc(&mut g);
+    for (id, vals) in [
+        (q, &[1.0, 1.0][..]),
+        (k, &[1.0, 0.0]),
+        (v, &[2.0, 4.0]),
+        (gate, &[0.0]),
+        (beta, &[0.5]),
+        (state, &[0.0; 4]),
+    ] {
+        set_f32(&g, id, vals).unwrap();
+    }
+    run(&g);
+    let r = std::f32::consts::FRAC_1_SQRT_2;
+    // Outputs [1, 2] / sqrt(2); state M[0][0] = 1, M[0][1] = 2 (elements i + 2 j).
+    assert_close("gated_delta_net", &get_vals(&g, out), &[r, 2.0 * r, 1.0, 0.0, 2.0, 0.0], 1e-6);
+
+    let (s_v, h_k, h_v, n_t, n_s) = (8, 2, 4, 5, 2);
+    for per_dim in [false, true] {
+        let mut rng = Rng::new(35 + u64::from(per_dim));
+        let mut g = Graph::new();
+        let gw = if per_dim { s_v } else { 1 };
+        let shapes: [(&str, [usize; 4]); 6] = [
+            ("q", [s_v, h_k, n_t, n_s]),
+            ("k", [s_v, h_k, n_t, n_s]),
+            ("v", [s_v, h_v, n_t, n_s]),
+            ("g", [gw, h_v, n_t, n_s]),
+            ("beta", [1, h_v, n_t, n_s]),
+            ("state", [s_v, s_v, h_v, n_s]),
+        ];
+        let ids: Vec<TensorId> =
+            shapes.iter().map(|(n, ne)| g.input(n, DType::F32, ne).unwrap()).collect();
+        let out = g.gated_delta_net(ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]).unwrap();
+        alloc(&mut g);
+        let ranges = [(-1.0, 1.0), (-0.5, 0.5), (-2.0, 2.0), (-1.0, 0.0), (0.0, 1.0), (-0.5, 0.5)];
+        let vals: Vec<Vec<f32>> = ids
+            .iter()
+            .zip(&shapes)
+            .zip(ranges)
+            .map(|((&id, (_, ne)), (lo, hi))| {
+                set_vals(&g, id, &rng.vec(ne.iter().product(), lo, hi))
+            })
+            .collect();
+        run(&g);
+        let want = naive_delta_net(
+            &vals[0],
+            &vals[1],
+            &vals[2],
+            &vals[3],
+            &vals[4],
+            &vals[5],
+            [s_v, h_k, h_v, n_t, n_s],
+            per_dim,
+        );
+        assert_nmse(
+            &format!("gated_delta_net per_dim {per_dim}"),
+            &get_vals(&g, out),
+            &want,
+            1e-12,
+        );
+    }
+}
+
+/// SOFTPLUS is `x` itself above 20 (ggml's threshold), `log(1 + exp(x))` below.
+#[test]
+fn softplus_passes_large_inputs_through() {
+    let out = unary_graph(&[4], &[25.0, 20.5, 0.0, -30.0], |g, a| g.softplus(a));
+    assert_close("softplus", &out, &[25.0, 20.5, std::f32::consts::LN_2, (-30f32).exp()], 1e-7);
 }

@@ -89,6 +89,9 @@ fn unary_op(op: u32, x: f32) -> f32 {
         }
         case 7u: { return max(x, 0.0); }
         case 8u: { return tanh_safe(x); }
+        case 9u: { return 1.0 / (1.0 + exp(-x)); }
+        // ggml_softplus: x itself above 20.
+        case 10u: { if (x > 20.0) { return x; } return log(1.0 + exp(x)); }
         default: { return x; }
     }
 }

@@ -358,6 +358,20 @@ impl<'a> Builder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
+        let att = self.attention_heads(q, k, v, kq_scale, il)?;
+        self.linear(&l.wo, &l.bo, att)
+    }
+
+    /// [`Builder::attention`] without the output projection: the heads' outputs, `[head_dim_v
+    /// * n_head, n]` (`kqv_out`), for a graph that gates them first (Qwen 3.5).
+    pub fn attention_heads(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        kq_scale: f32,
+        il: usize,
+    ) -> Result<TensorId> {
         let hp = self.hp;
         let n = self.shape.n_tokens;
         let (hd, hdv) = (hp.head_dim_k, hp.head_dim_v);
@@ -392,8 +406,7 @@ impl<'a> Builder<'a> {
         let params = AttnParams { scale: kq_scale, max_bias: 0.0, softcap: 0.0 };
         let att = self.g.flash_attn_ext(qp, kview, vview, Some(self.inp.masks[kind]), params)?;
         self.name(att, "kqv_out", Some(il))?;
-        let att = self.g.reshape(att, &[hdv * hp.n_head, n])?;
-        self.linear(&l.wo, &l.bo, att)
+        Ok(self.g.reshape(att, &[hdv * hp.n_head, n])?)
     }
 
     /// The input of recurrent layer `il`'s causal convolution over the batch (llama.cpp's
@@ -416,6 +429,20 @@ impl<'a> Builder<'a> {
         let last = self.g.view(sx, &[d, ch, 1], &[row, row * ch], n * 4)?;
         self.g.cpy(last, state)?;
         Ok(sx)
+    }
+
+    /// Recurrent layer `il`'s gated delta-net state, F32 `[head_dim, head_dim, n_v_heads, 1]`
+    /// in its memory: read by GATED_DELTA_NET, then written back (CPY) with its final state.
+    pub fn delta_state(&mut self, il: usize) -> Result<TensorId> {
+        let cache = self.cache.ok_or_else(|| {
+            LlmError::InvalidArgument(format!("recurrent layer {il} needs a cache for its state"))
+        })?;
+        let (layout, storage) = cache.state(il)?.delta.clone().ok_or_else(|| {
+            LlmError::InvalidArgument(format!("layer {il} has no delta-net state"))
+        })?;
+        let state = self.g.new_tensor(DType::F32, &layout.ne)?;
+        self.g.set_storage(state, storage)?;
+        Ok(state)
     }
 
     /// `x` (`[a, b, n]`, rows of `a` values possibly strided by heads) as `[width, n]` rows:

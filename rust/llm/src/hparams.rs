@@ -124,8 +124,40 @@ pub struct HParams {
     /// Channels of that convolution (its state holds the last `conv_kernel - 1` inputs of
     /// each).
     pub conv_channels: usize,
+    /// The gated delta-net of the recurrent layers (Qwen 3.5's linear attention); `None` in
+    /// other models.
+    pub delta_net: Option<DeltaNetParams>,
     /// Pooling and heads of embedding and reranking models.
     pub embedding: EmbeddingParams,
+}
+
+/// The shape of a gated delta-net layer (llama.cpp's `ssm_*` hyper-parameters of Qwen 3.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaNetParams {
+    /// Dimension of each key and value head (`ssm.state_size`): the state of a head is
+    /// `head_dim x head_dim`.
+    pub head_dim: usize,
+    /// Key (and query) heads (`ssm.group_count`).
+    pub n_k_heads: usize,
+    /// Value heads (`ssm.time_step_rank`), a multiple of the key heads.
+    pub n_v_heads: usize,
+}
+
+impl DeltaNetParams {
+    /// Width of the queries (and of the keys) of a token, all heads.
+    pub fn key_dim(&self) -> usize {
+        self.head_dim * self.n_k_heads
+    }
+
+    /// Width of the values of a token, all heads (llama.cpp's `ssm_d_inner`).
+    pub fn value_dim(&self) -> usize {
+        self.head_dim * self.n_v_heads
+    }
+
+    /// F32 values of one layer's state, every value head (llama.cpp's `n_embd_s`).
+    pub fn state_len(&self) -> usize {
+        self.head_dim * self.head_dim * self.n_v_heads
+    }
 }
 
 /// Reads metadata keys of one architecture (`{arch}.{key}`), naming the key in errors.
@@ -361,6 +393,7 @@ impl HParams {
             recurrent_layers: vec![false; n_layer],
             conv_kernel: 0,
             conv_channels: 0,
+            delta_net: None,
             embedding: EmbeddingParams::read(&k, n_vocab)?,
         };
         arch.imp().read_hparams(&k, &mut hp)?;

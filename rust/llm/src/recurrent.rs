@@ -1,10 +1,13 @@
-//! The recurrent state of a hybrid model's recurrent layers (LFM2's short convolutions), beside
-//! the KV cache of its attention layers: per recurrent layer, a fixed-size F32 state in device
-//! memory that the graph reads at the start of every batch and writes back at its end, so that
-//! it lasts across computes (llama.cpp's `llama_memory_recurrent`, one sequence).
+//! The recurrent state of a hybrid model's recurrent layers (LFM2's short convolutions, Qwen
+//! 3.5's gated delta-nets), beside the KV cache of its attention layers: per recurrent layer, a
+//! fixed-size F32 state in device memory that the graph reads at the start of every batch and
+//! writes back at its end, so that it lasts across computes (llama.cpp's
+//! `llama_memory_recurrent`, one sequence).
 //!
 //! A convolution state is the last `conv_kernel - 1` inputs of each channel: `[conv_kernel - 1,
-//! channels]`, oldest first. A new sequence starts from zeros ([`RecurrentState::clear`]).
+//! channels]`, oldest first. A gated delta-net layer has a second state after it, its matrix
+//! per value head: `[head_dim, head_dim, n_v_heads]` (llama.cpp's `s` beside `r`). A new
+//! sequence starts from zeros ([`RecurrentState::clear`]).
 //!
 //! A state cannot be rewound token by token as the KV cache can, so prefix reuse works through
 //! checkpoints, as llama.cpp's server does for these models: a host copy of every layer's state
@@ -22,13 +25,16 @@ use tessera_core::{DType, Layout, Storage};
 /// Checkpoints kept (the oldest is dropped first).
 pub const MAX_CHECKPOINTS: usize = 8;
 
-/// One recurrent layer's state tensor.
+/// One recurrent layer's state tensors.
 #[derive(Clone, Debug)]
 pub struct LayerState {
     /// F32 `[conv_kernel - 1, channels]`.
     pub conv_layout: Layout,
     /// Its memory.
     pub conv: Storage,
+    /// A gated delta-net's matrices, F32 `[head_dim, head_dim, n_v_heads]`, and their memory
+    /// (`None` in a short-convolution layer).
+    pub delta: Option<(Layout, Storage)>,
 }
 
 /// The state of every layer at one position (host copy of the states' memory).
@@ -76,8 +82,14 @@ impl RecurrentState {
         }
         let bt = device.buffer_type();
         let align = bt.alignment().max(1);
-        let layout = Layout::contiguous(DType::F32, &[hp.conv_kernel - 1, hp.conv_channels])?;
-        let size = bt.alloc_size(&layout).div_ceil(align) * align;
+        let aligned = |l: &Layout| bt.alloc_size(l).div_ceil(align) * align;
+        let conv_layout = Layout::contiguous(DType::F32, &[hp.conv_kernel - 1, hp.conv_channels])?;
+        let delta_layout = hp
+            .delta_net
+            .map(|d| Layout::contiguous(DType::F32, &[d.head_dim, d.head_dim, d.n_v_heads]))
+            .transpose()?;
+        let conv_size = aligned(&conv_layout);
+        let size = conv_size + delta_layout.as_ref().map_or(0, aligned);
         let n = hp.recurrent_layers.iter().filter(|&&r| r).count();
         let len = size
             .checked_mul(n)
@@ -90,8 +102,11 @@ impl RecurrentState {
             .map(|il| {
                 hp.is_recurrent(il).then(|| {
                     let conv = Storage { buffer: buffer.clone(), offset };
+                    let delta = delta_layout.map(|l| {
+                        (l, Storage { buffer: buffer.clone(), offset: offset + conv_size })
+                    });
                     offset += size;
-                    LayerState { conv_layout: layout, conv }
+                    LayerState { conv_layout, conv, delta }
                 })
             })
             .collect();

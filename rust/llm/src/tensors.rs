@@ -160,7 +160,35 @@ pub struct ShortConvTensors {
     pub out_proj: ModelTensor,
 }
 
-/// One layer of a hybrid model (LFM2), whose layers mix tokens in different ways.
+/// A recurrent layer's gated delta-net (Qwen 3.5's linear attention, llama.cpp's `ssm_*`
+/// tensors): the input projected to the queries, keys and values (`attn_qkv`, convolved along
+/// the tokens with `ssm_conv1d` and the layer's state, then SiLU), to the output gate `z`
+/// (`attn_gate`), to each value head's `beta` (`ssm_beta`) and decay rate (`ssm_alpha`, plus
+/// `ssm_dt.bias`, soft-plus, times `ssm_a`); the gated delta rule; the per-head RMS norm
+/// (`ssm_norm`) times `silu(z)`; the output projection (`ssm_out`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeltaNetTensors {
+    /// `[n_embd, 2 key_dim + value_dim]`: queries, keys, values one after the other.
+    pub qkv: ModelTensor,
+    /// `[n_embd, value_dim]`.
+    pub gate: ModelTensor,
+    /// F32 `[conv_kernel, 2 key_dim + value_dim]`: each channel's taps, oldest first.
+    pub conv: ModelTensor,
+    /// `[n_v_heads]`: the decay rate's bias.
+    pub dt_bias: ModelTensor,
+    /// `[n_v_heads]`: `-exp(A_log)`, the decay rate's scale.
+    pub a: ModelTensor,
+    /// `[n_embd, n_v_heads]`.
+    pub beta: ModelTensor,
+    /// `[n_embd, n_v_heads]`.
+    pub alpha: ModelTensor,
+    /// `[head_dim]`: the RMS norm of each value head's output.
+    pub norm: ModelTensor,
+    /// `[value_dim, n_embd]`.
+    pub out: ModelTensor,
+}
+
+/// One layer of a hybrid model (LFM2, Qwen 3.5), whose layers mix tokens in different ways.
 // One per layer, made once at load: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
@@ -178,6 +206,29 @@ pub enum Block {
         /// The feed-forward network.
         ffn: FfnTensors,
     },
+    /// A gated delta-net layer (Qwen 3.5): its own mixer between the norms and FFN every layer
+    /// has.
+    DeltaNet {
+        /// RMS norm before the delta-net, `[n_embd]`.
+        attn_norm: ModelTensor,
+        /// The delta-net.
+        net: DeltaNetTensors,
+        /// RMS norm before the feed-forward network (`post_attention_norm`), `[n_embd]`.
+        ffn_norm: ModelTensor,
+        /// The feed-forward network.
+        ffn: FfnTensors,
+    },
+}
+
+impl Block {
+    /// The norm before the layer's mixer, the norm before its FFN, and the FFN.
+    pub fn norms_and_ffn(&self) -> (&ModelTensor, &ModelTensor, &FfnTensors) {
+        match self {
+            Block::Attention(l) => (&l.attn_norm, &l.ffn_norm, &l.ffn),
+            Block::ShortConv { attn_norm, ffn_norm, ffn, .. }
+            | Block::DeltaNet { attn_norm, ffn_norm, ffn, .. } => (attn_norm, ffn_norm, ffn),
+        }
+    }
 }
 
 /// How the graph reads a tensor (where it may be placed).

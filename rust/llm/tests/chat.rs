@@ -152,6 +152,7 @@ fn template_path(name: &str) -> String {
         "mistral-nemo" => "mistralai-Mistral-Nemo-Instruct-2407.jinja",
         "smollm-3" => "HuggingFaceTB-SmolLM3-3B.jinja",
         "lfm2.5" => "LiquidAI-LFM2.5-Instruct.jinja",
+        "qwen-3.5" => "Qwen3.5-4B.jinja",
         "deepseek-r1-qwen" => "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
         other => panic!("unknown template {other} in the recording"),
     };

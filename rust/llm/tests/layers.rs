@@ -7,7 +7,9 @@
 //! Every name llama.cpp's callback showed must be here too, except views (a reshape or view
 //! node in ggml, which Tessera does not compute, e.g. Phi-3's `Vcur`, a view of the fused
 //! projection) and llama.cpp's `norm-N`, the RMS_NORM before each norm's weight, which Tessera
-//! leaves unnamed (the weighted product, `attn_norm-N`, `ffn_norm-N`, ... is compared).
+//! leaves unnamed (the weighted product, `attn_norm-N`, `ffn_norm-N`, ... is compared), and
+//! the copy llama.cpp makes of a recurrent layer's state (`conv_states-N`, GET_ROWS from its
+//! slot), which Tessera's graph reads in place.
 //!
 //! Tolerance, measured rather than chosen: llama.cpp's own intermediates move when only the
 //! rounding of its attention changes (flash attention on vs off, `fa_off_rel_rms` per name: 0
@@ -108,8 +110,11 @@ fn compare_layers(name: &str) -> usize {
         let op = t["op"].as_str().unwrap();
         let Some(ours) = seen.get(n) else {
             let is_norm = n == "norm" || n.strip_prefix("norm-").is_some();
+            // llama.cpp copies a recurrent layer's state out of its slot (GET_ROWS,
+            // `conv_states-N`); Tessera's graph reads the state where it is.
+            let state_copy = n.starts_with("conv_states-") && op == "GET_ROWS";
             assert!(
-                VIEW_OPS.contains(&op) || is_norm,
+                VIEW_OPS.contains(&op) || is_norm || state_copy,
                 "{name}: llama.cpp's {n} ({op}) has no tensor of that name here"
             );
             continue;
@@ -195,4 +200,14 @@ fn tiny_lfm2_intermediates_match_llama_cpp() {
     // k_layernorm, kqv_out, self_attn.out_proj), ffn_out (the FFN's normed input), ffn_gate,
     // ffn_up, ffn_swiglu, l_out
     check("tiny-lfm2", 6, 10);
+}
+
+#[test]
+fn tiny_qwen35_intermediates_match_llama_cpp() {
+    // delta-net layers: attn_norm, linear_attn_qkv_mixed, z, beta_sigmoid, a_softplus, gate,
+    // conv_input, conv_output_raw, conv_output_silu, q_conv_predelta, k_conv_predelta,
+    // linear_attn_out, attn_residual, attn_post_norm, ffn_gate, ffn_up, ffn_swiglu, ffn_out,
+    // l_out; attention layers: Qcur_full, Qcur_normed, Kcur_normed, Qcur, Kcur,
+    // gate_reshaped, gate_sigmoid, attn_gated, attn_output, ...
+    check("tiny-qwen35", 6, 16);
 }

@@ -180,6 +180,11 @@ fn tiny_lfm2_matches_llama_cpp() {
 }
 
 #[test]
+fn tiny_qwen35_matches_llama_cpp() {
+    compare(&tiny_model("tiny-qwen35"), "model-tiny-qwen35.json", 2);
+}
+
+#[test]
 fn tiny_iq4_matches_llama_cpp() {
     compare(&tiny_model("tiny-iq4"), "model-tiny-iq4.json", 2);
 }

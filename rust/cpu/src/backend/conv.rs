@@ -12,19 +12,19 @@ use crate::team::Threads;
 use tessera_core::{DType, Result};
 
 /// Whether `t` is F32 with every byte stride and its address a multiple of 4.
-fn f32_aligned(t: &HostTensor) -> bool {
+pub(super) fn f32_aligned(t: &HostTensor) -> bool {
     t.layout.dtype == DType::F32
         && (t.ptr as usize).is_multiple_of(4)
         && t.layout.nb.iter().all(|b| b.is_multiple_of(4))
 }
 
 /// `t`'s first element as an F32 pointer.
-fn f32_ptr(t: &HostTensor) -> *mut f32 {
+pub(super) fn f32_ptr(t: &HostTensor) -> *mut f32 {
     t.ptr.cast()
 }
 
 /// Whether the bytes `t` spans overlap those of `u`.
-fn overlaps(t: &HostTensor, u: &HostTensor) -> bool {
+pub(super) fn overlaps(t: &HostTensor, u: &HostTensor) -> bool {
     let span = |x: &HostTensor| (x.ptr as usize, x.ptr as usize + x.layout.nbytes());
     let ((a0, a1), (b0, b1)) = (span(t), span(u));
     a0 < b1 && b0 < a1

@@ -37,6 +37,9 @@ pub(crate) fn activation(u: UnaryOp) -> fn(f32) -> f32 {
         // ggml: `x > 0 ? x : 0` (so NaN gives 0).
         UnaryOp::Relu => |x| if x > 0.0 { x } else { 0.0 },
         UnaryOp::Tanh => f32::tanh,
+        UnaryOp::Sigmoid => |x| (1.0 / (1.0 + (-f64::from(x)).exp())) as f32,
+        // ggml: `x > 20 ? x : log(1 + exp(x))`.
+        UnaryOp::Softplus => |x| if x > 20.0 { x } else { f64::from(x).exp().ln_1p() as f32 },
     }
 }
 

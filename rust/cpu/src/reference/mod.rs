@@ -17,6 +17,7 @@ mod attention;
 mod check;
 mod conv;
 mod copy;
+mod delta_net;
 mod elementwise;
 mod matmul;
 mod norm;
@@ -98,6 +99,7 @@ fn run(op: &Op, dst: &Mem, srcs: &[Mem], p: &mut Poller) -> Result<()> {
         Op::Repeat { .. } => copy::repeat(dst, a, p),
         Op::Concat { dim } => copy::concat(dst, a, &srcs[1], *dim, p),
         Op::SsmConv => conv::ssm_conv(dst, a, &srcs[1], p),
+        Op::GatedDeltaNet => delta_net::gated_delta_net(dst, srcs, p),
         Op::GetRows => copy::get_rows(dst, a, &srcs[1], p),
         Op::SetRows => copy::set_rows(dst, &srcs[1], &srcs[2], p),
         Op::FlashAttnExt(params) => {

@@ -579,6 +579,8 @@ fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> CoreResult<Tenso
         "GELU" => unary(UnaryOp::Gelu),
         "RELU" => unary(UnaryOp::Relu),
         "TANH" => unary(UnaryOp::Tanh),
+        "SIGMOID" => unary(UnaryOp::Sigmoid),
+        "SOFTPLUS" => unary(UnaryOp::Softplus),
         _ => None,
     };
     if let Some(u) = un {
@@ -638,6 +640,10 @@ fn add_node(g: &mut Graph, n: &DocumentNode, s: &[TensorId]) -> CoreResult<Tenso
         "SSM_CONV" => {
             arity(n, s, &[2])?;
             g.ssm_conv(s[0], s[1])
+        }
+        "GATED_DELTA_NET" => {
+            arity(n, s, &[6])?;
+            g.gated_delta_net(s[0], s[1], s[2], s[3], s[4], s[5])
         }
         "SOFT_MAX" => {
             arity(n, s, &[1, 2])?;

@@ -83,6 +83,8 @@ pub(crate) fn unary_code(op: &Op) -> Option<(u32, f32, f32)> {
         Op::Unary(UnaryOp::Gelu) => (6, 0.0, 0.0),
         Op::Unary(UnaryOp::Relu) => (7, 0.0, 0.0),
         Op::Unary(UnaryOp::Tanh) => (8, 0.0, 0.0),
+        Op::Unary(UnaryOp::Sigmoid) => (9, 0.0, 0.0),
+        Op::Unary(UnaryOp::Softplus) => (10, 0.0, 0.0),
         _ => return None,
     })
 }

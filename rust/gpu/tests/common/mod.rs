@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod hybrid;
 pub mod reference_device;
 
 use half::f16;

@@ -17,7 +17,7 @@
 
 use super::{Arch, Registered};
 use crate::blocks::Builder;
-use crate::error::Result;
+use crate::error::{LlmError, Result};
 use crate::hparams::{HParams, Keys, MAX_CTX};
 use crate::tensors::{blk, Block, LayerTensors, Lookup, ModelTensors, ShortConvTensors};
 use tessera_core::op::ROPE_MODE_NEOX;
@@ -99,14 +99,16 @@ impl Arch for Lfm2 {
         let t = b.t;
         for (il, block) in t.blocks.iter().enumerate() {
             let il_ = Some(il);
-            let (attn_norm, ffn_norm, ffn) = match block {
-                Block::Attention(l) => (&l.attn_norm, &l.ffn_norm, &l.ffn),
-                Block::ShortConv { attn_norm, ffn_norm, ffn, .. } => (attn_norm, ffn_norm, ffn),
-            };
+            let (attn_norm, ffn_norm, ffn) = block.norms_and_ffn();
             let h = b.norm(x, attn_norm, "model.layers.{}.operator_norm", il_)?;
             let o = match block {
                 Block::Attention(l) => attention(b, l, h, il)?,
                 Block::ShortConv { conv, .. } => short_conv(b, conv, h, il)?,
+                Block::DeltaNet { .. } => {
+                    return Err(LlmError::InvalidArgument(format!(
+                        "lfm2 layer {il} is a gated delta-net, which LFM2 has not"
+                    )))
+                }
             };
             let (o, residual) = b.last_layer_rows(il, o, x)?;
             let cur = b.g.add(residual, o)?;

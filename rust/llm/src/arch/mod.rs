@@ -15,6 +15,7 @@ mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen35;
 mod smollm3;
 
 use crate::blocks::Builder;
@@ -86,6 +87,7 @@ static REGISTRY: &[&Registered] = &[
     &phi3::PHI3,
     &qwen2::QWEN2,
     &qwen3::QWEN3,
+    &qwen35::QWEN35,
     &smollm3::SMOLLM3,
 ];
 

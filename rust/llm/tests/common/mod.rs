@@ -9,6 +9,8 @@
 //!   source package with pip on first use).
 #![allow(dead_code)]
 
+pub mod hybrid;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
