@@ -19,6 +19,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod recurrent;
 pub mod sampling;
+pub mod session_file;
 pub mod stop;
 pub mod tensors;
 pub mod tokenizer;
