@@ -2,7 +2,9 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use tessera_cli::{backend_ops, bench, bench_constrained, bench_ew, gguf, info, llm, registry};
+use tessera_cli::{
+    backend_ops, bench, bench_constrained, bench_ew, bench_session, gguf, info, llm, registry,
+};
 
 const USAGE: &str = "usage: tessera info
        tessera backend-ops test [-o OP]
@@ -12,6 +14,7 @@ const USAGE: &str = "usage: tessera info
        tessera bench ew [--threads t,..] [--runs R] [--rows N]
        tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile]
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
+       tessera bench session MODEL.gguf [-p 2000] [-t 2] [-r 3] [--dir DIR]
        tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
        tessera gguf FILE [--json] [--full]";
 
@@ -42,7 +45,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             return Ok(ExitCode::SUCCESS);
         }
         Some("info") | Some("backend-ops") | Some("run") | None => {}
-        Some("bench") if args.get(1).is_some_and(|a| a == "model" || a == "constrained") => {}
+        Some("bench")
+            if args
+                .get(1)
+                .is_some_and(|a| a == "model" || a == "constrained" || a == "session") => {}
         Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
             bench_ew::run(&args[2..])?;
             return Ok(ExitCode::SUCCESS);
@@ -98,6 +104,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("bench") if args.get(1).is_some_and(|a| a == "constrained") => {
             bench_constrained::run(&reg, &args[2..])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "session") => {
+            bench_session::run(&reg, &args[2..])?;
             Ok(ExitCode::SUCCESS)
         }
         Some("run") => {
