@@ -365,6 +365,7 @@ fn load_into(ctx: &mut Context, path: &Path) -> Result<usize> {
         // holds, says so (from its first bytes, unchecked: either way the file is refused).
         let mut head = vec![0u8; (size as usize).min(HEADER_LEN + 4096)];
         std::io::Read::read_exact(&mut file, &mut head).map_err(io_err(path))?;
+        check_magic(&head)?;
         let n_ctx = cache.n_ctx();
         if let Some((saved, n_tokens)) = peek(&head) {
             if let Some(why) = Binding::of(model.file(), hp)?.mismatch(&saved) {
@@ -433,20 +434,28 @@ fn peek(head: &[u8]) -> Option<(Binding, usize)> {
     Some((binding, r.u32("token count").ok()?))
 }
 
-/// The payload of a file whose magic, version, length and checksum are right.
-fn check_header(bytes: &[u8]) -> Result<&[u8]> {
+/// Whether a file's first bytes are a session's: its magic, and the version when it has one.
+fn check_magic(bytes: &[u8]) -> Result<()> {
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
         return Err(SessionError::NotASession.into());
     }
+    if let Some(v) = bytes.get(MAGIC.len()..MAGIC.len() + 4) {
+        let version = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+        if version != VERSION {
+            return Err(SessionError::Version { found: version, supported: VERSION }.into());
+        }
+    }
+    Ok(())
+}
+
+/// The payload of a file whose magic, version, length and checksum are right.
+fn check_header(bytes: &[u8]) -> Result<&[u8]> {
+    check_magic(bytes)?;
     if bytes.len() < HEADER_LEN {
         let (expected, found) = (HEADER_LEN as u64, bytes.len() as u64);
         return Err(SessionError::Truncated { expected, found }.into());
     }
-    let mut h = Reader { bytes: &bytes[MAGIC.len()..HEADER_LEN] };
-    let version = h.u32("version")? as u32;
-    if version != VERSION {
-        return Err(SessionError::Version { found: version, supported: VERSION }.into());
-    }
+    let mut h = Reader { bytes: &bytes[MAGIC.len() + 4..HEADER_LEN] };
     let flags = h.u32("flags")?;
     let expected = h.u64("payload length")?;
     let checksum = h.u64("checksum")?;
