@@ -27,6 +27,8 @@
  *   load's progress events), so stop / AbortSignal / release work as on a phone;
  *   the prompt's longest prefix held from the model's previous completion (its prompt and
  *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
+ *   saveSession(path) keeps the tokens held (in memory, by path) and loadSession(path) gives
+ *   them back (a path never saved: StorageError);
  *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
  *   values computed from the text; after release, calls reject with ClosedError;
  * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
@@ -178,6 +180,9 @@ function emitEvent(event) {
   for (const l of [...eventListeners]) l(json);
 }
 
+/** Session files saved by saveSession: the path and the tokens held (in memory). */
+const sessionFiles = new Map();
+
 function modelOf(req) {
   const m = models.get(req.model);
   if (!m) throw new actual.InvalidArgumentError('unknown model ' + JSON.stringify(req.model));
@@ -322,6 +327,19 @@ function modelAnswer(req) {
     case 'embed':
       modelOf(req);
       return { embeddings: p.texts.map(mockEmbedding) };
+    case 'saveSession': {
+      const m = modelOf(req);
+      sessionFiles.set(p.path, m.history.slice());
+      return { tokens: m.history.length };
+    }
+    case 'loadSession': {
+      const m = modelOf(req);
+      m.history = [];
+      const saved = sessionFiles.get(p.path);
+      if (!saved) throw new actual.StorageError('session file ' + p.path + ': No such file or directory');
+      m.history = saved.slice();
+      return { tokens: saved.length };
+    }
     case 'cancelLoad':
       // Loads finish within the request: nothing left to cancel.
       return { cancelled: false };

@@ -291,6 +291,25 @@ function checkMessages(what: string, messages: unknown): ChatMessage[] {
   });
 }
 
+/** A session file's path from a path or a `file://` URI. */
+function sessionPath(method: string, path: unknown): string {
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new InvalidArgumentError(`${method}: the path must be a non-empty string, got ${describe(path)}`);
+  }
+  if (path.startsWith('file://')) {
+    const rest = path.slice('file://'.length);
+    try {
+      return decodeURIComponent(rest);
+    } catch {
+      return rest;
+    }
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
+    throw new InvalidArgumentError(`${method}: ${describe(path)} is not a file path`);
+  }
+  return path;
+}
+
 /** A path from a path or a `file://` URI (what document pickers and file libraries give). */
 function filePath(path: unknown): string {
   if (typeof path !== 'string' || path.length === 0) {
@@ -697,6 +716,42 @@ export class LanguageModel {
     if (this.released) throw this.closedError();
     const r = await this.exclusive(() => this.call<{ embeddings: number[][] }>('embed', { texts, ...o }));
     return typeof input === 'string' ? r.embeddings[0]! : r.embeddings;
+  }
+
+  /**
+   * Saves the conversation (its tokens and KV cache) to a session file at `path`, after the
+   * completions queued before it: {@link LanguageModel.loadSession} of the same model file, in
+   * this app run or a later one, resumes it without processing it again (llama.rn:
+   * `saveSession`). The file holds the cache of the tokens in use (about 1 KB per token and
+   * layer for Gemma 3 270M), a checksum and the identity of the model file.
+   *
+   * @param path - a file path or a `file://` URI (written to a temporary file beside it, then
+   *   renamed over it)
+   * @returns the number of tokens saved; rejects with a `StorageError` when the file cannot be
+   *   written
+   */
+  async saveSession(path: string): Promise<number> {
+    const file = sessionPath('saveSession', path);
+    const r = await this.exclusive(() => this.call<{ tokens: number }>('saveSession', { path: file }));
+    return r.tokens;
+  }
+
+  /**
+   * Loads a session file saved by {@link LanguageModel.saveSession} of the same model file in
+   * place of the conversation, after the completions queued before it: a completion whose
+   * prompt continues it processes only what is new (llama.rn: `loadSession`, which also
+   * returns the prompt; detokenize it if needed).
+   *
+   * @param path - a file path or a `file://` URI
+   * @returns the number of tokens loaded; rejects with an `InvalidArgumentError` for a file of
+   *   another model, a truncated or corrupt file, or one that is not a session file, a
+   *   `ContextFullError` for a session longer than the context, a `StorageError` for a
+   *   file that cannot be read; the conversation is then empty
+   */
+  async loadSession(path: string): Promise<number> {
+    const file = sessionPath('loadSession', path);
+    const r = await this.exclusive(() => this.call<{ tokens: number }>('loadSession', { path: file }));
+    return r.tokens;
   }
 
   /**

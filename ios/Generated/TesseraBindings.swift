@@ -679,6 +679,19 @@ public protocol ModelProtocol: AnyObject, Sendable {
      */
     func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool) throws  -> [UInt32]
     
+    /**
+     * Loads the session file at `path` (saved with this model file) in place of the
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
+     */
+    func loadSession(path: String) throws  -> UInt32
+    
+    /**
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
+     */
+    func saveSession(path: String) throws  -> UInt32
+    
 }
 /**
  * A loaded language model with its context. Safe to share between threads.
@@ -873,6 +886,35 @@ open func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool)throws  ->
         FfiConverterString.lower(text),
         FfiConverterBool.lower(addSpecial),
         FfiConverterBool.lower(parseSpecial),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Loads the session file at `path` (saved with this model file) in place of the
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
+     */
+open func loadSession(path: String)throws  -> UInt32  {
+    return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_load_session(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(path),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
+     */
+open func saveSession(path: String)throws  -> UInt32  {
+    return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_save_session(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(path),uniffiCallStatus
     )
 })
 }
@@ -4550,6 +4592,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_load_session() != 38548) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_save_session() != 51859) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_session_backends() != 4470) {

@@ -367,6 +367,16 @@ int8_t uniffi_tessera_ffi_fn_method_model_is_closed(uint64_t ptr, RustCallStatus
 RustBuffer uniffi_tessera_ffi_fn_method_model_tokenize(uint64_t ptr, RustBuffer text, int8_t add_special, int8_t parse_special, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_LOAD_SESSION
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_LOAD_SESSION
+uint32_t uniffi_tessera_ffi_fn_method_model_load_session(uint64_t ptr, RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_SAVE_SESSION
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_SAVE_SESSION
+uint32_t uniffi_tessera_ffi_fn_method_model_save_session(uint64_t ptr, RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_SESSION
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_SESSION
 uint64_t uniffi_tessera_ffi_fn_clone_session(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -878,6 +888,18 @@ uint16_t uniffi_tessera_ffi_checksum_method_model_is_closed(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_TOKENIZE
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_TOKENIZE
 uint16_t uniffi_tessera_ffi_checksum_method_model_tokenize(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_LOAD_SESSION
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_LOAD_SESSION
+uint16_t uniffi_tessera_ffi_checksum_method_model_load_session(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_SAVE_SESSION
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_SAVE_SESSION
+uint16_t uniffi_tessera_ffi_checksum_method_model_save_session(void
     
 );
 #endif

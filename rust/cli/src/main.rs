@@ -3,7 +3,8 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 use tessera_cli::{
-    backend_ops, bench, bench_constrained, bench_ew, gguf, info, llm, perplexity, registry,
+    backend_ops, bench, bench_constrained, bench_ew, bench_session, gguf, info, llm, perplexity,
+    registry,
 };
 
 const USAGE: &str = "usage: tessera info
@@ -14,6 +15,7 @@ const USAGE: &str = "usage: tessera info
        tessera bench ew [--threads t,..] [--runs R] [--rows N]
        tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile]
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
+       tessera bench session MODEL.gguf [-p 2000] [-t 2] [-r 3] [--dir DIR]
        tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
        tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]]
        tessera gguf FILE [--json] [--full]";
@@ -45,7 +47,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             return Ok(ExitCode::SUCCESS);
         }
         Some("info") | Some("backend-ops") | Some("run") | Some("perplexity") | None => {}
-        Some("bench") if args.get(1).is_some_and(|a| a == "model" || a == "constrained") => {}
+        Some("bench")
+            if args
+                .get(1)
+                .is_some_and(|a| a == "model" || a == "constrained" || a == "session") => {}
         Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
             bench_ew::run(&args[2..])?;
             return Ok(ExitCode::SUCCESS);
@@ -101,6 +106,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("bench") if args.get(1).is_some_and(|a| a == "constrained") => {
             bench_constrained::run(&reg, &args[2..])?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "session") => {
+            bench_session::run(&reg, &args[2..])?;
             Ok(ExitCode::SUCCESS)
         }
         Some("run") => {

@@ -29,7 +29,8 @@ pub fn release_all_models() -> usize {
     all.len()
 }
 
-fn model(id: u64) -> FfiResult<Arc<Model>> {
+/// The loaded model numbered `id`.
+pub(crate) fn model(id: u64) -> FfiResult<Arc<Model>> {
     lock(&MODELS).get(id).cloned()
 }
 
@@ -42,6 +43,13 @@ pub(crate) struct ModelCall<P> {
     params: P,
     #[serde(default)]
     request_id: Value,
+}
+
+impl<P> ModelCall<P> {
+    /// The model's number and the parameters.
+    pub(crate) fn into_parts(self) -> (u64, P) {
+        (self.model, self.params)
+    }
 }
 
 /// A call on a loaded model without parameters.

@@ -35,6 +35,7 @@ mod json_model;
 pub mod lifecycle;
 pub mod logging;
 pub mod model;
+mod model_session;
 mod oneshot;
 mod oneshot_sessions;
 pub mod options;

@@ -281,6 +281,7 @@ impl From<LlmError> for TesseraError {
             | LlmError::NonFinite { .. }
             | LlmError::BrokenChatTemplate(_)
             | LlmError::Tokenizer(_) => TesseraError::InvalidModel { message },
+            LlmError::Session(e) => crate::model_session::session_error(&e, message),
             LlmError::ContextFull { .. } => TesseraError::ContextFull { message },
             LlmError::UnknownDevice { .. } => TesseraError::UnknownDevice { message },
             LlmError::Cancelled => TesseraError::Cancelled { message },
@@ -395,7 +396,10 @@ impl Model {
 
     /// Runs `f` on the context, one call at a time; `Closed` once the model is closed,
     /// `InvalidArgument` for an embedding model.
-    fn with_context<T>(&self, f: impl FnOnce(&mut Context) -> FfiResult<T>) -> FfiResult<T> {
+    pub(crate) fn with_context<T>(
+        &self,
+        f: impl FnOnce(&mut Context) -> FfiResult<T>,
+    ) -> FfiResult<T> {
         let _pass = self.gate.enter(None)?;
         let mut slot = lock(&self.context);
         let ctx = slot.as_mut().ok_or_else(|| {

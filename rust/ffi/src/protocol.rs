@@ -84,6 +84,7 @@ use crate::json_model::{
     ApplyChatTemplate, CancelGeneration, Detokenize, Embed, Generate, LoadModel, ModelInfo,
     ReleaseModel, Tokenize,
 };
+use crate::model_session::{LoadSession, SaveSession};
 use crate::requests::{CancelDownload, CancelLoad};
 
 methods! {
@@ -133,6 +134,10 @@ methods! {
     Embed,
     /// `releaseModel`: frees a model.
     ReleaseModel,
+    /// `saveSession`: a model's conversation saved to a session file.
+    SaveSession,
+    /// `loadSession`: a session file loaded as a model's conversation.
+    LoadSession,
     /// `downloadModel`: a model file into the models folder.
     DownloadModel,
     /// `cancelDownload`: stops a `downloadModel` by its `requestId`.

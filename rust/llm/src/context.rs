@@ -195,6 +195,25 @@ impl Context {
         kept
     }
 
+    /// Saves the conversation (the tokens processed and their cache) to a session file at
+    /// `path` ([`crate::session_file`]).
+    pub fn save_session(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        crate::session_file::save(self, path.as_ref())
+    }
+
+    /// Loads the session file at `path` (saved with this model) in place of what the context
+    /// held, and returns its number of tokens; decoding then goes on from there as it would
+    /// have in the context that saved it. On an error (a file of another model, truncated or
+    /// corrupt: [`LlmError::Session`]) the context is left empty.
+    pub fn load_session(&mut self, path: impl AsRef<std::path::Path>) -> Result<usize> {
+        crate::session_file::load(self, path.as_ref())
+    }
+
+    /// The tokens processed and the cache, for the session files.
+    pub(crate) fn session_parts(&mut self) -> (&mut Vec<u32>, &mut KvCache) {
+        (&mut self.history, &mut self.cache)
+    }
+
     /// The positions of the recurrent states' checkpoints (none without recurrent layers).
     pub fn checkpoints(&self) -> Vec<usize> {
         self.cache.checkpoints()

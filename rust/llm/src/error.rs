@@ -120,6 +120,9 @@ pub enum LlmError {
     /// A chat template could not be parsed or rendered.
     #[error("chat template: {0}")]
     Chat(#[from] crate::chat::ChatError),
+    /// A session file could not be saved or loaded ([`crate::session_file`]).
+    #[error("{0}")]
+    Session(#[from] crate::session_file::SessionError),
     /// A stop string is invalid.
     #[error("stop strings: {0}")]
     Stop(#[from] crate::stop::StopError),

@@ -204,10 +204,12 @@ impl KvCache {
         if let Some(r) = &self.recurrent {
             n = r.restorable(n);
         }
-        let dropped = self.n_past - n;
         for k in &self.kinds {
-            if let Some(w) = k.window {
-                if self.n_past > k.size && dropped > k.size.saturating_sub(w) {
+            // The next query, at `n`, needs the positions after `n - w`: the ring holds the
+            // positions from its oldest on (the last `size` processed, or fewer after a session
+            // file was loaded into a smaller ring).
+            if let (Some(w), Some(oldest)) = (k.window, k.oldest()) {
+                if (n + 1).saturating_sub(w) < oldest {
                     self.clear();
                     return 0;
                 }
@@ -291,7 +293,117 @@ impl KvCache {
     }
 }
 
+/// Cells from `cell` on, `count` of them: one contiguous range of a layer's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    cell: usize,
+    count: usize,
+}
+
+/// The contiguous runs of cells that `positions` (ascending) occupy in a ring of `size`.
+fn runs(positions: &[usize], size: usize) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for &p in positions {
+        let cell = p % size;
+        match out.last_mut() {
+            Some(r) if r.cell + r.count == cell => r.count += 1,
+            _ => out.push(Run { cell, count: 1 }),
+        }
+    }
+    out
+}
+
+/// What a session file holds of a cache ([`crate::session_file`]).
+impl KvCache {
+    /// The positions held by cache kind `kind`, ascending.
+    pub(crate) fn held_positions(&self, kind: usize) -> Vec<usize> {
+        let mut held: Vec<usize> =
+            self.kinds[kind].pos.iter().filter(|&&p| p >= 0).map(|&p| p as usize).collect();
+        held.sort_unstable();
+        held
+    }
+
+    /// The window of cache kind `kind` (`None` for the global kind).
+    pub(crate) fn kind_window(&self, kind: usize) -> Option<usize> {
+        self.kinds[kind].window
+    }
+
+    /// The cells per layer of cache kind `kind`.
+    pub(crate) fn kind_size(&self, kind: usize) -> usize {
+        self.kinds[kind].size
+    }
+
+    /// Bytes of one position's K row and V row in attention layer `il`.
+    pub(crate) fn row_bytes(&self, il: usize) -> Result<(usize, usize)> {
+        let l = self.layer(il)?;
+        Ok((l.k_layout.nb[1], l.v_layout.nb[1]))
+    }
+
+    /// Appends to `out` the K rows, then the V rows, of `positions` (ascending, held by the
+    /// layer's kind) in attention layer `il`.
+    pub(crate) fn read_rows(
+        &self,
+        il: usize,
+        positions: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let l = self.layer(il)?;
+        let size = self.kinds[l.kind].size;
+        for (layout, storage) in [(&l.k_layout, &l.k), (&l.v_layout, &l.v)] {
+            let row = layout.nb[1];
+            for r in runs(positions, size) {
+                let at = out.len();
+                out.resize(at + r.count * row, 0);
+                storage.buffer.read(storage.offset + r.cell * row, &mut out[at..])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the K rows, then the V rows, of `positions` (ascending) in attention layer `il`
+    /// (`data` as [`KvCache::read_rows`] gives them; positions then held once
+    /// [`KvCache::set_held`] says so).
+    pub(crate) fn write_rows(&self, il: usize, positions: &[usize], data: &[u8]) -> Result<()> {
+        let l = self.layer(il)?;
+        let size = self.kinds[l.kind].size;
+        let mut at = 0;
+        for (layout, storage) in [(&l.k_layout, &l.k), (&l.v_layout, &l.v)] {
+            let row = layout.nb[1];
+            for r in runs(positions, size) {
+                let bytes = data.get(at..at + r.count * row).ok_or_else(|| {
+                    LlmError::InvalidArgument(format!("layer {il}: too few cache rows"))
+                })?;
+                storage.buffer.write(storage.offset + r.cell * row, bytes)?;
+                at += r.count * row;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the cache hold `held[kind]` (ascending positions, each in cell `p mod size`) with
+    /// `n_past` the next position; the rows must have been written.
+    pub(crate) fn set_held(&mut self, n_past: usize, held: &[Vec<usize>]) {
+        for (k, positions) in self.kinds.iter_mut().zip(held) {
+            k.pos.fill(-1);
+            for &p in positions {
+                k.pos[p % k.size] = p as i64;
+            }
+        }
+        self.n_past = n_past;
+    }
+
+    /// The recurrent layers' states, when the model has some.
+    pub(crate) fn recurrent_mut(&mut self) -> Option<&mut RecurrentState> {
+        self.recurrent.as_mut()
+    }
+}
+
 impl CacheKind {
+    /// The oldest position held, `None` when empty.
+    fn oldest(&self) -> Option<usize> {
+        self.pos.iter().filter(|&&p| p >= 0).min().map(|&p| p as usize)
+    }
+
     fn plan(&self, positions: &[i32]) -> KindPlan {
         let cells: Vec<i32> = positions.iter().map(|&p| (p as usize % self.size) as i32).collect();
         let last = *positions.last().unwrap_or(&0) as usize;
@@ -337,6 +449,14 @@ mod tests {
         assert_eq!(&row(0)[..3], &[0, F16_NEG_INF, F16_NEG_INF]);
         assert_eq!(&row(2)[..4], &[0, 0, 0, F16_NEG_INF]);
         assert!(row(2)[3..].iter().all(|&m| m == F16_NEG_INF));
+    }
+
+    #[test]
+    fn runs_of_positions_split_where_the_ring_wraps() {
+        assert_eq!(runs(&[0, 1, 2], 8), vec![Run { cell: 0, count: 3 }]);
+        let wrapped = runs(&[5, 6, 7, 8, 9], 8);
+        assert_eq!(wrapped, vec![Run { cell: 5, count: 3 }, Run { cell: 0, count: 2 }]);
+        assert!(runs(&[], 8).is_empty());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod model;
 pub mod perplexity;
 pub mod recurrent;
 pub mod sampling;
+pub mod session_file;
 pub mod stop;
 pub mod tensors;
 pub mod tokenizer;

@@ -177,4 +177,72 @@ impl RecurrentState {
     pub fn checkpoint_positions(&self) -> Vec<usize> {
         self.checkpoints.iter().map(|c| c.pos).collect()
     }
+    /// Bytes of one layer's state (unpadded).
+    pub fn layer_bytes(&self) -> usize {
+        self.layers.iter().flatten().next().map_or(0, |l| l.conv_layout.nbytes())
+    }
+
+    /// Number of recurrent layers.
+    pub fn n_layers(&self) -> usize {
+        self.layers.iter().flatten().count()
+    }
+
+    /// The current states, every layer's bytes one after the other in layer order (no
+    /// padding): what a session file holds.
+    pub(crate) fn packed(&mut self) -> Result<Vec<u8>> {
+        self.sync()?;
+        let mut padded = vec![0u8; self.len];
+        self.buffer.read(0, &mut padded)?;
+        Ok(self.pack(&padded))
+    }
+
+    /// The checkpoints, as positions and packed states.
+    pub(crate) fn packed_checkpoints(&self) -> Vec<(usize, Vec<u8>)> {
+        self.checkpoints.iter().map(|c| (c.pos, self.pack(&c.bytes))).collect()
+    }
+
+    /// Sets the states and the checkpoints from packed states (as [`RecurrentState::packed`]
+    /// gives them); each must be [`RecurrentState::layer_bytes`] times
+    /// [`RecurrentState::n_layers`] bytes, the checkpoints' positions ascending and at most
+    /// [`MAX_CHECKPOINTS`] (the newest kept).
+    pub(crate) fn unpack(&mut self, state: &[u8], checkpoints: &[(usize, &[u8])]) -> Result<()> {
+        let want = self.layer_bytes() * self.n_layers();
+        let wrong = |n: usize| {
+            LlmError::InvalidArgument(format!("recurrent state of {n} bytes, expected {want}"))
+        };
+        if state.len() != want {
+            return Err(wrong(state.len()));
+        }
+        let mut restored = Vec::with_capacity(checkpoints.len().min(MAX_CHECKPOINTS));
+        let skip = checkpoints.len().saturating_sub(MAX_CHECKPOINTS);
+        for &(pos, bytes) in &checkpoints[skip..] {
+            if bytes.len() != want {
+                return Err(wrong(bytes.len()));
+            }
+            restored.push(Checkpoint { pos, bytes: self.unpack_padded(bytes) });
+        }
+        self.buffer.write(0, &self.unpack_padded(state))?;
+        self.checkpoints = restored;
+        self.pending = Pending::None;
+        Ok(())
+    }
+
+    /// Each layer's bytes of `padded` (the buffer's layout), one after the other.
+    fn pack(&self, padded: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.layer_bytes() * self.n_layers());
+        for l in self.layers.iter().flatten() {
+            out.extend_from_slice(&padded[l.conv.offset..l.conv.offset + l.conv_layout.nbytes()]);
+        }
+        out
+    }
+
+    /// The buffer's layout of packed states (padding zeroed).
+    fn unpack_padded(&self, packed: &[u8]) -> Vec<u8> {
+        let mut padded = vec![0u8; self.len];
+        let n = self.layer_bytes();
+        for (l, chunk) in self.layers.iter().flatten().zip(packed.chunks_exact(n.max(1))) {
+            padded[l.conv.offset..l.conv.offset + n].copy_from_slice(chunk);
+        }
+        padded
+    }
 }

@@ -808,6 +808,10 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_model_tokenize(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_load_session(
+    ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_save_session(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_backends(
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_cancel(
@@ -888,6 +892,10 @@ internal object UniffiLib {
     ): Byte
     external fun uniffi_tessera_ffi_fn_method_model_tokenize(`ptr`: Long,`text`: RustBuffer.ByValue,`addSpecial`: Byte,`parseSpecial`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
+    external fun uniffi_tessera_ffi_fn_method_model_load_session(`ptr`: Long,`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Int
+    external fun uniffi_tessera_ffi_fn_method_model_save_session(`ptr`: Long,`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Int
     external fun uniffi_tessera_ffi_fn_clone_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_tessera_ffi_fn_free_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1116,6 +1124,12 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_tokenize() and 0xFFFF) != 36411) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_load_session() and 0xFFFF) != 38548) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_save_session() and 0xFFFF) != 51859) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_backends() and 0xFFFF) != 4470) {
@@ -1737,6 +1751,19 @@ public interface ModelInterface {
      */
     fun `tokenize`(`text`: kotlin.String, `addSpecial`: kotlin.Boolean, `parseSpecial`: kotlin.Boolean): List<kotlin.UInt>
     
+    /**
+     * Loads the session file at `path` (saved with this model file) in place of the
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
+     */
+    fun `loadSession`(`path`: kotlin.String): kotlin.UInt
+    
+    /**
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
+     */
+    fun `saveSession`(`path`: kotlin.String): kotlin.UInt
+    
     companion object
 }
 
@@ -2002,6 +2029,45 @@ open class Model: Disposable, AutoCloseable, ModelInterface
         FfiConverterString.lower(`text`),
         FfiConverterBoolean.lower(`addSpecial`),
         FfiConverterBoolean.lower(`parseSpecial`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Loads the session file at `path` (saved with this model file) in place of the
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
+     */
+    @Throws(TesseraException::class)override fun `loadSession`(`path`: kotlin.String): kotlin.UInt {
+            return FfiConverterUInt.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_load_session(
+        it,
+        
+        FfiConverterString.lower(`path`),_status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
+     */
+    @Throws(TesseraException::class)override fun `saveSession`(`path`: kotlin.String): kotlin.UInt {
+            return FfiConverterUInt.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_save_session(
+        it,
+        
+        FfiConverterString.lower(`path`),_status)
 }
     }
     )
