@@ -1,6 +1,6 @@
 //! The model methods of the JSON protocol (docs/native-protocol.md): `loadModel`, `modelInfo`,
 //! `tokenize`, `detokenize`, `applyChatTemplate`, `generate`, `cancelGeneration`, `embed`,
-//! `releaseModel`. Loaded models live in a process-wide table under a number, as sessions do;
+//! `rerank`, `releaseModel`. Loaded models live in a process-wide table under a number, as sessions do;
 //! a released model's number answers `Closed`. Long calls emit events ([`crate::events`]) tagged
 //! with the request's `requestId`.
 
@@ -212,8 +212,8 @@ impl Method for Generate {
 
     fn run(self) -> FfiResult<GenerateResult> {
         let ModelCall { model: id, params, request_id } = self.0;
-        model(id)?.generate_with(&params, &mut |token, text| {
-            emit(&Event::Token { request_id: &request_id, token, text });
+        model(id)?.generate_with(&params, &mut |token| {
+            emit(&Event::Token { request_id: &request_id, token });
             true
         })
     }
@@ -259,6 +259,36 @@ impl Method for Embed {
     fn run(self) -> FfiResult<Embeddings> {
         let ModelCall { model: id, params: p, .. } = self.0;
         Ok(Embeddings { embeddings: model(id)?.embed(p.texts, p.pooling)? })
+    }
+}
+
+/// `rerank`: `{results: [{index, score}]}`, highest score first.
+#[derive(Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Rerank(ModelCall<RerankParams>);
+
+/// The parameters of `rerank`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RerankParams {
+    query: String,
+    documents: Vec<String>,
+    #[serde(default)]
+    normalize: bool,
+}
+
+/// Documents by relevance.
+#[derive(Serialize)]
+pub(crate) struct Reranked {
+    results: Vec<crate::model::RerankResult>,
+}
+
+impl Method for Rerank {
+    type Reply = Reranked;
+
+    fn run(self) -> FfiResult<Reranked> {
+        let ModelCall { model: id, params: p, .. } = self.0;
+        Ok(Reranked { results: model(id)?.rerank(p.query, p.documents, p.normalize)? })
     }
 }
 

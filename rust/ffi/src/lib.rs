@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 mod files;
 mod gate;
+pub mod generation;
 mod handles;
 pub mod info;
 #[cfg(target_os = "android")]
@@ -57,9 +58,13 @@ pub use lifecycle::close_all_sessions;
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
 };
+pub use generation::{
+    GeneratedToken, JsonText, ResponseFormat, StreamChunk, TokenProbability, TokenProbs,
+    ToolCallRecord,
+};
 pub use model::{
     ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,
-    ModelInfo, ModelOptions, TokenListener,
+    ModelInfo, ModelOptions, RerankResult, TokenListener,
 };
 pub use registry::{default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};
