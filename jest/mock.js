@@ -27,7 +27,9 @@
  *   load's progress events), so stop / AbortSignal / release work as on a phone;
  *   the prompt's longest prefix held from the model's previous completion (its prompt and
  *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
- *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
+ *   timings: 1 ms per prompt token, 10 ms per generated token; each token one text chunk,
+ *   the content the text (no reasoning, no tool calls); rerank scores by the cosine of the
+ *   mock embeddings; embed gives unit vectors of 8
  *   values computed from the text; after release, calls reject with ClosedError;
  * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
  *   `__mock.gate` like tokens; a signal cancels it with a CancelledError) into
@@ -238,12 +240,16 @@ async function mockGenerate(req) {
     }
     tokens.push(100 + i);
     text += completionTokens[i];
-    emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i] });
+    emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i], chunks: [{ kind: 'text', delta: completionTokens[i] }] });
   }
   const n = tokens.length;
   m.history = promptTokens.concat(mockTokenize(text, false));
   return {
     text,
+    content: text,
+    reasoning: '',
+    toolCalls: [],
+    probs: [],
     tokens,
     promptTokens: promptTokens.length,
     stopReason,
@@ -255,6 +261,7 @@ async function mockGenerate(req) {
       predictedMs: 10 * n,
       predictedPerSecond: n > 0 ? 100 : 0,
       cachedN,
+      constraintMs: 0,
     },
   };
 }
@@ -322,6 +329,13 @@ function modelAnswer(req) {
     case 'embed':
       modelOf(req);
       return { embeddings: p.texts.map(mockEmbedding) };
+    case 'rerank': {
+      // Scores: the cosine of the mock embeddings, highest first.
+      modelOf(req);
+      const q = mockEmbedding(p.query);
+      const results = p.documents.map((d, index) => ({ index, score: mockEmbedding(d).reduce((s, x, i) => s + x * q[i], 0) }));
+      return { results: results.sort((a, b) => b.score - a.score || a.index - b.index) };
+    }
     case 'cancelLoad':
       // Loads finish within the request: nothing left to cancel.
       return { cancelled: false };
