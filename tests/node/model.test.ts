@@ -99,102 +99,6 @@ const FORM_SCHEMA = {
   additionalProperties: false,
 };
 
-describe('structured output on Gemma 3 270M', () => {
-  it('a JSON-schema form fill at temperature 1 parses and validates; its text chunks are the content', async () => {
-    for (const seed of [1, 2]) {
-      const c = model.complete([{ role: 'user', content: 'Rui is 44, lives in Faro and likes boats. His record as JSON:' }], {
-        responseFormat: { type: 'json_schema', schema: FORM_SCHEMA },
-        temperature: 1,
-        seed,
-        maxTokens: 80,
-      });
-      const chunks: string[] = [];
-      for await (const ch of c.chunks()) if (ch.type === 'text') chunks.push(ch.text);
-      const r = await c.result;
-      expect(r.stopReason).toBe('eog');
-      expect(formErrors(JSON.parse(r.text))).toEqual([]);
-      expect(chunks.join('')).toBe(r.content);
-      expect(r.timings.constraint_ms).toBeGreaterThan(0);
-    }
-  });
-
-  it('a required tool call is parsed, its arguments an object valid against the tool schema', async () => {
-    const c = model.complete([{ role: 'user', content: 'Set a timer for 5 minutes.' }], {
-      tools: [
-        {
-          type: 'function',
-          function: {
-            name: 'set_timer',
-            description: 'Starts a timer',
-            parameters: { type: 'object', properties: { minutes: { type: 'integer', minimum: 1, maximum: 60 } }, required: ['minutes'], additionalProperties: false },
-          },
-        },
-      ],
-      toolChoice: 'required',
-      temperature: 1,
-      seed: 3,
-      maxTokens: 40,
-    });
-    const names: string[] = [];
-    let args = '';
-    for await (const ch of c.chunks()) {
-      if (ch.type === 'toolCallName') names.push(ch.name);
-      if (ch.type === 'toolCallArguments') args += ch.text;
-    }
-    const r = await c.result;
-    expect(r.toolCalls).toHaveLength(1);
-    const call = r.toolCalls[0]!;
-    expect(call.name).toBe('set_timer');
-    expect(names).toEqual(['set_timer']);
-    expect(Object.keys(call.arguments)).toEqual(['minutes']);
-    const minutes = call.arguments.minutes as number;
-    expect(Number.isInteger(minutes) && minutes >= 1 && minutes <= 60).toBe(true);
-    expect(JSON.parse(args)).toEqual(call.arguments);
-  });
-
-  it('nProbs: per token, the candidates most likely first, summing to 1 under top-k, the drawn token among them', async () => {
-    const c = model.complete('The capital of France is', { nProbs: 4, topK: 4, topP: 1, minP: 0, temperature: 1, seed: 6, maxTokens: 5, ignoreEos: true });
-    const { events, result } = await drain(c);
-    expect(result.probs).toHaveLength(result.tokens.length);
-    result.probs!.forEach((step, i) => {
-      expect(step.token).toBe(result.tokens[i]);
-      const p = step.probs.map((x) => x.prob);
-      expect(p).toHaveLength(4);
-      for (let j = 1; j < p.length; j++) expect(p[j]!).toBeLessThanOrEqual(p[j - 1]!);
-      expect(p.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 4);
-      expect(step.probs.map((x) => x.token)).toContain(step.token);
-      expect(events[i]!.probs).toEqual(step.probs);
-    });
-  });
-
-  it('a malformed schema, grammar or regex rejects with InvalidArgumentError naming the problem, before any token', async () => {
-    const cases: Array<[Record<string, unknown>, string]> = [
-      [{ responseFormat: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'wat' } } } } }, 'JSON schema'],
-      [{ grammar: 'root ::= undefined-rule' }, 'grammar'],
-      [{ regex: '[a-' }, 'regex'],
-    ];
-    for (const [options, needle] of cases) {
-      const c = model.complete('x', { maxTokens: 4, ...options });
-      const seen: TokenEvent[] = [];
-      await expect(
-        (async () => {
-          for await (const e of c) seen.push(e);
-        })()
-      ).rejects.toThrow(InvalidArgumentError);
-      await expect(c.result).rejects.toThrow(needle);
-      expect(seen).toEqual([]);
-      expect(nativeTokenEvents(c.requestId)).toEqual([]);
-    }
-  });
-
-  it('a GBNF grammar with reasoning: reasoningFormat auto splits it out', async () => {
-    const r = await model.complete('Think first:', { grammar: 'root ::= "<think>" [a-z]{2,6} "</think>" [A-Z][a-z]{1,6}', temperature: 1, seed: 2, maxTokens: 30 }).result;
-    const m = /^<think>([a-z]+)<\/think>([A-Z][a-z]*)$/.exec(r.text);
-    expect(m).not.toBeNull();
-    expect([r.reasoning, r.content]).toEqual([m![1], m![2]]);
-  });
-});
-
 describe('Gemma 3 270M through loadModel', () => {
   it('loads with progress events and reports what it is', () => {
     expect(progress.length).toBeGreaterThan(2);
@@ -367,6 +271,102 @@ describe('a second model at once', () => {
     expect((e as Error).message).toBe(`model ${other.id} is released`);
     expect(native.log.at(-1)!.request).toContain('"method":"tokenize"');
     await other.release();
+  });
+});
+
+describe('structured output on Gemma 3 270M', () => {
+  it('a JSON-schema form fill at temperature 1 parses and validates; its text chunks are the content', async () => {
+    for (const seed of [1, 2]) {
+      const c = model.complete([{ role: 'user', content: 'Rui is 44, lives in Faro and likes boats. His record as JSON:' }], {
+        responseFormat: { type: 'json_schema', schema: FORM_SCHEMA },
+        temperature: 1,
+        seed,
+        maxTokens: 80,
+      });
+      const chunks: string[] = [];
+      for await (const ch of c.chunks()) if (ch.type === 'text') chunks.push(ch.text);
+      const r = await c.result;
+      expect(r.stopReason).toBe('eog');
+      expect(formErrors(JSON.parse(r.text))).toEqual([]);
+      expect(chunks.join('')).toBe(r.content);
+      expect(r.timings.constraint_ms).toBeGreaterThan(0);
+    }
+  });
+
+  it('a required tool call is parsed, its arguments an object valid against the tool schema', async () => {
+    const c = model.complete([{ role: 'user', content: 'Set a timer for 5 minutes.' }], {
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'set_timer',
+            description: 'Starts a timer',
+            parameters: { type: 'object', properties: { minutes: { type: 'integer', minimum: 1, maximum: 60 } }, required: ['minutes'], additionalProperties: false },
+          },
+        },
+      ],
+      toolChoice: 'required',
+      temperature: 1,
+      seed: 3,
+      maxTokens: 40,
+    });
+    const names: string[] = [];
+    let args = '';
+    for await (const ch of c.chunks()) {
+      if (ch.type === 'toolCallName') names.push(ch.name);
+      if (ch.type === 'toolCallArguments') args += ch.text;
+    }
+    const r = await c.result;
+    expect(r.toolCalls).toHaveLength(1);
+    const call = r.toolCalls[0]!;
+    expect(call.name).toBe('set_timer');
+    expect(names).toEqual(['set_timer']);
+    expect(Object.keys(call.arguments)).toEqual(['minutes']);
+    const minutes = call.arguments.minutes as number;
+    expect(Number.isInteger(minutes) && minutes >= 1 && minutes <= 60).toBe(true);
+    expect(JSON.parse(args)).toEqual(call.arguments);
+  });
+
+  it('nProbs: per token, the candidates most likely first, summing to 1 under top-k, the drawn token among them', async () => {
+    const c = model.complete('The capital of France is', { nProbs: 4, topK: 4, topP: 1, minP: 0, temperature: 1, seed: 6, maxTokens: 5, ignoreEos: true });
+    const { events, result } = await drain(c);
+    expect(result.probs).toHaveLength(result.tokens.length);
+    result.probs!.forEach((step, i) => {
+      expect(step.token).toBe(result.tokens[i]);
+      const p = step.probs.map((x) => x.prob);
+      expect(p).toHaveLength(4);
+      for (let j = 1; j < p.length; j++) expect(p[j]!).toBeLessThanOrEqual(p[j - 1]!);
+      expect(p.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 4);
+      expect(step.probs.map((x) => x.token)).toContain(step.token);
+      expect(events[i]!.probs).toEqual(step.probs);
+    });
+  });
+
+  it('a malformed schema, grammar or regex rejects with InvalidArgumentError naming the problem, before any token', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ responseFormat: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'wat' } } } } }, 'JSON schema'],
+      [{ grammar: 'root ::= undefined-rule' }, 'grammar'],
+      [{ regex: '[a-' }, 'regex'],
+    ];
+    for (const [options, needle] of cases) {
+      const c = model.complete('x', { maxTokens: 4, ...options });
+      const seen: TokenEvent[] = [];
+      await expect(
+        (async () => {
+          for await (const e of c) seen.push(e);
+        })()
+      ).rejects.toThrow(InvalidArgumentError);
+      await expect(c.result).rejects.toThrow(needle);
+      expect(seen).toEqual([]);
+      expect(nativeTokenEvents(c.requestId)).toEqual([]);
+    }
+  });
+
+  it('a GBNF grammar with reasoning: reasoningFormat auto splits it out', async () => {
+    const r = await model.complete('Think first:', { grammar: 'root ::= "<think>" [a-z]{2,6} "</think>" [A-Z][a-z]{1,6}', temperature: 1, seed: 2, maxTokens: 30 }).result;
+    const m = /^<think>([a-z]+)<\/think>([A-Z][a-z]*)$/.exec(r.text);
+    expect(m).not.toBeNull();
+    expect([r.reasoning, r.content]).toEqual([m![1], m![2]]);
   });
 });
 

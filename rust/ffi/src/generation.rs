@@ -13,8 +13,8 @@ use crate::model::{ChatTurn, GenerateRequest};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use tessera_llm::chat::{
-    ChatMessage, ChatRequest, ChatTemplate, ChunkKind, OutputChunk, OutputOptions,
-    ReasoningFormat, ToolCall, ToolChoice,
+    ChatMessage, ChatRequest, ChatTemplate, ChunkKind, OutputChunk, OutputOptions, ReasoningFormat,
+    ToolCall, ToolChoice,
 };
 use tessera_llm::constraint::OutputConstraint;
 use tessera_llm::generate::{ThinkingBudget, TokenProb};
@@ -255,7 +255,11 @@ impl GenerationPlan {
                 Ok(GenerationPlan {
                     prompt: Prompt::Text(text.clone()),
                     options,
-                    output: OutputOptions { tool_format: None, reasoning, starts_in_reasoning: false },
+                    output: OutputOptions {
+                        tool_format: None,
+                        reasoning,
+                        starts_in_reasoning: false,
+                    },
                 })
             }
             (None, Some(turns)) => {
@@ -311,7 +315,11 @@ impl GenerationPlan {
                 options.constraint = prepared.constraint.or(constraint);
                 options.lazy_constraint = prepared.lazy;
                 options.thinking_budget = budget(prepared.output.starts_in_reasoning);
-                Ok(GenerationPlan { prompt: Prompt::Tokens(tokens), options, output: prepared.output })
+                Ok(GenerationPlan {
+                    prompt: Prompt::Tokens(tokens),
+                    options,
+                    output: prepared.output,
+                })
             }
             _ => Err(bad("generate: give exactly one of prompt and messages")),
         }

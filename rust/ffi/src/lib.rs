@@ -48,6 +48,10 @@ pub mod session;
 
 pub use error::TesseraError;
 pub use events::{set_event_listener, EventListener};
+pub use generation::{
+    GeneratedToken, JsonText, ResponseFormat, StreamChunk, TokenProbability, TokenProbs,
+    ToolCallRecord,
+};
 pub use info::{
     build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceCaps, DeviceInfo,
     DeviceType, FeaturePair, TierInfo,
@@ -57,10 +61,6 @@ pub use json_model::release_all_models;
 pub use lifecycle::close_all_sessions;
 pub use logging::{
     log_level, set_log_level, set_log_listener, set_log_to_stderr, LogLevel, LogListener,
-};
-pub use generation::{
-    GeneratedToken, JsonText, ResponseFormat, StreamChunk, TokenProbability, TokenProbs,
-    ToolCallRecord,
 };
 pub use model::{
     ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,

@@ -11,15 +11,15 @@
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::gate::{lock, Gate};
+use crate::generation::{
+    probabilities, GeneratedToken, GenerationPlan, JsonText, ResponseFormat, StreamChunk,
+    TokenProbs, ToolCallRecord,
+};
 use crate::options::check_threads;
 use crate::record::uniffi_record_with_defaults;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use crate::generation::{
-    probabilities, GeneratedToken, GenerationPlan, JsonText, ResponseFormat, StreamChunk,
-    TokenProbs, ToolCallRecord,
-};
 use tessera_llm::chat::{ChatError, ChatMessage, OutputParser};
 use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;

@@ -259,10 +259,7 @@ fn two_models_at_once_and_close_during_generation() {
 }
 
 fn chat(messages: &[(&str, &str)], max_tokens: u32) -> GenerateRequest {
-    let turns = messages
-        .iter()
-        .map(|(role, content)| ChatTurn::new(*role, *content))
-        .collect();
+    let turns = messages.iter().map(|(role, content)| ChatTurn::new(*role, *content)).collect();
     GenerateRequest { prompt: None, messages: Some(turns), ..greedy("", max_tokens) }
 }
 

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tessera_ffi::json_api::handle;
 use tessera_ffi::{
-    set_event_listener, ChatTurn, EventListener, GenerateRequest, GeneratedToken, JsonText,
-    Model, ModelOptions, ResponseFormat, TokenListener,
+    set_event_listener, ChatTurn, EventListener, GenerateRequest, GeneratedToken, JsonText, Model,
+    ModelOptions, ResponseFormat, TokenListener,
 };
 
 fn model_path(name: &str) -> String {
@@ -87,9 +87,7 @@ fn structured_generation_through_the_json_protocol() {
     let loaded = ok(json!({"method": "loadModel", "path": gemma(),
                            "options": {"device": "CPU", "threads": 2, "nCtx": 1024}}));
     let id = loaded["model"].as_u64().unwrap();
-    let generate = |request_id: &str, params: Value| {
-        json!({"method": "generate", "model": id, "requestId": request_id, "params": params})
-    };
+    let generate = |request_id: &str, params: Value| json!({"method": "generate", "model": id, "requestId": request_id, "params": params});
 
     // A form filled from a sentence, under sampling at temperature 1: the text parses and
     // validates, and the streamed text chunks are the content.
@@ -220,7 +218,10 @@ fn structured_generation_through_the_json_protocol() {
                "chatTemplate": echo, "temperature": 0.0, "maxTokens": 1}),
     ));
     let want = ok(json!({"method": "tokenize", "model": id, "params": {"text": rendered}}));
-    assert_eq!(r["promptTokens"].as_u64().unwrap() as usize, want["tokens"].as_array().unwrap().len());
+    assert_eq!(
+        r["promptTokens"].as_u64().unwrap() as usize,
+        want["tokens"].as_array().unwrap().len()
+    );
 
     // nProbs: each generated token's candidates, most likely first; with top-k 3 and no other
     // cut they are the whole distribution the token was drawn from (sum 1), and the drawn
@@ -231,7 +232,8 @@ fn structured_generation_through_the_json_protocol() {
                "minP": 0.0, "temperature": 1.0, "seed": 4, "maxTokens": 6, "ignoreEos": true}),
     ));
     let probs = r["probs"].as_array().unwrap();
-    let tokens: Vec<u64> = r["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    let tokens: Vec<u64> =
+        r["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
     assert_eq!(probs.len(), tokens.len());
     let streamed_probs: Vec<Value> =
         events.tokens("probs").iter().filter_map(|e| e.get("probs").cloned()).collect();
@@ -284,9 +286,11 @@ fn structured_generation_through_the_json_protocol() {
     // Malformed schemas, grammars and options: InvalidArgument naming the problem, before
     // any token.
     let bad = [
-        (json!({"responseFormat": {"type": "json_schema",
+        (
+            json!({"responseFormat": {"type": "json_schema",
                                    "schema": {"type": "object", "properties": {"a": {"type": "nope"}}}}}),
-         "JSON schema"),
+            "JSON schema",
+        ),
         (json!({"responseFormat": {"type": "json_schema", "schema": 7}}), "JSON schema"),
         (json!({"grammar": "root ::= missing-rule"}), "grammar"),
         (json!({"grammar": "root ::= \"a"}), "grammar"),
