@@ -202,10 +202,11 @@ impl Method for ApplyChatTemplate {
     }
 }
 
-/// `generate`: the [`GenerateResult`]; emits `token` events.
+/// `generate`: the [`GenerateResult`]; emits `token` events. (The request is boxed: it is
+/// the protocol's largest by far.)
 #[derive(Deserialize)]
 #[serde(transparent)]
-pub(crate) struct Generate(ModelCall<GenerateRequest>);
+pub(crate) struct Generate(ModelCall<Box<GenerateRequest>>);
 
 impl Method for Generate {
     type Reply = GenerateResult;
