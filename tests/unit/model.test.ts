@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   CancelledError,
+  ChatSession,
   ClosedError,
   ContextFullError,
   InvalidArgumentError,
@@ -625,6 +626,33 @@ describe('structured output, tools, reasoning, probabilities, rerank', () => {
       await expect(model.complete('x', { [name!]: 1 } as never).result).rejects.toThrow(`complete: unknown option "${name}" (llama.rn's name; here: ${ours})`);
     }
     await expect(model.complete([{ role: 'assistant', content: null }] as never).result).rejects.toThrow('complete: message 0 must be { role: string, content: string }');
+  });
+
+  it('ChatSession stores a reply with tool calls as such and sends the tool result back with the history', async () => {
+    const { gens, model } = await loadedModel();
+    const tools = [{ type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object' } } }];
+    const chat = new ChatSession(model, { completion: { tools } });
+    const first = chat.send('What time is it?');
+    await until(() => gens.length === 1, 'the first generate');
+    expect(gens[0]!.req.params).toEqual({ messages: [{ role: 'user', content: 'What time is it?' }], tools });
+    const call = { id: 'call_0', name: 'get_time', arguments: { zone: 'UTC' } };
+    gens[0]!.done.resolve({ ...(nativeResult([1], '{"tool_call": {...}}', 'eog') as Record<string, unknown>), content: '', reasoning: '', toolCalls: [call], probs: [] });
+    expect((await first.result).toolCalls).toEqual([call]);
+    expect(chat.messages.at(-1)).toEqual({ role: 'assistant', content: '', toolCalls: [call] });
+    const second = chat.send({ role: 'tool', toolCallId: 'call_0', name: 'get_time', content: '12:00' });
+    await until(() => gens.length === 2, 'the second generate');
+    expect(gens[1]!.req.params).toEqual({
+      messages: [
+        { role: 'user', content: 'What time is it?' },
+        { role: 'assistant', content: '', toolCalls: [call] },
+        { role: 'tool', toolCallId: 'call_0', name: 'get_time', content: '12:00' },
+      ],
+      tools,
+    });
+    gens[1]!.done.resolve(nativeResult([2], 'It is noon.', 'eog'));
+    expect((await second.result).content).toBe('It is noon.');
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(() => chat.addMessage({ role: 7 } as never)).toThrow('ChatSession.addMessage: the message must be { role, content }');
   });
 
   it('rerank sends query, documents and normalize, and adds each document to its result', async () => {
