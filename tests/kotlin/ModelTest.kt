@@ -161,6 +161,25 @@ internal fun modelTests() {
     require(seen.tokens.isEmpty()) { "tokens before the error: ${seen.tokens}" }
   }
 
+  test("rerank: a reranker's scores sorted, normalize is their logistic; a decoder model is refused") {
+    val rerankerPath = File(File(path).parentFile, "tiny-bert-rerank.gguf").path
+    val reranker = Model.load(rerankerPath, ModelOptions(device = "CPU", threads = 1u), null)
+    try {
+      val docs = listOf("Paris is the capital and largest city of France.", "The cat sat on the mat.", "France borders Spain.")
+      val raw = reranker.rerank("What is the capital of France?", docs, normalize = false)
+      require(raw.map { it.index.toInt() }.sorted() == listOf(0, 1, 2)) { "$raw" }
+      require(raw.zipWithNext().all { (a, b) -> a.score >= b.score }) { "not sorted: $raw" }
+      val norm = reranker.rerank("What is the capital of France?", docs, normalize = true)
+      for (n in norm) {
+        val s = raw.first { it.index == n.index }.score
+        require(kotlin.math.abs(n.score - 1f / (1f + kotlin.math.exp(-s))) < 1e-5f) { "$n vs $s" }
+      }
+    } finally {
+      reranker.closeModel()
+    }
+    expectError<TesseraException.InvalidArgument>("not a reranker") { model.rerank("q", listOf("d"), false) }
+  }
+
   test("embed gives unit vectors of 640 values") {
     val e = model.embed(listOf("hello world", "bonjour"), null)
     require(e.size == 2 && e.all { it.size == 640 }) { "${e.map { it.size }}" }
