@@ -20,6 +20,7 @@ import {
   useModel,
   type CompletionResult,
   type DownloadedModel,
+  type LanguageModel,
 } from 'react-native-tessera';
 
 const MB = 1024 * 1024;
@@ -202,9 +203,64 @@ export default function ModelScreen(): React.JSX.Element {
               disabled={isGenerating || replies === 0}
             />
           </View>
+          {model && <FormFill model={model} disabled={isGenerating} />}
         </View>
       )}
     </ScrollView>
+  );
+}
+
+/** The contact card the form-fill button asks for: the answer always validates against it. */
+const CONTACT_SCHEMA = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 40 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    city: { type: 'string', maxLength: 40 },
+    email: { type: 'string', pattern: '^[a-z0-9._-]+@[a-z0-9.-]+\\.[a-z]{2,}$' },
+  },
+  required: ['name', 'age', 'city'],
+  additionalProperties: false,
+};
+
+/**
+ * Structured output: a sentence turned into a contact card by a JSON-schema constrained
+ * completion (Gemma 3 270M fills it in a second on a phone), shown field by field.
+ */
+function FormFill({ model, disabled }: { model: LanguageModel; disabled: boolean }): React.JSX.Element {
+  const [sentence, setSentence] = useState('Ana Sousa is 31, lives in Porto, ana.sousa@example.com');
+  const [card, setCard] = useState<Record<string, unknown> | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [failure, setFailure] = useState<string | null>(null);
+  const onFill = async () => {
+    setBusy(true);
+    setFailure(null);
+    try {
+      const r = await model.complete([{ role: 'user', content: `Extract the contact card from: ${sentence}` }], {
+        responseFormat: { type: 'json_schema', schema: CONTACT_SCHEMA },
+        temperature: 0.2,
+        maxTokens: 128,
+      }).result;
+      setCard(JSON.parse(r.text) as Record<string, unknown>);
+    } catch (e) {
+      setFailure(describe(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <View>
+      <Text style={styles.heading}>Form fill (JSON schema)</Text>
+      <TextInput style={styles.input} value={sentence} onChangeText={setSentence} multiline />
+      <Button title={busy ? 'Filling…' : 'Fill the form'} onPress={onFill} disabled={disabled || busy || sentence.trim() === ''} />
+      {card &&
+        Object.entries(card).map(([k, v]) => (
+          <Text key={k} style={styles.row}>
+            {k}: {String(v)}
+          </Text>
+        ))}
+      {failure && <Text style={styles.error}>{failure}</Text>}
+    </View>
   );
 }
 

@@ -29,7 +29,9 @@
  *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
  *   saveSession(path) keeps the tokens held (in memory, by path) and loadSession(path) gives
  *   them back (a path never saved: StorageError);
- *   timings: 1 ms per prompt token, 10 ms per generated token; embed gives unit vectors of 8
+ *   timings: 1 ms per prompt token, 10 ms per generated token; each token one text chunk,
+ *   the content the text (no reasoning, no tool calls); rerank scores by the cosine of the
+ *   mock embeddings; embed gives unit vectors of 8
  *   values computed from the text; after release, calls reject with ClosedError;
  * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
  *   `__mock.gate` like tokens; a signal cancels it with a CancelledError) into
@@ -243,12 +245,16 @@ async function mockGenerate(req) {
     }
     tokens.push(100 + i);
     text += completionTokens[i];
-    emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i] });
+    emitEvent({ type: 'token', requestId: req.requestId, token: 100 + i, text: completionTokens[i], chunks: [{ kind: 'text', delta: completionTokens[i] }] });
   }
   const n = tokens.length;
   m.history = promptTokens.concat(mockTokenize(text, false));
   return {
     text,
+    content: text,
+    reasoning: '',
+    toolCalls: [],
+    probs: [],
     tokens,
     promptTokens: promptTokens.length,
     stopReason,
@@ -260,6 +266,7 @@ async function mockGenerate(req) {
       predictedMs: 10 * n,
       predictedPerSecond: n > 0 ? 100 : 0,
       cachedN,
+      constraintMs: 0,
     },
   };
 }
@@ -339,6 +346,13 @@ function modelAnswer(req) {
       if (!saved) throw new actual.StorageError('session file ' + p.path + ': No such file or directory');
       m.history = saved.slice();
       return { tokens: saved.length };
+    }
+    case 'rerank': {
+      // Scores: the cosine of the mock embeddings, highest first.
+      modelOf(req);
+      const q = mockEmbedding(p.query);
+      const results = p.documents.map((d, index) => ({ index, score: mockEmbedding(d).reduce((s, x, i) => s + x * q[i], 0) }));
+      return { results: results.sort((a, b) => b.score - a.score || a.index - b.index) };
     }
     case 'cancelLoad':
       // Loads finish within the request: nothing left to cancel.

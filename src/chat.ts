@@ -6,7 +6,7 @@
  */
 
 import { InvalidArgumentError } from './errors';
-import type { ChatMessage, Completion, CompletionOptions, CompletionResult, LanguageModel, TokenEvent } from './model';
+import type { ChatMessage, Completion, CompletionChunk, CompletionOptions, CompletionResult, LanguageModel, TokenEvent } from './model';
 
 /** Options of a {@link ChatSession}. */
 export interface ChatSessionOptions {
@@ -62,10 +62,10 @@ export class ChatSession {
       this.history.push({ role: 'system', content: options.system });
     }
     for (const [i, m] of (options.messages ?? []).entries()) {
-      if (m === null || typeof m !== 'object' || typeof m.role !== 'string' || typeof m.content !== 'string') {
+      if (m === null || typeof m !== 'object' || typeof m.role !== 'string' || (typeof m.content !== 'string' && !(m.content === null && m.toolCalls))) {
         throw new InvalidArgumentError(`ChatSession: message ${i} must be { role: string, content: string }`);
       }
-      this.history.push({ role: m.role, content: m.content });
+      this.history.push({ ...m });
     }
   }
 
@@ -87,15 +87,20 @@ export class ChatSession {
    * One turn at a time: a second `send` while one runs rejects its result with an
    * {@link InvalidArgumentError}.
    *
-   * @param content - the user's message
+   * A reply with tool calls is stored as `{ role: 'assistant', content, toolCalls }`; answer
+   * the calls by sending `{ role: 'tool', toolCallId, name, content }` messages (the last one
+   * starts the next turn: send tool results one by one with {@link ChatSession.addMessage}
+   * and the last with `send`).
+   *
+   * @param content - the user's message, or a whole message (a tool's result)
    * @param options - this turn's completion options (over the session's)
    */
-  send(content: string, options?: CompletionOptions): Completion {
-    if (typeof content !== 'string') return failed(new InvalidArgumentError('ChatSession.send: the message must be a string'));
+  send(content: string | ChatMessage, options?: CompletionOptions): Completion {
+    const user: ChatMessage | null = typeof content === 'string' ? { role: 'user', content } : messageOf(content);
+    if (user === null) return failed(new InvalidArgumentError('ChatSession.send: the message must be a string or { role, content }'));
     if (this.current) {
       return failed(new InvalidArgumentError('ChatSession.send: a turn is still generating; stop() it or await its result first'));
     }
-    const user: ChatMessage = { role: 'user', content };
     this.history.push(user);
     const completion = this.model.complete(this.messages, { ...this.defaults, ...options });
     this.current = completion;
@@ -105,7 +110,8 @@ export class ChatSession {
         this.current = null;
         if (epoch !== this.epoch) return r;
         // A turn cancelled before any text is taken back whole (templates want roles to alternate).
-        if (r.text.length > 0 || r.stopReason !== 'cancelled') this.history.push({ role: 'assistant', content: r.text });
+        if (r.toolCalls.length > 0) this.history.push({ role: 'assistant', content: r.content, toolCalls: r.toolCalls });
+        else if (r.text.length > 0 || r.stopReason !== 'cancelled') this.history.push({ role: 'assistant', content: r.text });
         else this.takeBack(user);
         return r;
       },
@@ -116,7 +122,25 @@ export class ChatSession {
       }
     );
     result.catch(noop);
-    return { requestId: completion.requestId, result, stop: () => completion.stop(), [Symbol.asyncIterator]: () => completion[Symbol.asyncIterator]() };
+    return {
+      requestId: completion.requestId,
+      result,
+      stop: () => completion.stop(),
+      chunks: () => completion.chunks(),
+      [Symbol.asyncIterator]: () => completion[Symbol.asyncIterator](),
+    };
+  }
+
+  /**
+   * Adds a message without generating (a tool's result when the model made several calls).
+   *
+   * @param message - the message
+   */
+  addMessage(message: ChatMessage): void {
+    const m = messageOf(message);
+    if (m === null) throw new InvalidArgumentError('ChatSession.addMessage: the message must be { role, content }');
+    if (this.current) throw new InvalidArgumentError('ChatSession.addMessage: a turn is still generating');
+    this.history.push(m);
   }
 
   private takeBack(message: ChatMessage): void {
@@ -147,6 +171,14 @@ export class ChatSession {
 
 const noop = (): void => {};
 
+/** A copy of `m` if it is a message. */
+function messageOf(m: unknown): ChatMessage | null {
+  const r = m as ChatMessage | null;
+  if (r === null || typeof r !== 'object' || typeof r.role !== 'string') return null;
+  if (typeof r.content !== 'string' && !(r.content === null && r.toolCalls)) return null;
+  return { ...r };
+}
+
 /** A completion that never ran, its result rejected with `error`. */
 function failed(error: Error): Completion {
   const result: Promise<CompletionResult> = Promise.reject(error);
@@ -155,6 +187,9 @@ function failed(error: Error): Completion {
     requestId: '',
     result,
     stop: noop,
+    chunks: (): AsyncIterable<CompletionChunk> => ({
+      [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(error) }),
+    }),
     [Symbol.asyncIterator]: (): AsyncIterator<TokenEvent> => ({
       next: () => Promise.reject(error),
     }),

@@ -204,6 +204,11 @@ function abortable(): { signal: AbortSignalLike; abort(): void } {
 export interface CompletionState {
   /** The text of the running completion so far, or of the last one once it ended. */
   response: string;
+  /**
+   * The reasoning of the running completion so far (its `reasoning` chunks), or of the last
+   * one once it ended; empty for models that do not think.
+   */
+  reasoning: string;
   /** Whether a completion started by this hook is running. */
   isGenerating: boolean;
   /** The last completion's result, once it ended. */
@@ -214,11 +219,11 @@ export interface CompletionState {
   messages: readonly ChatMessage[];
   /**
    * Starts a completion of `input` (with a {@link ChatSession}: sends `input` as the user's
-   * message). Resolves with the result, or `null` when it failed (`error` says why) or the
+   * message, or a whole message such as a tool's result). Resolves with the result, or `null` when it failed (`error` says why) or the
    * component unmounted. Rejects with an {@link InvalidArgumentError} when there is no model
    * or a completion is already running.
    */
-  complete(input: string | readonly ChatMessage[], options?: CompletionOptions): Promise<CompletionResult | null>;
+  complete(input: string | ChatMessage | readonly ChatMessage[], options?: CompletionOptions): Promise<CompletionResult | null>;
   /** Stops the running completion (it ends with `stopReason` `"cancelled"`). */
   stop(): void;
 }
@@ -240,6 +245,7 @@ export interface CompletionState {
  */
 export function useCompletion(target: LanguageModel | ChatSession | null | undefined): CompletionState {
   const [response, setResponse] = useState('');
+  const [reasoning, setReasoning] = useState('');
   const [isGenerating, setGenerating] = useState(false);
   const [result, setResult] = useState<CompletionResult | null>(null);
   const [error, setError] = useState<Error | null>(null);
@@ -258,30 +264,35 @@ export function useCompletion(target: LanguageModel | ChatSession | null | undef
   }, [target]);
 
   const complete = useCallback(
-    async (input: string | readonly ChatMessage[], options?: CompletionOptions): Promise<CompletionResult | null> => {
+    async (input: string | ChatMessage | readonly ChatMessage[], options?: CompletionOptions): Promise<CompletionResult | null> => {
       if (!target) throw new InvalidArgumentError('useCompletion: no model yet');
       if (running.current) throw new InvalidArgumentError('useCompletion: a completion is already running; stop() it first');
       let completion: Completion;
       if (target instanceof ChatSession) {
-        if (typeof input !== 'string') throw new InvalidArgumentError("useCompletion: a ChatSession's input is the user's message, a string");
-        completion = target.send(input, options);
+        if (Array.isArray(input)) throw new InvalidArgumentError("useCompletion: a ChatSession's input is the user's message (a string) or one message");
+        completion = target.send(input as string | ChatMessage, options);
         setMessages(target.messages);
       } else {
-        completion = target.complete(input, options);
+        if (!(typeof input === 'string' || Array.isArray(input))) throw new InvalidArgumentError('useCompletion: a model completes a prompt or messages');
+        completion = target.complete(input as string | readonly ChatMessage[], options);
       }
       running.current = completion;
       setResponse('');
+      setReasoning('');
       setResult(null);
       setError(null);
       setGenerating(true);
       const live = (): boolean => mounted.current && running.current === completion;
       try {
-        for await (const { text } of completion) {
+        for await (const { text, chunks } of completion) {
           if (text && live()) setResponse((r) => r + text);
+          const thought = chunks.map((c) => (c.type === 'reasoning' ? c.text : '')).join('');
+          if (thought && live()) setReasoning((r) => r + thought);
         }
         const r = await completion.result;
         if (live()) {
           setResponse(r.text);
+          setReasoning(r.reasoning);
           setResult(r);
         }
         return live() ? r : null;
@@ -302,7 +313,7 @@ export function useCompletion(target: LanguageModel | ChatSession | null | undef
 
   const stop = useCallback(() => running.current?.stop(), []);
 
-  return { response, isGenerating, result, error, messages, complete, stop };
+  return { response, reasoning, isGenerating, result, error, messages, complete, stop };
 }
 
 function messagesOf(target: LanguageModel | ChatSession | null | undefined): readonly ChatMessage[] {

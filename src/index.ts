@@ -137,6 +137,7 @@ export {
   type ChatMessage,
   type ChatTemplateOptions,
   type Completion,
+  type CompletionChunk,
   type CompletionOptions,
   type CompletionResult,
   type CompletionTimings,
@@ -145,9 +146,16 @@ export {
   type LoadModelOptions,
   type LoadProgressCallback,
   type ModelInfo,
+  type RerankOptions,
+  type RerankResult,
+  type ResponseFormat,
   type StopReason,
   type TokenEvent,
   type TokenizeOptions,
+  type TokenProbability,
+  type TokenProbs,
+  type ToolCall,
+  type ToolDefinition,
 } from './model';
 export { ChatSession, type ChatSessionOptions } from './chat';
 export {

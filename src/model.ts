@@ -69,12 +69,61 @@ export interface ModelInfo {
   mappedBytes: number;
 }
 
+/** A tool call: of an answer ({@link CompletionResult.toolCalls}) or of an assistant message. */
+export interface ToolCall {
+  /** The call's id (the model's, or made up from the answer where its format has none). */
+  id: string;
+  /** The function's name. */
+  name: string;
+  /** The arguments (a JSON object; valid against the tool's `parameters`). */
+  arguments: Record<string, unknown>;
+}
+
 /** A chat message. */
 export interface ChatMessage {
-  /** "system", "user", "assistant" (or another role the template knows). */
+  /** "system", "user", "assistant", "tool" (or another role the template knows). */
   role: string;
-  /** The text. */
-  content: string;
+  /** The text (`null` for an assistant message with only tool calls). */
+  content: string | null;
+  /** An assistant message's tool calls (`arguments` an object, or a string holding one). */
+  toolCalls?: ReadonlyArray<{ id?: string; name: string; arguments: Record<string, unknown> | string }>;
+  /** A `tool` message: the id of the call it answers. */
+  toolCallId?: string;
+  /** A `tool` message: the tool's name. */
+  name?: string;
+  /** An assistant message's reasoning (templates such as Qwen 3's render it). */
+  reasoningContent?: string;
+}
+
+/**
+ * A piece of the answer while it streams, typed by what it extends. The `text` chunks of a
+ * completion add up to {@link CompletionResult.content}, the `reasoning` chunks to its
+ * `reasoning`, and a call's `toolCallArguments` chunks to the JSON text of its `arguments`.
+ */
+export type CompletionChunk =
+  | { type: 'text'; text: string }
+  | { type: 'reasoning'; text: string }
+  | { type: 'toolCallName'; index: number; name: string }
+  | { type: 'toolCallArguments'; index: number; text: string };
+
+/** A candidate token of one step with its probability after the sampler chain. */
+export interface TokenProbability {
+  /** The token id. */
+  token: number;
+  /** Its text. */
+  text: string;
+  /** Its probability. */
+  prob: number;
+}
+
+/** One generated token's candidates (llama.rn's `completion_probabilities` entry). */
+export interface TokenProbs {
+  /** The token drawn. */
+  token: number;
+  /** Its text. */
+  text: string;
+  /** The `nProbs` most likely candidates, most likely first. */
+  probs: TokenProbability[];
 }
 
 /** One generated token. */
@@ -82,11 +131,34 @@ export interface TokenEvent {
   /** The token id. */
   token: number;
   /**
-   * The text this token completes: empty while part of a character or a possible stop string
-   * is held back, which a later event then carries. The texts of all events add up to the
+   * The raw text this token completes: empty while part of a character or a possible stop
+   * string is held back, which a later event then carries. The texts of all events add up to the
    * result's text.
    */
   text: string;
+  /** The pieces of the answer this token made certain (reasoning, text, tool calls), typed. */
+  chunks: CompletionChunk[];
+  /** With `nProbs`, this step's most likely candidates. */
+  probs?: TokenProbability[];
+}
+
+/** The shape the answer must have, enforced token by token (llama.rn's `response_format`). */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; schema: Record<string, unknown> | boolean };
+
+/** A tool the model may call (OpenAI's function definition). */
+export interface ToolDefinition {
+  type: 'function';
+  function: {
+    /** The function's name. */
+    name: string;
+    /** What it does. */
+    description?: string;
+    /** A JSON Schema of its arguments (an object). */
+    parameters?: Record<string, unknown>;
+  };
 }
 
 /** Sampling, stops and streaming of {@link LanguageModel.complete}. */
@@ -119,6 +191,32 @@ export interface CompletionOptions {
   seed?: number;
   /** Keep generating past end-of-generation tokens. */
   ignoreEos?: boolean;
+  /**
+   * The shape of the answer: `{ type: 'json_schema', schema }` (JSON valid against the schema)
+   * or `{ type: 'json_object' }`, enforced on every token so the text always parses. A schema
+   * the engine cannot use rejects with an {@link InvalidArgumentError} before any token.
+   */
+  responseFormat?: ResponseFormat;
+  /** A grammar in llama.cpp's GBNF (`root` is the start rule) the answer must match. */
+  grammar?: string;
+  /** A regular expression the whole answer must match. */
+  regex?: string;
+  /** Tools the model may call (messages only); its calls are parsed into `toolCalls`. */
+  tools?: readonly ToolDefinition[];
+  /** `'auto'` (default), `'none'`, `'required'`, or the name of the function to call. */
+  toolChoice?: 'auto' | 'none' | 'required' | (string & {});
+  /** `enable_thinking` for the template (Qwen 3, SmolLM3, ...); absent: the template's default. */
+  enableThinking?: boolean;
+  /** `'auto'` (default) puts `<think>…</think>` into `reasoning`; `'none'` leaves it in `content`. */
+  reasoningFormat?: 'none' | 'auto';
+  /** At most this many tokens of reasoning; then `</think>` is written for the model. */
+  thinkingBudget?: number;
+  /** Further template variables; they override the standard ones. */
+  chatTemplateKwargs?: Record<string, unknown>;
+  /** A Jinja chat template to use instead of the model's. */
+  chatTemplate?: string;
+  /** Report each generated token's `nProbs` most likely candidates (events' and result's `probs`). */
+  nProbs?: number;
   /**
    * Stops the generation when aborted: the result resolves with the text so far and
    * `stopReason` `"cancelled"` (it never rejects because of the signal).
@@ -164,12 +262,22 @@ export interface CompletionTimings {
    * @deprecated Use `cache_n` (llama.rn's name); `cached_n` goes away in the next release.
    */
   cached_n: number;
+  /** Milliseconds spent computing the output constraint's token masks (part of `predicted_ms`). */
+  constraint_ms: number;
 }
 
 /** The result of a completion. */
 export interface CompletionResult {
-  /** The generated text (a stop string excluded). */
+  /** The raw generated text (a stop string excluded). */
   text: string;
+  /** The answer for the user: `text` without the reasoning and the tool calls, trimmed. */
+  content: string;
+  /** The reasoning (with `reasoningFormat` `'auto'`), empty if none. */
+  reasoning: string;
+  /** The tool calls parsed from the answer (with `tools`). */
+  toolCalls: ToolCall[];
+  /** With `nProbs`, each generated token's candidates (llama.rn's `completion_probabilities`). */
+  probs?: TokenProbs[];
   /** The generated token ids. */
   tokens: number[];
   /** Tokens of the prompt (the rendered chat for messages). */
@@ -201,6 +309,11 @@ export interface Completion extends AsyncIterable<TokenEvent> {
   readonly result: Promise<CompletionResult>;
   /** Stops the generation (the result resolves with `stopReason` `"cancelled"`). */
   stop(): void;
+  /**
+   * The typed pieces of the answer as they stream (reasoning, text, tool call names and
+   * arguments), from the first.
+   */
+  chunks(): AsyncIterable<CompletionChunk>;
 }
 
 /** Options of {@link LanguageModel.tokenize}. */
@@ -221,6 +334,22 @@ export interface DetokenizeOptions {
 export interface ChatTemplateOptions {
   /** End with the opening of the assistant's turn (default true). */
   addGenerationPrompt?: boolean;
+}
+
+/** Options of {@link LanguageModel.rerank}. */
+export interface RerankOptions {
+  /** Map the scores (logits) through the logistic function into (0, 1) (default false). */
+  normalize?: boolean;
+}
+
+/** One document's relevance to the query (llama.rn's rerank result). */
+export interface RerankResult {
+  /** The document's position in the input. */
+  index: number;
+  /** Its score (higher: more relevant). */
+  score: number;
+  /** The document. */
+  document: string;
 }
 
 /** Options of {@link LanguageModel.embed}. */
@@ -255,6 +384,15 @@ const LLAMA_RN_NAMES: Record<string, string> = {
   repeat_last_n: 'penaltyLastN',
   logit_bias: 'logitBias',
   ignore_eos: 'ignoreEos',
+  response_format: 'responseFormat',
+  json_schema: 'responseFormat',
+  tool_choice: 'toolChoice',
+  enable_thinking: 'enableThinking',
+  reasoning_format: 'reasoningFormat',
+  thinking_budget_tokens: 'thinkingBudget',
+  chat_template_kwargs: 'chatTemplateKwargs',
+  chat_template: 'chatTemplate',
+  n_probs: 'nProbs',
 };
 
 function checkOptions(what: string, options: unknown, allowed: readonly string[]): Record<string, unknown> {
@@ -283,11 +421,24 @@ function checkMessages(what: string, messages: unknown): ChatMessage[] {
     throw new InvalidArgumentError(`${what}: messages must be a non-empty array of { role, content }`);
   }
   return messages.map((m: unknown, i) => {
-    const r = m as { role?: unknown; content?: unknown } | null;
-    if (r === null || typeof r !== 'object' || typeof r.role !== 'string' || typeof r.content !== 'string') {
+    const r = m as Partial<Record<keyof ChatMessage, unknown>> | null;
+    const toolCalls = r?.toolCalls !== undefined && r.toolCalls !== null;
+    if (
+      r === null ||
+      typeof r !== 'object' ||
+      typeof r.role !== 'string' ||
+      !(typeof r.content === 'string' || (r.content === null && toolCalls))
+    ) {
       throw new InvalidArgumentError(`${what}: message ${i} must be { role: string, content: string }, got ${describe(m)}`);
     }
-    return { role: r.role, content: r.content };
+    const out: ChatMessage = { role: r.role, content: r.content };
+    for (const key of ['toolCalls', 'toolCallId', 'name', 'reasoningContent'] as const) {
+      if (r[key] !== undefined && r[key] !== null) (out as unknown as Record<string, unknown>)[key] = r[key];
+    }
+    if (toolCalls && !Array.isArray(r.toolCalls)) {
+      throw new InvalidArgumentError(`${what}: message ${i}: toolCalls must be an array of { id, name, arguments }`);
+    }
+    return out;
   });
 }
 
@@ -345,6 +496,13 @@ interface NativeTimings {
   predictedMs: number;
   predictedPerSecond: number;
   cachedN: number;
+  constraintMs?: number;
+}
+
+interface NativeToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
 }
 
 interface NativeGenerateResult {
@@ -353,6 +511,52 @@ interface NativeGenerateResult {
   promptTokens: number;
   stopReason: StopReason;
   timings: NativeTimings;
+  content: string;
+  reasoning: string;
+  toolCalls: NativeToolCall[];
+  probs: TokenProbs[];
+}
+
+/** A native stream chunk (`{kind, index?, delta}`) as a {@link CompletionChunk}. */
+function chunkFrom(c: { kind?: unknown; index?: unknown; delta?: unknown }): CompletionChunk | null {
+  const delta = typeof c.delta === 'string' ? c.delta : '';
+  const index = Number(c.index ?? 0);
+  switch (c.kind) {
+    case 'text':
+      return { type: 'text', text: delta };
+    case 'reasoning':
+      return { type: 'reasoning', text: delta };
+    case 'toolCallName':
+      return { type: 'toolCallName', index, name: delta };
+    case 'toolCallArguments':
+      return { type: 'toolCallArguments', index, text: delta };
+    default:
+      return null;
+  }
+}
+
+/** The token event of a native `token` event. */
+function tokenEventFrom(e: NativeEvent): TokenEvent {
+  const chunks = Array.isArray(e.chunks) ? (e.chunks as Array<Record<string, unknown>>).map(chunkFrom).filter((c): c is CompletionChunk => c !== null) : [];
+  const event: TokenEvent = { token: Number(e.token), text: typeof e.text === 'string' ? e.text : '', chunks };
+  if (Array.isArray(e.probs)) event.probs = e.probs as TokenProbability[];
+  return event;
+}
+
+/** The result of a native `generate` reply. */
+function resultFrom(r: NativeGenerateResult): CompletionResult {
+  const result: CompletionResult = {
+    text: r.text,
+    content: r.content ?? r.text,
+    reasoning: r.reasoning ?? '',
+    toolCalls: (r.toolCalls ?? []).map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })),
+    tokens: r.tokens,
+    promptTokens: r.promptTokens,
+    stopReason: r.stopReason,
+    timings: timingsFrom(r.timings),
+  };
+  if (r.probs && r.probs.length > 0) result.probs = r.probs;
+  return result;
 }
 
 function timingsFrom(t: NativeTimings): CompletionTimings {
@@ -367,12 +571,16 @@ function timingsFrom(t: NativeTimings): CompletionTimings {
     predicted_per_second: t.predictedPerSecond,
     cache_n: t.cachedN,
     cached_n: t.cachedN,
+    constraint_ms: t.constraintMs ?? 0,
   };
 }
 
 function cancelledBeforeStart(): CompletionResult {
   return {
     text: '',
+    content: '',
+    reasoning: '',
+    toolCalls: [],
     tokens: [],
     promptTokens: 0,
     stopReason: 'cancelled',
@@ -395,6 +603,17 @@ const COMPLETION_OPTIONS = [
   'logitBias',
   'seed',
   'ignoreEos',
+  'responseFormat',
+  'grammar',
+  'regex',
+  'tools',
+  'toolChoice',
+  'enableThinking',
+  'reasoningFormat',
+  'thinkingBudget',
+  'chatTemplateKwargs',
+  'chatTemplate',
+  'nProbs',
   'signal',
   'onToken',
 ] as const;
@@ -455,7 +674,7 @@ class TokenStream {
       const streamed = this.events.map((e) => e.text).join('');
       const rest = r.text.startsWith(streamed) ? r.text.slice(streamed.length) : '';
       for (let i = this.events.length; i < r.tokens.length; i++) {
-        this.push({ token: r.tokens[i]!, text: i === r.tokens.length - 1 ? rest : '' });
+        this.push({ token: r.tokens[i]!, text: i === r.tokens.length - 1 ? rest : '', chunks: [] });
       }
     }
     this.ended = {};
@@ -475,6 +694,20 @@ class TokenStream {
     const w = this.waiters;
     this.waiters = [];
     for (const resolve of w) resolve();
+  }
+
+  /** The typed chunks of the events, in order, as they arrive. */
+  async *chunks(): AsyncGenerator<CompletionChunk> {
+    const it = this.iterator();
+    try {
+      for (;;) {
+        const n = await it.next();
+        if (n.done) return;
+        yield* n.value.chunks;
+      }
+    } finally {
+      await it.return?.();
+    }
   }
 
   iterator(): AsyncIterator<TokenEvent> {
@@ -649,14 +882,14 @@ export class LanguageModel {
         state = 'running';
         const off = onRequestEvents(requestId, (e: NativeEvent) => {
           if (e.type !== 'token') return;
-          stream.push({ token: Number(e.token), text: typeof e.text === 'string' ? e.text : '' });
+          stream.push(tokenEventFrom(e));
           // A cancel sent before the core began the generation is not seen by it: again.
           if (stopped) sendCancel();
         });
         try {
           if (stopped) sendCancel();
           const r = await request<NativeGenerateResult>({ method: 'generate', model: this.id, requestId, params });
-          return { text: r.text, tokens: r.tokens, promptTokens: r.promptTokens, stopReason: r.stopReason, timings: timingsFrom(r.timings) };
+          return resultFrom(r);
         } finally {
           off();
           state = 'done';
@@ -689,6 +922,7 @@ export class LanguageModel {
       requestId,
       result,
       stop,
+      chunks: () => stream.chunks(),
       [Symbol.asyncIterator]: () => stream.iterator(),
     };
   }
@@ -752,6 +986,28 @@ export class LanguageModel {
     const file = sessionPath('loadSession', path);
     const r = await this.exclusive(() => this.call<{ tokens: number }>('loadSession', { path: file }));
     return r.tokens;
+  }
+
+  /**
+   * Scores `documents` by their relevance to `query` with a reranker model (a BERT
+   * classification head, such as bge-reranker), as llama.cpp scores them (llama.rn: `rerank`).
+   * The results are sorted by score, highest first, each with its document's index.
+   *
+   * @param query - the query
+   * @param documents - the texts to score
+   * @param options - `normalize` maps the scores into (0, 1)
+   */
+  async rerank(query: string, documents: readonly string[], options?: RerankOptions): Promise<RerankResult[]> {
+    const o = checkOptions('rerank', options, ['normalize']);
+    if (typeof query !== 'string') throw new InvalidArgumentError(`rerank: query must be a string, got ${describe(query)}`);
+    if (!Array.isArray(documents) || documents.some((d) => typeof d !== 'string')) {
+      throw new InvalidArgumentError(`rerank: documents must be an array of strings, got ${describe(documents)}`);
+    }
+    if (this.released) throw this.closedError();
+    const r = await this.exclusive(() =>
+      this.call<{ results: Array<{ index: number; score: number }> }>('rerank', { query, documents, ...o })
+    );
+    return r.results.map((x) => ({ index: x.index, score: x.score, document: documents[x.index]! }));
   }
 
   /**

@@ -674,6 +674,16 @@ public protocol ModelProtocol: AnyObject, Sendable {
     func isClosed()  -> Bool
     
     /**
+     * The relevance of each of `documents` to `query` for a reranker model (a BERT
+     * classification head under rank pooling), as llama.cpp scores them; the results are
+     * sorted by score, highest first, each with its document's index. `normalize` maps the
+     * raw scores (logits) through the logistic function into (0, 1).
+     *
+     * Errors: `InvalidArgument` (not a reranker, no documents, a pair past the context).
+     */
+    func rerank(query: String, documents: [String], normalize: Bool) throws  -> [RerankResult]
+    
+    /**
      * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
      * tokens written in the text are recognized).
      */
@@ -870,6 +880,26 @@ open func isClosed() -> Bool  {
         uniffiCallStatus in
     uniffi_tessera_ffi_fn_method_model_is_closed(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The relevance of each of `documents` to `query` for a reranker model (a BERT
+     * classification head under rank pooling), as llama.cpp scores them; the results are
+     * sorted by score, highest first, each with its document's index. `normalize` maps the
+     * raw scores (logits) through the logistic function into (0, 1).
+     *
+     * Errors: `InvalidArgument` (not a reranker, no documents, a pair past the context).
+     */
+open func rerank(query: String, documents: [String], normalize: Bool)throws  -> [RerankResult]  {
+    return try  FfiConverterSequenceTypeRerankResult.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_rerank(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(query),
+        FfiConverterSequenceString.lower(documents),
+        FfiConverterBool.lower(normalize),uniffiCallStatus
     )
 })
 }
@@ -1402,25 +1432,57 @@ public func FfiConverterTypeBuildInfo_lower(_ value: BuildInfo) -> RustBuffer {
  */
 public struct ChatTurn: Equatable, Hashable {
     /**
-     * "system", "user", "assistant" (or what the template knows).
+     * "system", "user", "assistant", "tool" (or what the template knows).
      */
     public var role: String
     /**
-     * The text.
+     * The text (`null` in JSON reads as empty: an assistant message with only tool calls).
      */
     public var content: String
+    /**
+     * An assistant message's tool calls.
+     */
+    public var toolCalls: [ToolCallRecord]
+    /**
+     * A `tool` message: the id of the call it answers.
+     */
+    public var toolCallId: String?
+    /**
+     * A `tool` message: the tool's name.
+     */
+    public var name: String?
+    /**
+     * An assistant message's reasoning (templates such as Qwen 3's render it).
+     */
+    public var reasoningContent: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
     public init(
         /**
-         * "system", "user", "assistant" (or what the template knows).
+         * "system", "user", "assistant", "tool" (or what the template knows).
          */role: String, 
         /**
-         * The text.
-         */content: String) {
+         * The text (`null` in JSON reads as empty: an assistant message with only tool calls).
+         */content: String, 
+        /**
+         * An assistant message's tool calls.
+         */toolCalls: [ToolCallRecord] = [], 
+        /**
+         * A `tool` message: the id of the call it answers.
+         */toolCallId: String? = nil, 
+        /**
+         * A `tool` message: the tool's name.
+         */name: String? = nil, 
+        /**
+         * An assistant message's reasoning (templates such as Qwen 3's render it).
+         */reasoningContent: String? = nil) {
         self.role = role
         self.content = content
+        self.toolCalls = toolCalls
+        self.toolCallId = toolCallId
+        self.name = name
+        self.reasoningContent = reasoningContent
     }
 
     
@@ -1440,13 +1502,21 @@ public struct FfiConverterTypeChatTurn: FfiConverterRustBuffer {
         return
             try ChatTurn(
                 role: FfiConverterString.read(from: &buf), 
-                content: FfiConverterString.read(from: &buf)
+                content: FfiConverterString.read(from: &buf), 
+                toolCalls: FfiConverterSequenceTypeToolCallRecord.read(from: &buf), 
+                toolCallId: FfiConverterOptionString.read(from: &buf), 
+                name: FfiConverterOptionString.read(from: &buf), 
+                reasoningContent: FfiConverterOptionString.read(from: &buf)
         )
     }
 
     public static func write(_ value: ChatTurn, into buf: inout [UInt8]) {
         FfiConverterString.write(value.role, into: &buf)
         FfiConverterString.write(value.content, into: &buf)
+        FfiConverterSequenceTypeToolCallRecord.write(value.toolCalls, into: &buf)
+        FfiConverterOptionString.write(value.toolCallId, into: &buf)
+        FfiConverterOptionString.write(value.name, into: &buf)
+        FfiConverterOptionString.write(value.reasoningContent, into: &buf)
     }
 }
 
@@ -1880,6 +1950,53 @@ public struct GenerateRequest: Equatable, Hashable {
      * Keep generating past end-of-generation tokens.
      */
     public var ignoreEos: Bool
+    /**
+     * The shape of the answer (`{"type": "json_schema", "schema"}`, `{"type":
+     * "json_object"}`), enforced token by token.
+     */
+    public var responseFormat: ResponseFormat?
+    /**
+     * A grammar in llama.cpp's GBNF (`root` is the start rule) the answer must match.
+     */
+    public var grammar: String?
+    /**
+     * A regular expression the whole answer must match.
+     */
+    public var regex: String?
+    /**
+     * Tools (OpenAI function definitions, `{"type": "function", "function": {"name",
+     * "description", "parameters"}}`), messages only.
+     */
+    public var tools: [JsonText]
+    /**
+     * "auto", "none", "required", or the name of the function to call.
+     */
+    public var toolChoice: String
+    /**
+     * `enable_thinking` for the template (Qwen 3, SmolLM3, ...); `None` leaves the
+     * template's default.
+     */
+    public var enableThinking: Bool?
+    /**
+     * "auto" puts `<think>...</think>` into `reasoning`; "none" leaves it in `content`.
+     */
+    public var reasoningFormat: String
+    /**
+     * At most this many tokens of reasoning; then `</think>` is written for the model.
+     */
+    public var thinkingBudget: UInt32?
+    /**
+     * Further template variables (a JSON object); they override the standard ones.
+     */
+    public var chatTemplateKwargs: JsonText?
+    /**
+     * A Jinja chat template to use instead of the model's.
+     */
+    public var chatTemplate: String?
+    /**
+     * Report the `n_probs` most likely candidates of every generated token.
+     */
+    public var nProbs: UInt32
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -1931,7 +2048,43 @@ public struct GenerateRequest: Equatable, Hashable {
          */seed: UInt64? = nil, 
         /**
          * Keep generating past end-of-generation tokens.
-         */ignoreEos: Bool = false) {
+         */ignoreEos: Bool = false, 
+        /**
+         * The shape of the answer (`{"type": "json_schema", "schema"}`, `{"type":
+         * "json_object"}`), enforced token by token.
+         */responseFormat: ResponseFormat? = nil, 
+        /**
+         * A grammar in llama.cpp's GBNF (`root` is the start rule) the answer must match.
+         */grammar: String? = nil, 
+        /**
+         * A regular expression the whole answer must match.
+         */regex: String? = nil, 
+        /**
+         * Tools (OpenAI function definitions, `{"type": "function", "function": {"name",
+         * "description", "parameters"}}`), messages only.
+         */tools: [JsonText] = [], 
+        /**
+         * "auto", "none", "required", or the name of the function to call.
+         */toolChoice: String = "auto", 
+        /**
+         * `enable_thinking` for the template (Qwen 3, SmolLM3, ...); `None` leaves the
+         * template's default.
+         */enableThinking: Bool? = nil, 
+        /**
+         * "auto" puts `<think>...</think>` into `reasoning`; "none" leaves it in `content`.
+         */reasoningFormat: String = "auto", 
+        /**
+         * At most this many tokens of reasoning; then `</think>` is written for the model.
+         */thinkingBudget: UInt32? = nil, 
+        /**
+         * Further template variables (a JSON object); they override the standard ones.
+         */chatTemplateKwargs: JsonText? = nil, 
+        /**
+         * A Jinja chat template to use instead of the model's.
+         */chatTemplate: String? = nil, 
+        /**
+         * Report the `n_probs` most likely candidates of every generated token.
+         */nProbs: UInt32 = UInt32(0)) {
         self.prompt = prompt
         self.messages = messages
         self.maxTokens = maxTokens
@@ -1948,6 +2101,17 @@ public struct GenerateRequest: Equatable, Hashable {
         self.logitBias = logitBias
         self.seed = seed
         self.ignoreEos = ignoreEos
+        self.responseFormat = responseFormat
+        self.grammar = grammar
+        self.regex = regex
+        self.tools = tools
+        self.toolChoice = toolChoice
+        self.enableThinking = enableThinking
+        self.reasoningFormat = reasoningFormat
+        self.thinkingBudget = thinkingBudget
+        self.chatTemplateKwargs = chatTemplateKwargs
+        self.chatTemplate = chatTemplate
+        self.nProbs = nProbs
     }
 
     
@@ -1981,7 +2145,18 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
                 penaltyLastN: FfiConverterUInt32.read(from: &buf), 
                 logitBias: FfiConverterSequenceTypeLogitBias.read(from: &buf), 
                 seed: FfiConverterOptionUInt64.read(from: &buf), 
-                ignoreEos: FfiConverterBool.read(from: &buf)
+                ignoreEos: FfiConverterBool.read(from: &buf), 
+                responseFormat: FfiConverterOptionTypeResponseFormat.read(from: &buf), 
+                grammar: FfiConverterOptionString.read(from: &buf), 
+                regex: FfiConverterOptionString.read(from: &buf), 
+                tools: FfiConverterSequenceTypeJsonText.read(from: &buf), 
+                toolChoice: FfiConverterString.read(from: &buf), 
+                enableThinking: FfiConverterOptionBool.read(from: &buf), 
+                reasoningFormat: FfiConverterString.read(from: &buf), 
+                thinkingBudget: FfiConverterOptionUInt32.read(from: &buf), 
+                chatTemplateKwargs: FfiConverterOptionTypeJsonText.read(from: &buf), 
+                chatTemplate: FfiConverterOptionString.read(from: &buf), 
+                nProbs: FfiConverterUInt32.read(from: &buf)
         )
     }
 
@@ -2002,6 +2177,17 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
         FfiConverterSequenceTypeLogitBias.write(value.logitBias, into: &buf)
         FfiConverterOptionUInt64.write(value.seed, into: &buf)
         FfiConverterBool.write(value.ignoreEos, into: &buf)
+        FfiConverterOptionTypeResponseFormat.write(value.responseFormat, into: &buf)
+        FfiConverterOptionString.write(value.grammar, into: &buf)
+        FfiConverterOptionString.write(value.regex, into: &buf)
+        FfiConverterSequenceTypeJsonText.write(value.tools, into: &buf)
+        FfiConverterString.write(value.toolChoice, into: &buf)
+        FfiConverterOptionBool.write(value.enableThinking, into: &buf)
+        FfiConverterString.write(value.reasoningFormat, into: &buf)
+        FfiConverterOptionUInt32.write(value.thinkingBudget, into: &buf)
+        FfiConverterOptionTypeJsonText.write(value.chatTemplateKwargs, into: &buf)
+        FfiConverterOptionString.write(value.chatTemplate, into: &buf)
+        FfiConverterUInt32.write(value.nProbs, into: &buf)
     }
 }
 
@@ -2046,6 +2232,22 @@ public struct GenerateResult: Equatable, Hashable {
      * Time spent.
      */
     public var timings: GenerateTimings
+    /**
+     * The answer for the user: `text` without the reasoning and the tool calls, trimmed.
+     */
+    public var content: String
+    /**
+     * The reasoning (`<think>...</think>` with `reasoningFormat` "auto"), empty if none.
+     */
+    public var reasoning: String
+    /**
+     * The tool calls parsed from the answer (with `tools`).
+     */
+    public var toolCalls: [ToolCallRecord]
+    /**
+     * With `nProbs`, each generated token's candidates.
+     */
+    public var probs: [TokenProbs]
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2065,12 +2267,28 @@ public struct GenerateResult: Equatable, Hashable {
          */stopReason: String, 
         /**
          * Time spent.
-         */timings: GenerateTimings) {
+         */timings: GenerateTimings, 
+        /**
+         * The answer for the user: `text` without the reasoning and the tool calls, trimmed.
+         */content: String, 
+        /**
+         * The reasoning (`<think>...</think>` with `reasoningFormat` "auto"), empty if none.
+         */reasoning: String, 
+        /**
+         * The tool calls parsed from the answer (with `tools`).
+         */toolCalls: [ToolCallRecord], 
+        /**
+         * With `nProbs`, each generated token's candidates.
+         */probs: [TokenProbs]) {
         self.text = text
         self.tokens = tokens
         self.promptTokens = promptTokens
         self.stopReason = stopReason
         self.timings = timings
+        self.content = content
+        self.reasoning = reasoning
+        self.toolCalls = toolCalls
+        self.probs = probs
     }
 
     
@@ -2093,7 +2311,11 @@ public struct FfiConverterTypeGenerateResult: FfiConverterRustBuffer {
                 tokens: FfiConverterSequenceUInt32.read(from: &buf), 
                 promptTokens: FfiConverterUInt32.read(from: &buf), 
                 stopReason: FfiConverterString.read(from: &buf), 
-                timings: FfiConverterTypeGenerateTimings.read(from: &buf)
+                timings: FfiConverterTypeGenerateTimings.read(from: &buf), 
+                content: FfiConverterString.read(from: &buf), 
+                reasoning: FfiConverterString.read(from: &buf), 
+                toolCalls: FfiConverterSequenceTypeToolCallRecord.read(from: &buf), 
+                probs: FfiConverterSequenceTypeTokenProbs.read(from: &buf)
         )
     }
 
@@ -2103,6 +2325,10 @@ public struct FfiConverterTypeGenerateResult: FfiConverterRustBuffer {
         FfiConverterUInt32.write(value.promptTokens, into: &buf)
         FfiConverterString.write(value.stopReason, into: &buf)
         FfiConverterTypeGenerateTimings.write(value.timings, into: &buf)
+        FfiConverterString.write(value.content, into: &buf)
+        FfiConverterString.write(value.reasoning, into: &buf)
+        FfiConverterSequenceTypeToolCallRecord.write(value.toolCalls, into: &buf)
+        FfiConverterSequenceTypeTokenProbs.write(value.probs, into: &buf)
     }
 }
 
@@ -2154,6 +2380,11 @@ public struct GenerateTimings: Equatable, Hashable {
      * Prompt tokens reused from the KV cache.
      */
     public var cachedN: UInt32
+    /**
+     * Milliseconds spent computing the output constraint's token masks (part of
+     * `predicted_ms`; 0 without a constraint).
+     */
+    public var constraintMs: Double
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2178,7 +2409,11 @@ public struct GenerateTimings: Equatable, Hashable {
          */predictedPerSecond: Double, 
         /**
          * Prompt tokens reused from the KV cache.
-         */cachedN: UInt32) {
+         */cachedN: UInt32, 
+        /**
+         * Milliseconds spent computing the output constraint's token masks (part of
+         * `predicted_ms`; 0 without a constraint).
+         */constraintMs: Double) {
         self.promptN = promptN
         self.promptMs = promptMs
         self.promptPerSecond = promptPerSecond
@@ -2186,6 +2421,7 @@ public struct GenerateTimings: Equatable, Hashable {
         self.predictedMs = predictedMs
         self.predictedPerSecond = predictedPerSecond
         self.cachedN = cachedN
+        self.constraintMs = constraintMs
     }
 
     
@@ -2210,7 +2446,8 @@ public struct FfiConverterTypeGenerateTimings: FfiConverterRustBuffer {
                 predictedN: FfiConverterUInt32.read(from: &buf), 
                 predictedMs: FfiConverterDouble.read(from: &buf), 
                 predictedPerSecond: FfiConverterDouble.read(from: &buf), 
-                cachedN: FfiConverterUInt32.read(from: &buf)
+                cachedN: FfiConverterUInt32.read(from: &buf), 
+                constraintMs: FfiConverterDouble.read(from: &buf)
         )
     }
 
@@ -2222,6 +2459,7 @@ public struct FfiConverterTypeGenerateTimings: FfiConverterRustBuffer {
         FfiConverterDouble.write(value.predictedMs, into: &buf)
         FfiConverterDouble.write(value.predictedPerSecond, into: &buf)
         FfiConverterUInt32.write(value.cachedN, into: &buf)
+        FfiConverterDouble.write(value.constraintMs, into: &buf)
     }
 }
 
@@ -2238,6 +2476,99 @@ public func FfiConverterTypeGenerateTimings_lift(_ buf: RustBuffer) throws -> Ge
 #endif
 public func FfiConverterTypeGenerateTimings_lower(_ value: GenerateTimings) -> RustBuffer {
     return FfiConverterTypeGenerateTimings.lower(value)
+}
+
+
+/**
+ * One generated token as a listener sees it.
+ */
+public struct GeneratedToken: Equatable, Hashable {
+    /**
+     * The token id.
+     */
+    public var token: UInt32
+    /**
+     * The raw text this token completes (empty while a character or a possible stop string is
+     * held back).
+     */
+    public var text: String
+    /**
+     * The answer's pieces that became certain with it, typed.
+     */
+    public var chunks: [StreamChunk]
+    /**
+     * With `nProbs`, the step's most likely candidates (empty otherwise; the protocol's
+     * event then has no `probs`).
+     */
+    public var probs: [TokenProbability]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The token id.
+         */token: UInt32, 
+        /**
+         * The raw text this token completes (empty while a character or a possible stop string is
+         * held back).
+         */text: String, 
+        /**
+         * The answer's pieces that became certain with it, typed.
+         */chunks: [StreamChunk], 
+        /**
+         * With `nProbs`, the step's most likely candidates (empty otherwise; the protocol's
+         * event then has no `probs`).
+         */probs: [TokenProbability]) {
+        self.token = token
+        self.text = text
+        self.chunks = chunks
+        self.probs = probs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension GeneratedToken: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeGeneratedToken: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> GeneratedToken {
+        return
+            try GeneratedToken(
+                token: FfiConverterUInt32.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                chunks: FfiConverterSequenceTypeStreamChunk.read(from: &buf), 
+                probs: FfiConverterSequenceTypeTokenProbability.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: GeneratedToken, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.token, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterSequenceTypeStreamChunk.write(value.chunks, into: &buf)
+        FfiConverterSequenceTypeTokenProbability.write(value.probs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGeneratedToken_lift(_ buf: RustBuffer) throws -> GeneratedToken {
+    return try FfiConverterTypeGeneratedToken.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeGeneratedToken_lower(_ value: GeneratedToken) -> RustBuffer {
+    return FfiConverterTypeGeneratedToken.lower(value)
 }
 
 
@@ -2583,6 +2914,75 @@ public func FfiConverterTypeModelOptions_lower(_ value: ModelOptions) -> RustBuf
 
 
 /**
+ * One document's relevance to a query.
+ */
+public struct RerankResult: Equatable, Hashable {
+    /**
+     * The document's position in the request.
+     */
+    public var index: UInt32
+    /**
+     * Its score (the classification head's logit, or its logistic with `normalize`).
+     */
+    public var score: Float
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The document's position in the request.
+         */index: UInt32, 
+        /**
+         * Its score (the classification head's logit, or its logistic with `normalize`).
+         */score: Float) {
+        self.index = index
+        self.score = score
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RerankResult: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRerankResult: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RerankResult {
+        return
+            try RerankResult(
+                index: FfiConverterUInt32.read(from: &buf), 
+                score: FfiConverterFloat.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RerankResult, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.index, into: &buf)
+        FfiConverterFloat.write(value.score, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRerankResult_lift(_ buf: RustBuffer) throws -> RerankResult {
+    return try FfiConverterTypeRerankResult.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRerankResult_lower(_ value: RerankResult) -> RustBuffer {
+    return FfiConverterTypeRerankResult.lower(value)
+}
+
+
+/**
  * How to open a [`Session`].
  */
 public struct SessionOptions: Equatable, Hashable {
@@ -2666,6 +3066,87 @@ public func FfiConverterTypeSessionOptions_lift(_ buf: RustBuffer) throws -> Ses
 #endif
 public func FfiConverterTypeSessionOptions_lower(_ value: SessionOptions) -> RustBuffer {
     return FfiConverterTypeSessionOptions.lower(value)
+}
+
+
+/**
+ * A piece of the answer while it streams, and what it extends.
+ */
+public struct StreamChunk: Equatable, Hashable {
+    /**
+     * "text", "reasoning", "toolCallName" (the whole name, once) or "toolCallArguments"
+     * (JSON text of the arguments, in pieces).
+     */
+    public var kind: String
+    /**
+     * The tool call's position in the answer (tool call chunks only).
+     */
+    public var index: UInt32?
+    /**
+     * The new text.
+     */
+    public var delta: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * "text", "reasoning", "toolCallName" (the whole name, once) or "toolCallArguments"
+         * (JSON text of the arguments, in pieces).
+         */kind: String, 
+        /**
+         * The tool call's position in the answer (tool call chunks only).
+         */index: UInt32?, 
+        /**
+         * The new text.
+         */delta: String) {
+        self.kind = kind
+        self.index = index
+        self.delta = delta
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension StreamChunk: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeStreamChunk: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> StreamChunk {
+        return
+            try StreamChunk(
+                kind: FfiConverterString.read(from: &buf), 
+                index: FfiConverterOptionUInt32.read(from: &buf), 
+                delta: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: StreamChunk, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.kind, into: &buf)
+        FfiConverterOptionUInt32.write(value.index, into: &buf)
+        FfiConverterString.write(value.delta, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStreamChunk_lift(_ buf: RustBuffer) throws -> StreamChunk {
+    return try FfiConverterTypeStreamChunk.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStreamChunk_lower(_ value: StreamChunk) -> RustBuffer {
+    return FfiConverterTypeStreamChunk.lower(value)
 }
 
 
@@ -2830,6 +3311,243 @@ public func FfiConverterTypeTierInfo_lift(_ buf: RustBuffer) throws -> TierInfo 
 #endif
 public func FfiConverterTypeTierInfo_lower(_ value: TierInfo) -> RustBuffer {
     return FfiConverterTypeTierInfo.lower(value)
+}
+
+
+/**
+ * A candidate token of one step with its probability after the sampler chain.
+ */
+public struct TokenProbability: Equatable, Hashable {
+    /**
+     * The token id.
+     */
+    public var token: UInt32
+    /**
+     * Its text (a partial UTF-8 character shown as U+FFFD).
+     */
+    public var text: String
+    /**
+     * Its probability (1 for greedy decoding's pick).
+     */
+    public var prob: Float
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The token id.
+         */token: UInt32, 
+        /**
+         * Its text (a partial UTF-8 character shown as U+FFFD).
+         */text: String, 
+        /**
+         * Its probability (1 for greedy decoding's pick).
+         */prob: Float) {
+        self.token = token
+        self.text = text
+        self.prob = prob
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TokenProbability: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTokenProbability: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TokenProbability {
+        return
+            try TokenProbability(
+                token: FfiConverterUInt32.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                prob: FfiConverterFloat.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TokenProbability, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.token, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterFloat.write(value.prob, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenProbability_lift(_ buf: RustBuffer) throws -> TokenProbability {
+    return try FfiConverterTypeTokenProbability.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenProbability_lower(_ value: TokenProbability) -> RustBuffer {
+    return FfiConverterTypeTokenProbability.lower(value)
+}
+
+
+/**
+ * The candidates of one generated token (llama.rn's `completion_probabilities` entry).
+ */
+public struct TokenProbs: Equatable, Hashable {
+    /**
+     * The token drawn.
+     */
+    public var token: UInt32
+    /**
+     * Its text.
+     */
+    public var text: String
+    /**
+     * The `nProbs` most likely candidates, most likely first.
+     */
+    public var probs: [TokenProbability]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The token drawn.
+         */token: UInt32, 
+        /**
+         * Its text.
+         */text: String, 
+        /**
+         * The `nProbs` most likely candidates, most likely first.
+         */probs: [TokenProbability]) {
+        self.token = token
+        self.text = text
+        self.probs = probs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TokenProbs: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTokenProbs: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TokenProbs {
+        return
+            try TokenProbs(
+                token: FfiConverterUInt32.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                probs: FfiConverterSequenceTypeTokenProbability.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TokenProbs, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.token, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterSequenceTypeTokenProbability.write(value.probs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenProbs_lift(_ buf: RustBuffer) throws -> TokenProbs {
+    return try FfiConverterTypeTokenProbs.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenProbs_lower(_ value: TokenProbs) -> RustBuffer {
+    return FfiConverterTypeTokenProbs.lower(value)
+}
+
+
+/**
+ * One tool call of an answer or of an assistant message: `arguments` is a JSON object.
+ */
+public struct ToolCallRecord: Equatable, Hashable {
+    /**
+     * The call's id (the model's, or made up from the answer where its format has none).
+     */
+    public var id: String
+    /**
+     * The function's name.
+     */
+    public var name: String
+    /**
+     * The arguments, a JSON object.
+     */
+    public var arguments: JsonText
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The call's id (the model's, or made up from the answer where its format has none).
+         */id: String, 
+        /**
+         * The function's name.
+         */name: String, 
+        /**
+         * The arguments, a JSON object.
+         */arguments: JsonText) {
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ToolCallRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeToolCallRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ToolCallRecord {
+        return
+            try ToolCallRecord(
+                id: FfiConverterString.read(from: &buf), 
+                name: FfiConverterString.read(from: &buf), 
+                arguments: FfiConverterTypeJsonText.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ToolCallRecord, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterTypeJsonText.write(value.arguments, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeToolCallRecord_lift(_ buf: RustBuffer) throws -> ToolCallRecord {
+    return try FfiConverterTypeToolCallRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeToolCallRecord_lower(_ value: ToolCallRecord) -> RustBuffer {
+    return FfiConverterTypeToolCallRecord.lower(value)
 }
 
 
@@ -3039,6 +3757,97 @@ public func FfiConverterTypeLogLevel_lift(_ buf: RustBuffer) throws -> LogLevel 
 #endif
 public func FfiConverterTypeLogLevel_lower(_ value: LogLevel) -> RustBuffer {
     return FfiConverterTypeLogLevel.lower(value)
+}
+
+
+
+/**
+ * The shape the answer must have (OpenAI's / llama.rn's `response_format`).
+ */
+
+public enum ResponseFormat: Equatable, Hashable {
+    
+    /**
+     * Free text (no constraint).
+     */
+    case text
+    /**
+     * Any JSON object.
+     */
+    case jsonObject
+    /**
+     * JSON valid against `schema` (a JSON Schema).
+     */
+    case jsonSchema(
+        /**
+         * The schema.
+         */schema: JsonText
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension ResponseFormat: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeResponseFormat: FfiConverterRustBuffer {
+    typealias SwiftType = ResponseFormat
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ResponseFormat {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .text
+        
+        case 2: return .jsonObject
+        
+        case 3: return .jsonSchema(schema: try FfiConverterTypeJsonText.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: ResponseFormat, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .text:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .jsonObject:
+            writeInt(&buf, Int32(2))
+        
+        
+        case let .jsonSchema(schema):
+            writeInt(&buf, Int32(3))
+            FfiConverterTypeJsonText.write(schema, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeResponseFormat_lift(_ buf: RustBuffer) throws -> ResponseFormat {
+    return try FfiConverterTypeResponseFormat.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeResponseFormat_lower(_ value: ResponseFormat) -> RustBuffer {
+    return FfiConverterTypeResponseFormat.lower(value)
 }
 
 
@@ -3760,10 +4569,11 @@ public func FfiConverterCallbackInterfaceLogListener_lower(_ v: LogListener) -> 
 public protocol TokenListener: AnyObject, Sendable {
     
     /**
-     * One token and the text it completes (empty while a character or a possible stop string
-     * is held back).
+     * One token, the raw text it completes (empty while a character or a possible stop
+     * string is held back), the typed pieces of the answer it made certain and, with
+     * `nProbs`, its candidates.
      */
-    func onToken(token: UInt32, text: String)  -> Bool
+    func onToken(token: GeneratedToken)  -> Bool
     
 }
 
@@ -3792,8 +4602,7 @@ fileprivate struct UniffiCallbackInterfaceTokenListener {
         },
         onToken: { (
             uniffiHandle: UInt64,
-            token: UInt32,
-            text: RustBuffer,
+            token: RustBuffer,
             uniffiOutReturn: UnsafeMutablePointer<Int8>,
             uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
         ) in
@@ -3803,8 +4612,7 @@ fileprivate struct UniffiCallbackInterfaceTokenListener {
                     throw UniffiInternalError.unexpectedStaleHandle
                 }
                 return uniffiObj.onToken(
-                     token: try FfiConverterUInt32.lift(token),
-                     text: try FfiConverterString.lift(text)
+                     token: try FfiConverterTypeGeneratedToken_lift(token)
                 )
             }
 
@@ -3946,6 +4754,30 @@ fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionBool: FfiConverterRustBuffer {
+    typealias SwiftType = Bool?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterBool.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterBool.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
     typealias SwiftType = String?
 
@@ -3962,6 +4794,30 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterString.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeResponseFormat: FfiConverterRustBuffer {
+    typealias SwiftType = ResponseFormat?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeResponseFormat.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeResponseFormat.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -4082,6 +4938,30 @@ fileprivate struct FfiConverterOptionSequenceTypeChatTurn: FfiConverterRustBuffe
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterSequenceTypeChatTurn.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeJsonText: FfiConverterRustBuffer {
+    typealias SwiftType = JsonText?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeJsonText.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeJsonText.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -4290,6 +5170,56 @@ fileprivate struct FfiConverterSequenceTypeLogitBias: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeRerankResult: FfiConverterRustBuffer {
+    typealias SwiftType = [RerankResult]
+
+    public static func write(_ value: [RerankResult], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeRerankResult.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [RerankResult] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [RerankResult]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeRerankResult.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeStreamChunk: FfiConverterRustBuffer {
+    typealias SwiftType = [StreamChunk]
+
+    public static func write(_ value: [StreamChunk], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeStreamChunk.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [StreamChunk] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [StreamChunk]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeStreamChunk.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeTensorData: FfiConverterRustBuffer {
     typealias SwiftType = [TensorData]
 
@@ -4340,6 +5270,81 @@ fileprivate struct FfiConverterSequenceTypeTierInfo: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeTokenProbability: FfiConverterRustBuffer {
+    typealias SwiftType = [TokenProbability]
+
+    public static func write(_ value: [TokenProbability], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeTokenProbability.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [TokenProbability] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [TokenProbability]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeTokenProbability.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeTokenProbs: FfiConverterRustBuffer {
+    typealias SwiftType = [TokenProbs]
+
+    public static func write(_ value: [TokenProbs], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeTokenProbs.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [TokenProbs] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [TokenProbs]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeTokenProbs.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeToolCallRecord: FfiConverterRustBuffer {
+    typealias SwiftType = [ToolCallRecord]
+
+    public static func write(_ value: [ToolCallRecord], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeToolCallRecord.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [ToolCallRecord] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [ToolCallRecord]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeToolCallRecord.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer {
     typealias SwiftType = [[Float]]
 
@@ -4361,6 +5366,71 @@ fileprivate struct FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer {
         return seq
     }
 }
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeJsonText: FfiConverterRustBuffer {
+    typealias SwiftType = [JsonText]
+
+    public static func write(_ value: [JsonText], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeJsonText.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [JsonText] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [JsonText]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeJsonText.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+
+public typealias JsonText = String
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeJsonText: FfiConverter {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> JsonText {
+        return try FfiConverterString.read(from: &buf)
+    }
+
+    public static func write(_ value: JsonText, into buf: inout [UInt8]) {
+        return FfiConverterString.write(value, into: &buf)
+    }
+
+    public static func lift(_ value: RustBuffer) throws -> JsonText {
+        return try FfiConverterString.lift(value)
+    }
+
+    public static func lower(_ value: JsonText) -> RustBuffer {
+        return FfiConverterString.lower(value)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJsonText_lift(_ value: RustBuffer) throws -> JsonText {
+    return try FfiConverterTypeJsonText.lift(value)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJsonText_lower(_ value: JsonText) -> RustBuffer {
+    return FfiConverterTypeJsonText.lower(value)
+}
+
 private let UNIFFI_RUST_FUTURE_POLL_READY: Int8 = 0
 private let UNIFFI_RUST_FUTURE_POLL_WAKE: Int8 = 1
 
@@ -4591,6 +5661,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_is_closed() != 45105) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_tessera_ffi_checksum_method_model_rerank() != 24408) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4645,7 +5718,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_loadprogress_on_progress() != 53899) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() != 51207) {
+    if (uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() != 25126) {
         return InitializationResult.apiChecksumMismatch
     }
 

@@ -35,6 +35,7 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_method_model_generate() != 11646 { differing.append("uniffi_tessera_ffi_checksum_method_model_generate") }
     if uniffi_tessera_ffi_checksum_method_model_info() != 38995 { differing.append("uniffi_tessera_ffi_checksum_method_model_info") }
     if uniffi_tessera_ffi_checksum_method_model_is_closed() != 45105 { differing.append("uniffi_tessera_ffi_checksum_method_model_is_closed") }
+    if uniffi_tessera_ffi_checksum_method_model_rerank() != 24408 { differing.append("uniffi_tessera_ffi_checksum_method_model_rerank") }
     if uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411 { differing.append("uniffi_tessera_ffi_checksum_method_model_tokenize") }
     if uniffi_tessera_ffi_checksum_method_model_load_session() != 38548 { differing.append("uniffi_tessera_ffi_checksum_method_model_load_session") }
     if uniffi_tessera_ffi_checksum_method_model_save_session() != 51859 { differing.append("uniffi_tessera_ffi_checksum_method_model_save_session") }
@@ -53,6 +54,6 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_method_eventlistener_on_event() != 36458 { differing.append("uniffi_tessera_ffi_checksum_method_eventlistener_on_event") }
     if uniffi_tessera_ffi_checksum_method_loglistener_on_log() != 29366 { differing.append("uniffi_tessera_ffi_checksum_method_loglistener_on_log") }
     if uniffi_tessera_ffi_checksum_method_loadprogress_on_progress() != 53899 { differing.append("uniffi_tessera_ffi_checksum_method_loadprogress_on_progress") }
-    if uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() != 51207 { differing.append("uniffi_tessera_ffi_checksum_method_tokenlistener_on_token") }
+    if uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() != 25126 { differing.append("uniffi_tessera_ffi_checksum_method_tokenlistener_on_token") }
     return differing.isEmpty ? nil : "API checksum mismatch: " + differing.joined(separator: ", ")
 }

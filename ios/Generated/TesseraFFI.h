@@ -266,7 +266,7 @@ typedef void (*UniffiCallbackInterfaceLoadProgressMethod0)(uint64_t, float, int8
 #endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOKEN_LISTENER_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TOKEN_LISTENER_METHOD0
-typedef void (*UniffiCallbackInterfaceTokenListenerMethod0)(uint64_t, uint32_t, RustBuffer, int8_t* _Nonnull, 
+typedef void (*UniffiCallbackInterfaceTokenListenerMethod0)(uint64_t, RustBuffer, int8_t* _Nonnull, 
         RustCallStatus *_Nonnull uniffiCallStatus
     );
 
@@ -360,6 +360,11 @@ RustBuffer uniffi_tessera_ffi_fn_method_model_info(uint64_t ptr, RustCallStatus 
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_IS_CLOSED
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_IS_CLOSED
 int8_t uniffi_tessera_ffi_fn_method_model_is_closed(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_RERANK
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_RERANK
+RustBuffer uniffi_tessera_ffi_fn_method_model_rerank(uint64_t ptr, RustBuffer query, RustBuffer documents, int8_t normalize, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_TOKENIZE
@@ -882,6 +887,12 @@ uint16_t uniffi_tessera_ffi_checksum_method_model_info(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_IS_CLOSED
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_IS_CLOSED
 uint16_t uniffi_tessera_ffi_checksum_method_model_is_closed(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_RERANK
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_RERANK
+uint16_t uniffi_tessera_ffi_checksum_method_model_rerank(void
     
 );
 #endif

@@ -5,11 +5,14 @@
 // during a generation, errors as TesseraException subclasses, and the JSON protocol's events
 // through setEventListener (what the Android module forwards to JavaScript).
 
+import com.tessera.ChatTurn
 import com.tessera.EventListener
 import com.tessera.GenerateRequest
+import com.tessera.GeneratedToken
 import com.tessera.LoadProgress
 import com.tessera.Model
 import com.tessera.ModelOptions
+import com.tessera.ResponseFormat
 import com.tessera.TesseraException
 import com.tessera.TokenListener
 import com.tessera.callJson
@@ -39,8 +42,11 @@ private fun greedy(prompt: String, maxTokens: Int) =
 private class Collect(private val arrived: CountDownLatch? = null) : TokenListener {
   val tokens: MutableList<Pair<UInt, String>> = Collections.synchronizedList(mutableListOf())
 
-  override fun onToken(token: UInt, text: String): Boolean {
-    tokens.add(token to text)
+  val chunks: MutableList<com.tessera.StreamChunk> = Collections.synchronizedList(mutableListOf())
+
+  override fun onToken(token: GeneratedToken): Boolean {
+    tokens.add(token.token to token.text)
+    chunks.addAll(token.chunks)
     arrived?.countDown()
     return true
   }
@@ -99,8 +105,8 @@ internal fun modelTests() {
       model.generate(
         greedy("The capital of France is", 50),
         object : TokenListener {
-          override fun onToken(token: UInt, text: String): Boolean {
-            seen.add(token)
+          override fun onToken(token: GeneratedToken): Boolean {
+            seen.add(token.token)
             return seen.size < 3
           }
         },
@@ -121,6 +127,57 @@ internal fun modelTests() {
     require(seen.tokens.map { it.first } == r.tokens) { "streamed ${seen.tokens.size}, result ${r.tokens.size}" }
     // The model goes on: the next generation is the greedy one again.
     require(model.generate(greedy("The capital of France is", 3), null).tokens == GREEDY_IDS.take(3)) { "after cancel" }
+  }
+
+  test("a JSON-schema constrained chat answer parses as the schema says; its text chunks are the content") {
+    val schema = """{"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["answer", "confidence"], "additionalProperties": false}"""
+    val seen = Collect()
+    val r =
+      model.generate(
+        GenerateRequest(
+          messages = listOf(ChatTurn(role = "user", content = "Is water wet? Answer as JSON.")),
+          responseFormat = ResponseFormat.JsonSchema(schema),
+          temperature = 1f,
+          seed = 5uL,
+          maxTokens = 40u,
+        ),
+        seen,
+      )
+    // Checked by hand (no JSON library on the test's classpath): the compact layout the
+    // constraint writes, an enum value and a digit.
+    val shape = Regex("""\{"answer": "(yes|no)", "confidence": [0-9]\}""")
+    require(r.stopReason == "eog" && shape.matches(r.text)) { "${r.stopReason}: ${r.text}" }
+    require(seen.chunks.filter { it.kind == "text" }.joinToString("") { it.delta } == r.content) { "${seen.chunks} vs ${r.content}" }
+  }
+
+  test("a malformed schema or grammar is InvalidArgument naming the problem, before any token") {
+    val seen = Collect()
+    expectError<TesseraException.InvalidArgument>("JSON schema") {
+      model.generate(GenerateRequest(prompt = "a", responseFormat = ResponseFormat.JsonSchema("""{"type": "nope"}""")), seen)
+    }
+    expectError<TesseraException.InvalidArgument>("grammar") {
+      model.generate(GenerateRequest(prompt = "a", grammar = "root ::= undefined-rule"), seen)
+    }
+    require(seen.tokens.isEmpty()) { "tokens before the error: ${seen.tokens}" }
+  }
+
+  test("rerank: a reranker's scores sorted, normalize is their logistic; a decoder model is refused") {
+    val rerankerPath = File(File(path).parentFile, "tiny-bert-rerank.gguf").path
+    val reranker = Model.load(rerankerPath, ModelOptions(device = "CPU", threads = 1u), null)
+    try {
+      val docs = listOf("Paris is the capital and largest city of France.", "The cat sat on the mat.", "France borders Spain.")
+      val raw = reranker.rerank("What is the capital of France?", docs, normalize = false)
+      require(raw.map { it.index.toInt() }.sorted() == listOf(0, 1, 2)) { "$raw" }
+      require(raw.zipWithNext().all { (a, b) -> a.score >= b.score }) { "not sorted: $raw" }
+      val norm = reranker.rerank("What is the capital of France?", docs, normalize = true)
+      for (n in norm) {
+        val s = raw.first { it.index == n.index }.score
+        require(kotlin.math.abs(n.score - 1f / (1f + kotlin.math.exp(-s))) < 1e-5f) { "$n vs $s" }
+      }
+    } finally {
+      reranker.closeModel()
+    }
+    expectError<TesseraException.InvalidArgument>("not a reranker") { model.rerank("q", listOf("d"), false) }
   }
 
   test("embed gives unit vectors of 640 values") {

@@ -7,7 +7,7 @@
  * target/models/gemma3-270m-q4_k_m.gguf (scripts/setup.sh installs it).
  */
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,33 @@ function nativeTokenEvents(requestId: string): { token: number; text: string }[]
     .map(({ token, text }) => ({ token, text }));
 }
 
+/** The checks of a hand-written validator for the form schema below (independent of the engine). */
+function formErrors(v: unknown): string[] {
+  const errors: string[] = [];
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return ['not an object'];
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!['name', 'age', 'city', 'tags'].includes(k)) errors.push(`extra key ${k}`);
+  if (typeof o.name !== 'string' || o.name.length < 1 || o.name.length > 20) errors.push(`name ${JSON.stringify(o.name)}`);
+  if (typeof o.age !== 'number' || !Number.isInteger(o.age) || o.age < 0 || o.age > 120) errors.push(`age ${JSON.stringify(o.age)}`);
+  if (!['Lisbon', 'Porto', 'Faro'].includes(o.city as string)) errors.push(`city ${JSON.stringify(o.city)}`);
+  if (o.tags !== undefined) {
+    if (!Array.isArray(o.tags) || o.tags.length > 3 || o.tags.some((t) => typeof t !== 'string' || !/^[a-z]+$/.test(t))) errors.push(`tags ${JSON.stringify(o.tags)}`);
+  }
+  return errors;
+}
+
+const FORM_SCHEMA = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 20 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    city: { enum: ['Lisbon', 'Porto', 'Faro'] },
+    tags: { type: 'array', items: { type: 'string', pattern: '^[a-z]+$' }, maxItems: 3 },
+  },
+  required: ['name', 'age', 'city'],
+  additionalProperties: false,
+};
+
 describe('Gemma 3 270M through loadModel', () => {
   it('loads with progress events and reports what it is', () => {
     expect(progress.length).toBeGreaterThan(2);
@@ -109,7 +136,7 @@ describe('Gemma 3 270M through loadModel', () => {
     expect(events.map((e) => e.text).join('')).toBe(result.text);
     expect(result.text).toBe(' the capital of the country of');
     // Each event came from the core as it was generated (not made up from the result).
-    expect(nativeTokenEvents(c.requestId)).toEqual(events);
+    expect(nativeTokenEvents(c.requestId)).toEqual(events.map(({ token, text }) => ({ token, text })));
     expect(events.map((e) => e.text)).toEqual([' the', ' capital', ' of', ' the', ' country', ' of']);
     expect(viaCallback).toEqual(events);
     expect(result.stopReason).toBe('length');
@@ -244,5 +271,131 @@ describe('a second model at once', () => {
     expect((e as Error).message).toBe(`model ${other.id} is released`);
     expect(native.log.at(-1)!.request).toContain('"method":"tokenize"');
     await other.release();
+  });
+});
+
+describe('structured output on Gemma 3 270M', () => {
+  it('a JSON-schema form fill at temperature 1 parses and validates; its text chunks are the content', async () => {
+    for (const seed of [1, 2]) {
+      const c = model.complete([{ role: 'user', content: 'Rui is 44, lives in Faro and likes boats. His record as JSON:' }], {
+        responseFormat: { type: 'json_schema', schema: FORM_SCHEMA },
+        temperature: 1,
+        seed,
+        maxTokens: 80,
+      });
+      const chunks: string[] = [];
+      for await (const ch of c.chunks()) if (ch.type === 'text') chunks.push(ch.text);
+      const r = await c.result;
+      expect(r.stopReason).toBe('eog');
+      expect(formErrors(JSON.parse(r.text))).toEqual([]);
+      expect(chunks.join('')).toBe(r.content);
+      expect(r.timings.constraint_ms).toBeGreaterThan(0);
+    }
+  });
+
+  it('a required tool call is parsed, its arguments an object valid against the tool schema', async () => {
+    const c = model.complete([{ role: 'user', content: 'Set a timer for 5 minutes.' }], {
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'set_timer',
+            description: 'Starts a timer',
+            parameters: { type: 'object', properties: { minutes: { type: 'integer', minimum: 1, maximum: 60 } }, required: ['minutes'], additionalProperties: false },
+          },
+        },
+      ],
+      toolChoice: 'required',
+      temperature: 1,
+      seed: 3,
+      maxTokens: 40,
+    });
+    const names: string[] = [];
+    let args = '';
+    for await (const ch of c.chunks()) {
+      if (ch.type === 'toolCallName') names.push(ch.name);
+      if (ch.type === 'toolCallArguments') args += ch.text;
+    }
+    const r = await c.result;
+    expect(r.toolCalls).toHaveLength(1);
+    const call = r.toolCalls[0]!;
+    expect(call.name).toBe('set_timer');
+    expect(names).toEqual(['set_timer']);
+    expect(Object.keys(call.arguments)).toEqual(['minutes']);
+    const minutes = call.arguments.minutes as number;
+    expect(Number.isInteger(minutes) && minutes >= 1 && minutes <= 60).toBe(true);
+    expect(JSON.parse(args)).toEqual(call.arguments);
+  });
+
+  it('nProbs: per token, the candidates most likely first, summing to 1 under top-k, the drawn token among them', async () => {
+    const c = model.complete('The capital of France is', { nProbs: 4, topK: 4, topP: 1, minP: 0, temperature: 1, seed: 6, maxTokens: 5, ignoreEos: true });
+    const { events, result } = await drain(c);
+    expect(result.probs).toHaveLength(result.tokens.length);
+    result.probs!.forEach((step, i) => {
+      expect(step.token).toBe(result.tokens[i]);
+      const p = step.probs.map((x) => x.prob);
+      expect(p).toHaveLength(4);
+      for (let j = 1; j < p.length; j++) expect(p[j]!).toBeLessThanOrEqual(p[j - 1]!);
+      expect(p.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 4);
+      expect(step.probs.map((x) => x.token)).toContain(step.token);
+      expect(events[i]!.probs).toEqual(step.probs);
+    });
+  });
+
+  it('a malformed schema, grammar or regex rejects with InvalidArgumentError naming the problem, before any token', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ responseFormat: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'wat' } } } } }, 'JSON schema'],
+      [{ grammar: 'root ::= undefined-rule' }, 'grammar'],
+      [{ regex: '[a-' }, 'regex'],
+    ];
+    for (const [options, needle] of cases) {
+      const c = model.complete('x', { maxTokens: 4, ...options });
+      const seen: TokenEvent[] = [];
+      await expect(
+        (async () => {
+          for await (const e of c) seen.push(e);
+        })()
+      ).rejects.toThrow(InvalidArgumentError);
+      await expect(c.result).rejects.toThrow(needle);
+      expect(seen).toEqual([]);
+      expect(nativeTokenEvents(c.requestId)).toEqual([]);
+    }
+  });
+
+  it('a GBNF grammar with reasoning: reasoningFormat auto splits it out', async () => {
+    const r = await model.complete('Think first:', { grammar: 'root ::= "<think>" [a-z]{2,6} "</think>" [A-Z][a-z]{1,6}', temperature: 1, seed: 2, maxTokens: 30 }).result;
+    const m = /^<think>([a-z]+)<\/think>([A-Z][a-z]*)$/.exec(r.text);
+    expect(m).not.toBeNull();
+    expect([r.reasoning, r.content]).toEqual([m![1], m![2]]);
+  });
+});
+
+describe('rerank on a BERT reranker', () => {
+  it("scores as llama.cpp does (its recorded scores), highest first; normalize is the logistic", async () => {
+    const fixture = JSON.parse(readFileSync(resolve(root, 'rust/llm/tests/fixtures/embed-tiny-bert-rerank.json'), 'utf8')) as {
+      query: string;
+      documents: Array<{ document: string; score: number; score_fa_on: number }>;
+    };
+    // llama.cpp's own spread (flash attention on / off), the margin of rust/llm/tests/embed_models.rs.
+    const allowed = 1.25 * Math.max(...fixture.documents.map((d) => Math.abs(d.score - d.score_fa_on))) + 1e-6;
+    const reranker = await loadModel(resolve(root, 'target/models/tiny-bert-rerank.gguf'), { device: 'CPU', threads: 1 });
+    try {
+      const docs = fixture.documents.map((d) => d.document);
+      const r = await reranker.rerank(fixture.query, docs);
+      expect(r.map((x) => x.index).sort()).toEqual(docs.map((_, i) => i));
+      for (let i = 1; i < r.length; i++) expect(r[i]!.score).toBeLessThanOrEqual(r[i - 1]!.score);
+      for (const x of r) {
+        expect(x.document).toBe(docs[x.index]);
+        expect(Math.abs(x.score - fixture.documents[x.index]!.score)).toBeLessThanOrEqual(allowed);
+      }
+      const n = await reranker.rerank(fixture.query, docs, { normalize: true });
+      for (const x of n) {
+        const want = 1 / (1 + Math.exp(-fixture.documents[x.index]!.score));
+        expect(Math.abs(x.score - want)).toBeLessThanOrEqual(allowed / 4);
+      }
+      await expect(model.rerank('q', ['d'])).rejects.toThrow(InvalidArgumentError);
+    } finally {
+      await reranker.release();
+    }
   });
 });

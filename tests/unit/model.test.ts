@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   CancelledError,
+  ChatSession,
   ClosedError,
   ContextFullError,
   InvalidArgumentError,
@@ -283,14 +284,17 @@ describe('LanguageModel', () => {
     const r = await c.result;
     await consumer;
     const expected = [
-      { token: 506, text: ' the' },
-      { token: 5279, text: ' capital' },
-      { token: 529, text: ' of' },
+      { token: 506, text: ' the', chunks: [] },
+      { token: 5279, text: ' capital', chunks: [] },
+      { token: 529, text: ' of', chunks: [] },
     ];
     expect(streamed).toEqual(expected);
     expect(viaCallback).toEqual(expected);
     expect(r).toEqual({
       text: ' the capital of',
+      content: ' the capital of',
+      reasoning: '',
+      toolCalls: [],
       tokens: [506, 5279, 529],
       promptTokens: 6,
       stopReason: 'length',
@@ -305,6 +309,7 @@ describe('LanguageModel', () => {
         predicted_per_second: 25,
         cache_n: 4,
         cached_n: 4,
+        constraint_ms: 0,
       },
     } satisfies CompletionResult);
     // A second iteration replays the events.
@@ -324,9 +329,9 @@ describe('LanguageModel', () => {
     const streamed: TokenEvent[] = [];
     for await (const e of c) streamed.push(e);
     expect(streamed).toEqual([
-      { token: 10, text: 'Hel' },
-      { token: 11, text: '' },
-      { token: 12, text: 'lo world' },
+      { token: 10, text: 'Hel', chunks: [] },
+      { token: 11, text: '', chunks: [] },
+      { token: 12, text: 'lo world', chunks: [] },
     ]);
   });
 
@@ -489,8 +494,8 @@ describe('LanguageModel', () => {
     const streamed: TokenEvent[] = [];
     for await (const e of c) streamed.push(e);
     expect(streamed).toEqual([
-      { token: 7, text: '' },
-      { token: 8, text: 'hi there' },
+      { token: 7, text: '', chunks: [] },
+      { token: 8, text: 'hi there', chunks: [] },
     ]);
   });
 });
@@ -530,5 +535,137 @@ describe('the TurboModule', () => {
     } finally {
       __setNativeModule('Tessera', undefined);
     }
+  });
+});
+
+describe('structured output, tools, reasoning, probabilities, rerank', () => {
+  async function loadedModel(extra?: (req: Request) => unknown): Promise<Scripted & { model: LanguageModel }> {
+    const s = scripted(extra);
+    const model = await loadModel('/m.gguf');
+    s.fake.requests.length = 0;
+    return { ...s, model };
+  }
+
+  it('sends the options as the protocol params, types the streamed chunks and maps the parsed result', async () => {
+    const { fake, gens, model } = await loadedModel();
+    const tools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object' } } }];
+    const messages = [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, toolCalls: [{ id: 'c1', name: 'f', arguments: { x: 1 } }] },
+      { role: 'tool', content: '2', toolCallId: 'c1', name: 'f' },
+    ];
+    const c = model.complete(messages, {
+      tools,
+      toolChoice: 'required',
+      enableThinking: false,
+      reasoningFormat: 'auto',
+      thinkingBudget: 16,
+      chatTemplateKwargs: { flag: true },
+      chatTemplate: '{{ messages }}',
+      nProbs: 2,
+    });
+    await until(() => gens.length === 1, 'the generate request');
+    expect(gens[0]!.req.params).toEqual({
+      messages,
+      tools,
+      toolChoice: 'required',
+      enableThinking: false,
+      reasoningFormat: 'auto',
+      thinkingBudget: 16,
+      chatTemplateKwargs: { flag: true },
+      chatTemplate: '{{ messages }}',
+      nProbs: 2,
+    });
+    const probs = [{ token: 5, text: 'a', prob: 0.75 }, { token: 6, text: 'b', prob: 0.25 }];
+    fake.emitEvent({ type: 'token', requestId: c.requestId, token: 5, text: '<think>a', chunks: [], probs });
+    fake.emitEvent({
+      type: 'token',
+      requestId: c.requestId,
+      token: 7,
+      text: '</think>{"name":"f","arguments":{"x":',
+      chunks: [
+        { kind: 'reasoning', delta: 'a' },
+        { kind: 'toolCallName', index: 0, delta: 'f' },
+        { kind: 'toolCallArguments', index: 0, delta: '{"x":' },
+      ],
+      probs,
+    });
+    fake.emitEvent({ type: 'token', requestId: c.requestId, token: 8, text: '2}}', chunks: [{ kind: 'toolCallArguments', index: 0, delta: '2}' }, { kind: 'text', delta: 'ok' }] });
+    const result = {
+      ...(nativeResult([5, 7, 8], '<think>a</think>{"name":"f","arguments":{"x":2}}', 'eog') as Record<string, unknown>),
+      content: 'ok',
+      reasoning: 'a',
+      toolCalls: [{ id: 'call_1', name: 'f', arguments: { x: 2 } }],
+      probs: [{ token: 5, text: 'a', probs }],
+    };
+    gens[0]!.done.resolve(result);
+    const r = await c.result;
+    expect([r.content, r.reasoning, r.toolCalls, r.probs]).toEqual(['ok', 'a', [{ id: 'call_1', name: 'f', arguments: { x: 2 } }], [{ token: 5, text: 'a', probs }]]);
+    const chunks = [];
+    for await (const ch of c.chunks()) chunks.push(ch);
+    expect(chunks).toEqual([
+      { type: 'reasoning', text: 'a' },
+      { type: 'toolCallName', index: 0, name: 'f' },
+      { type: 'toolCallArguments', index: 0, text: '{"x":' },
+      { type: 'toolCallArguments', index: 0, text: '2}' },
+      { type: 'text', text: 'ok' },
+    ]);
+    const events: TokenEvent[] = [];
+    for await (const e of c) events.push(e);
+    expect(events.map((e) => e.probs)).toEqual([probs, probs, undefined]);
+  });
+
+  it('responseFormat, grammar and regex go through; llama.rn names are pointed to', async () => {
+    const { gens, model } = await loadedModel();
+    const c = model.complete('x', { responseFormat: { type: 'json_schema', schema: { type: 'object' } }, grammar: 'root ::= "a"', regex: 'a+' });
+    await until(() => gens.length === 1, 'the generate request');
+    expect(gens[0]!.req.params).toEqual({ prompt: 'x', responseFormat: { type: 'json_schema', schema: { type: 'object' } }, grammar: 'root ::= "a"', regex: 'a+' });
+    gens[0]!.done.resolve(nativeResult([1], 'a', 'eog'));
+    await c.result;
+    for (const [name, ours] of [['response_format', 'responseFormat'], ['json_schema', 'responseFormat'], ['n_probs', 'nProbs'], ['tool_choice', 'toolChoice'], ['enable_thinking', 'enableThinking'], ['chat_template_kwargs', 'chatTemplateKwargs']]) {
+      await expect(model.complete('x', { [name!]: 1 } as never).result).rejects.toThrow(`complete: unknown option "${name}" (llama.rn's name; here: ${ours})`);
+    }
+    await expect(model.complete([{ role: 'assistant', content: null }] as never).result).rejects.toThrow('complete: message 0 must be { role: string, content: string }');
+  });
+
+  it('ChatSession stores a reply with tool calls as such and sends the tool result back with the history', async () => {
+    const { gens, model } = await loadedModel();
+    const tools = [{ type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object' } } }];
+    const chat = new ChatSession(model, { completion: { tools } });
+    const first = chat.send('What time is it?');
+    await until(() => gens.length === 1, 'the first generate');
+    expect(gens[0]!.req.params).toEqual({ messages: [{ role: 'user', content: 'What time is it?' }], tools });
+    const call = { id: 'call_0', name: 'get_time', arguments: { zone: 'UTC' } };
+    gens[0]!.done.resolve({ ...(nativeResult([1], '{"tool_call": {...}}', 'eog') as Record<string, unknown>), content: '', reasoning: '', toolCalls: [call], probs: [] });
+    expect((await first.result).toolCalls).toEqual([call]);
+    expect(chat.messages.at(-1)).toEqual({ role: 'assistant', content: '', toolCalls: [call] });
+    const second = chat.send({ role: 'tool', toolCallId: 'call_0', name: 'get_time', content: '12:00' });
+    await until(() => gens.length === 2, 'the second generate');
+    expect(gens[1]!.req.params).toEqual({
+      messages: [
+        { role: 'user', content: 'What time is it?' },
+        { role: 'assistant', content: '', toolCalls: [call] },
+        { role: 'tool', toolCallId: 'call_0', name: 'get_time', content: '12:00' },
+      ],
+      tools,
+    });
+    gens[1]!.done.resolve(nativeResult([2], 'It is noon.', 'eog'));
+    expect((await second.result).content).toBe('It is noon.');
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(() => chat.addMessage({ role: 7 } as never)).toThrow('ChatSession.addMessage: the message must be { role, content }');
+  });
+
+  it('rerank sends query, documents and normalize, and adds each document to its result', async () => {
+    const { fake, model } = await loadedModel((req) =>
+      req.method === 'rerank' ? { results: [{ index: 1, score: 2.5 }, { index: 0, score: -1 }] } : undefined
+    );
+    const r = await model.rerank('q', ['a', 'b'], { normalize: true });
+    expect(fake.requests).toEqual([{ method: 'rerank', model: 3, params: { query: 'q', documents: ['a', 'b'], normalize: true } }]);
+    expect(r).toEqual([
+      { index: 1, score: 2.5, document: 'b' },
+      { index: 0, score: -1, document: 'a' },
+    ]);
+    await expect(model.rerank('q', 'a' as never)).rejects.toThrow('rerank: documents must be an array of strings');
+    await expect(model.rerank('q', ['a'], { top_n: 1 } as never)).rejects.toThrow('rerank: unknown option "top_n"');
   });
 });

@@ -22,14 +22,15 @@ pub(crate) enum Event<'a> {
         /// From 0 to 1.
         progress: f32,
     },
-    /// A generated token.
+    /// A generated token: `token`, `text` (the raw text it completes, empty while held
+    /// back), `chunks` (the typed pieces of the answer it made certain) and `probs` (with
+    /// `nProbs`).
     Token {
         /// The `requestId` of the `generate` request.
         request_id: &'a Value,
-        /// The token id.
-        token: u32,
-        /// The text the token completes (empty while held back).
-        text: &'a str,
+        /// The token and what it extends.
+        #[serde(flatten)]
+        token: &'a crate::generation::GeneratedToken,
     },
     /// Bytes of a model file downloaded so far.
     DownloadProgress {

@@ -1,6 +1,6 @@
 //! The model methods of the JSON protocol (docs/native-protocol.md): `loadModel`, `modelInfo`,
 //! `tokenize`, `detokenize`, `applyChatTemplate`, `generate`, `cancelGeneration`, `embed`,
-//! `releaseModel`. Loaded models live in a process-wide table under a number, as sessions do;
+//! `rerank`, `releaseModel`. Loaded models live in a process-wide table under a number, as sessions do;
 //! a released model's number answers `Closed`. Long calls emit events ([`crate::events`]) tagged
 //! with the request's `requestId`.
 
@@ -210,18 +210,19 @@ impl Method for ApplyChatTemplate {
     }
 }
 
-/// `generate`: the [`GenerateResult`]; emits `token` events.
+/// `generate`: the [`GenerateResult`]; emits `token` events. (The request is boxed: it is
+/// the protocol's largest by far.)
 #[derive(Deserialize)]
 #[serde(transparent)]
-pub(crate) struct Generate(ModelCall<GenerateRequest>);
+pub(crate) struct Generate(ModelCall<Box<GenerateRequest>>);
 
 impl Method for Generate {
     type Reply = GenerateResult;
 
     fn run(self) -> FfiResult<GenerateResult> {
         let ModelCall { model: id, params, request_id } = self.0;
-        model(id)?.generate_with(&params, &mut |token, text| {
-            emit(&Event::Token { request_id: &request_id, token, text });
+        model(id)?.generate_with(&params, &mut |token| {
+            emit(&Event::Token { request_id: &request_id, token });
             true
         })
     }
@@ -267,6 +268,36 @@ impl Method for Embed {
     fn run(self) -> FfiResult<Embeddings> {
         let ModelCall { model: id, params: p, .. } = self.0;
         Ok(Embeddings { embeddings: model(id)?.embed(p.texts, p.pooling)? })
+    }
+}
+
+/// `rerank`: `{results: [{index, score}]}`, highest score first.
+#[derive(Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Rerank(ModelCall<RerankParams>);
+
+/// The parameters of `rerank`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RerankParams {
+    query: String,
+    documents: Vec<String>,
+    #[serde(default)]
+    normalize: bool,
+}
+
+/// Documents by relevance.
+#[derive(Serialize)]
+pub(crate) struct Reranked {
+    results: Vec<crate::model::RerankResult>,
+}
+
+impl Method for Rerank {
+    type Reply = Reranked;
+
+    fn run(self) -> FfiResult<Reranked> {
+        let ModelCall { model: id, params: p, .. } = self.0;
+        Ok(Reranked { results: model(id)?.rerank(p.query, p.documents, p.normalize)? })
     }
 }
 

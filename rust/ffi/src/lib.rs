@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 mod files;
 mod gate;
+pub mod generation;
 mod handles;
 pub mod info;
 #[cfg(target_os = "android")]
@@ -48,6 +49,10 @@ pub mod session;
 
 pub use error::TesseraError;
 pub use events::{set_event_listener, EventListener};
+pub use generation::{
+    GeneratedToken, JsonText, ResponseFormat, StreamChunk, TokenProbability, TokenProbs,
+    ToolCallRecord,
+};
 pub use info::{
     build_info, cpu_features, devices, BuildInfo, CpuFeatureInfo, DeviceCaps, DeviceInfo,
     DeviceType, FeaturePair, TierInfo,
@@ -60,7 +65,7 @@ pub use logging::{
 };
 pub use model::{
     ChatTurn, GenerateRequest, GenerateResult, GenerateTimings, LoadProgress, LogitBias, Model,
-    ModelInfo, ModelOptions, TokenListener,
+    ModelInfo, ModelOptions, RerankResult, TokenListener,
 };
 pub use registry::{default_registry, registry};
 pub use session::{Session, SessionOptions, TensorData, MAX_THREADS};

@@ -11,18 +11,20 @@
 
 use crate::error::{guard, guard_or, FfiResult, TesseraError};
 use crate::gate::{lock, Gate};
+use crate::generation::{
+    probabilities, GeneratedToken, GenerationPlan, JsonText, ResponseFormat, StreamChunk,
+    TokenProbs, ToolCallRecord,
+};
 use crate::options::check_threads;
 use crate::record::uniffi_record_with_defaults;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tessera_llm::chat::{ChatError, ChatMessage};
+use tessera_llm::chat::{ChatError, ChatMessage, OutputParser};
 use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::tokenizer::TokenizerError;
-use tessera_llm::{
-    generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError, Prompt,
-};
+use tessera_llm::{generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError};
 
 uniffi_record_with_defaults! {
     /// How to load a model.
@@ -77,12 +79,47 @@ pub struct ModelInfo {
 
 /// A chat message.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChatTurn {
-    /// "system", "user", "assistant" (or what the template knows).
+    /// "system", "user", "assistant", "tool" (or what the template knows).
     pub role: String,
-    /// The text.
+    /// The text (`null` in JSON reads as empty: an assistant message with only tool calls).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// An assistant message's tool calls.
+    #[serde(default)]
+    #[uniffi(default = [])]
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// A `tool` message: the id of the call it answers.
+    #[serde(default)]
+    #[uniffi(default = None)]
+    pub tool_call_id: Option<String>,
+    /// A `tool` message: the tool's name.
+    #[serde(default)]
+    #[uniffi(default = None)]
+    pub name: Option<String>,
+    /// An assistant message's reasoning (templates such as Qwen 3's render it).
+    #[serde(default)]
+    #[uniffi(default = None)]
+    pub reasoning_content: Option<String>,
+}
+
+impl ChatTurn {
+    /// A message from a role and a text.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatTurn {
+        ChatTurn {
+            role: role.into(),
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            reasoning_content: None,
+        }
+    }
+}
+
+fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A token bias: added to the token's logit before sampling (`-inf` bans it).
@@ -132,6 +169,31 @@ uniffi_record_with_defaults! {
         pub seed: Option<u64> = None,
         /// Keep generating past end-of-generation tokens.
         pub ignore_eos: bool = false,
+        /// The shape of the answer (`{"type": "json_schema", "schema"}`, `{"type":
+        /// "json_object"}`), enforced token by token.
+        pub response_format: Option<ResponseFormat> = None,
+        /// A grammar in llama.cpp's GBNF (`root` is the start rule) the answer must match.
+        pub grammar: Option<String> = None,
+        /// A regular expression the whole answer must match.
+        pub regex: Option<String> = None,
+        /// Tools (OpenAI function definitions, `{"type": "function", "function": {"name",
+        /// "description", "parameters"}}`), messages only.
+        pub tools: Vec<JsonText> = [],
+        /// "auto", "none", "required", or the name of the function to call.
+        pub tool_choice: String = "auto",
+        /// `enable_thinking` for the template (Qwen 3, SmolLM3, ...); `None` leaves the
+        /// template's default.
+        pub enable_thinking: Option<bool> = None,
+        /// "auto" puts `<think>...</think>` into `reasoning`; "none" leaves it in `content`.
+        pub reasoning_format: String = "auto",
+        /// At most this many tokens of reasoning; then `</think>` is written for the model.
+        pub thinking_budget: Option<u32> = None,
+        /// Further template variables (a JSON object); they override the standard ones.
+        pub chat_template_kwargs: Option<JsonText> = None,
+        /// A Jinja chat template to use instead of the model's.
+        pub chat_template: Option<String> = None,
+        /// Report the `n_probs` most likely candidates of every generated token.
+        pub n_probs: u32 = 0,
     }
 }
 
@@ -140,21 +202,6 @@ uniffi_record_with_defaults! {
 fn logit_bias_pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LogitBias>, D::Error> {
     let pairs = tessera_llm::sampling::logit_bias_json::deserialize(d)?;
     Ok(pairs.into_iter().map(|(token, bias)| LogitBias { token, bias }).collect())
-}
-
-impl GenerateRequest {
-    /// The prompt: exactly one of `prompt` and `messages`.
-    fn prompt(&self) -> FfiResult<Prompt> {
-        match (&self.prompt, &self.messages) {
-            (Some(p), None) => Ok(Prompt::Text(p.clone())),
-            (None, Some(m)) => Ok(Prompt::Messages(
-                m.iter().map(|t| ChatMessage::new(t.role.clone(), t.content.clone())).collect(),
-            )),
-            _ => Err(TesseraError::invalid_argument(
-                "generate: give exactly one of prompt and messages",
-            )),
-        }
-    }
 }
 
 /// The runtime's options for a request: the one conversion of the foreign API's (and the
@@ -201,6 +248,9 @@ pub struct GenerateTimings {
     pub predicted_per_second: f64,
     /// Prompt tokens reused from the KV cache.
     pub cached_n: u32,
+    /// Milliseconds spent computing the output constraint's token masks (part of
+    /// `predicted_ms`; 0 without a constraint).
+    pub constraint_ms: f64,
 }
 
 /// The result of a generation.
@@ -218,14 +268,32 @@ pub struct GenerateResult {
     pub stop_reason: String,
     /// Time spent.
     pub timings: GenerateTimings,
+    /// The answer for the user: `text` without the reasoning and the tool calls, trimmed.
+    pub content: String,
+    /// The reasoning (`<think>...</think>` with `reasoningFormat` "auto"), empty if none.
+    pub reasoning: String,
+    /// The tool calls parsed from the answer (with `tools`).
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// With `nProbs`, each generated token's candidates.
+    pub probs: Vec<TokenProbs>,
+}
+
+/// One document's relevance to a query.
+#[derive(Debug, Clone, PartialEq, uniffi::Record, Serialize)]
+pub struct RerankResult {
+    /// The document's position in the request.
+    pub index: u32,
+    /// Its score (the classification head's logit, or its logistic with `normalize`).
+    pub score: f32,
 }
 
 /// Receives each generated token while `generate` runs; returning `false` stops it.
 #[uniffi::export(callback_interface)]
 pub trait TokenListener: Send + Sync {
-    /// One token and the text it completes (empty while a character or a possible stop string
-    /// is held back).
-    fn on_token(&self, token: u32, text: String) -> bool;
+    /// One token, the raw text it completes (empty while a character or a possible stop
+    /// string is held back), the typed pieces of the answer it made certain and, with
+    /// `nProbs`, its candidates.
+    fn on_token(&self, token: GeneratedToken) -> bool;
 }
 
 /// Receives the fraction of the weights placed while a model loads; `false` cancels the load.
@@ -432,12 +500,35 @@ impl Model {
     pub(crate) fn generate_with(
         &self,
         request: &GenerateRequest,
-        on_token: &mut dyn FnMut(u32, &str) -> bool,
+        on_token: &mut dyn FnMut(&GeneratedToken) -> bool,
     ) -> FfiResult<GenerateResult> {
-        let prompt = request.prompt()?;
-        let options = GenerateOptions::from(request);
+        let plan = GenerationPlan::new(request, &self.model)?;
         self.with_context(|ctx| {
-            let g = generate(ctx, &prompt, &options, &mut |e| on_token(e.token, &e.text))?;
+            let mut parser = OutputParser::new(plan.output);
+            let mut probs = Vec::new();
+            let g = generate(ctx, &plan.prompt, &plan.options, &mut |e| {
+                let probabilities = probabilities(&e.probs);
+                if !e.probs.is_empty() {
+                    let text = String::from_utf8_lossy(
+                        &self.model.tokenizer().token_to_piece(e.token, false).unwrap_or_default(),
+                    )
+                    .into_owned();
+                    probs.push(TokenProbs { token: e.token, text, probs: probabilities.clone() });
+                }
+                let chunks = parser.push(&e.text).into_iter().map(StreamChunk::from).collect();
+                on_token(&GeneratedToken {
+                    token: e.token,
+                    text: e.text.clone(),
+                    chunks,
+                    probs: probabilities,
+                })
+            })?;
+            let (parsed, rest) = parser.finish();
+            if !rest.is_empty() {
+                let token = g.tokens.last().copied().unwrap_or(0);
+                let chunks = rest.into_iter().map(StreamChunk::from).collect();
+                on_token(&GeneratedToken { token, text: String::new(), chunks, probs: Vec::new() });
+            }
             let t = g.timings;
             Ok(GenerateResult {
                 text: g.text,
@@ -452,7 +543,12 @@ impl Model {
                     predicted_ms: t.predicted_ms,
                     predicted_per_second: t.predicted_per_second(),
                     cached_n: t.cached_tokens as u32,
+                    constraint_ms: t.constraint_ms,
                 },
+                content: parsed.text,
+                reasoning: parsed.reasoning,
+                tool_calls: parsed.tool_calls.into_iter().map(ToolCallRecord::from).collect(),
+                probs,
             })
         })
     }
@@ -512,8 +608,11 @@ impl Model {
     ) -> FfiResult<String> {
         guard("Model.applyChatTemplate", || {
             let _pass = self.gate.enter(None)?;
-            let m: Vec<ChatMessage> =
-                messages.into_iter().map(|t| ChatMessage::new(t.role, t.content)).collect();
+            let m: Vec<ChatMessage> = messages
+                .iter()
+                .enumerate()
+                .map(|(i, t)| t.to_message(&format!("messages[{i}]")))
+                .collect::<FfiResult<_>>()?;
             let template = self.model.chat_template()?;
             Ok(template.render(&m, add_generation_prompt).map_err(LlmError::from)?)
         })
@@ -527,8 +626,8 @@ impl Model {
         listener: Option<Box<dyn TokenListener>>,
     ) -> FfiResult<GenerateResult> {
         guard("Model.generate", || {
-            self.generate_with(&request, &mut |token, text| {
-                listener.as_ref().is_none_or(|l| l.on_token(token, text.to_string()))
+            self.generate_with(&request, &mut |token| {
+                listener.as_ref().is_none_or(|l| l.on_token(token.clone()))
             })
         })
     }
@@ -557,6 +656,39 @@ impl Model {
                     }
                     out.push(e.embed(&tokens, pooling)?);
                 }
+                Ok(out)
+            })
+        })
+    }
+
+    /// The relevance of each of `documents` to `query` for a reranker model (a BERT
+    /// classification head under rank pooling), as llama.cpp scores them; the results are
+    /// sorted by score, highest first, each with its document's index. `normalize` maps the
+    /// raw scores (logits) through the logistic function into (0, 1).
+    ///
+    /// Errors: `InvalidArgument` (not a reranker, no documents, a pair past the context).
+    pub fn rerank(
+        &self,
+        query: String,
+        documents: Vec<String>,
+        normalize: bool,
+    ) -> FfiResult<Vec<RerankResult>> {
+        guard("Model.rerank", || {
+            if documents.is_empty() {
+                return Err(TesseraError::invalid_argument("rerank: no documents"));
+            }
+            self.with_embedder(|e| {
+                let docs: Vec<&str> = documents.iter().map(String::as_str).collect();
+                let scores = e.rerank(&query, &docs)?;
+                let mut out: Vec<RerankResult> = scores
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, s)| RerankResult {
+                        index: index as u32,
+                        score: if normalize { 1.0 / (1.0 + (-s).exp()) } else { s },
+                    })
+                    .collect();
+                out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
                 Ok(out)
             })
         })

@@ -82,7 +82,7 @@ use crate::json_api::{
 };
 use crate::json_model::{
     ApplyChatTemplate, CancelGeneration, Detokenize, Embed, Generate, LoadModel, ModelInfo,
-    ReleaseModel, Tokenize,
+    ReleaseModel, Rerank, Tokenize,
 };
 use crate::model_session::{LoadSession, SaveSession};
 use crate::requests::{CancelDownload, CancelLoad};
@@ -132,6 +132,8 @@ methods! {
     CancelGeneration,
     /// `embed`: pooled embeddings.
     Embed,
+    /// `rerank`: documents scored against a query by a reranker model.
+    Rerank,
     /// `releaseModel`: frees a model.
     ReleaseModel,
     /// `saveSession`: a model's conversation saved to a session file.
@@ -172,7 +174,11 @@ impl Request {
         let tagged = Value::Object(Map::from_iter([(method.clone(), Value::Object(fields))]));
         // The path without its first segment (the method).
         strict_json::from_value(tagged, 1).map_err(|mut e| {
-            e.message = reworded(&e.message).replacen("unknown value", "unknown method", 1);
+            e.message = reworded(&e.message);
+            // The variant of the request itself is the method (a nested enum's is a value).
+            if e.path.is_empty() {
+                e.message = e.message.replacen("unknown value", "unknown method", 1);
+            }
             bad(format!("{method}: {e}"))
         })
     }

@@ -33,6 +33,7 @@ fn twenty_load_release_cycles_keep_resident_memory_flat() {
         logit_bias: vec![],
         seed: None,
         ignore_eos: false,
+        ..GenerateRequest::default()
     };
     let mut after = Vec::new();
     for _ in 0..20 {

@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tessera_ffi::json_api::handle;
 use tessera_ffi::{
-    set_event_listener, ChatTurn, EventListener, GenerateRequest, Model, ModelOptions,
-    TokenListener,
+    set_event_listener, ChatTurn, EventListener, GenerateRequest, GeneratedToken, Model,
+    ModelOptions, TokenListener,
 };
 
 fn gemma() -> String {
@@ -182,9 +182,9 @@ fn models_through_the_json_protocol() {
 struct Collect(Arc<Mutex<Vec<(u32, String)>>>, usize);
 
 impl TokenListener for Collect {
-    fn on_token(&self, token: u32, text: String) -> bool {
+    fn on_token(&self, token: GeneratedToken) -> bool {
         let mut v = self.0.lock().unwrap();
-        v.push((token, text));
+        v.push((token.token, token.text));
         v.len() < self.1
     }
 }
@@ -207,6 +207,7 @@ fn greedy(prompt: &str, max_tokens: u32) -> GenerateRequest {
         logit_bias: vec![],
         seed: None,
         ignore_eos: false,
+        ..GenerateRequest::default()
     }
 }
 
@@ -258,10 +259,7 @@ fn two_models_at_once_and_close_during_generation() {
 }
 
 fn chat(messages: &[(&str, &str)], max_tokens: u32) -> GenerateRequest {
-    let turns = messages
-        .iter()
-        .map(|(role, content)| ChatTurn { role: role.to_string(), content: content.to_string() })
-        .collect();
+    let turns = messages.iter().map(|(role, content)| ChatTurn::new(*role, *content)).collect();
     GenerateRequest { prompt: None, messages: Some(turns), ..greedy("", max_tokens) }
 }
 

@@ -667,7 +667,7 @@ internal interface UniffiCallbackInterfaceLoadProgressMethod0 : com.sun.jna.Call
     fun callback(`uniffiHandle`: Long,`fraction`: Float,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,)
 }
 internal interface UniffiCallbackInterfaceTokenListenerMethod0 : com.sun.jna.Callback {
-    fun callback(`uniffiHandle`: Long,`token`: Int,`text`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,)
+    fun callback(`uniffiHandle`: Long,`token`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,)
 }
 @Structure.FieldOrder("uniffiFree", "uniffiClone", "onEvent")
 internal open class UniffiVTableCallbackInterfaceEventListener(
@@ -806,6 +806,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_model_is_closed(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_rerank(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_model_tokenize(
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_model_load_session(
@@ -890,6 +892,8 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_model_is_closed(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Byte
+    external fun uniffi_tessera_ffi_fn_method_model_rerank(`ptr`: Long,`query`: RustBuffer.ByValue,`documents`: RustBuffer.ByValue,`normalize`: Byte,uniffi_out_err: UniffiRustCallStatus, 
+    ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_model_tokenize(`ptr`: Long,`text`: RustBuffer.ByValue,`addSpecial`: Byte,`parseSpecial`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_model_load_session(`ptr`: Long,`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
@@ -1123,6 +1127,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_is_closed() and 0xFFFF) != 45105) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_rerank() and 0xFFFF) != 24408) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_tokenize() and 0xFFFF) != 36411) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
@@ -1177,7 +1184,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_loadprogress_on_progress() and 0xFFFF) != 53899) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() and 0xFFFF) != 51207) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_tokenlistener_on_token() and 0xFFFF) != 25126) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
 }
@@ -1746,6 +1753,16 @@ public interface ModelInterface {
     fun `isClosed`(): kotlin.Boolean
     
     /**
+     * The relevance of each of `documents` to `query` for a reranker model (a BERT
+     * classification head under rank pooling), as llama.cpp scores them; the results are
+     * sorted by score, highest first, each with its document's index. `normalize` maps the
+     * raw scores (logits) through the logistic function into (0, 1).
+     *
+     * Errors: `InvalidArgument` (not a reranker, no documents, a pair past the context).
+     */
+    fun `rerank`(`query`: kotlin.String, `documents`: List<kotlin.String>, `normalize`: kotlin.Boolean): List<RerankResult>
+    
+    /**
      * The token ids of `text` (`add_special`: BOS as the model asks; `parse_special`: special
      * tokens written in the text are recognized).
      */
@@ -2008,6 +2025,31 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     UniffiLib.uniffi_tessera_ffi_fn_method_model_is_closed(
         it,
         _status)
+}
+    }
+    )
+    }
+    
+
+    
+    /**
+     * The relevance of each of `documents` to `query` for a reranker model (a BERT
+     * classification head under rank pooling), as llama.cpp scores them; the results are
+     * sorted by score, highest first, each with its document's index. `normalize` maps the
+     * raw scores (logits) through the logistic function into (0, 1).
+     *
+     * Errors: `InvalidArgument` (not a reranker, no documents, a pair past the context).
+     */
+    @Throws(TesseraException::class)override fun `rerank`(`query`: kotlin.String, `documents`: List<kotlin.String>, `normalize`: kotlin.Boolean): List<RerankResult> {
+            return FfiConverterSequenceTypeRerankResult.lift(
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_rerank(
+        it,
+        
+        FfiConverterString.lower(`query`),
+        FfiConverterSequenceString.lower(`documents`),
+        FfiConverterBoolean.lower(`normalize`),_status)
 }
     }
     )
@@ -2724,14 +2766,34 @@ public object FfiConverterTypeBuildInfo: FfiConverterRustBuffer<BuildInfo> {
  */
 data class ChatTurn (
     /**
-     * "system", "user", "assistant" (or what the template knows).
+     * "system", "user", "assistant", "tool" (or what the template knows).
      */
     var `role`: kotlin.String
     , 
     /**
-     * The text.
+     * The text (`null` in JSON reads as empty: an assistant message with only tool calls).
      */
     var `content`: kotlin.String
+    , 
+    /**
+     * An assistant message's tool calls.
+     */
+    var `toolCalls`: List<ToolCallRecord> = listOf() 
+    , 
+    /**
+     * A `tool` message: the id of the call it answers.
+     */
+    var `toolCallId`: kotlin.String? = null 
+    , 
+    /**
+     * A `tool` message: the tool's name.
+     */
+    var `name`: kotlin.String? = null 
+    , 
+    /**
+     * An assistant message's reasoning (templates such as Qwen 3's render it).
+     */
+    var `reasoningContent`: kotlin.String? = null 
     
 ){
     
@@ -2750,17 +2812,29 @@ public object FfiConverterTypeChatTurn: FfiConverterRustBuffer<ChatTurn> {
         return ChatTurn(
             FfiConverterString.read(buf),
             FfiConverterString.read(buf),
+            FfiConverterSequenceTypeToolCallRecord.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
         )
     }
 
     override fun allocationSize(value: ChatTurn) = (
             FfiConverterString.allocationSize(value.`role`) +
-            FfiConverterString.allocationSize(value.`content`)
+            FfiConverterString.allocationSize(value.`content`) +
+            FfiConverterSequenceTypeToolCallRecord.allocationSize(value.`toolCalls`) +
+            FfiConverterOptionalString.allocationSize(value.`toolCallId`) +
+            FfiConverterOptionalString.allocationSize(value.`name`) +
+            FfiConverterOptionalString.allocationSize(value.`reasoningContent`)
     )
 
     override fun write(value: ChatTurn, buf: ByteBuffer) {
             FfiConverterString.write(value.`role`, buf)
             FfiConverterString.write(value.`content`, buf)
+            FfiConverterSequenceTypeToolCallRecord.write(value.`toolCalls`, buf)
+            FfiConverterOptionalString.write(value.`toolCallId`, buf)
+            FfiConverterOptionalString.write(value.`name`, buf)
+            FfiConverterOptionalString.write(value.`reasoningContent`, buf)
     }
 }
 
@@ -3093,6 +3167,64 @@ data class GenerateRequest (
      * Keep generating past end-of-generation tokens.
      */
     var `ignoreEos`: kotlin.Boolean = false 
+    , 
+    /**
+     * The shape of the answer (`{"type": "json_schema", "schema"}`, `{"type":
+     * "json_object"}`), enforced token by token.
+     */
+    var `responseFormat`: ResponseFormat? = null 
+    , 
+    /**
+     * A grammar in llama.cpp's GBNF (`root` is the start rule) the answer must match.
+     */
+    var `grammar`: kotlin.String? = null 
+    , 
+    /**
+     * A regular expression the whole answer must match.
+     */
+    var `regex`: kotlin.String? = null 
+    , 
+    /**
+     * Tools (OpenAI function definitions, `{"type": "function", "function": {"name",
+     * "description", "parameters"}}`), messages only.
+     */
+    var `tools`: List<JsonText> = listOf() 
+    , 
+    /**
+     * "auto", "none", "required", or the name of the function to call.
+     */
+    var `toolChoice`: kotlin.String = "auto" 
+    , 
+    /**
+     * `enable_thinking` for the template (Qwen 3, SmolLM3, ...); `None` leaves the
+     * template's default.
+     */
+    var `enableThinking`: kotlin.Boolean? = null 
+    , 
+    /**
+     * "auto" puts `<think>...</think>` into `reasoning`; "none" leaves it in `content`.
+     */
+    var `reasoningFormat`: kotlin.String = "auto" 
+    , 
+    /**
+     * At most this many tokens of reasoning; then `</think>` is written for the model.
+     */
+    var `thinkingBudget`: kotlin.UInt? = null 
+    , 
+    /**
+     * Further template variables (a JSON object); they override the standard ones.
+     */
+    var `chatTemplateKwargs`: JsonText? = null 
+    , 
+    /**
+     * A Jinja chat template to use instead of the model's.
+     */
+    var `chatTemplate`: kotlin.String? = null 
+    , 
+    /**
+     * Report the `n_probs` most likely candidates of every generated token.
+     */
+    var `nProbs`: kotlin.UInt = 0u 
     
 ){
     
@@ -3125,6 +3257,17 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterSequenceTypeLogitBias.read(buf),
             FfiConverterOptionalULong.read(buf),
             FfiConverterBoolean.read(buf),
+            FfiConverterOptionalTypeResponseFormat.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterSequenceTypeJsonText.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalBoolean.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterOptionalUInt.read(buf),
+            FfiConverterOptionalTypeJsonText.read(buf),
+            FfiConverterOptionalString.read(buf),
+            FfiConverterUInt.read(buf),
         )
     }
 
@@ -3144,7 +3287,18 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterUInt.allocationSize(value.`penaltyLastN`) +
             FfiConverterSequenceTypeLogitBias.allocationSize(value.`logitBias`) +
             FfiConverterOptionalULong.allocationSize(value.`seed`) +
-            FfiConverterBoolean.allocationSize(value.`ignoreEos`)
+            FfiConverterBoolean.allocationSize(value.`ignoreEos`) +
+            FfiConverterOptionalTypeResponseFormat.allocationSize(value.`responseFormat`) +
+            FfiConverterOptionalString.allocationSize(value.`grammar`) +
+            FfiConverterOptionalString.allocationSize(value.`regex`) +
+            FfiConverterSequenceTypeJsonText.allocationSize(value.`tools`) +
+            FfiConverterString.allocationSize(value.`toolChoice`) +
+            FfiConverterOptionalBoolean.allocationSize(value.`enableThinking`) +
+            FfiConverterString.allocationSize(value.`reasoningFormat`) +
+            FfiConverterOptionalUInt.allocationSize(value.`thinkingBudget`) +
+            FfiConverterOptionalTypeJsonText.allocationSize(value.`chatTemplateKwargs`) +
+            FfiConverterOptionalString.allocationSize(value.`chatTemplate`) +
+            FfiConverterUInt.allocationSize(value.`nProbs`)
     )
 
     override fun write(value: GenerateRequest, buf: ByteBuffer) {
@@ -3164,6 +3318,17 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterSequenceTypeLogitBias.write(value.`logitBias`, buf)
             FfiConverterOptionalULong.write(value.`seed`, buf)
             FfiConverterBoolean.write(value.`ignoreEos`, buf)
+            FfiConverterOptionalTypeResponseFormat.write(value.`responseFormat`, buf)
+            FfiConverterOptionalString.write(value.`grammar`, buf)
+            FfiConverterOptionalString.write(value.`regex`, buf)
+            FfiConverterSequenceTypeJsonText.write(value.`tools`, buf)
+            FfiConverterString.write(value.`toolChoice`, buf)
+            FfiConverterOptionalBoolean.write(value.`enableThinking`, buf)
+            FfiConverterString.write(value.`reasoningFormat`, buf)
+            FfiConverterOptionalUInt.write(value.`thinkingBudget`, buf)
+            FfiConverterOptionalTypeJsonText.write(value.`chatTemplateKwargs`, buf)
+            FfiConverterOptionalString.write(value.`chatTemplate`, buf)
+            FfiConverterUInt.write(value.`nProbs`, buf)
     }
 }
 
@@ -3198,6 +3363,26 @@ data class GenerateResult (
      * Time spent.
      */
     var `timings`: GenerateTimings
+    , 
+    /**
+     * The answer for the user: `text` without the reasoning and the tool calls, trimmed.
+     */
+    var `content`: kotlin.String
+    , 
+    /**
+     * The reasoning (`<think>...</think>` with `reasoningFormat` "auto"), empty if none.
+     */
+    var `reasoning`: kotlin.String
+    , 
+    /**
+     * The tool calls parsed from the answer (with `tools`).
+     */
+    var `toolCalls`: List<ToolCallRecord>
+    , 
+    /**
+     * With `nProbs`, each generated token's candidates.
+     */
+    var `probs`: List<TokenProbs>
     
 ){
     
@@ -3219,6 +3404,10 @@ public object FfiConverterTypeGenerateResult: FfiConverterRustBuffer<GenerateRes
             FfiConverterUInt.read(buf),
             FfiConverterString.read(buf),
             FfiConverterTypeGenerateTimings.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceTypeToolCallRecord.read(buf),
+            FfiConverterSequenceTypeTokenProbs.read(buf),
         )
     }
 
@@ -3227,7 +3416,11 @@ public object FfiConverterTypeGenerateResult: FfiConverterRustBuffer<GenerateRes
             FfiConverterSequenceUInt.allocationSize(value.`tokens`) +
             FfiConverterUInt.allocationSize(value.`promptTokens`) +
             FfiConverterString.allocationSize(value.`stopReason`) +
-            FfiConverterTypeGenerateTimings.allocationSize(value.`timings`)
+            FfiConverterTypeGenerateTimings.allocationSize(value.`timings`) +
+            FfiConverterString.allocationSize(value.`content`) +
+            FfiConverterString.allocationSize(value.`reasoning`) +
+            FfiConverterSequenceTypeToolCallRecord.allocationSize(value.`toolCalls`) +
+            FfiConverterSequenceTypeTokenProbs.allocationSize(value.`probs`)
     )
 
     override fun write(value: GenerateResult, buf: ByteBuffer) {
@@ -3236,6 +3429,10 @@ public object FfiConverterTypeGenerateResult: FfiConverterRustBuffer<GenerateRes
             FfiConverterUInt.write(value.`promptTokens`, buf)
             FfiConverterString.write(value.`stopReason`, buf)
             FfiConverterTypeGenerateTimings.write(value.`timings`, buf)
+            FfiConverterString.write(value.`content`, buf)
+            FfiConverterString.write(value.`reasoning`, buf)
+            FfiConverterSequenceTypeToolCallRecord.write(value.`toolCalls`, buf)
+            FfiConverterSequenceTypeTokenProbs.write(value.`probs`, buf)
     }
 }
 
@@ -3279,6 +3476,12 @@ data class GenerateTimings (
      * Prompt tokens reused from the KV cache.
      */
     var `cachedN`: kotlin.UInt
+    , 
+    /**
+     * Milliseconds spent computing the output constraint's token masks (part of
+     * `predicted_ms`; 0 without a constraint).
+     */
+    var `constraintMs`: kotlin.Double
     
 ){
     
@@ -3302,6 +3505,7 @@ public object FfiConverterTypeGenerateTimings: FfiConverterRustBuffer<GenerateTi
             FfiConverterDouble.read(buf),
             FfiConverterDouble.read(buf),
             FfiConverterUInt.read(buf),
+            FfiConverterDouble.read(buf),
         )
     }
 
@@ -3312,7 +3516,8 @@ public object FfiConverterTypeGenerateTimings: FfiConverterRustBuffer<GenerateTi
             FfiConverterUInt.allocationSize(value.`predictedN`) +
             FfiConverterDouble.allocationSize(value.`predictedMs`) +
             FfiConverterDouble.allocationSize(value.`predictedPerSecond`) +
-            FfiConverterUInt.allocationSize(value.`cachedN`)
+            FfiConverterUInt.allocationSize(value.`cachedN`) +
+            FfiConverterDouble.allocationSize(value.`constraintMs`)
     )
 
     override fun write(value: GenerateTimings, buf: ByteBuffer) {
@@ -3323,6 +3528,72 @@ public object FfiConverterTypeGenerateTimings: FfiConverterRustBuffer<GenerateTi
             FfiConverterDouble.write(value.`predictedMs`, buf)
             FfiConverterDouble.write(value.`predictedPerSecond`, buf)
             FfiConverterUInt.write(value.`cachedN`, buf)
+            FfiConverterDouble.write(value.`constraintMs`, buf)
+    }
+}
+
+
+
+/**
+ * One generated token as a listener sees it.
+ */
+data class GeneratedToken (
+    /**
+     * The token id.
+     */
+    var `token`: kotlin.UInt
+    , 
+    /**
+     * The raw text this token completes (empty while a character or a possible stop string is
+     * held back).
+     */
+    var `text`: kotlin.String
+    , 
+    /**
+     * The answer's pieces that became certain with it, typed.
+     */
+    var `chunks`: List<StreamChunk>
+    , 
+    /**
+     * With `nProbs`, the step's most likely candidates (empty otherwise; the protocol's
+     * event then has no `probs`).
+     */
+    var `probs`: List<TokenProbability>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeGeneratedToken: FfiConverterRustBuffer<GeneratedToken> {
+    override fun read(buf: ByteBuffer): GeneratedToken {
+        return GeneratedToken(
+            FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceTypeStreamChunk.read(buf),
+            FfiConverterSequenceTypeTokenProbability.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: GeneratedToken) = (
+            FfiConverterUInt.allocationSize(value.`token`) +
+            FfiConverterString.allocationSize(value.`text`) +
+            FfiConverterSequenceTypeStreamChunk.allocationSize(value.`chunks`) +
+            FfiConverterSequenceTypeTokenProbability.allocationSize(value.`probs`)
+    )
+
+    override fun write(value: GeneratedToken, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`token`, buf)
+            FfiConverterString.write(value.`text`, buf)
+            FfiConverterSequenceTypeStreamChunk.write(value.`chunks`, buf)
+            FfiConverterSequenceTypeTokenProbability.write(value.`probs`, buf)
     }
 }
 
@@ -3576,6 +3847,53 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
 
 
 /**
+ * One document's relevance to a query.
+ */
+data class RerankResult (
+    /**
+     * The document's position in the request.
+     */
+    var `index`: kotlin.UInt
+    , 
+    /**
+     * Its score (the classification head's logit, or its logistic with `normalize`).
+     */
+    var `score`: kotlin.Float
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeRerankResult: FfiConverterRustBuffer<RerankResult> {
+    override fun read(buf: ByteBuffer): RerankResult {
+        return RerankResult(
+            FfiConverterUInt.read(buf),
+            FfiConverterFloat.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: RerankResult) = (
+            FfiConverterUInt.allocationSize(value.`index`) +
+            FfiConverterFloat.allocationSize(value.`score`)
+    )
+
+    override fun write(value: RerankResult, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`index`, buf)
+            FfiConverterFloat.write(value.`score`, buf)
+    }
+}
+
+
+
+/**
  * How to open a [`Session`].
  */
 data class SessionOptions (
@@ -3629,6 +3947,62 @@ public object FfiConverterTypeSessionOptions: FfiConverterRustBuffer<SessionOpti
             FfiConverterString.write(value.`device`, buf)
             FfiConverterOptionalUInt.write(value.`threads`, buf)
             FfiConverterOptionalULong.write(value.`memoryBudget`, buf)
+    }
+}
+
+
+
+/**
+ * A piece of the answer while it streams, and what it extends.
+ */
+data class StreamChunk (
+    /**
+     * "text", "reasoning", "toolCallName" (the whole name, once) or "toolCallArguments"
+     * (JSON text of the arguments, in pieces).
+     */
+    var `kind`: kotlin.String
+    , 
+    /**
+     * The tool call's position in the answer (tool call chunks only).
+     */
+    var `index`: kotlin.UInt?
+    , 
+    /**
+     * The new text.
+     */
+    var `delta`: kotlin.String
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeStreamChunk: FfiConverterRustBuffer<StreamChunk> {
+    override fun read(buf: ByteBuffer): StreamChunk {
+        return StreamChunk(
+            FfiConverterString.read(buf),
+            FfiConverterOptionalUInt.read(buf),
+            FfiConverterString.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: StreamChunk) = (
+            FfiConverterString.allocationSize(value.`kind`) +
+            FfiConverterOptionalUInt.allocationSize(value.`index`) +
+            FfiConverterString.allocationSize(value.`delta`)
+    )
+
+    override fun write(value: StreamChunk, buf: ByteBuffer) {
+            FfiConverterString.write(value.`kind`, buf)
+            FfiConverterOptionalUInt.write(value.`index`, buf)
+            FfiConverterString.write(value.`delta`, buf)
     }
 }
 
@@ -3748,6 +4122,171 @@ public object FfiConverterTypeTierInfo: FfiConverterRustBuffer<TierInfo> {
 
 
 /**
+ * A candidate token of one step with its probability after the sampler chain.
+ */
+data class TokenProbability (
+    /**
+     * The token id.
+     */
+    var `token`: kotlin.UInt
+    , 
+    /**
+     * Its text (a partial UTF-8 character shown as U+FFFD).
+     */
+    var `text`: kotlin.String
+    , 
+    /**
+     * Its probability (1 for greedy decoding's pick).
+     */
+    var `prob`: kotlin.Float
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeTokenProbability: FfiConverterRustBuffer<TokenProbability> {
+    override fun read(buf: ByteBuffer): TokenProbability {
+        return TokenProbability(
+            FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterFloat.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: TokenProbability) = (
+            FfiConverterUInt.allocationSize(value.`token`) +
+            FfiConverterString.allocationSize(value.`text`) +
+            FfiConverterFloat.allocationSize(value.`prob`)
+    )
+
+    override fun write(value: TokenProbability, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`token`, buf)
+            FfiConverterString.write(value.`text`, buf)
+            FfiConverterFloat.write(value.`prob`, buf)
+    }
+}
+
+
+
+/**
+ * The candidates of one generated token (llama.rn's `completion_probabilities` entry).
+ */
+data class TokenProbs (
+    /**
+     * The token drawn.
+     */
+    var `token`: kotlin.UInt
+    , 
+    /**
+     * Its text.
+     */
+    var `text`: kotlin.String
+    , 
+    /**
+     * The `nProbs` most likely candidates, most likely first.
+     */
+    var `probs`: List<TokenProbability>
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeTokenProbs: FfiConverterRustBuffer<TokenProbs> {
+    override fun read(buf: ByteBuffer): TokenProbs {
+        return TokenProbs(
+            FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterSequenceTypeTokenProbability.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: TokenProbs) = (
+            FfiConverterUInt.allocationSize(value.`token`) +
+            FfiConverterString.allocationSize(value.`text`) +
+            FfiConverterSequenceTypeTokenProbability.allocationSize(value.`probs`)
+    )
+
+    override fun write(value: TokenProbs, buf: ByteBuffer) {
+            FfiConverterUInt.write(value.`token`, buf)
+            FfiConverterString.write(value.`text`, buf)
+            FfiConverterSequenceTypeTokenProbability.write(value.`probs`, buf)
+    }
+}
+
+
+
+/**
+ * One tool call of an answer or of an assistant message: `arguments` is a JSON object.
+ */
+data class ToolCallRecord (
+    /**
+     * The call's id (the model's, or made up from the answer where its format has none).
+     */
+    var `id`: kotlin.String
+    , 
+    /**
+     * The function's name.
+     */
+    var `name`: kotlin.String
+    , 
+    /**
+     * The arguments, a JSON object.
+     */
+    var `arguments`: JsonText
+    
+){
+    
+
+    
+
+    
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeToolCallRecord: FfiConverterRustBuffer<ToolCallRecord> {
+    override fun read(buf: ByteBuffer): ToolCallRecord {
+        return ToolCallRecord(
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterTypeJsonText.read(buf),
+        )
+    }
+
+    override fun allocationSize(value: ToolCallRecord) = (
+            FfiConverterString.allocationSize(value.`id`) +
+            FfiConverterString.allocationSize(value.`name`) +
+            FfiConverterTypeJsonText.allocationSize(value.`arguments`)
+    )
+
+    override fun write(value: ToolCallRecord, buf: ByteBuffer) {
+            FfiConverterString.write(value.`id`, buf)
+            FfiConverterString.write(value.`name`, buf)
+            FfiConverterTypeJsonText.write(value.`arguments`, buf)
+    }
+}
+
+
+
+/**
  * The kind of a device.
  */
 
@@ -3854,6 +4393,108 @@ public object FfiConverterTypeLogLevel: FfiConverterRustBuffer<LogLevel> {
 
     override fun write(value: LogLevel, buf: ByteBuffer) {
         buf.putInt(value.ordinal + 1)
+    }
+}
+
+
+
+
+
+/**
+ * The shape the answer must have (OpenAI's / llama.rn's `response_format`).
+ */
+sealed class ResponseFormat {
+    
+    /**
+     * Free text (no constraint).
+     */
+    object Text : ResponseFormat()
+    
+    
+    /**
+     * Any JSON object.
+     */
+    object JsonObject : ResponseFormat()
+    
+    
+    /**
+     * JSON valid against `schema` (a JSON Schema).
+     */
+    data class JsonSchema(
+        /**
+         * The schema.
+         */
+        val `schema`: com.tessera.JsonText) : ResponseFormat()
+        
+    {
+        
+
+        companion object
+    }
+    
+
+    
+
+    
+    
+
+
+    companion object
+}
+
+/**
+ * @suppress
+ */
+public object FfiConverterTypeResponseFormat : FfiConverterRustBuffer<ResponseFormat>{
+    override fun read(buf: ByteBuffer): ResponseFormat {
+        return when(buf.getInt()) {
+            1 -> ResponseFormat.Text
+            2 -> ResponseFormat.JsonObject
+            3 -> ResponseFormat.JsonSchema(
+                FfiConverterTypeJsonText.read(buf),
+                )
+            else -> throw RuntimeException("invalid enum value, something is very wrong!!")
+        }
+    }
+
+    override fun allocationSize(value: ResponseFormat): ULong = when(value) {
+        is ResponseFormat.Text -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ResponseFormat.JsonObject -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+            )
+        }
+        is ResponseFormat.JsonSchema -> {
+            // Add the size for the Int that specifies the variant plus the size needed for all fields
+            (
+                4UL
+                + FfiConverterTypeJsonText.allocationSize(value.`schema`)
+            )
+        }
+    }
+
+    override fun write(value: ResponseFormat, buf: ByteBuffer) {
+        when(value) {
+            is ResponseFormat.Text -> {
+                buf.putInt(1)
+                Unit
+            }
+            is ResponseFormat.JsonObject -> {
+                buf.putInt(2)
+                Unit
+            }
+            is ResponseFormat.JsonSchema -> {
+                buf.putInt(3)
+                FfiConverterTypeJsonText.write(value.`schema`, buf)
+                Unit
+            }
+        }.let { /* this makes the `when` an expression, which ensures it is exhaustive */ }
     }
 }
 
@@ -4301,10 +4942,11 @@ public object FfiConverterTypeLogListener: FfiConverterCallbackInterface<LogList
 public interface TokenListener {
     
     /**
-     * One token and the text it completes (empty while a character or a possible stop string
-     * is held back).
+     * One token, the raw text it completes (empty while a character or a possible stop
+     * string is held back), the typed pieces of the answer it made certain and, with
+     * `nProbs`, its candidates.
      */
-    fun `onToken`(`token`: kotlin.UInt, `text`: kotlin.String): kotlin.Boolean
+    fun `onToken`(`token`: GeneratedToken): kotlin.Boolean
     
     companion object
 }
@@ -4314,12 +4956,11 @@ public interface TokenListener {
 // Put the implementation in an object so we don't pollute the top-level namespace
 internal object uniffiCallbackInterfaceTokenListener {
     internal object `onToken`: UniffiCallbackInterfaceTokenListenerMethod0 {
-        override fun callback(`uniffiHandle`: Long,`token`: Int,`text`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,) {
+        override fun callback(`uniffiHandle`: Long,`token`: RustBuffer.ByValue,`uniffiOutReturn`: ByteByReference,uniffiCallStatus: UniffiRustCallStatus,) {
             val uniffiObj = FfiConverterTypeTokenListener.handleMap.get(uniffiHandle)
             val makeCall = { ->
                 uniffiObj.`onToken`(
-                    FfiConverterUInt.lift(`token`),
-                    FfiConverterString.lift(`text`),
+                    FfiConverterTypeGeneratedToken.lift(`token`),
                 )
             }
             val writeReturn = { value: kotlin.Boolean -> uniffiOutReturn.setValue(FfiConverterBoolean.lower(value)) }
@@ -4429,6 +5070,38 @@ public object FfiConverterOptionalULong: FfiConverterRustBuffer<kotlin.ULong?> {
 /**
  * @suppress
  */
+public object FfiConverterOptionalBoolean: FfiConverterRustBuffer<kotlin.Boolean?> {
+    override fun read(buf: ByteBuffer): kotlin.Boolean? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterBoolean.read(buf)
+    }
+
+    override fun allocationSize(value: kotlin.Boolean?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterBoolean.allocationSize(value)
+        }
+    }
+
+    override fun write(value: kotlin.Boolean?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterBoolean.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?> {
     override fun read(buf: ByteBuffer): kotlin.String? {
         if (buf.get().toInt() == 0) {
@@ -4451,6 +5124,38 @@ public object FfiConverterOptionalString: FfiConverterRustBuffer<kotlin.String?>
         } else {
             buf.put(1)
             FfiConverterString.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeResponseFormat: FfiConverterRustBuffer<ResponseFormat?> {
+    override fun read(buf: ByteBuffer): ResponseFormat? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeResponseFormat.read(buf)
+    }
+
+    override fun allocationSize(value: ResponseFormat?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeResponseFormat.allocationSize(value)
+        }
+    }
+
+    override fun write(value: ResponseFormat?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeResponseFormat.write(value, buf)
         }
     }
 }
@@ -4611,6 +5316,38 @@ public object FfiConverterOptionalSequenceTypeChatTurn: FfiConverterRustBuffer<L
         } else {
             buf.put(1)
             FfiConverterSequenceTypeChatTurn.write(value, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterOptionalTypeJsonText: FfiConverterRustBuffer<JsonText?> {
+    override fun read(buf: ByteBuffer): JsonText? {
+        if (buf.get().toInt() == 0) {
+            return null
+        }
+        return FfiConverterTypeJsonText.read(buf)
+    }
+
+    override fun allocationSize(value: JsonText?): ULong {
+        if (value == null) {
+            return 1UL
+        } else {
+            return 1UL + FfiConverterTypeJsonText.allocationSize(value)
+        }
+    }
+
+    override fun write(value: JsonText?, buf: ByteBuffer) {
+        if (value == null) {
+            buf.put(0)
+        } else {
+            buf.put(1)
+            FfiConverterTypeJsonText.write(value, buf)
         }
     }
 }
@@ -4845,6 +5582,62 @@ public object FfiConverterSequenceTypeLogitBias: FfiConverterRustBuffer<List<Log
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeRerankResult: FfiConverterRustBuffer<List<RerankResult>> {
+    override fun read(buf: ByteBuffer): List<RerankResult> {
+        val len = buf.getInt()
+        return List<RerankResult>(len) {
+            FfiConverterTypeRerankResult.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<RerankResult>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeRerankResult.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<RerankResult>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeRerankResult.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeStreamChunk: FfiConverterRustBuffer<List<StreamChunk>> {
+    override fun read(buf: ByteBuffer): List<StreamChunk> {
+        val len = buf.getInt()
+        return List<StreamChunk>(len) {
+            FfiConverterTypeStreamChunk.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<StreamChunk>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeStreamChunk.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<StreamChunk>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeStreamChunk.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceTypeTensorData: FfiConverterRustBuffer<List<TensorData>> {
     override fun read(buf: ByteBuffer): List<TensorData> {
         val len = buf.getInt()
@@ -4901,6 +5694,90 @@ public object FfiConverterSequenceTypeTierInfo: FfiConverterRustBuffer<List<Tier
 /**
  * @suppress
  */
+public object FfiConverterSequenceTypeTokenProbability: FfiConverterRustBuffer<List<TokenProbability>> {
+    override fun read(buf: ByteBuffer): List<TokenProbability> {
+        val len = buf.getInt()
+        return List<TokenProbability>(len) {
+            FfiConverterTypeTokenProbability.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<TokenProbability>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeTokenProbability.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<TokenProbability>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeTokenProbability.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeTokenProbs: FfiConverterRustBuffer<List<TokenProbs>> {
+    override fun read(buf: ByteBuffer): List<TokenProbs> {
+        val len = buf.getInt()
+        return List<TokenProbs>(len) {
+            FfiConverterTypeTokenProbs.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<TokenProbs>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeTokenProbs.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<TokenProbs>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeTokenProbs.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeToolCallRecord: FfiConverterRustBuffer<List<ToolCallRecord>> {
+    override fun read(buf: ByteBuffer): List<ToolCallRecord> {
+        val len = buf.getInt()
+        return List<ToolCallRecord>(len) {
+            FfiConverterTypeToolCallRecord.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<ToolCallRecord>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeToolCallRecord.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<ToolCallRecord>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeToolCallRecord.write(it, buf)
+        }
+    }
+}
+
+
+
+
+/**
+ * @suppress
+ */
 public object FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer<List<List<kotlin.Float>>> {
     override fun read(buf: ByteBuffer): List<List<kotlin.Float>> {
         val len = buf.getInt()
@@ -4922,6 +5799,39 @@ public object FfiConverterSequenceSequenceFloat: FfiConverterRustBuffer<List<Lis
         }
     }
 }
+
+
+
+
+/**
+ * @suppress
+ */
+public object FfiConverterSequenceTypeJsonText: FfiConverterRustBuffer<List<JsonText>> {
+    override fun read(buf: ByteBuffer): List<JsonText> {
+        val len = buf.getInt()
+        return List<JsonText>(len) {
+            FfiConverterTypeJsonText.read(buf)
+        }
+    }
+
+    override fun allocationSize(value: List<JsonText>): ULong {
+        val sizeForLength = 4UL
+        val sizeForItems = value.map { FfiConverterTypeJsonText.allocationSize(it) }.sum()
+        return sizeForLength + sizeForItems
+    }
+
+    override fun write(value: List<JsonText>, buf: ByteBuffer) {
+        buf.putInt(value.size)
+        value.iterator().forEach {
+            FfiConverterTypeJsonText.write(it, buf)
+        }
+    }
+}
+
+
+
+public typealias JsonText = kotlin.String
+public typealias FfiConverterTypeJsonText = FfiConverterString
 
 
 
