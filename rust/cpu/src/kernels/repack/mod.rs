@@ -521,8 +521,8 @@ pub fn unpack_row_as(
 ) -> Result<()> {
     let row = dtype.row_size(k)?;
     let rows = group_rows(pl, dtype);
-    let group = row.checked_mul(rows).unwrap_or(usize::MAX);
-    let start = (r / rows).checked_mul(group).unwrap_or(usize::MAX);
+    let group = row.saturating_mul(rows);
+    let start = (r / rows).saturating_mul(group);
     let Some(sg) = src.get(start..start.saturating_add(group)) else {
         return Err(Error::IndexOutOfRange {
             op: "repack".into(),
