@@ -37,8 +37,9 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_method_model_is_closed() != 45105 { differing.append("uniffi_tessera_ffi_checksum_method_model_is_closed") }
     if uniffi_tessera_ffi_checksum_method_model_rerank() != 24408 { differing.append("uniffi_tessera_ffi_checksum_method_model_rerank") }
     if uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411 { differing.append("uniffi_tessera_ffi_checksum_method_model_tokenize") }
-    if uniffi_tessera_ffi_checksum_method_model_load_session() != 38548 { differing.append("uniffi_tessera_ffi_checksum_method_model_load_session") }
-    if uniffi_tessera_ffi_checksum_method_model_save_session() != 51859 { differing.append("uniffi_tessera_ffi_checksum_method_model_save_session") }
+    if uniffi_tessera_ffi_checksum_method_model_load_session() != 25114 { differing.append("uniffi_tessera_ffi_checksum_method_model_load_session") }
+    if uniffi_tessera_ffi_checksum_method_model_save_session() != 52813 { differing.append("uniffi_tessera_ffi_checksum_method_model_save_session") }
+    if uniffi_tessera_ffi_checksum_method_model_cancel_sequence() != 7683 { differing.append("uniffi_tessera_ffi_checksum_method_model_cancel_sequence") }
     if uniffi_tessera_ffi_checksum_method_session_backends() != 4470 { differing.append("uniffi_tessera_ffi_checksum_method_session_backends") }
     if uniffi_tessera_ffi_checksum_method_session_cancel() != 46911 { differing.append("uniffi_tessera_ffi_checksum_method_session_cancel") }
     if uniffi_tessera_ffi_checksum_method_session_close() != 16522 { differing.append("uniffi_tessera_ffi_checksum_method_session_close") }
