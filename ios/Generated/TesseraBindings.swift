@@ -634,8 +634,9 @@ public protocol ModelProtocol: AnyObject, Sendable {
     func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool) throws  -> String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
     func cancel() 
     
@@ -652,14 +653,15 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     func embed(texts: [String], pooling: String?) throws  -> [[Float]]
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     func generate(request: GenerateRequest, listener: TokenListener?) throws  -> GenerateResult
     
@@ -802,8 +804,9 @@ open func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool)thro
 }
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
 open func cancel()  {try! rustCall() {
         uniffiCallStatus in
@@ -841,7 +844,7 @@ open func detokenize(tokens: [UInt32], special: Bool)throws  -> String  {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
 open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
@@ -856,8 +859,9 @@ open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
 }
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
 open func generate(request: GenerateRequest, listener: TokenListener?)throws  -> GenerateResult  {
     return try  FfiConverterTypeGenerateResult_lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
@@ -5729,7 +5733,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 30872) {
+    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 56151) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
@@ -5738,10 +5742,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_embed() != 27498) {
+    if (uniffi_tessera_ffi_checksum_method_model_embed() != 36493) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_generate() != 11646) {
+    if (uniffi_tessera_ffi_checksum_method_model_generate() != 53977) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_info() != 38995) {

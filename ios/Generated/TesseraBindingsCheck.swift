@@ -28,11 +28,11 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_func_set_log_listener() != 7313 { differing.append("uniffi_tessera_ffi_checksum_func_set_log_listener") }
     if uniffi_tessera_ffi_checksum_func_set_log_to_stderr() != 36546 { differing.append("uniffi_tessera_ffi_checksum_func_set_log_to_stderr") }
     if uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662 { differing.append("uniffi_tessera_ffi_checksum_method_model_apply_chat_template") }
-    if uniffi_tessera_ffi_checksum_method_model_cancel() != 30872 { differing.append("uniffi_tessera_ffi_checksum_method_model_cancel") }
+    if uniffi_tessera_ffi_checksum_method_model_cancel() != 56151 { differing.append("uniffi_tessera_ffi_checksum_method_model_cancel") }
     if uniffi_tessera_ffi_checksum_method_model_close() != 21782 { differing.append("uniffi_tessera_ffi_checksum_method_model_close") }
     if uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817 { differing.append("uniffi_tessera_ffi_checksum_method_model_detokenize") }
-    if uniffi_tessera_ffi_checksum_method_model_embed() != 27498 { differing.append("uniffi_tessera_ffi_checksum_method_model_embed") }
-    if uniffi_tessera_ffi_checksum_method_model_generate() != 11646 { differing.append("uniffi_tessera_ffi_checksum_method_model_generate") }
+    if uniffi_tessera_ffi_checksum_method_model_embed() != 36493 { differing.append("uniffi_tessera_ffi_checksum_method_model_embed") }
+    if uniffi_tessera_ffi_checksum_method_model_generate() != 53977 { differing.append("uniffi_tessera_ffi_checksum_method_model_generate") }
     if uniffi_tessera_ffi_checksum_method_model_info() != 38995 { differing.append("uniffi_tessera_ffi_checksum_method_model_info") }
     if uniffi_tessera_ffi_checksum_method_model_is_closed() != 45105 { differing.append("uniffi_tessera_ffi_checksum_method_model_is_closed") }
     if uniffi_tessera_ffi_checksum_method_model_rerank() != 24408 { differing.append("uniffi_tessera_ffi_checksum_method_model_rerank") }

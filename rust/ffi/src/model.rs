@@ -649,8 +649,9 @@ impl Model {
         })
     }
 
-    /// Generates a continuation, streaming each token to `listener`; blocks until it ends and
-    /// returns the whole text with timings. Generations on one model run one at a time.
+    /// Generates a continuation on `request.sequence`, streaming each token to `listener`;
+    /// blocks until it ends and returns the whole text with timings. Generations on one
+    /// sequence run one at a time; on different sequences, at the same time.
     pub fn generate(
         &self,
         request: GenerateRequest,
@@ -663,14 +664,15 @@ impl Model {
         })
     }
 
-    /// Stops the generation in progress (it returns with stop reason "cancelled") and the
-    /// embedding in progress (it fails with `Cancelled`).
+    /// Stops the generations in progress on every sequence (they return with stop reason
+    /// "cancelled") and the embedding in progress (it fails with `Cancelled`);
+    /// `cancelSequence` stops one sequence's.
     pub fn cancel(&self) {
         guard_or("Model.cancel", || (), || self.cancel_all())
     }
 
     /// The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-    /// for the model's own, mean when its file names none). The conversation's cache is left
+    /// for the model's own, mean when its file names none). Every sequence's cache is left
     /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {

@@ -1110,7 +1110,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_apply_chat_template() and 0xFFFF) != 5662) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 30872) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 56151) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 21782) {
@@ -1119,10 +1119,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_detokenize() and 0xFFFF) != 28817) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 27498) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 36493) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 11646) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 53977) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_info() and 0xFFFF) != 38995) {
@@ -1720,8 +1720,9 @@ public interface ModelInterface {
     fun `applyChatTemplate`(`messages`: List<ChatTurn>, `addGenerationPrompt`: kotlin.Boolean): kotlin.String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
     fun `cancel`()
     
@@ -1738,14 +1739,15 @@ public interface ModelInterface {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>>
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult
     
@@ -1926,8 +1928,9 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */override fun `cancel`()
         = 
     callWithHandle {
@@ -1978,7 +1981,7 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     @Throws(TesseraException::class)override fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>> {
@@ -1998,8 +2001,9 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     @Throws(TesseraException::class)override fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult {
             return FfiConverterTypeGenerateResult.lift(
