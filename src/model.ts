@@ -36,8 +36,9 @@ export interface LoadModelOptions {
    */
   nSequences?: number;
   /**
-   * Bytes the sequences' KV caches may take together; `null` or absent for 75% of the
-   * device's free memory once the weights are placed. `nSequences` caches that do not fit
+   * Bytes the sequences' KV caches may take together; `null` or absent for 75% of the free
+   * memory once the weights are placed (the CPU's; for a GPU model the host's, as the GPU
+   * reports no heap size). `nSequences` caches that do not fit
    * reject the load with a `TesseraError` of kind `OutOfMemory` naming the figures.
    */
   memoryBudget?: number | null;

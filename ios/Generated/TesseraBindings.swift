@@ -2915,8 +2915,9 @@ public struct ModelOptions: Equatable, Hashable {
     public var nSequences: UInt32
     /**
      * Bytes the sequences' KV caches may take together (`None`:
-     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the device's free memory once the
-     * weights are placed); past it the load fails with `OutOfMemory`.
+     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+     * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+     * `OutOfMemory`.
      */
     public var memoryBudget: UInt64?
 
@@ -2944,8 +2945,9 @@ public struct ModelOptions: Equatable, Hashable {
          */nSequences: UInt32 = UInt32(1), 
         /**
          * Bytes the sequences' KV caches may take together (`None`:
-         * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the device's free memory once the
-         * weights are placed); past it the load fails with `OutOfMemory`.
+         * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+         * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+         * `OutOfMemory`.
          */memoryBudget: UInt64? = nil) {
         self.device = device
         self.threads = threads

@@ -50,8 +50,9 @@ uniffi_record_with_defaults! {
         /// with `sequence`.
         pub n_sequences: u32 = 1,
         /// Bytes the sequences' KV caches may take together (`None`:
-        /// [`crate::session::DEFAULT_BUDGET_PERCENT`] of the device's free memory once the
-        /// weights are placed); past it the load fails with `OutOfMemory`.
+        /// [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+        /// placed: the CPU's, or for a GPU model the host's); past it the load fails with
+        /// `OutOfMemory`.
         #[serde(deserialize_with = "crate::options::deserialize_budget")]
         pub memory_budget: Option<u64> = None,
     }

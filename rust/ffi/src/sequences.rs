@@ -4,9 +4,9 @@
 //!
 //! The number is fixed at load (`nSequences`, 1 to [`MAX_SEQUENCES`]), and so is the memory
 //! they may take: `nSequences` times the cache of one sequence must fit the model's memory
-//! budget (`memoryBudget`, else [`crate::session::DEFAULT_BUDGET_PERCENT`] of the device's free
-//! memory once the weights are placed), or the load fails with `OutOfMemory` naming the
-//! figures. Sequence 0's context is made at load, the others on their first use, so an unused
+//! budget (`memoryBudget`, else [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory
+//! once the weights are placed: the CPU's, or for a GPU model the host's, since wgpu reports no
+//! heap sizes), or the load fails with `OutOfMemory` naming the figures. Sequence 0's context is made at load, the others on their first use, so an unused
 //! sequence costs no memory.
 //!
 //! Each sequence has its own lock: calls on one sequence run one at a time, in call order;
@@ -19,6 +19,7 @@ use crate::model::Model;
 use crate::session::DEFAULT_BUDGET_PERCENT;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use tessera_core::backend::DeviceType;
 use tessera_llm::{Context, ContextOptions};
 
 /// The most sequences a model may be loaded with.
@@ -142,19 +143,12 @@ fn check_budget(
     per_sequence: usize,
     budget: Option<u64>,
 ) -> FfiResult<()> {
-    let memory = model.device().memory();
     let (budget, what) = match budget {
         Some(b) => (b, "memoryBudget".to_string()),
-        // A device that reports no memory has no default budget.
-        None if memory.total == 0 => return Ok(()),
-        None => (
-            memory.free / 100 * DEFAULT_BUDGET_PERCENT,
-            format!(
-                "the default: {DEFAULT_BUDGET_PERCENT}% of the {} bytes free on {}",
-                memory.free,
-                model.device().name()
-            ),
-        ),
+        None => match default_budget(model) {
+            Some(default) => default,
+            None => return Ok(()),
+        },
     };
     let needed = (per_sequence as u64).saturating_mul(n.into());
     if needed > budget {
@@ -167,6 +161,29 @@ fn check_budget(
         });
     }
     Ok(())
+}
+
+/// The default budget and how it was found: [`DEFAULT_BUDGET_PERCENT`] of the free memory of
+/// the model's device if it is the CPU, else of the host's (wgpu reports no heap sizes: a GPU
+/// device's `free` is its largest buffer less what it holds, and a phone's GPU memory is the
+/// host's). `None` where no memory figure is known.
+fn default_budget(model: &tessera_llm::Model) -> Option<(u64, String)> {
+    let device = model.device();
+    let host = match device.device_type() {
+        DeviceType::Cpu => device.clone(),
+        _ => crate::registry::registry().device_by_type(DeviceType::Cpu)?,
+    };
+    let memory = host.memory();
+    if memory.total == 0 {
+        return None;
+    }
+    let budget = memory.free / 100 * DEFAULT_BUDGET_PERCENT;
+    let what = format!(
+        "the default: {DEFAULT_BUDGET_PERCENT}% of the {} bytes free on {}",
+        memory.free,
+        host.name()
+    );
+    Some((budget, what))
 }
 
 #[uniffi::export]
@@ -208,5 +225,17 @@ mod tests {
         // up to 768, capped at the context); 1 KV head of 256 F16 values for K and for V.
         assert_eq!(s.cache_bytes(), 18 * 300 * 1024);
         assert!(s.with(3, |_| Ok(())).is_err());
+
+        // The default budget: 75% of the CPU's free memory, named in the error.
+        let (budget, what) = default_budget(&s.model).unwrap();
+        let free = s.model.device().memory().free;
+        assert!(budget <= free / 100 * 75 && budget + free / 50 >= free / 100 * 75, "{what}");
+        assert!(
+            what.starts_with("the default: 75% of the ") && what.ends_with("bytes free on CPU")
+        );
+        let e = check_budget(&s.model, 2, usize::MAX / 4, None).unwrap_err();
+        assert!(matches!(e, TesseraError::OutOfMemory { .. }), "{e}");
+        assert!(e.to_string().contains(&what), "{e}");
+        check_budget(&s.model, 1, 1 << 20, None).unwrap();
     }
 }

@@ -3886,8 +3886,9 @@ data class ModelOptions (
     , 
     /**
      * Bytes the sequences' KV caches may take together (`None`:
-     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the device's free memory once the
-     * weights are placed); past it the load fails with `OutOfMemory`.
+     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+     * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+     * `OutOfMemory`.
      */
     var `memoryBudget`: kotlin.ULong? = null 
     
