@@ -429,6 +429,7 @@ impl Model {
     ) -> FfiResult<Model> {
         let threads = check_threads(options.threads)?;
         let budget = check_budget(options.memory_budget)?;
+        crate::sequences::check_count(options.n_sequences)?;
         if options.n_batch == 0 {
             return Err(TesseraError::invalid_argument("n_batch must be at least 1"));
         }

@@ -46,11 +46,7 @@ impl Sequences {
         n: u32,
         budget: Option<u64>,
     ) -> FfiResult<Sequences> {
-        if n == 0 || n > MAX_SEQUENCES {
-            return Err(TesseraError::invalid_argument(format!(
-                "nSequences {n} must be between 1 and {MAX_SEQUENCES}"
-            )));
-        }
+        check_count(n)?;
         let cache_bytes = Context::cache_bytes_for(&model, &options)?;
         check_budget(&model, n, cache_bytes, budget)?;
         let mut s = Sequences {
@@ -134,6 +130,16 @@ impl Sequences {
         let _ = self.flags[i].set(ctx.cancel_flag());
         Ok(ctx)
     }
+}
+
+/// Checks a number of sequences: 1 to [`MAX_SEQUENCES`].
+pub(crate) fn check_count(n: u32) -> FfiResult<()> {
+    if n == 0 || n > MAX_SEQUENCES {
+        return Err(TesseraError::invalid_argument(format!(
+            "nSequences {n} must be between 1 and {MAX_SEQUENCES}"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that `n` sequences of `per_sequence` bytes fit `budget` (see the module doc).
