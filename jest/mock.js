@@ -28,7 +28,10 @@
  *   the prompt's longest prefix held from the model's previous completion (its prompt and
  *   reply, one token per UTF-16 unit) is reused, as the runtime's KV cache is (`cache_n`);
  *   saveSession(path) keeps the tokens held (in memory, by path) and loadSession(path) gives
- *   them back (a path never saved: StorageError);
+ *   them back (a path never saved: StorageError); `nSequences` (1 to 64) sequences per model,
+ *   each with its own held tokens and cancel (`sequence` on complete, saveSession,
+ *   loadSession; an unknown one: InvalidArgumentError), `memoryBudget` below `nSequences`
+ *   times `cacheBytesPerSequence` (131072): a TesseraError of kind OutOfMemory;
  *   timings: 1 ms per prompt token, 10 ms per generated token; each token one text chunk,
  *   the content the text (no reasoning, no tool calls); rerank scores by the cosine of the
  *   mock embeddings; embed gives unit vectors of 8
@@ -119,13 +122,17 @@ const modelInfo = {
   device: 'CPU',
   hasChatTemplate: true,
   mappedBytes: 500000,
+  nSequences: 1,
+  // 2 layers x 2048 positions x 8 values of K and of V, F16.
+  cacheBytesPerSequence: 131072,
 };
 
 const DEFAULT_COMPLETION = ['This', ' is', ' a', ' mock', ' reply', '.'];
 const completionTokens = DEFAULT_COMPLETION.slice();
 /**
- * Loaded models by number: { cancel, released, history } (`history`: the tokens its "KV cache"
- * holds, the last prompt and the text generated after it, one token per UTF-16 unit).
+ * Loaded models by number: { released, info, sequences: [{ cancel, history }] } (per sequence,
+ * `history`: the tokens its "KV cache" holds, the last prompt and the text generated after it,
+ * one token per UTF-16 unit).
  */
 const models = new Map();
 let nextModel = 1;
@@ -192,6 +199,16 @@ function modelOf(req) {
   return m;
 }
 
+/** The sequence `params.sequence` (default 0) of model `m`. */
+function sequenceOf(m, params) {
+  const s = params && params.sequence !== undefined ? params.sequence : 0;
+  const n = m.sequences.length;
+  if (!Number.isInteger(s) || s < 0 || s >= n) {
+    throw new actual.InvalidArgumentError('sequence ' + s + ' does not exist: the model was loaded with nSequences ' + n + ' (sequences 0 to ' + (n - 1) + ')');
+  }
+  return m.sequences[s];
+}
+
 function mockTokenize(text, addSpecial) {
   const tokens = addSpecial === false ? [] : [1];
   for (let i = 0; i < text.length; i++) tokens.push(text.charCodeAt(i));
@@ -217,8 +234,9 @@ function mockEmbedding(text) {
 }
 
 async function mockGenerate(req) {
-  const m = modelOf(req);
+  const model = modelOf(req);
   const p = req.params || {};
+  const m = sequenceOf(model, p);
   const prompt = p.messages ? mockTemplate(p.messages, true) : p.prompt;
   if (typeof prompt !== 'string') throw new actual.InvalidArgumentError('generate: give exactly one of prompt and messages');
   const promptTokens = mockTokenize(prompt, p.messages ? false : true);
@@ -235,7 +253,7 @@ async function mockGenerate(req) {
     // One token per microtask (not a timer: apps' fake timers do not stall it), or when the
     // test's gate opens.
     await (state.gate ? state.gate() : Promise.resolve());
-    if (m.cancel || m.released) {
+    if (m.cancel || model.released) {
       stopReason = 'cancelled';
       break;
     }
@@ -276,9 +294,22 @@ async function mockLoad(req) {
     if (state.gate) await state.gate();
     emitEvent({ type: 'loadProgress', requestId: req.requestId, progress });
   }
+  const o = req.options || {};
+  const n = o.nSequences === undefined ? 1 : o.nSequences;
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new actual.InvalidArgumentError('nSequences ' + n + ' must be between 1 and 64');
+  const info = { ...modelInfo, nSequences: n };
+  if (typeof o.memoryBudget === 'number' && n * info.cacheBytesPerSequence > o.memoryBudget) {
+    const needed = n * info.cacheBytesPerSequence;
+    throw new actual.TesseraError(
+      'OutOfMemory',
+      'nSequences ' + n + ' x ' + info.cacheBytesPerSequence + ' bytes of KV cache per sequence = ' + needed +
+        " bytes exceed the model's memory budget of " + o.memoryBudget + ' bytes (memoryBudget)'
+    );
+  }
   const id = nextModel++;
-  models.set(id, { cancel: false, released: false, history: [] });
-  return { model: id, info: modelInfo };
+  const sequences = Array.from({ length: n }, () => ({ cancel: false, history: [] }));
+  models.set(id, { released: false, info, sequences });
+  return { model: id, info };
 }
 
 /** Models "downloaded" in the mock, by name: { name, path, size, sha256, url }. */
@@ -315,8 +346,7 @@ function modelAnswer(req) {
     case 'loadModel':
       return mockLoad(req);
     case 'modelInfo':
-      modelOf(req);
-      return modelInfo;
+      return modelOf(req).info;
     case 'tokenize':
       modelOf(req);
       return { tokens: mockTokenize(p.text, p.addSpecial) };
@@ -328,19 +358,22 @@ function modelAnswer(req) {
       return { prompt: mockTemplate(p.messages, p.addGenerationPrompt) };
     case 'generate':
       return mockGenerate(req);
-    case 'cancelGeneration':
-      modelOf(req).cancel = true;
+    case 'cancelGeneration': {
+      const m = modelOf(req);
+      if (p.sequence !== undefined) sequenceOf(m, p).cancel = true;
+      else for (const s of m.sequences) s.cancel = true;
       return { cancelled: true };
+    }
     case 'embed':
       modelOf(req);
       return { embeddings: p.texts.map(mockEmbedding) };
     case 'saveSession': {
-      const m = modelOf(req);
+      const m = sequenceOf(modelOf(req), p);
       sessionFiles.set(p.path, m.history.slice());
       return { tokens: m.history.length };
     }
     case 'loadSession': {
-      const m = modelOf(req);
+      const m = sequenceOf(modelOf(req), p);
       m.history = [];
       const saved = sessionFiles.get(p.path);
       if (!saved) throw new actual.StorageError('session file ' + p.path + ': No such file or directory');

@@ -27,8 +27,10 @@ export interface ChatSessionOptions {
  * previous one. A session keeps it so: the reply is stored exactly as generated (not trimmed,
  * the text of a cancelled turn included, since the cache holds it), earlier messages are never
  * rewritten, and the chat template renders the same history the same way each turn. Another
- * completion on the same model between turns (or another session on it) replaces the cache:
- * the next turn then computes the whole history again, correctly but slower.
+ * completion on the same sequence between turns (or another session on it) replaces the cache:
+ * the next turn then computes the whole history again, correctly but slower. Sessions on
+ * different sequences (`completion: { sequence }`, with `nSequences` at load) keep a cache
+ * each.
  *
  * ```ts
  * const chat = new ChatSession(model, { system: 'Answer briefly.', completion: { maxTokens: 128 } });

@@ -149,6 +149,7 @@ export {
   type RerankOptions,
   type RerankResult,
   type ResponseFormat,
+  type SessionFileOptions,
   type StopReason,
   type TokenEvent,
   type TokenizeOptions,

@@ -29,6 +29,20 @@ export interface LoadModelOptions {
   /** Prompt tokens computed per batch (default 512). */
   nBatch?: number;
   /**
+   * Conversations the model holds at once (llama.rn's `n_parallel`), 1 to 64 (default 1): each
+   * a sequence with its own KV cache of `nCtx` positions, sharing the weights; completions
+   * pick one with {@link CompletionOptions.sequence}. A sequence's cache is allocated on its
+   * first use; {@link ModelInfo.cacheBytesPerSequence} says how large it is.
+   */
+  nSequences?: number;
+  /**
+   * Bytes the sequences' KV caches may take together; `null` or absent for 75% of the free
+   * memory once the weights are placed (the CPU's; for a GPU model the host's, as the GPU
+   * reports no heap size). `nSequences` caches that do not fit
+   * reject the load with a `TesseraError` of kind `OutOfMemory` naming the figures.
+   */
+  memoryBudget?: number | null;
+  /**
    * Cancels the load: the promise rejects at once with a {@link CancelledError}, the core
    * stops placing weights at its next progress step, and a model that was already loaded
    * when the cancel arrived is released.
@@ -67,6 +81,10 @@ export interface ModelInfo {
   hasChatTemplate: boolean;
   /** Bytes of weights read in place from the mapped file. */
   mappedBytes: number;
+  /** Sequences (conversations) of this load (see {@link LoadModelOptions.nSequences}); 0 for an embedding model. */
+  nSequences: number;
+  /** Bytes of device memory the KV cache (and recurrent states) of one sequence takes; 0 for an embedding model. */
+  cacheBytesPerSequence: number;
 }
 
 /** A tool call: of an answer ({@link CompletionResult.toolCalls}) or of an assistant message. */
@@ -218,6 +236,12 @@ export interface CompletionOptions {
   /** Report each generated token's `nProbs` most likely candidates (events' and result's `probs`). */
   nProbs?: number;
   /**
+   * The sequence (conversation) to generate on, 0 to `nSequences - 1` of the load (default 0;
+   * llama.cpp server's `id_slot`). Completions on one sequence run one after the other;
+   * completions on different sequences run at the same time.
+   */
+  sequence?: number;
+  /**
    * Stops the generation when aborted: the result resolves with the text so far and
    * `stopReason` `"cancelled"` (it never rejects because of the signal).
    */
@@ -352,6 +376,12 @@ export interface RerankResult {
   document: string;
 }
 
+/** Options of {@link LanguageModel.saveSession} and {@link LanguageModel.loadSession}. */
+export interface SessionFileOptions {
+  /** The sequence (conversation), 0 to `nSequences - 1` of the load (default 0). */
+  sequence?: number;
+}
+
 /** Options of {@link LanguageModel.embed}. */
 export interface EmbedOptions {
   /** `"mean"`, `"last"` or `"first"`; absent: the model's own pooling, or mean. */
@@ -365,6 +395,8 @@ const LLAMA_RN_NAMES: Record<string, string> = {
   model: 'the first argument of loadModel',
   n_ctx: 'nCtx',
   n_batch: 'nBatch',
+  n_parallel: 'nSequences',
+  id_slot: 'sequence',
   n_threads: 'threads',
   n_gpu_layers: 'device',
   prompt: 'the first argument of complete',
@@ -614,6 +646,7 @@ const COMPLETION_OPTIONS = [
   'chatTemplateKwargs',
   'chatTemplate',
   'nProbs',
+  'sequence',
   'signal',
   'onToken',
 ] as const;
@@ -632,7 +665,22 @@ function generateParams(input: unknown, options: Record<string, unknown>): Recor
     throw new InvalidArgumentError(`complete: onToken must be a function, got ${describe(options.onToken)}`);
   }
   checkSignal('complete', options.signal);
+  if (options.sequence !== undefined) checkSequence('complete', options.sequence);
   return params;
+}
+
+/** `sequence` checked to be a sequence number (its range is the core's to check). */
+function checkSequence(what: string, sequence: unknown): number {
+  if (typeof sequence !== 'number' || !Number.isInteger(sequence) || sequence < 0 || sequence > 0xffffffff) {
+    throw new InvalidArgumentError(`${what}: sequence must be a whole number from 0, got ${describe(sequence)}`);
+  }
+  return sequence;
+}
+
+/** The sequence of a saveSession / loadSession call's options (absent: the core's default, 0). */
+function sessionSequence(what: string, options: unknown): number | undefined {
+  const o = checkOptions(what, options, ['sequence']);
+  return o.sequence === undefined ? undefined : checkSequence(what, o.sequence);
 }
 
 // --------------------------------------------------------------------------- streams
@@ -741,9 +789,12 @@ const noop = (): void => {};
 // --------------------------------------------------------------------------- the model
 
 /**
- * A loaded language model and its context (KV cache). Get one with {@link loadModel}.
+ * A loaded language model and its contexts (a KV cache per sequence, see
+ * {@link LoadModelOptions.nSequences}). Get one with {@link loadModel}.
  *
- * Completions and embeddings of one model run one at a time, in call order; tokenize,
+ * Completions of one sequence run one at a time, in call order, and embeddings and reranks
+ * queue with the completions of sequence 0; completions on different sequences run at the
+ * same time. Tokenize,
  * detokenize and applyChatTemplate run at once; several models run side by side. Call
  * {@link LanguageModel.release} (or `await using`) to free its memory; later calls reject
  * with a {@link ClosedError}.
@@ -757,8 +808,11 @@ export class LanguageModel {
   readonly path: string;
   private released = false;
   private releasing: Promise<void> | null = null;
-  /** The context's work (completions, embeddings), one at a time. */
-  private tail: Promise<void> = Promise.resolve();
+  /**
+   * The work on each sequence's context, one at a time per sequence (embeddings and reranks
+   * queue on sequence 0, as they did before there were sequences).
+   */
+  private readonly tails = new Map<number, Promise<void>>();
   /** Stops of the completions not ended yet. */
   private readonly live = new Set<() => void>();
 
@@ -784,10 +838,15 @@ export class LanguageModel {
     return request<T>({ method, model: this.id, params });
   }
 
-  /** Runs `work` after the context's earlier work. */
-  private exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(work);
-    this.tail = run.then(noop, noop);
+  /** Runs `work` after the earlier work on `sequence`'s context. */
+  private exclusive<T>(work: () => Promise<T>, sequence = 0): Promise<T> {
+    const run = (this.tails.get(sequence) ?? Promise.resolve()).then(work);
+    const tail = run.then(noop, noop);
+    this.tails.set(sequence, tail);
+    // A sequence's queue that emptied is forgotten.
+    void tail.then(() => {
+      if (this.tails.get(sequence) === tail) this.tails.delete(sequence);
+    });
     return run;
   }
 
@@ -845,9 +904,10 @@ export class LanguageModel {
     let state: 'queued' | 'running' | 'done' = 'queued';
     let stopped = false;
     let cancelling: Promise<void> | null = null;
+    const sequence = typeof options?.sequence === 'number' ? options.sequence : 0;
     const sendCancel = (): void => {
       if (state !== 'running' || cancelling) return;
-      cancelling = request({ method: 'cancelGeneration', model: this.id }).then(
+      cancelling = request({ method: 'cancelGeneration', model: this.id, params: { sequence } }).then(
         () => {
           cancelling = null;
         },
@@ -897,7 +957,7 @@ export class LanguageModel {
           while (cancelling) await cancelling;
         }
       };
-      result = this.exclusive(run)
+      result = this.exclusive(run, sequence)
         .finally(() => {
           state = 'done';
           this.live.delete(stop);
@@ -953,38 +1013,45 @@ export class LanguageModel {
   }
 
   /**
-   * Saves the conversation (its tokens and KV cache) to a session file at `path`, after the
-   * completions queued before it: {@link LanguageModel.loadSession} of the same model file, in
-   * this app run or a later one, resumes it without processing it again (llama.rn:
-   * `saveSession`). The file holds the cache of the tokens in use (about 1 KB per token and
-   * layer for Gemma 3 270M), a checksum and the identity of the model file.
+   * Saves the conversation (its tokens and KV cache) of a sequence to a session file at `path`,
+   * after the completions queued before it on that sequence: {@link LanguageModel.loadSession}
+   * of the same model file, in this app run or a later one, on any sequence, resumes it without
+   * processing it again (llama.rn: `saveSession`). The file holds the cache of the tokens in use
+   * (about 1 KB per token and layer for Gemma 3 270M), a checksum and the identity of the model
+   * file.
    *
    * @param path - a file path or a `file://` URI (written to a temporary file beside it, then
    *   renamed over it)
+   * @param options - `sequence`: the conversation to save (default 0)
    * @returns the number of tokens saved; rejects with a `StorageError` when the file cannot be
    *   written
    */
-  async saveSession(path: string): Promise<number> {
+  async saveSession(path: string, options?: SessionFileOptions): Promise<number> {
     const file = sessionPath('saveSession', path);
-    const r = await this.exclusive(() => this.call<{ tokens: number }>('saveSession', { path: file }));
+    const sequence = sessionSequence('saveSession', options);
+    const params = sequence === undefined ? { path: file } : { path: file, sequence };
+    const r = await this.exclusive(() => this.call<{ tokens: number }>('saveSession', params), sequence ?? 0);
     return r.tokens;
   }
 
   /**
    * Loads a session file saved by {@link LanguageModel.saveSession} of the same model file in
-   * place of the conversation, after the completions queued before it: a completion whose
-   * prompt continues it processes only what is new (llama.rn: `loadSession`, which also
+   * place of a sequence's conversation, after the completions queued before it on that
+   * sequence: a completion on it whose prompt continues it processes only what is new (llama.rn: `loadSession`, which also
    * returns the prompt; detokenize it if needed).
    *
    * @param path - a file path or a `file://` URI
+   * @param options - `sequence`: the conversation to replace (default 0)
    * @returns the number of tokens loaded; rejects with an `InvalidArgumentError` for a file of
    *   another model, a truncated or corrupt file, or one that is not a session file, a
    *   `ContextFullError` for a session longer than the context, a `StorageError` for a
    *   file that cannot be read; the conversation is then empty
    */
-  async loadSession(path: string): Promise<number> {
+  async loadSession(path: string, options?: SessionFileOptions): Promise<number> {
     const file = sessionPath('loadSession', path);
-    const r = await this.exclusive(() => this.call<{ tokens: number }>('loadSession', { path: file }));
+    const sequence = sessionSequence('loadSession', options);
+    const params = sequence === undefined ? { path: file } : { path: file, sequence };
+    const r = await this.exclusive(() => this.call<{ tokens: number }>('loadSession', params), sequence ?? 0);
     return r.tokens;
   }
 
@@ -1053,7 +1120,7 @@ export async function releaseAllModels(): Promise<number> {
   return all.length;
 }
 
-const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'signal'] as const;
+const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'nSequences', 'memoryBudget', 'signal'] as const;
 
 /**
  * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).

@@ -374,12 +374,17 @@ RustBuffer uniffi_tessera_ffi_fn_method_model_tokenize(uint64_t ptr, RustBuffer 
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_LOAD_SESSION
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_LOAD_SESSION
-uint32_t uniffi_tessera_ffi_fn_method_model_load_session(uint64_t ptr, RustBuffer path, RustCallStatus *_Nonnull out_status
+uint32_t uniffi_tessera_ffi_fn_method_model_load_session(uint64_t ptr, RustBuffer path, uint32_t sequence, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_SAVE_SESSION
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_SAVE_SESSION
-uint32_t uniffi_tessera_ffi_fn_method_model_save_session(uint64_t ptr, RustBuffer path, RustCallStatus *_Nonnull out_status
+uint32_t uniffi_tessera_ffi_fn_method_model_save_session(uint64_t ptr, RustBuffer path, uint32_t sequence, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CANCEL_SEQUENCE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_METHOD_MODEL_CANCEL_SEQUENCE
+void uniffi_tessera_ffi_fn_method_model_cancel_sequence(uint64_t ptr, uint32_t sequence, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_FN_CLONE_SESSION
@@ -911,6 +916,12 @@ uint16_t uniffi_tessera_ffi_checksum_method_model_load_session(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_SAVE_SESSION
 #define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_SAVE_SESSION
 uint16_t uniffi_tessera_ffi_checksum_method_model_save_session(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CANCEL_SEQUENCE
+#define UNIFFI_FFIDEF_UNIFFI_TESSERA_FFI_CHECKSUM_METHOD_MODEL_CANCEL_SEQUENCE
+uint16_t uniffi_tessera_ffi_checksum_method_model_cancel_sequence(void
     
 );
 #endif

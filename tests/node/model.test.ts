@@ -274,6 +274,44 @@ describe('a second model at once', () => {
   });
 });
 
+describe('sequences of one model', () => {
+  let two: LanguageModel;
+  beforeAll(async () => {
+    two = await loadModel(GEMMA, { device: 'CPU', threads: 1, nCtx: 256, nSequences: 2 });
+  });
+  afterAll(async () => {
+    await two?.release();
+  });
+
+  it('two conversations at once on two sequences give llama.cpp\'s tokens and what each gives alone; each keeps its cache', async () => {
+    // 18 layers x 256 cells (the sliding-window ring capped at the context) x 1 KV head of 256
+    // F16 values for K and for V.
+    expect([two.info.nSequences, two.info.cacheBytesPerSequence]).toEqual([2, 18 * 256 * 1024]);
+    const alone = await other1Alone();
+    const [a, b] = await Promise.all([
+      drain(two.complete('The capital of France is', { temperature: 0, maxTokens: 5, sequence: 0 })),
+      drain(two.complete('Once upon a time', { temperature: 0, maxTokens: 5, sequence: 1 })),
+    ]);
+    expect(a.result.tokens).toEqual(GREEDY_IDS.slice(0, 5));
+    expect(a.events.map((e) => e.token)).toEqual(a.result.tokens);
+    expect(b.result.tokens).toEqual(alone);
+    // Sequence 0's next turn reuses its prompt and reply although sequence 1 ran meanwhile.
+    const next = await two.complete('The capital of France is' + a.result.text + ' And', { temperature: 0, maxTokens: 1, sequence: 0 }).result;
+    expect(next.timings.cache_n).toBeGreaterThanOrEqual(PROMPT_IDS.length + 3);
+    await expect(two.complete('x', { sequence: 2 }).result).rejects.toThrow(/sequence 2 does not exist/);
+  });
+
+  /** Sequence 1's greedy tokens on a model of its own. */
+  async function other1Alone(): Promise<number[]> {
+    const one = await loadModel(GEMMA, { device: 'CPU', threads: 1, nCtx: 256 });
+    try {
+      return (await one.complete('Once upon a time', { temperature: 0, maxTokens: 5 }).result).tokens;
+    } finally {
+      await one.release();
+    }
+  }
+});
+
 describe('structured output on Gemma 3 270M', () => {
   it('a JSON-schema form fill at temperature 1 parses and validates; its text chunks are the content', async () => {
     for (const seed of [1, 2]) {

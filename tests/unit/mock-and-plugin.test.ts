@@ -129,6 +129,23 @@ describe('jest/mock.js', () => {
     mock.__mock.reset();
     expect(mock.__mock.completionTokens).toEqual(['This', ' is', ' a', ' mock', ' reply', '.']);
   });
+
+  it('mocks sequences: each keeps its own cache and cancel; unknown ones and a small budget reject', async () => {
+    mock.__mock.reset();
+    const model = await mock.loadModel('/m.gguf', { nSequences: 2 });
+    expect([model.info.nSequences, model.info.cacheBytesPerSequence]).toEqual([2, 131072]);
+    const first = await model.complete('Hello', { sequence: 0 }).result;
+    const other = await model.complete('Bye', { sequence: 1 }).result;
+    // Sequence 0 still holds "Hello" and its reply: only the new text is computed.
+    const again = await model.complete('Hello' + first.text + ' more', { sequence: 0 }).result;
+    expect([first.timings.cache_n, other.timings.cache_n, again.timings.cache_n]).toEqual([0, 0, 1 + 'Hello'.length + first.text.length]);
+    expect(await model.saveSession('/one.session', { sequence: 1 })).toBe(1 + 'Bye'.length + other.text.length);
+    expect(await model.loadSession('/one.session', { sequence: 0 })).toBe(1 + 'Bye'.length + other.text.length);
+    await expect(model.complete('x', { sequence: 2 }).result).rejects.toThrow('sequence 2 does not exist: the model was loaded with nSequences 2');
+    await expect(mock.loadModel('/m.gguf', { nSequences: 3, memoryBudget: 3 * 131072 - 1 })).rejects.toMatchObject({ kind: 'OutOfMemory' });
+    await expect(mock.loadModel('/m.gguf', { nSequences: 0 })).rejects.toBeInstanceOf(tessera.InvalidArgumentError);
+    await model.release();
+  });
 });
 
 describe('app.plugin.js', () => {

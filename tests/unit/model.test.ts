@@ -134,7 +134,7 @@ describe('loadModel', () => {
     const e = await loadModel('/m.gguf', { n_ctx: 2048 } as never).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect((e as Error).message).toBe('loadModel: unknown option "n_ctx" (llama.rn\'s name; here: nCtx)');
-    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, signal');
+    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, nSequences, memoryBudget, signal');
     await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(
       /is not a file path \(content:\/\/ URIs are Android's\); copy the file into the app's storage first/
     );
@@ -377,7 +377,7 @@ describe('LanguageModel', () => {
     expect(methods()).toEqual(['generate']);
     controller.abort();
     await until(() => methods().length === 2, 'cancelGeneration');
-    expect(fake.requests[1]).toEqual({ method: 'cancelGeneration', model: 3 });
+    expect(fake.requests[1]).toEqual({ method: 'cancelGeneration', model: 3, params: { sequence: 0 } });
     await new Promise((r) => setTimeout(r, 0));
     // The core had not seen it (it started late): the next token sends it again.
     fake.emitEvent(tokenEvent(c.requestId, 2, 'b'));
@@ -415,6 +415,56 @@ describe('LanguageModel', () => {
     gens[1]!.done.resolve(nativeResult([2], 'b'));
     expect((await third.result).text).toBe('b');
     expect(methods()).toEqual(['generate', 'generate']);
+  });
+
+  it('sequences: each runs its completions in order, different ones at once; stop cancels only its own; session calls name theirs', async () => {
+    const { gens, model, fake, methods } = await loaded((req) => (req.method === 'saveSession' || req.method === 'loadSession' ? { tokens: 7 } : undefined));
+    const a0 = model.complete('a', { sequence: 0 });
+    const b1 = model.complete('b', { sequence: 1 });
+    const c0 = model.complete('c');
+    await until(() => gens.length === 2, 'the generates of sequences 0 and 1');
+    await settle();
+    // Sequence 0's second completion waits for its first; sequence 1's did not wait.
+    expect(gens.map((g) => g.req.params)).toEqual([{ prompt: 'a', sequence: 0 }, { prompt: 'b', sequence: 1 }]);
+    b1.stop();
+    await until(() => methods().includes('cancelGeneration'), 'cancelGeneration');
+    expect(fake.requests.find((r) => r.method === 'cancelGeneration')).toEqual({ method: 'cancelGeneration', model: 3, params: { sequence: 1 } });
+    gens[1]!.done.resolve(nativeResult([9], '', 'cancelled'));
+    expect((await b1.result).stopReason).toBe('cancelled');
+    expect(gens.length).toBe(2);
+    gens[0]!.done.resolve(nativeResult([1], 'x'));
+    expect((await a0.result).text).toBe('x');
+    await until(() => gens.length === 3, 'the queued completion of sequence 0');
+    expect(gens[2]!.req.params).toEqual({ prompt: 'c' });
+    gens[2]!.done.resolve(nativeResult([2], 'y'));
+    expect((await c0.result).text).toBe('y');
+
+    expect(await model.saveSession('/s.session', { sequence: 1 })).toBe(7);
+    expect(await model.loadSession('/s.session', { sequence: 2 })).toBe(7);
+    expect(await model.saveSession('/t.session')).toBe(7);
+    expect(fake.requests.filter((r) => r.method.endsWith('Session')).map((r) => r.params)).toEqual([
+      { path: '/s.session', sequence: 1 },
+      { path: '/s.session', sequence: 2 },
+      { path: '/t.session' },
+    ]);
+    // Bad sequences reject without a request.
+    const before = fake.requests.length;
+    for (const sequence of [-1, 1.5, '1', null]) {
+      await expect(model.complete('x', { sequence } as never).result).rejects.toThrow(`complete: sequence must be a whole number from 0, got`);
+    }
+    await expect(model.saveSession('/s', { sequence: -2 })).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(model.loadSession('/s', { seq: 1 } as never)).rejects.toThrow('loadSession: unknown option "seq"; known: sequence');
+    await expect(model.complete('x', { id_slot: 1 } as never).result).rejects.toThrow('(llama.rn\'s name; here: sequence)');
+    expect(fake.requests.length).toBe(before);
+  });
+
+  it('loadModel sends nSequences and memoryBudget; the info states the cache per sequence', async () => {
+    const info = { ...INFO, nSequences: 4, cacheBytesPerSequence: 9437184 };
+    const { fake } = scripted((req) => (req.method === 'loadModel' ? { model: 5, info } : undefined));
+    const model = await loadModel('/m.gguf', { nSequences: 4, memoryBudget: 64 << 20 });
+    expect(fake.requests[0]!.options).toEqual({ nSequences: 4, memoryBudget: 64 << 20 });
+    expect([model.info.nSequences, model.info.cacheBytesPerSequence]).toEqual([4, 9437184]);
+    await expect(loadModel('/m.gguf', { n_parallel: 2 } as never)).rejects.toThrow('(llama.rn\'s name; here: nSequences)');
   });
 
   it('leaving a for-await loop early stops the generation', async () => {

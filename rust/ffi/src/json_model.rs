@@ -228,16 +228,36 @@ impl Method for Generate {
     }
 }
 
-/// `cancelGeneration`: `{cancelled: true}`.
+/// `cancelGeneration`: `{cancelled: true}`. With `params: {sequence}`, the generation of that
+/// sequence only; without, every sequence's and the embedding in progress.
 #[derive(Deserialize)]
-#[serde(transparent)]
-pub(crate) struct CancelGeneration(ModelRef);
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CancelGeneration {
+    model: u64,
+    #[serde(default)]
+    params: Option<CancelParams>,
+    /// Accepted as on every model call; this call emits no events.
+    #[serde(default, rename = "requestId")]
+    _request_id: serde::de::IgnoredAny,
+}
+
+/// The parameters of `cancelGeneration`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelParams {
+    #[serde(default)]
+    sequence: Option<u32>,
+}
 
 impl Method for CancelGeneration {
     type Reply = Cancelled;
 
     fn run(self) -> FfiResult<Cancelled> {
-        model(self.0.model)?.cancel();
+        let m = model(self.model)?;
+        match self.params.unwrap_or_default().sequence {
+            Some(s) => m.cancel_sequence(s)?,
+            None => m.cancel(),
+        }
         Ok(Cancelled { cancelled: true })
     }
 }

@@ -45,6 +45,7 @@ mod protocol;
 mod record;
 pub mod registry;
 mod requests;
+pub mod sequences;
 pub mod session;
 
 pub use error::TesseraError;

@@ -2,10 +2,12 @@
 //! JSON protocol see it: load with options and progress, info, tokenize / detokenize, chat
 //! templates, streaming generation with sampling and stops, cancel, embeddings, close.
 //!
-//! One model holds one context (its KV cache) for generation, and, made on the first `embed`, an
-//! embedder of its own ([`Embedder`]: no KV cache, so embedding a text leaves the conversation's
-//! cache as it was). Generations on a model run one at a time, in call order, and so do
-//! embeddings; several models run side by side. An embedding model (BERT, EmbeddingGemma) has no
+//! One model holds `nSequences` conversations ([`crate::sequences`]: a context with its own KV
+//! cache each, over the shared weights), and, made on the first `embed`, an embedder of its own
+//! ([`Embedder`]: no KV cache, so embedding a text leaves every conversation's cache as it was).
+//! Generations on one sequence run one at a time, in call order; generations on different
+//! sequences run at the same time, and so do an embedding and a generation; embeddings run one
+//! at a time. Several models run side by side. An embedding model (BERT, EmbeddingGemma) has no
 //! context: it embeds, and generation is refused. `cancel()` and `close()` may be called from
 //! any thread while a generation or an embedding runs; `close()` waits for it to stop.
 
@@ -15,8 +17,9 @@ use crate::generation::{
     probabilities, GeneratedToken, GenerationPlan, JsonText, ResponseFormat, StreamChunk,
     TokenProbs, ToolCallRecord,
 };
-use crate::options::check_threads;
+use crate::options::{check_budget, check_threads};
 use crate::record::uniffi_record_with_defaults;
+use crate::sequences::Sequences;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +45,16 @@ uniffi_record_with_defaults! {
         pub n_ctx: Option<u32> = None,
         /// Prompt tokens per batch.
         pub n_batch: u32 = 512,
+        /// Conversations held at once, each with its own KV cache and position (llama.rn's
+        /// `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
+        /// with `sequence`.
+        pub n_sequences: u32 = 1,
+        /// Bytes the sequences' KV caches may take together (`None`:
+        /// [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+        /// placed: the CPU's, or for a GPU model the host's); past it the load fails with
+        /// `OutOfMemory`.
+        #[serde(deserialize_with = "crate::options::deserialize_budget")]
+        pub memory_budget: Option<u64> = None,
     }
 }
 
@@ -75,6 +88,11 @@ pub struct ModelInfo {
     pub has_chat_template: bool,
     /// Bytes of weights read in place from the mapped file.
     pub mapped_bytes: u64,
+    /// Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
+    pub n_sequences: u32,
+    /// Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
+    /// buffers' sizes (0 for an embedding model).
+    pub cache_bytes_per_sequence: u64,
 }
 
 /// A chat message.
@@ -194,6 +212,8 @@ uniffi_record_with_defaults! {
         pub chat_template: Option<String> = None,
         /// Report the `n_probs` most likely candidates of every generated token.
         pub n_probs: u32 = 0,
+        /// The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
+        pub sequence: u32 = 0,
     }
 }
 
@@ -308,13 +328,13 @@ pub trait LoadProgress: Send + Sync {
 pub struct Model {
     info: ModelInfo,
     model: Arc<tessera_llm::Model>,
-    /// The conversation's context (none for an embedding model, which cannot generate).
-    context: Mutex<Option<Context>>,
+    /// The conversations' contexts (none for an embedding model, which cannot generate).
+    sequences: Option<Sequences>,
     /// The embedder, made on the first `embed`.
     embedder: Mutex<Option<Embedder>>,
     /// How the embedder is made.
     embed_options: EmbedOptions,
-    /// The cancel flags of the context and the embedder (set by `cancel` and `close`).
+    /// The cancel flag of the embedder (set by `cancel` and `close`).
     cancels: Mutex<Vec<Arc<AtomicBool>>>,
     gate: Gate,
 }
@@ -408,6 +428,8 @@ impl Model {
         progress: &mut dyn FnMut(f32) -> bool,
     ) -> FfiResult<Model> {
         let threads = check_threads(options.threads)?;
+        let budget = check_budget(options.memory_budget)?;
+        crate::sequences::check_count(options.n_sequences)?;
         if options.n_batch == 0 {
             return Err(TesseraError::invalid_argument("n_batch must be at least 1"));
         }
@@ -422,8 +444,8 @@ impl Model {
         let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
         let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
         let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
-        let context = match hp.can_generate() {
-            true => Some(Context::new(model.clone(), registry, &ctx_opts)?),
+        let sequences = match hp.can_generate() {
+            true => Some(Sequences::new(model.clone(), ctx_opts, options.n_sequences, budget)?),
             false => None,
         };
         let embed_options = EmbedOptions { n_ctx: n_ctx.min(hp.n_ctx_train), threads };
@@ -441,42 +463,53 @@ impl Model {
             device: model.device().name(),
             has_chat_template: model.chat_template().is_ok(),
             mapped_bytes: model.weights().mapped_bytes() as u64,
+            n_sequences: sequences.as_ref().map_or(0, |s| s.len() as u32),
+            cache_bytes_per_sequence: sequences.as_ref().map_or(0, |s| s.cache_bytes() as u64),
         };
         log::info!("model {} loaded on {}", info.architecture, info.device);
         let gate = Gate::new("the model is closed", format!("call on model {}", info.architecture));
         Ok(Model {
             info,
-            cancels: Mutex::new(context.iter().map(Context::cancel_flag).collect()),
+            cancels: Mutex::new(Vec::new()),
             model,
-            context: Mutex::new(context),
+            sequences,
             embedder: Mutex::new(None),
             embed_options,
             gate,
         })
     }
 
-    /// Sets the cancel flag of the context and of the embedder.
+    /// Sets the cancel flags of every sequence and of the embedder.
     fn cancel_all(&self) {
+        if let Some(s) = &self.sequences {
+            // Cancelling every sequence cannot fail.
+            let _ = s.cancel(None);
+        }
         for flag in lock(&self.cancels).iter() {
             flag.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Runs `f` on the context, one call at a time; `Closed` once the model is closed,
-    /// `InvalidArgument` for an embedding model.
+    /// Runs `f` on the context of `sequence`, one call at a time per sequence; `Closed` once
+    /// the model is closed, `InvalidArgument` for an embedding model or a sequence the model was
+    /// not loaded with.
     pub(crate) fn with_context<T>(
         &self,
+        sequence: u32,
         f: impl FnOnce(&mut Context) -> FfiResult<T>,
     ) -> FfiResult<T> {
         let _pass = self.gate.enter(None)?;
-        let mut slot = lock(&self.context);
-        let ctx = slot.as_mut().ok_or_else(|| {
+        self.sequences()?.with(sequence, f)
+    }
+
+    /// The sequences; `InvalidArgument` for an embedding model.
+    pub(crate) fn sequences(&self) -> FfiResult<&Sequences> {
+        self.sequences.as_ref().ok_or_else(|| {
             TesseraError::invalid_argument(format!(
                 "{} is an embedding model: it cannot generate (use embed)",
                 self.info.architecture
             ))
-        })?;
-        f(ctx)
+        })
     }
 
     /// Runs `f` on the embedder (made on first use), one call at a time; `Closed` once the
@@ -503,7 +536,7 @@ impl Model {
         on_token: &mut dyn FnMut(&GeneratedToken) -> bool,
     ) -> FfiResult<GenerateResult> {
         let plan = GenerationPlan::new(request, &self.model)?;
-        self.with_context(|ctx| {
+        self.with_context(request.sequence, |ctx| {
             let mut parser = OutputParser::new(plan.output);
             let mut probs = Vec::new();
             let g = generate(ctx, &plan.prompt, &plan.options, &mut |e| {
@@ -618,8 +651,9 @@ impl Model {
         })
     }
 
-    /// Generates a continuation, streaming each token to `listener`; blocks until it ends and
-    /// returns the whole text with timings. Generations on one model run one at a time.
+    /// Generates a continuation on `request.sequence`, streaming each token to `listener`;
+    /// blocks until it ends and returns the whole text with timings. Generations on one
+    /// sequence run one at a time; on different sequences, at the same time.
     pub fn generate(
         &self,
         request: GenerateRequest,
@@ -632,14 +666,15 @@ impl Model {
         })
     }
 
-    /// Stops the generation in progress (it returns with stop reason "cancelled") and the
-    /// embedding in progress (it fails with `Cancelled`).
+    /// Stops the generations in progress on every sequence (they return with stop reason
+    /// "cancelled") and the embedding in progress (it fails with `Cancelled`);
+    /// `cancelSequence` stops one sequence's.
     pub fn cancel(&self) {
         guard_or("Model.cancel", || (), || self.cancel_all())
     }
 
     /// The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-    /// for the model's own, mean when its file names none). The conversation's cache is left
+    /// for the model's own, mean when its file names none). Every sequence's cache is left
     /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {
@@ -702,7 +737,9 @@ impl Model {
             || (),
             || {
                 self.gate.close(|| self.cancel_all());
-                lock(&self.context).take();
+                if let Some(s) = &self.sequences {
+                    s.clear();
+                }
                 lock(&self.embedder).take();
             },
         )

@@ -24,11 +24,13 @@ pub(crate) fn session_error(e: &SessionError, message: String) -> TesseraError {
 
 #[uniffi::export]
 impl Model {
-    /// Saves the conversation (its tokens and cache) to a session file at `path` and returns
-    /// its number of tokens; `loadSession` of the same model file resumes it.
-    pub fn save_session(&self, path: String) -> FfiResult<u32> {
+    /// Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
+    /// and returns its number of tokens; `loadSession` of the same model file resumes it, on
+    /// any sequence.
+    #[uniffi::method(default(sequence = 0))]
+    pub fn save_session(&self, path: String, sequence: u32) -> FfiResult<u32> {
         guard("Model.saveSession", || {
-            self.with_context(|ctx| {
+            self.with_context(sequence, |ctx| {
                 ctx.save_session(&path)?;
                 Ok(ctx.n_past() as u32)
             })
@@ -36,10 +38,13 @@ impl Model {
     }
 
     /// Loads the session file at `path` (saved with this model file) in place of the
-    /// conversation and returns its number of tokens: a generation whose prompt continues it
-    /// processes only what is new.
-    pub fn load_session(&self, path: String) -> FfiResult<u32> {
-        guard("Model.loadSession", || self.with_context(|ctx| Ok(ctx.load_session(&path)? as u32)))
+    /// conversation of `sequence` and returns its number of tokens: a generation on that
+    /// sequence whose prompt continues it processes only what is new.
+    #[uniffi::method(default(sequence = 0))]
+    pub fn load_session(&self, path: String, sequence: u32) -> FfiResult<u32> {
+        guard("Model.loadSession", || {
+            self.with_context(sequence, |ctx| Ok(ctx.load_session(&path)? as u32))
+        })
     }
 }
 
@@ -58,6 +63,9 @@ pub(crate) struct LoadSession(ModelCall<SessionPath>);
 #[serde(deny_unknown_fields)]
 pub(crate) struct SessionPath {
     path: String,
+    /// The sequence (default 0).
+    #[serde(default)]
+    sequence: u32,
 }
 
 /// The number of tokens of a session.
@@ -71,7 +79,7 @@ impl Method for SaveSession {
 
     fn run(self) -> FfiResult<SessionTokens> {
         let (id, p) = self.0.into_parts();
-        Ok(SessionTokens { tokens: model(id)?.save_session(p.path)? })
+        Ok(SessionTokens { tokens: model(id)?.save_session(p.path, p.sequence)? })
     }
 }
 
@@ -80,6 +88,6 @@ impl Method for LoadSession {
 
     fn run(self) -> FfiResult<SessionTokens> {
         let (id, p) = self.0.into_parts();
-        Ok(SessionTokens { tokens: model(id)?.load_session(p.path)? })
+        Ok(SessionTokens { tokens: model(id)?.load_session(p.path, p.sequence)? })
     }
 }

@@ -216,8 +216,13 @@ fn greedy(prompt: &str, max_tokens: u32) -> GenerateRequest {
 /// flight and then refuses calls.
 #[test]
 fn two_models_at_once_and_close_during_generation() {
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(1), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(1),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let a = Model::load(gemma(), opts.clone(), None).unwrap();
     let b = Model::load(gemma(), opts, None).unwrap();
     let alone = a.generate(greedy("The capital of France is", 8), None).unwrap();
@@ -267,8 +272,13 @@ fn chat(messages: &[(&str, &str)], max_tokens: u32) -> GenerateRequest {
 /// prefix (the previous turn's prompt and reply) as it does without the embedding between.
 #[test]
 fn a_chat_turn_after_embed_reuses_its_cached_prefix() {
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let m = Model::load(gemma(), opts, None).unwrap();
     let first = m.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
     let e = m.embed(vec!["hello world".into(), "The capital of France".into()], None).unwrap();
@@ -285,8 +295,13 @@ fn a_chat_turn_after_embed_reuses_its_cached_prefix() {
     );
     assert_eq!(t.cached_n + t.prompt_n, second.prompt_tokens);
     // The same turn on a model that did not embed in between reuses as much.
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let control = Model::load(gemma(), opts, None).unwrap();
     control.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
     let same = control.generate(chat(&turn, 4), None).unwrap();

@@ -123,6 +123,21 @@ impl Context {
         })
     }
 
+    /// Bytes of device memory the KV cache (and recurrent states) of a context of `model` with
+    /// `options` takes: what [`Context::cache_bytes`] of such a context reports, known before
+    /// it is made (nothing is allocated). The scheduler's compute buffers, sized by the graphs
+    /// met, come on top.
+    pub fn cache_bytes_for(model: &Model, options: &ContextOptions) -> Result<usize> {
+        let n_batch = options.n_batch.min(options.n_ctx);
+        KvCache::required_bytes(model.hparams(), options.n_ctx, n_batch, model.device())
+    }
+
+    /// Bytes of device memory this context's KV cache (and recurrent states) holds: the sizes
+    /// of its buffers.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.memory_bytes()
+    }
+
     /// The model.
     pub fn model(&self) -> &Arc<Model> {
         &self.model

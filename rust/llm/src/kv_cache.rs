@@ -20,7 +20,7 @@ use crate::error::{LlmError, Result};
 use crate::hparams::HParams;
 use crate::recurrent::{LayerState, RecurrentState};
 use std::sync::Arc;
-use tessera_core::backend::{Buffer, BufferUsage, Device};
+use tessera_core::backend::{Buffer, BufferType, BufferUsage, Device};
 use tessera_core::{DType, Layout, Storage};
 
 /// Cells attended by a graph are a multiple of this (or the whole cache).
@@ -28,6 +28,10 @@ pub const KV_PAD: usize = 256;
 
 /// `-inf` in F16.
 pub(crate) const F16_NEG_INF: u16 = 0xfc00;
+
+/// Where one attention layer's cache goes: the layer, its cache kind, K's layout and offset,
+/// V's layout and offset.
+type LayerPlace = (usize, usize, Layout, usize, Layout, usize);
 
 /// One kind of cache (global or sliding-window) shared by the layers of that kind.
 #[derive(Clone, Debug)]
@@ -102,6 +106,64 @@ impl KvCache {
                 "context {n_ctx} and batch {n_batch} must be at least 1"
             )));
         }
+        let bt = device.buffer_type();
+        let (kinds, plans, total) = Self::layout(hp, n_ctx, n_batch, bt.as_ref())?;
+        let buffer = bt.alloc(total.max(1))?;
+        buffer.set_usage(BufferUsage::Compute);
+        buffer.clear(0)?;
+        let mut layers = vec![None; hp.n_layer];
+        for (il, kind, k_layout, k_off, v_layout, v_off) in plans {
+            layers[il] = Some(LayerCache {
+                kind,
+                k_layout,
+                k: Storage { buffer: buffer.clone(), offset: k_off },
+                v_layout,
+                v: Storage { buffer: buffer.clone(), offset: v_off },
+            });
+        }
+        let recurrent = RecurrentState::new(hp, device)?;
+        Ok(KvCache { kinds, layers, recurrent, n_past: 0, n_ctx, _buffers: vec![buffer] })
+    }
+
+    /// Bytes of device memory a cache for `n_ctx` positions and batches of at most `n_batch`
+    /// tokens takes on `device`: its K and V tensors and the recurrent layers' states, as
+    /// [`KvCache::new`] allocates them (checkpoints of recurrent states, kept on the host, not
+    /// counted). Nothing is allocated.
+    pub fn required_bytes(
+        hp: &HParams,
+        n_ctx: usize,
+        n_batch: usize,
+        device: &Arc<dyn Device>,
+    ) -> Result<usize> {
+        if n_ctx == 0 || n_batch == 0 {
+            return Err(LlmError::InvalidArgument(format!(
+                "context {n_ctx} and batch {n_batch} must be at least 1"
+            )));
+        }
+        let bt = device.buffer_type();
+        let (_, _, total) = Self::layout(hp, n_ctx, n_batch, bt.as_ref())?;
+        let states = RecurrentState::required_bytes(hp, device)?;
+        total
+            .max(1)
+            .checked_add(states)
+            .ok_or_else(|| LlmError::InvalidArgument(format!("a context of {n_ctx} overflows")))
+    }
+
+    /// Bytes of device memory this cache holds: the sizes of its buffers (K and V of every
+    /// attention layer, and the recurrent layers' states).
+    pub fn memory_bytes(&self) -> usize {
+        let kv: usize = self._buffers.iter().map(|b| b.size()).sum();
+        kv + self.recurrent.as_ref().map_or(0, RecurrentState::memory_bytes)
+    }
+
+    /// The cache kinds, each attention layer's place (layer, kind, K layout and offset, V
+    /// layout and offset) and the bytes of the one buffer that holds them all.
+    fn layout(
+        hp: &HParams,
+        n_ctx: usize,
+        n_batch: usize,
+        bt: &dyn BufferType,
+    ) -> Result<(Vec<CacheKind>, Vec<LayerPlace>, usize)> {
         let mut kinds = vec![CacheKind { size: n_ctx, window: None, pos: vec![-1; n_ctx] }];
         let swa_kind = if (0..hp.n_layer).any(|il| hp.is_swa(il)) {
             let size = (hp.n_swa + n_batch).div_ceil(KV_PAD) * KV_PAD;
@@ -111,7 +173,6 @@ impl KvCache {
         } else {
             None
         };
-        let bt = device.buffer_type();
         let align = bt.alignment().max(1);
         let round = |n: usize| n.div_ceil(align) * align;
         let mut plans = Vec::with_capacity(hp.n_layer);
@@ -129,21 +190,7 @@ impl KvCache {
                 })?;
             plans.push((il, kind, kl, k_off, vl, k_off + k_len));
         }
-        let buffer = bt.alloc(total.max(1))?;
-        buffer.set_usage(BufferUsage::Compute);
-        buffer.clear(0)?;
-        let mut layers = vec![None; hp.n_layer];
-        for (il, kind, k_layout, k_off, v_layout, v_off) in plans {
-            layers[il] = Some(LayerCache {
-                kind,
-                k_layout,
-                k: Storage { buffer: buffer.clone(), offset: k_off },
-                v_layout,
-                v: Storage { buffer: buffer.clone(), offset: v_off },
-            });
-        }
-        let recurrent = RecurrentState::new(hp, device)?;
-        Ok(KvCache { kinds, layers, recurrent, n_past: 0, n_ctx, _buffers: vec![buffer] })
+        Ok((kinds, plans, total))
     }
 
     /// Positions processed so far.

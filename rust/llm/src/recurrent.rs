@@ -19,7 +19,7 @@
 use crate::error::{LlmError, Result};
 use crate::hparams::HParams;
 use std::sync::Arc;
-use tessera_core::backend::{Buffer, BufferUsage, Device};
+use tessera_core::backend::{Buffer, BufferType, BufferUsage, Device};
 use tessera_core::{DType, Layout, Storage};
 
 /// Checkpoints kept (the oldest is dropped first).
@@ -54,6 +54,9 @@ enum Pending {
     LastCheckpoint,
 }
 
+/// The layout of the states ([`RecurrentState::layout`]).
+type StateLayout = (Layout, usize, Option<Layout>, usize, usize);
+
 /// The recurrent layers' states (see the module doc).
 pub struct RecurrentState {
     layers: Vec<Option<LayerState>>,
@@ -73,27 +76,8 @@ impl RecurrentState {
         if !hp.has_recurrent() {
             return Ok(None);
         }
-        if hp.conv_kernel < 2 || hp.conv_channels == 0 {
-            return Err(LlmError::InvalidArgument(format!(
-                "recurrent layers need a convolution of at least 2 taps over at least 1 channel \
-                 (found {} taps, {} channels)",
-                hp.conv_kernel, hp.conv_channels
-            )));
-        }
         let bt = device.buffer_type();
-        let align = bt.alignment().max(1);
-        let aligned = |l: &Layout| bt.alloc_size(l).div_ceil(align) * align;
-        let conv_layout = Layout::contiguous(DType::F32, &[hp.conv_kernel - 1, hp.conv_channels])?;
-        let delta_layout = hp
-            .delta_net
-            .map(|d| Layout::contiguous(DType::F32, &[d.head_dim, d.head_dim, d.n_v_heads]))
-            .transpose()?;
-        let conv_size = aligned(&conv_layout);
-        let size = conv_size + delta_layout.as_ref().map_or(0, aligned);
-        let n = hp.recurrent_layers.iter().filter(|&&r| r).count();
-        let len = size
-            .checked_mul(n)
-            .ok_or_else(|| LlmError::InvalidArgument("recurrent states overflow".into()))?;
+        let (conv_layout, conv_size, delta_layout, size, len) = Self::layout(hp, bt.as_ref())?;
         let buffer = bt.alloc(len)?;
         buffer.set_usage(BufferUsage::Compute);
         buffer.clear(0)?;
@@ -112,6 +96,46 @@ impl RecurrentState {
             .collect();
         let checkpoints = Vec::new();
         Ok(Some(RecurrentState { layers, buffer, len, checkpoints, pending: Pending::None }))
+    }
+
+    /// Bytes of device memory the states of `hp`'s recurrent layers take on `device` (0 without
+    /// recurrent layers), as [`RecurrentState::new`] allocates them. Nothing is allocated.
+    pub fn required_bytes(hp: &HParams, device: &Arc<dyn Device>) -> Result<usize> {
+        if !hp.has_recurrent() {
+            return Ok(0);
+        }
+        Ok(Self::layout(hp, device.buffer_type().as_ref())?.4)
+    }
+
+    /// Bytes of device memory the states hold (their buffer's size).
+    pub fn memory_bytes(&self) -> usize {
+        self.buffer.size()
+    }
+
+    /// The convolution state's layout and aligned size, the delta-net state's layout, the
+    /// aligned bytes per layer and the bytes of every layer's states.
+    fn layout(hp: &HParams, bt: &dyn BufferType) -> Result<StateLayout> {
+        if hp.conv_kernel < 2 || hp.conv_channels == 0 {
+            return Err(LlmError::InvalidArgument(format!(
+                "recurrent layers need a convolution of at least 2 taps over at least 1 channel \
+                 (found {} taps, {} channels)",
+                hp.conv_kernel, hp.conv_channels
+            )));
+        }
+        let align = bt.alignment().max(1);
+        let aligned = |l: &Layout| bt.alloc_size(l).div_ceil(align) * align;
+        let conv_layout = Layout::contiguous(DType::F32, &[hp.conv_kernel - 1, hp.conv_channels])?;
+        let delta_layout = hp
+            .delta_net
+            .map(|d| Layout::contiguous(DType::F32, &[d.head_dim, d.head_dim, d.n_v_heads]))
+            .transpose()?;
+        let conv_size = aligned(&conv_layout);
+        let size = conv_size + delta_layout.as_ref().map_or(0, aligned);
+        let n = hp.recurrent_layers.iter().filter(|&&r| r).count();
+        let len = size
+            .checked_mul(n)
+            .ok_or_else(|| LlmError::InvalidArgument("recurrent states overflow".into()))?;
+        Ok((conv_layout, conv_size, delta_layout, size, len))
     }
 
     /// Layer `il`'s state, `None` for a layer that is not recurrent.
