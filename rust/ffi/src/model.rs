@@ -62,7 +62,7 @@ uniffi_record_with_defaults! {
 #[derive(Debug, Clone, PartialEq, uniffi::Record, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
-    /// `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+    /// `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
     pub architecture: String,
     /// `general.name`, when the file has one.
     pub name: Option<String>,

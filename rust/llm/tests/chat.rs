@@ -3,7 +3,9 @@
 //! fixtures/chat/templates against what Python's jinja2 renders for it the way transformers
 //! sets it up (fixtures/chat/hf_renders.json, recorded by record_hf.py), and the errors.
 
-use serde::Deserialize;
+mod common;
+
+use common::renders::Recording;
 use tessera_llm::chat::{ChatError, ChatMessage, ChatTemplate};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat");
@@ -113,32 +115,6 @@ fn qwen_chatml_matches_the_documented_format() {
 // ---------------------------------------------------------------------------------------------
 // Against Python's jinja2 (transformers' environment).
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Deserialize)]
-struct Record {
-    template: String,
-    case: String,
-    bos_token: String,
-    eos_token: String,
-    messages: Vec<ChatMessage>,
-    add_generation_prompt: bool,
-    /// Parsed as a template value, which keeps the keys' order as Python's dicts do.
-    extra: minijinja::Value,
-    expected: Option<String>,
-    error: Option<RecordedError>,
-}
-
-#[derive(Deserialize)]
-struct RecordedError {
-    kind: String,
-    message: String,
-}
-
-#[derive(Deserialize)]
-struct Recording {
-    fixed_now: i64,
-    records: Vec<Record>,
-}
 
 fn template_path(name: &str) -> String {
     let file = match name {

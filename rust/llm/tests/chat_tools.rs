@@ -5,7 +5,9 @@
 //! the calls as those templates write them and on model texts in each documented format, whole
 //! and streamed in pieces; the reasoning split on DeepSeek-R1-style and Qwen 3 texts.
 
-use serde::Deserialize;
+mod common;
+
+use common::renders::{Record, Recording};
 use serde_json::{json, Value};
 use tessera_llm::chat::{
     parse_output, ChatError, ChatMessage, ChatRequest, ChatTemplate, ChunkKind, OutputOptions,
@@ -14,32 +16,6 @@ use tessera_llm::chat::{
 use tessera_llm::constraint::OutputConstraint;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat");
-
-#[derive(Deserialize)]
-struct Record {
-    template: String,
-    file: String,
-    case: String,
-    bos_token: String,
-    eos_token: String,
-    messages: Vec<ChatMessage>,
-    add_generation_prompt: bool,
-    extra: minijinja::Value,
-    expected: Option<String>,
-    error: Option<RecordedError>,
-}
-
-#[derive(Deserialize)]
-struct RecordedError {
-    kind: String,
-    message: String,
-}
-
-#[derive(Deserialize)]
-struct Recording {
-    fixed_now: i64,
-    records: Vec<Record>,
-}
 
 fn recording() -> Recording {
     let text = std::fs::read_to_string(format!("{FIXTURES}/hf_tool_renders.json")).unwrap();

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod hybrid;
+pub mod renders;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
