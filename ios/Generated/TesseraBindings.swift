@@ -2689,7 +2689,7 @@ public func FfiConverterTypeLogitBias_lower(_ value: LogitBias) -> RustBuffer {
  */
 public struct ModelInfo: Equatable, Hashable {
     /**
-     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
      */
     public var architecture: String
     /**
@@ -2754,7 +2754,7 @@ public struct ModelInfo: Equatable, Hashable {
     // declare one manually.
     public init(
         /**
-         * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+         * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
          */architecture: String, 
         /**
          * `general.name`, when the file has one.

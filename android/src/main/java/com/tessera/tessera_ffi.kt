@@ -3704,7 +3704,7 @@ public object FfiConverterTypeLogitBias: FfiConverterRustBuffer<LogitBias> {
  */
 data class ModelInfo (
     /**
-     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
      */
     var `architecture`: kotlin.String
     , 
