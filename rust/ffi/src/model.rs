@@ -351,6 +351,7 @@ impl From<LlmError> for TesseraError {
             | LlmError::Tokenizer(_) => TesseraError::InvalidModel { message },
             LlmError::Session(e) => crate::model_session::session_error(&e, message),
             LlmError::ContextFull { .. } => TesseraError::ContextFull { message },
+            LlmError::ContextShiftUnsupported { .. } => TesseraError::Unsupported { message },
             LlmError::UnknownDevice { .. } => TesseraError::UnknownDevice { message },
             LlmError::Cancelled => TesseraError::Cancelled { message },
             LlmError::EmptyInput(_)
