@@ -194,6 +194,13 @@ uniffi_record_with_defaults! {
         pub chat_template: Option<String> = None,
         /// Report the `n_probs` most likely candidates of every generated token.
         pub n_probs: u32 = 0,
+        /// When the context is full, discard the oldest half of what follows the first
+        /// `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+        /// reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+        pub context_shift: bool = false,
+        /// With `context_shift`: the tokens kept at the start after the BOS token (which is
+        /// kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+        pub n_keep: i32 = 0,
     }
 }
 
