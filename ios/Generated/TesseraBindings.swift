@@ -487,6 +487,22 @@ fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterInt32: FfiConverterPrimitive {
+    typealias FfiType = Int32
+    typealias SwiftType = Int32
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Int32 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: Int32, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterUInt64: FfiConverterPrimitive {
     typealias FfiType = UInt64
     typealias SwiftType = UInt64
@@ -1997,6 +2013,17 @@ public struct GenerateRequest: Equatable, Hashable {
      * Report the `n_probs` most likely candidates of every generated token.
      */
     public var nProbs: UInt32
+    /**
+     * When the context is full, discard the oldest half of what follows the first
+     * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+     * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+     */
+    public var contextShift: Bool
+    /**
+     * With `context_shift`: the tokens kept at the start after the BOS token (which is
+     * kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+     */
+    public var nKeep: Int32
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2084,7 +2111,16 @@ public struct GenerateRequest: Equatable, Hashable {
          */chatTemplate: String? = nil, 
         /**
          * Report the `n_probs` most likely candidates of every generated token.
-         */nProbs: UInt32 = UInt32(0)) {
+         */nProbs: UInt32 = UInt32(0), 
+        /**
+         * When the context is full, discard the oldest half of what follows the first
+         * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+         * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+         */contextShift: Bool = false, 
+        /**
+         * With `context_shift`: the tokens kept at the start after the BOS token (which is
+         * kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+         */nKeep: Int32 = 0) {
         self.prompt = prompt
         self.messages = messages
         self.maxTokens = maxTokens
@@ -2112,6 +2148,8 @@ public struct GenerateRequest: Equatable, Hashable {
         self.chatTemplateKwargs = chatTemplateKwargs
         self.chatTemplate = chatTemplate
         self.nProbs = nProbs
+        self.contextShift = contextShift
+        self.nKeep = nKeep
     }
 
     
@@ -2156,7 +2194,9 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
                 thinkingBudget: FfiConverterOptionUInt32.read(from: &buf), 
                 chatTemplateKwargs: FfiConverterOptionTypeJsonText.read(from: &buf), 
                 chatTemplate: FfiConverterOptionString.read(from: &buf), 
-                nProbs: FfiConverterUInt32.read(from: &buf)
+                nProbs: FfiConverterUInt32.read(from: &buf), 
+                contextShift: FfiConverterBool.read(from: &buf), 
+                nKeep: FfiConverterInt32.read(from: &buf)
         )
     }
 
@@ -2188,6 +2228,8 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
         FfiConverterOptionTypeJsonText.write(value.chatTemplateKwargs, into: &buf)
         FfiConverterOptionString.write(value.chatTemplate, into: &buf)
         FfiConverterUInt32.write(value.nProbs, into: &buf)
+        FfiConverterBool.write(value.contextShift, into: &buf)
+        FfiConverterInt32.write(value.nKeep, into: &buf)
     }
 }
 

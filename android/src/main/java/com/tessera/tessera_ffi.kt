@@ -1441,6 +1441,29 @@ public object FfiConverterUInt: FfiConverter<UInt, Int> {
 /**
  * @suppress
  */
+public object FfiConverterInt: FfiConverter<Int, Int> {
+    override fun lift(value: Int): Int {
+        return value
+    }
+
+    override fun read(buf: ByteBuffer): Int {
+        return buf.getInt()
+    }
+
+    override fun lower(value: Int): Int {
+        return value
+    }
+
+    override fun allocationSize(value: Int) = 4UL
+
+    override fun write(value: Int, buf: ByteBuffer) {
+        buf.putInt(value)
+    }
+}
+
+/**
+ * @suppress
+ */
 public object FfiConverterULong: FfiConverter<ULong, Long> {
     override fun lift(value: Long): ULong {
         return value.toULong()
@@ -3225,6 +3248,19 @@ data class GenerateRequest (
      * Report the `n_probs` most likely candidates of every generated token.
      */
     var `nProbs`: kotlin.UInt = 0u 
+    , 
+    /**
+     * When the context is full, discard the oldest half of what follows the first
+     * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+     * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+     */
+    var `contextShift`: kotlin.Boolean = false 
+    , 
+    /**
+     * With `context_shift`: the tokens kept at the start after the BOS token (which is
+     * kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+     */
+    var `nKeep`: kotlin.Int = 0 
     
 ){
     
@@ -3268,6 +3304,8 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalTypeJsonText.read(buf),
             FfiConverterOptionalString.read(buf),
             FfiConverterUInt.read(buf),
+            FfiConverterBoolean.read(buf),
+            FfiConverterInt.read(buf),
         )
     }
 
@@ -3298,7 +3336,9 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalUInt.allocationSize(value.`thinkingBudget`) +
             FfiConverterOptionalTypeJsonText.allocationSize(value.`chatTemplateKwargs`) +
             FfiConverterOptionalString.allocationSize(value.`chatTemplate`) +
-            FfiConverterUInt.allocationSize(value.`nProbs`)
+            FfiConverterUInt.allocationSize(value.`nProbs`) +
+            FfiConverterBoolean.allocationSize(value.`contextShift`) +
+            FfiConverterInt.allocationSize(value.`nKeep`)
     )
 
     override fun write(value: GenerateRequest, buf: ByteBuffer) {
@@ -3329,6 +3369,8 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalTypeJsonText.write(value.`chatTemplateKwargs`, buf)
             FfiConverterOptionalString.write(value.`chatTemplate`, buf)
             FfiConverterUInt.write(value.`nProbs`, buf)
+            FfiConverterBoolean.write(value.`contextShift`, buf)
+            FfiConverterInt.write(value.`nKeep`, buf)
     }
 }
 
