@@ -54,6 +54,21 @@ fn three_contexts(model: &Arc<Model>, prompt: Vec<u32>, keep: KeepTokens, kept: 
     let decoded = &g.tokens[..g.tokens.len() - 1];
     let tail = history.len() - kept;
     assert_eq!(&history[kept..], &decoded[decoded.len() - tail..]);
+
+    // A shifted conversation saved and loaded goes on with the same logits, bit for bit.
+    let path = std::env::temp_dir().join(format!(
+        "tessera-shift-{}-{}.session",
+        std::process::id(),
+        prompt.len()
+    ));
+    ctx.save_session(&path).unwrap();
+    let mut loaded = context(model, N_CTX, 16);
+    assert_eq!(loaded.load_session(&path).unwrap(), ctx.n_past());
+    std::fs::remove_file(&path).unwrap();
+    let last = *g.tokens.last().unwrap();
+    let a = ctx.decode(&[last], tessera_llm::Rows::Last).unwrap();
+    let b = loaded.decode(&[last], tessera_llm::Rows::Last).unwrap();
+    assert_eq!(a, b);
 }
 
 fn gemma_prompt(model: &Model) -> Vec<u32> {
