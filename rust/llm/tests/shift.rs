@@ -150,8 +150,9 @@ fn recurrent_models_refuse_context_shift() {
         let err =
             generate(&mut ctx, &prompt, &options(8, Some(KeepTokens::Tokens(0))), &mut |_| true)
                 .unwrap_err();
+        let arch = model.hparams().arch.name();
         assert!(
-            matches!(&err, LlmError::ContextShiftUnsupported { arch } if arch == model.hparams().arch.name()),
+            matches!(&err, LlmError::ContextShiftUnsupported { arch: a } if a == arch),
             "{name}: {err}"
         );
         assert!(err.to_string().contains("cannot shift"), "{err}");
