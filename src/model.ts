@@ -241,6 +241,18 @@ export interface CompletionOptions {
    * completions on different sequences run at the same time.
    */
   sequence?: number;
+   * When the context is full, discard the oldest half of what follows the first `nKeep` tokens
+   * and go on (llama.cpp's context shift) instead of ending with `stopReason` `"context"`.
+   * Default false. Models with recurrent layers (LFM2, Qwen 3.5) reject it (error kind
+   * `Unsupported`, thrown as `DTypeError`).
+   */
+  contextShift?: boolean;
+  /**
+   * With `contextShift`: the tokens a shift keeps at the start, after the BOS token (kept
+   * besides); -1 keeps the whole prompt (at most `nCtx - 4` tokens of it). Default 0; at most
+   * `nCtx - 4` with the BOS token.
+   */
+  nKeep?: number;
   /**
    * Stops the generation when aborted: the result resolves with the text so far and
    * `stopReason` `"cancelled"` (it never rejects because of the signal).
@@ -425,6 +437,8 @@ const LLAMA_RN_NAMES: Record<string, string> = {
   chat_template_kwargs: 'chatTemplateKwargs',
   chat_template: 'chatTemplate',
   n_probs: 'nProbs',
+  n_keep: 'nKeep',
+  ctx_shift: 'contextShift',
 };
 
 function checkOptions(what: string, options: unknown, allowed: readonly string[]): Record<string, unknown> {
@@ -647,6 +661,8 @@ const COMPLETION_OPTIONS = [
   'chatTemplate',
   'nProbs',
   'sequence',
+  'contextShift',
+  'nKeep',
   'signal',
   'onToken',
 ] as const;

@@ -487,6 +487,22 @@ fileprivate struct FfiConverterUInt32: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterInt32: FfiConverterPrimitive {
+    typealias FfiType = Int32
+    typealias SwiftType = Int32
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Int32 {
+        return try lift(readInt(&buf))
+    }
+
+    public static func write(_ value: Int32, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterUInt64: FfiConverterPrimitive {
     typealias FfiType = UInt64
     typealias SwiftType = UInt64
@@ -634,9 +650,8 @@ public protocol ModelProtocol: AnyObject, Sendable {
     func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool) throws  -> String
     
     /**
-     * Stops the generations in progress on every sequence (they return with stop reason
-     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
-     * `cancelSequence` stops one sequence's.
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */
     func cancel() 
     
@@ -653,15 +668,14 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). Every sequence's cache is left
+     * for the model's own, mean when its file names none). The conversation's cache is left
      * as it was.
      */
     func embed(texts: [String], pooling: String?) throws  -> [[Float]]
     
     /**
-     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
-     * blocks until it ends and returns the whole text with timings. Generations on one
-     * sequence run one at a time; on different sequences, at the same time.
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
      */
     func generate(request: GenerateRequest, listener: TokenListener?) throws  -> GenerateResult
     
@@ -693,26 +707,16 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation of `sequence` and returns its number of tokens: a generation on that
-     * sequence whose prompt continues it processes only what is new.
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
      */
-    func loadSession(path: String, sequence: UInt32) throws  -> UInt32
+    func loadSession(path: String) throws  -> UInt32
     
     /**
-     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
-     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
-     * any sequence.
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
      */
-    func saveSession(path: String, sequence: UInt32) throws  -> UInt32
-    
-    /**
-     * Stops the generation in progress on `sequence` only (it returns with stop reason
-     * "cancelled"); `cancel` stops every sequence's and the embedding's.
-     *
-     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
-     * model.
-     */
-    func cancelSequence(sequence: UInt32) throws 
+    func saveSession(path: String) throws  -> UInt32
     
 }
 /**
@@ -804,9 +808,8 @@ open func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool)thro
 }
     
     /**
-     * Stops the generations in progress on every sequence (they return with stop reason
-     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
-     * `cancelSequence` stops one sequence's.
+     * Stops the generation in progress (it returns with stop reason "cancelled") and the
+     * embedding in progress (it fails with `Cancelled`).
      */
 open func cancel()  {try! rustCall() {
         uniffiCallStatus in
@@ -844,7 +847,7 @@ open func detokenize(tokens: [UInt32], special: Bool)throws  -> String  {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). Every sequence's cache is left
+     * for the model's own, mean when its file names none). The conversation's cache is left
      * as it was.
      */
 open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
@@ -859,9 +862,8 @@ open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
 }
     
     /**
-     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
-     * blocks until it ends and returns the whole text with timings. Generations on one
-     * sequence run one at a time; on different sequences, at the same time.
+     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
+     * returns the whole text with timings. Generations on one model run one at a time.
      */
 open func generate(request: GenerateRequest, listener: TokenListener?)throws  -> GenerateResult  {
     return try  FfiConverterTypeGenerateResult_lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
@@ -936,50 +938,31 @@ open func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool)throws  ->
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation of `sequence` and returns its number of tokens: a generation on that
-     * sequence whose prompt continues it processes only what is new.
+     * conversation and returns its number of tokens: a generation whose prompt continues it
+     * processes only what is new.
      */
-open func loadSession(path: String, sequence: UInt32 = UInt32(0))throws  -> UInt32  {
+open func loadSession(path: String)throws  -> UInt32  {
     return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
         uniffiCallStatus in
     uniffi_tessera_ffi_fn_method_model_load_session(
             self.uniffiCloneHandle(),
-        FfiConverterString.lower(path),
-        FfiConverterUInt32.lower(sequence),uniffiCallStatus
+        FfiConverterString.lower(path),uniffiCallStatus
     )
 })
 }
     
     /**
-     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
-     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
-     * any sequence.
+     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
+     * its number of tokens; `loadSession` of the same model file resumes it.
      */
-open func saveSession(path: String, sequence: UInt32 = UInt32(0))throws  -> UInt32  {
+open func saveSession(path: String)throws  -> UInt32  {
     return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
         uniffiCallStatus in
     uniffi_tessera_ffi_fn_method_model_save_session(
             self.uniffiCloneHandle(),
-        FfiConverterString.lower(path),
-        FfiConverterUInt32.lower(sequence),uniffiCallStatus
+        FfiConverterString.lower(path),uniffiCallStatus
     )
 })
-}
-    
-    /**
-     * Stops the generation in progress on `sequence` only (it returns with stop reason
-     * "cancelled"); `cancel` stops every sequence's and the embedding's.
-     *
-     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
-     * model.
-     */
-open func cancelSequence(sequence: UInt32)throws   {try rustCallWithError(FfiConverterTypeTesseraError_lift) {
-        uniffiCallStatus in
-    uniffi_tessera_ffi_fn_method_model_cancel_sequence(
-            self.uniffiCloneHandle(),
-        FfiConverterUInt32.lower(sequence),uniffiCallStatus
-    )
-}
 }
     
 
@@ -2031,9 +2014,16 @@ public struct GenerateRequest: Equatable, Hashable {
      */
     public var nProbs: UInt32
     /**
-     * The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
+     * When the context is full, discard the oldest half of what follows the first
+     * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+     * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
      */
-    public var sequence: UInt32
+    public var contextShift: Bool
+    /**
+     * With `context_shift`: the tokens kept at the start after the BOS token (which is
+     * kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+     */
+    public var nKeep: Int32
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2123,8 +2113,14 @@ public struct GenerateRequest: Equatable, Hashable {
          * Report the `n_probs` most likely candidates of every generated token.
          */nProbs: UInt32 = UInt32(0), 
         /**
-         * The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
-         */sequence: UInt32 = UInt32(0)) {
+         * When the context is full, discard the oldest half of what follows the first
+         * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+         * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+         */contextShift: Bool = false, 
+        /**
+         * With `context_shift`: the tokens kept at the start after the BOS token (which is
+         * kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+         */nKeep: Int32 = 0) {
         self.prompt = prompt
         self.messages = messages
         self.maxTokens = maxTokens
@@ -2152,7 +2148,8 @@ public struct GenerateRequest: Equatable, Hashable {
         self.chatTemplateKwargs = chatTemplateKwargs
         self.chatTemplate = chatTemplate
         self.nProbs = nProbs
-        self.sequence = sequence
+        self.contextShift = contextShift
+        self.nKeep = nKeep
     }
 
     
@@ -2198,7 +2195,8 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
                 chatTemplateKwargs: FfiConverterOptionTypeJsonText.read(from: &buf), 
                 chatTemplate: FfiConverterOptionString.read(from: &buf), 
                 nProbs: FfiConverterUInt32.read(from: &buf), 
-                sequence: FfiConverterUInt32.read(from: &buf)
+                contextShift: FfiConverterBool.read(from: &buf), 
+                nKeep: FfiConverterInt32.read(from: &buf)
         )
     }
 
@@ -2230,7 +2228,8 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
         FfiConverterOptionTypeJsonText.write(value.chatTemplateKwargs, into: &buf)
         FfiConverterOptionString.write(value.chatTemplate, into: &buf)
         FfiConverterUInt32.write(value.nProbs, into: &buf)
-        FfiConverterUInt32.write(value.sequence, into: &buf)
+        FfiConverterBool.write(value.contextShift, into: &buf)
+        FfiConverterInt32.write(value.nKeep, into: &buf)
     }
 }
 
@@ -2689,7 +2688,7 @@ public func FfiConverterTypeLogitBias_lower(_ value: LogitBias) -> RustBuffer {
  */
 public struct ModelInfo: Equatable, Hashable {
     /**
-     * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
+     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
      */
     public var architecture: String
     /**
@@ -2740,21 +2739,12 @@ public struct ModelInfo: Equatable, Hashable {
      * Bytes of weights read in place from the mapped file.
      */
     public var mappedBytes: UInt64
-    /**
-     * Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
-     */
-    public var nSequences: UInt32
-    /**
-     * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
-     * buffers' sizes (0 for an embedding model).
-     */
-    public var cacheBytesPerSequence: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
     public init(
         /**
-         * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
+         * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
          */architecture: String, 
         /**
          * `general.name`, when the file has one.
@@ -2791,14 +2781,7 @@ public struct ModelInfo: Equatable, Hashable {
          */hasChatTemplate: Bool, 
         /**
          * Bytes of weights read in place from the mapped file.
-         */mappedBytes: UInt64, 
-        /**
-         * Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
-         */nSequences: UInt32, 
-        /**
-         * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
-         * buffers' sizes (0 for an embedding model).
-         */cacheBytesPerSequence: UInt64) {
+         */mappedBytes: UInt64) {
         self.architecture = architecture
         self.name = name
         self.nParams = nParams
@@ -2812,8 +2795,6 @@ public struct ModelInfo: Equatable, Hashable {
         self.device = device
         self.hasChatTemplate = hasChatTemplate
         self.mappedBytes = mappedBytes
-        self.nSequences = nSequences
-        self.cacheBytesPerSequence = cacheBytesPerSequence
     }
 
     
@@ -2844,9 +2825,7 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
                 nLayer: FfiConverterUInt32.read(from: &buf), 
                 device: FfiConverterString.read(from: &buf), 
                 hasChatTemplate: FfiConverterBool.read(from: &buf), 
-                mappedBytes: FfiConverterUInt64.read(from: &buf), 
-                nSequences: FfiConverterUInt32.read(from: &buf), 
-                cacheBytesPerSequence: FfiConverterUInt64.read(from: &buf)
+                mappedBytes: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -2864,8 +2843,6 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.device, into: &buf)
         FfiConverterBool.write(value.hasChatTemplate, into: &buf)
         FfiConverterUInt64.write(value.mappedBytes, into: &buf)
-        FfiConverterUInt32.write(value.nSequences, into: &buf)
-        FfiConverterUInt64.write(value.cacheBytesPerSequence, into: &buf)
     }
 }
 
@@ -2907,19 +2884,6 @@ public struct ModelOptions: Equatable, Hashable {
      * Prompt tokens per batch.
      */
     public var nBatch: UInt32
-    /**
-     * Conversations held at once, each with its own KV cache and position (llama.rn's
-     * `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
-     * with `sequence`.
-     */
-    public var nSequences: UInt32
-    /**
-     * Bytes the sequences' KV caches may take together (`None`:
-     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
-     * placed: the CPU's, or for a GPU model the host's); past it the load fails with
-     * `OutOfMemory`.
-     */
-    public var memoryBudget: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2937,24 +2901,11 @@ public struct ModelOptions: Equatable, Hashable {
          */nCtx: UInt32? = nil, 
         /**
          * Prompt tokens per batch.
-         */nBatch: UInt32 = UInt32(512), 
-        /**
-         * Conversations held at once, each with its own KV cache and position (llama.rn's
-         * `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
-         * with `sequence`.
-         */nSequences: UInt32 = UInt32(1), 
-        /**
-         * Bytes the sequences' KV caches may take together (`None`:
-         * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
-         * placed: the CPU's, or for a GPU model the host's); past it the load fails with
-         * `OutOfMemory`.
-         */memoryBudget: UInt64? = nil) {
+         */nBatch: UInt32 = UInt32(512)) {
         self.device = device
         self.threads = threads
         self.nCtx = nCtx
         self.nBatch = nBatch
-        self.nSequences = nSequences
-        self.memoryBudget = memoryBudget
     }
 
     
@@ -2976,9 +2927,7 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
                 device: FfiConverterString.read(from: &buf), 
                 threads: FfiConverterOptionUInt32.read(from: &buf), 
                 nCtx: FfiConverterOptionUInt32.read(from: &buf), 
-                nBatch: FfiConverterUInt32.read(from: &buf), 
-                nSequences: FfiConverterUInt32.read(from: &buf), 
-                memoryBudget: FfiConverterOptionUInt64.read(from: &buf)
+                nBatch: FfiConverterUInt32.read(from: &buf)
         )
     }
 
@@ -2987,8 +2936,6 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
         FfiConverterOptionUInt32.write(value.threads, into: &buf)
         FfiConverterOptionUInt32.write(value.nCtx, into: &buf)
         FfiConverterUInt32.write(value.nBatch, into: &buf)
-        FfiConverterUInt32.write(value.nSequences, into: &buf)
-        FfiConverterOptionUInt64.write(value.memoryBudget, into: &buf)
     }
 }
 
@@ -5735,7 +5682,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 56151) {
+    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 30872) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
@@ -5744,10 +5691,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_embed() != 36493) {
+    if (uniffi_tessera_ffi_checksum_method_model_embed() != 27498) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_generate() != 53977) {
+    if (uniffi_tessera_ffi_checksum_method_model_generate() != 11646) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_info() != 38995) {
@@ -5762,13 +5709,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_load_session() != 25114) {
+    if (uniffi_tessera_ffi_checksum_method_model_load_session() != 38548) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_save_session() != 52813) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_tessera_ffi_checksum_method_model_cancel_sequence() != 7683) {
+    if (uniffi_tessera_ffi_checksum_method_model_save_session() != 51859) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_session_backends() != 4470) {

@@ -672,7 +672,12 @@ describe('structured output, tools, reasoning, probabilities, rerank', () => {
     expect(gens[0]!.req.params).toEqual({ prompt: 'x', responseFormat: { type: 'json_schema', schema: { type: 'object' } }, grammar: 'root ::= "a"', regex: 'a+' });
     gens[0]!.done.resolve(nativeResult([1], 'a', 'eog'));
     await c.result;
-    for (const [name, ours] of [['response_format', 'responseFormat'], ['json_schema', 'responseFormat'], ['n_probs', 'nProbs'], ['tool_choice', 'toolChoice'], ['enable_thinking', 'enableThinking'], ['chat_template_kwargs', 'chatTemplateKwargs']]) {
+    const shifted = model.complete('x', { contextShift: true, nKeep: -1 });
+    await until(() => gens.length === 2, 'the generate request with contextShift');
+    expect(gens[1]!.req.params).toEqual({ prompt: 'x', contextShift: true, nKeep: -1 });
+    gens[1]!.done.resolve(nativeResult([1], 'a', 'length'));
+    await shifted.result;
+    for (const [name, ours] of [['n_keep', 'nKeep'], ['ctx_shift', 'contextShift'], ['response_format', 'responseFormat'], ['json_schema', 'responseFormat'], ['n_probs', 'nProbs'], ['tool_choice', 'toolChoice'], ['enable_thinking', 'enableThinking'], ['chat_template_kwargs', 'chatTemplateKwargs']]) {
       await expect(model.complete('x', { [name!]: 1 } as never).result).rejects.toThrow(`complete: unknown option "${name}" (llama.rn's name; here: ${ours})`);
     }
     await expect(model.complete([{ role: 'assistant', content: null }] as never).result).rejects.toThrow('complete: message 0 must be { role: string, content: string }');

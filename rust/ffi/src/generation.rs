@@ -17,7 +17,7 @@ use tessera_llm::chat::{
     ToolCall, ToolChoice,
 };
 use tessera_llm::constraint::OutputConstraint;
-use tessera_llm::generate::{ThinkingBudget, TokenProb};
+use tessera_llm::generate::{ContextShift, KeepTokens, ThinkingBudget, TokenProb};
 use tessera_llm::{GenerateOptions, LlmError, Prompt};
 
 /// The text of one JSON value. Kotlin and Swift pass it as a string; the JSON protocol takes the
@@ -175,6 +175,23 @@ pub(crate) fn probabilities(probs: &[TokenProb]) -> Vec<TokenProbability> {
         .collect()
 }
 
+/// The request's `contextShift` and `nKeep` as the runtime's option (`nKeep` -1: the whole
+/// prompt; `nKeep` without `contextShift` is refused rather than ignored).
+fn context_shift(request: &GenerateRequest) -> FfiResult<Option<ContextShift>> {
+    let n_keep = match request.n_keep {
+        -1 => KeepTokens::Prompt,
+        n if n >= 0 => KeepTokens::Tokens(n as usize),
+        n => return Err(bad(format!("nKeep {n} must be -1 (the whole prompt) or at least 0"))),
+    };
+    if !request.context_shift {
+        if request.n_keep != 0 {
+            return Err(bad("nKeep needs contextShift: true"));
+        }
+        return Ok(None);
+    }
+    Ok(Some(ContextShift { n_keep }))
+}
+
 fn bad(message: impl Into<String>) -> TesseraError {
     TesseraError::invalid_argument(message)
 }
@@ -218,6 +235,7 @@ impl GenerationPlan {
     ) -> FfiResult<GenerationPlan> {
         let mut options = GenerateOptions::from(request);
         options.n_probs = request.n_probs as usize;
+        options.context_shift = context_shift(request)?;
         let constraint = request.constraint()?;
         let reasoning = match request.reasoning_format.as_str() {
             "auto" => ReasoningFormat::Auto,

@@ -214,6 +214,13 @@ uniffi_record_with_defaults! {
         pub n_probs: u32 = 0,
         /// The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
         pub sequence: u32 = 0,
+        /// When the context is full, discard the oldest half of what follows the first
+        /// `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
+        /// reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
+        pub context_shift: bool = false,
+        /// With `context_shift`: the tokens kept at the start after the BOS token (which is
+        /// kept besides); -1 keeps the whole prompt (at most `n_ctx - 4` tokens of it).
+        pub n_keep: i32 = 0,
     }
 }
 
@@ -371,6 +378,7 @@ impl From<LlmError> for TesseraError {
             | LlmError::Tokenizer(_) => TesseraError::InvalidModel { message },
             LlmError::Session(e) => crate::model_session::session_error(&e, message),
             LlmError::ContextFull { .. } => TesseraError::ContextFull { message },
+            LlmError::ContextShiftUnsupported { .. } => TesseraError::Unsupported { message },
             LlmError::UnknownDevice { .. } => TesseraError::UnknownDevice { message },
             LlmError::Cancelled => TesseraError::Cancelled { message },
             LlmError::EmptyInput(_)

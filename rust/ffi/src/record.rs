@@ -32,7 +32,7 @@ macro_rules! literal_is_the_value {
     )*};
 }
 
-literal_is_the_value!(bool, u32, u64, f32);
+literal_is_the_value!(bool, i32, u32, u64, f32);
 
 impl<T> FromDefaultLiteral<Option<T>> for Option<T> {
     fn from_default_literal(literal: Option<T>) -> Option<T> {

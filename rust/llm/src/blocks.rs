@@ -300,20 +300,8 @@ impl<'a> Builder<'a> {
     /// RoPE of `x` (`[head_dim, heads, n]`) in layer `il`, at the batch's positions, with the
     /// layer's base and scale and the model's frequency factors.
     pub fn rope(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
-        let hp = self.hp;
         let factors = self.rope_factors()?;
-        let (freq_base, freq_scale) = hp.rope_freqs(il);
-        let p = RopeParams {
-            n_dims: hp.n_rot,
-            mode: hp.rope_mode,
-            n_ctx_orig: hp.n_ctx_orig,
-            freq_base,
-            freq_scale,
-            ext_factor: if hp.rope_scaling == RopeScaling::Yarn { 1.0 } else { 0.0 },
-            attn_factor: hp.rope_attn_factor,
-            beta_fast: 32.0,
-            beta_slow: 1.0,
-        };
+        let p = rope_params(self.hp, il);
         Ok(self.g.rope_ext(x, self.inp.positions, factors, p)?)
     }
 
@@ -324,15 +312,7 @@ impl<'a> Builder<'a> {
         if let Some(f) = self.rope_factors {
             return Ok(f);
         }
-        let t = self.t;
-        let chosen = if t.rope_freqs.is_some() {
-            &t.rope_freqs
-        } else if self.n_ctx > self.hp.n_ctx_orig {
-            &t.rope_long
-        } else {
-            &t.rope_short
-        };
-        let f = self.opt_weight(chosen)?;
+        let f = self.opt_weight(rope_factor_tensor(self.t, self.hp, self.n_ctx))?;
         self.rope_factors = Some(f);
         Ok(f)
     }
@@ -603,5 +583,39 @@ pub(crate) fn rows_pooled(pooling: Pooling, hp: &HParams) -> Pooling {
         Pooling::Rank if hp.causal => Pooling::Last,
         Pooling::Rank => Pooling::First,
         p => p,
+    }
+}
+
+/// The RoPE parameters of layer `il` (its base and scale, the model's mode and YaRN settings),
+/// as the forward graph rotates queries and keys.
+pub(crate) fn rope_params(hp: &HParams, il: usize) -> RopeParams {
+    let (freq_base, freq_scale) = hp.rope_freqs(il);
+    RopeParams {
+        n_dims: hp.n_rot,
+        mode: hp.rope_mode,
+        n_ctx_orig: hp.n_ctx_orig,
+        freq_base,
+        freq_scale,
+        ext_factor: if hp.rope_scaling == RopeScaling::Yarn { 1.0 } else { 0.0 },
+        attn_factor: hp.rope_attn_factor,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+    }
+}
+
+/// The RoPE frequency factors of a context of `n_ctx` positions (llama.cpp's
+/// `get_rope_factors`): `rope_freqs` when the model has them, else LongRoPE's long factors when
+/// the context is longer than the original one and its short factors otherwise.
+pub(crate) fn rope_factor_tensor<'t>(
+    t: &'t ModelTensors,
+    hp: &HParams,
+    n_ctx: usize,
+) -> &'t Option<ModelTensor> {
+    if t.rope_freqs.is_some() {
+        &t.rope_freqs
+    } else if n_ctx > hp.n_ctx_orig {
+        &t.rope_long
+    } else {
+        &t.rope_short
     }
 }

@@ -210,6 +210,58 @@ impl Context {
         kept
     }
 
+    /// Whether the context can shift ([`Context::shift`]): not for a model with recurrent
+    /// layers (LFM2, Qwen 3.5).
+    pub fn can_shift(&self) -> bool {
+        self.cache.can_shift()
+    }
+
+    /// Context shift (llama.cpp's, [`crate::shift`]): forgets the positions
+    /// `n_keep .. n_keep + n_discard` and moves every later one `n_discard` down, its cached keys
+    /// rotated to the new position, so that decoding goes on with `n_discard` positions free.
+    /// The history loses the same tokens. [`LlmError::ContextShiftUnsupported`] for a model with
+    /// recurrent layers; an error when `n_discard` is 0 or more than the positions after
+    /// `n_keep`. If the shift's compute fails the context is cleared (its cache would be half
+    /// moved).
+    pub fn shift(&mut self, n_keep: usize, n_discard: usize) -> Result<()> {
+        if !self.cache.can_shift() {
+            return Err(LlmError::ContextShiftUnsupported {
+                arch: self.model.hparams().arch.name().to_string(),
+            });
+        }
+        let moves = self.cache.shift_moves(n_keep, n_discard)?;
+        if moves.iter().any(|m| !m.src.is_empty()) {
+            // The scheduler's graph becomes the shift's: the next decode rebuilds its own.
+            self.current = None;
+            if let Err(e) = self.run_shift(&moves) {
+                self.clear();
+                return Err(e);
+            }
+        }
+        self.cache.apply_shift(n_keep, n_discard);
+        self.history.drain(n_keep..n_keep + n_discard);
+        Ok(())
+    }
+
+    /// Builds, allocates and computes the shift graph of `moves`.
+    pub(crate) fn run_shift(&mut self, moves: &[crate::kv_cache::KindMoves]) -> Result<()> {
+        let m = ModelRef {
+            hp: self.model.hparams(),
+            tensors: self.model.tensors(),
+            weights: self.model.weights(),
+        };
+        let mut sg = crate::shift::build(&m, &self.cache, self.cache.n_ctx(), moves)?;
+        self.scheduler.alloc_graph(&mut sg.graph)?;
+        for (input, mv) in sg.inputs.iter().zip(moves) {
+            if let Some([src, dst, delta]) = *input {
+                set_tensor(&sg.graph, src, &i32_bytes(mv.src.iter().copied()))?;
+                set_tensor(&sg.graph, dst, &i32_bytes(mv.dst.iter().copied()))?;
+                set_tensor(&sg.graph, delta, &i32_bytes(mv.delta.iter().copied()))?;
+            }
+        }
+        compute(&self.model, &mut self.scheduler, &self.cancel)
+    }
+
     /// Saves the conversation (the tokens processed and their cache) to a session file at
     /// `path` ([`crate::session_file`]).
     pub fn save_session(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {

@@ -86,6 +86,16 @@ pub enum LlmError {
         /// The context size.
         n_ctx: usize,
     },
+    /// A context shift was asked of a model whose memory cannot shift: its recurrent layers'
+    /// states hold every position processed (llama.cpp: "memory cannot shift").
+    #[error(
+        "{arch} cannot shift its context: its recurrent layers' states hold every position \
+         processed and cannot forget some of them (turn contextShift off)"
+    )]
+    ContextShiftUnsupported {
+        /// The model's architecture.
+        arch: String,
+    },
     /// A call with nothing to process.
     #[error("empty input: {0}")]
     EmptyInput(String),

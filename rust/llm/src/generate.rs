@@ -1,7 +1,7 @@
 //! Text generation: a prompt (text, tokens or chat messages) processed in batches, then one
 //! token per step sampled with [`crate::sampling`], streamed to a callback as valid UTF-8 text,
 //! until an end-of-generation token, a stop string (never shown), the token limit, a full
-//! context or a cancel.
+//! context (unless [`GenerateOptions::context_shift`] makes room) or a cancel.
 //!
 //! A prompt that starts with what the context already processed reuses that prefix from the KV
 //! cache (the next chat turn only computes its new tokens).
@@ -54,6 +54,64 @@ pub struct GenerateOptions {
     /// At most this many tokens of reasoning (`<think>` ... `</think>`): at the limit the
     /// closing tag is written for the model and the answer follows.
     pub thinking_budget: Option<ThinkingBudget>,
+    /// When the context is full, discard the oldest half of what follows the kept prefix and
+    /// go on (llama.cpp's context shift, [`Context::shift`]); `None` ends the generation with
+    /// [`StopReason::ContextFull`]. Refused ([`LlmError::ContextShiftUnsupported`]) for a
+    /// model with recurrent layers.
+    pub context_shift: Option<ContextShift>,
+}
+
+/// How a generation shifts a full context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContextShift {
+    /// The tokens at the start that a shift never discards.
+    pub n_keep: KeepTokens,
+}
+
+/// The tokens a context shift keeps at the start of the context (llama.cpp server's
+/// `n_keep`); the model's BOS token, when the context starts with it, is kept besides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepTokens {
+    /// The first `n` tokens after the BOS token (llama.cpp's default is 0: the BOS alone);
+    /// with the BOS at most `n_ctx - 4`, so that a shift frees room.
+    Tokens(usize),
+    /// The whole prompt of the generation (llama.cpp's `n_keep = -1`), at most `n_ctx - 4`
+    /// tokens of it.
+    Prompt,
+}
+
+impl Default for KeepTokens {
+    fn default() -> KeepTokens {
+        KeepTokens::Tokens(0)
+    }
+}
+
+/// Most positions a shift keeps in a context of `n_ctx` (llama.cpp's `n_ctx - 4`): at least
+/// two positions after them are discarded by a shift of a full context.
+fn keep_limit(n_ctx: usize) -> usize {
+    n_ctx.saturating_sub(4)
+}
+
+impl ContextShift {
+    /// The positions kept in a context of `n_ctx` whose prompt is `prompt` (starting with
+    /// `bos` or not); an error when an explicit count exceeds [`keep_limit`].
+    fn kept(&self, prompt: &[u32], bos: Option<u32>, n_ctx: usize) -> Result<usize> {
+        let with_bos = usize::from(bos.is_some() && prompt.first() == bos.as_ref());
+        let limit = keep_limit(n_ctx);
+        match self.n_keep {
+            KeepTokens::Tokens(n) => {
+                let kept = n.saturating_add(with_bos);
+                if kept > limit {
+                    return Err(LlmError::InvalidArgument(format!(
+                        "nKeep {n} (with the BOS token {kept}) must be at most n_ctx - 4 = \
+                         {limit}, so that a context shift frees room"
+                    )));
+                }
+                Ok(kept)
+            }
+            KeepTokens::Prompt => Ok(prompt.len().min(limit)),
+        }
+    }
 }
 
 /// A limit on a reasoning model's thinking.
@@ -77,6 +135,7 @@ impl Default for GenerateOptions {
             lazy_constraint: None,
             special_text: false,
             thinking_budget: None,
+            context_shift: None,
         }
     }
 }
@@ -237,6 +296,16 @@ pub fn generate(
         )),
         None => None,
     };
+    // Refused before any work: a model whose memory cannot shift, a prefix leaving no room.
+    let n_kept = match &options.context_shift {
+        Some(_) if !ctx.can_shift() => {
+            return Err(LlmError::ContextShiftUnsupported {
+                arch: model.hparams().arch.name().into(),
+            })
+        }
+        Some(shift) => Some(shift.kept(&tokens, tok.bos(), ctx.n_ctx())?),
+        None => None,
+    };
     let mut timings = Timings::default();
 
     let t0 = Instant::now();
@@ -307,7 +376,14 @@ pub fn generate(
             break StopReason::MaxTokens;
         }
         if ctx.n_past() >= ctx.n_ctx() {
-            break StopReason::ContextFull;
+            let Some(keep) = n_kept else { break StopReason::ContextFull };
+            // llama.cpp's: the oldest half of what follows the kept prefix.
+            let left = ctx.n_past() - keep;
+            match ctx.shift(keep, (left / 2).max(1)) {
+                Ok(()) => {}
+                Err(LlmError::Cancelled) => break StopReason::Cancelled,
+                Err(e) => return Err(e),
+            }
         }
         match ctx.decode_into(&[token], Rows::Last, &mut out) {
             Ok(()) => {}

@@ -253,10 +253,11 @@ impl KvCache {
         }
         for k in &self.kinds {
             // The next query, at `n`, needs the positions after `n - w`: the ring holds the
-            // positions from its oldest on (the last `size` processed, or fewer after a session
-            // file was loaded into a smaller ring).
-            if let (Some(w), Some(oldest)) = (k.window, k.oldest()) {
-                if (n + 1).saturating_sub(w) < oldest {
+            // last `size` processed (fewer after a session file was loaded into a smaller
+            // ring, and a context shift may have left a gap after the kept prefix).
+            if let Some(w) = k.window {
+                let from = (n + 1).saturating_sub(w);
+                if (from..n).any(|p| k.pos[p % k.size] != p as i64) {
                     self.clear();
                     return 0;
                 }
@@ -337,6 +338,58 @@ impl KvCache {
             }
         }
         self.n_past += plan.positions.len();
+    }
+}
+
+/// What a context shift ([`KvCache::shift_moves`]) does to one kind of cache: each moved
+/// cell's rows go from `src` to `dst`, its keys rotated by `delta` positions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KindMoves {
+    /// The cells read.
+    pub src: Vec<i32>,
+    /// The cell each one is written to.
+    pub dst: Vec<i32>,
+    /// The position delta of each (negative: the positions move down).
+    pub delta: Vec<i32>,
+}
+
+/// Context shift (llama.cpp's `seq_rm` then `seq_add` on the cache, and its K-shift graph).
+impl KvCache {
+    /// Whether the cache can shift positions: not with recurrent layers, whose states hold
+    /// every position processed and cannot drop some (llama.cpp: "memory cannot shift").
+    pub fn can_shift(&self) -> bool {
+        self.recurrent.is_none()
+    }
+
+    /// Plans discarding positions `n_keep .. n_keep + n_discard` and moving the later ones down
+    /// by `n_discard`: per cache kind, the cells whose rows move (each position `p` lives in
+    /// cell `p mod size`, so a moved position changes cell) and by how many positions their
+    /// keys rotate. Nothing changes until [`KvCache::apply_shift`].
+    pub(crate) fn shift_moves(&self, n_keep: usize, n_discard: usize) -> Result<Vec<KindMoves>> {
+        if !self.can_shift() {
+            return Err(LlmError::InvalidArgument(
+                "a cache with recurrent layers cannot shift positions".into(),
+            ));
+        }
+        if n_discard == 0 || n_keep.saturating_add(n_discard) > self.n_past {
+            return Err(LlmError::InvalidArgument(format!(
+                "a context shift keeping {n_keep} and discarding {n_discard} positions needs \
+                 1 to {} discarded after the kept ones ({} positions in use)",
+                self.n_past.saturating_sub(n_keep),
+                self.n_past
+            )));
+        }
+        Ok(self.kinds.iter().map(|k| k.shifted(n_keep, n_discard).1).collect())
+    }
+
+    /// Records the shift planned by [`KvCache::shift_moves`] (the rows must have been moved):
+    /// positions `n_keep .. n_keep + n_discard` are forgotten and the later ones are
+    /// `n_discard` lower.
+    pub(crate) fn apply_shift(&mut self, n_keep: usize, n_discard: usize) {
+        for k in &mut self.kinds {
+            k.pos = k.shifted(n_keep, n_discard).0;
+        }
+        self.n_past -= n_discard;
     }
 }
 
@@ -446,9 +499,31 @@ impl KvCache {
 }
 
 impl CacheKind {
-    /// The oldest position held, `None` when empty.
-    fn oldest(&self) -> Option<usize> {
-        self.pos.iter().filter(|&&p| p >= 0).min().map(|&p| p as usize)
+    /// The cells' positions after discarding `n_keep .. n_keep + n_discard` and moving the
+    /// later positions down, and the moves of the rows that change cell. The positions before
+    /// `n_keep` stay where they are; a moved position takes the cell of its new position (in
+    /// a ring, a kept prefix position in that cell is overwritten: the moved one is nearer
+    /// to every later query).
+    fn shifted(&self, n_keep: usize, n_discard: usize) -> (Vec<i64>, KindMoves) {
+        let (keep, end) = (n_keep as i64, (n_keep + n_discard) as i64);
+        let mut pos = vec![-1i64; self.size];
+        for &p in &self.pos {
+            if p >= 0 && p < keep {
+                pos[p as usize % self.size] = p;
+            }
+        }
+        let mut moves = KindMoves::default();
+        for (cell, &p) in self.pos.iter().enumerate() {
+            if p >= end {
+                let to = p - n_discard as i64;
+                let dst = to as usize % self.size;
+                pos[dst] = to;
+                moves.src.push(cell as i32);
+                moves.dst.push(dst as i32);
+                moves.delta.push(-(n_discard as i32));
+            }
+        }
+        (pos, moves)
     }
 
     fn plan(&self, positions: &[i32]) -> KindPlan {
@@ -496,6 +571,57 @@ mod tests {
         assert_eq!(&row(0)[..3], &[0, F16_NEG_INF, F16_NEG_INF]);
         assert_eq!(&row(2)[..4], &[0, 0, 0, F16_NEG_INF]);
         assert!(row(2)[3..].iter().all(|&m| m == F16_NEG_INF));
+    }
+
+    #[test]
+    fn a_shift_moves_later_positions_down_into_their_cells() {
+        // Global: positions 0..10, keep 2, discard 3: 5..10 go to cells 2..7.
+        let mut k = kind(16, None);
+        for p in 0..10 {
+            k.pos[p] = p as i64;
+        }
+        let (pos, mv) = k.shifted(2, 3);
+        assert_eq!(&pos[..8], &[0, 1, 2, 3, 4, 5, 6, -1]);
+        assert!(pos[8..].iter().all(|&p| p == -1));
+        assert_eq!(mv.src, vec![5, 6, 7, 8, 9]);
+        assert_eq!(mv.dst, vec![2, 3, 4, 5, 6]);
+        assert_eq!(mv.delta, vec![-3; 5]);
+        // A ring of 8 holding 6..14 (cell p mod 8), keep 2, discard 5: 7..14 become 2..9 in
+        // cells 2..7, 0; position 6 is dropped, the prefix was already overwritten.
+        let mut r = kind(8, Some(4));
+        for p in 6..14 {
+            r.pos[p % 8] = p as i64;
+        }
+        let (pos, mv) = r.shifted(2, 5);
+        assert_eq!(pos, vec![8, -1, 2, 3, 4, 5, 6, 7]);
+        let moved: Vec<(i32, i32)> = mv.src.iter().copied().zip(mv.dst.iter().copied()).collect();
+        assert_eq!(moved, vec![(0, 3), (1, 4), (2, 5), (3, 6), (4, 7), (5, 0), (7, 2)]);
+        // Cell 6 (position 6, discarded) moves nowhere; the moved rows are read before any is
+        // written, so the overlapping moves are safe.
+        assert!(!mv.src.contains(&6));
+    }
+
+    #[test]
+    fn going_back_after_a_shift_needs_every_position_of_the_window() {
+        // A ring of 8, window 4, holding the prefix 0, 1 and positions 4..8, a shift having
+        // left a gap at 2, 3: going back to 7 keeps it (its query sees 4..7); going back to 5
+        // needs 2..5: cleared (the oldest position held, 0, would say otherwise).
+        let mut r = kind(8, Some(4));
+        r.pos = vec![0, 1, -1, -1, 4, 5, 6, 7];
+        let mut cache = KvCache {
+            kinds: vec![kind(16, None), r],
+            layers: Vec::new(),
+            recurrent: None,
+            n_past: 8,
+            n_ctx: 16,
+            _buffers: Vec::new(),
+        };
+        for p in 0..8 {
+            cache.kinds[0].pos[p] = if (2..4).contains(&p) { -1 } else { p as i64 };
+        }
+        assert_eq!(cache.truncate(7), 7);
+        assert_eq!(cache.truncate(5), 0);
+        assert_eq!(cache.n_past(), 0);
     }
 
     #[test]

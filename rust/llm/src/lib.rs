@@ -21,6 +21,7 @@ pub mod perplexity;
 pub mod recurrent;
 pub mod sampling;
 pub mod session_file;
+mod shift;
 pub mod stop;
 pub mod tensors;
 pub mod tokenizer;
@@ -31,8 +32,8 @@ pub use context::{Context, ContextOptions, Output, Rows};
 pub use embed::{EmbedOptions, Embedder, Pooling};
 pub use error::{LlmError, Result};
 pub use generate::{
-    generate, GenerateOptions, Generation, Prompt, StopReason, ThinkingBudget, Timings, TokenEvent,
-    TokenProb,
+    generate, ContextShift, GenerateOptions, Generation, KeepTokens, Prompt, StopReason,
+    ThinkingBudget, Timings, TokenEvent, TokenProb,
 };
 pub use hparams::HParams;
 pub use model::Model;
