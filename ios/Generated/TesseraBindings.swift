@@ -650,8 +650,9 @@ public protocol ModelProtocol: AnyObject, Sendable {
     func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool) throws  -> String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
     func cancel() 
     
@@ -668,14 +669,15 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     func embed(texts: [String], pooling: String?) throws  -> [[Float]]
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     func generate(request: GenerateRequest, listener: TokenListener?) throws  -> GenerateResult
     
@@ -707,16 +709,26 @@ public protocol ModelProtocol: AnyObject, Sendable {
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation and returns its number of tokens: a generation whose prompt continues it
-     * processes only what is new.
+     * conversation of `sequence` and returns its number of tokens: a generation on that
+     * sequence whose prompt continues it processes only what is new.
      */
-    func loadSession(path: String) throws  -> UInt32
+    func loadSession(path: String, sequence: UInt32) throws  -> UInt32
     
     /**
-     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
-     * its number of tokens; `loadSession` of the same model file resumes it.
+     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
+     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
+     * any sequence.
      */
-    func saveSession(path: String) throws  -> UInt32
+    func saveSession(path: String, sequence: UInt32) throws  -> UInt32
+    
+    /**
+     * Stops the generation in progress on `sequence` only (it returns with stop reason
+     * "cancelled"); `cancel` stops every sequence's and the embedding's.
+     *
+     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
+     * model.
+     */
+    func cancelSequence(sequence: UInt32) throws 
     
 }
 /**
@@ -808,8 +820,9 @@ open func applyChatTemplate(messages: [ChatTurn], addGenerationPrompt: Bool)thro
 }
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
 open func cancel()  {try! rustCall() {
         uniffiCallStatus in
@@ -847,7 +860,7 @@ open func detokenize(tokens: [UInt32], special: Bool)throws  -> String  {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
 open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
@@ -862,8 +875,9 @@ open func embed(texts: [String], pooling: String?)throws  -> [[Float]]  {
 }
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
 open func generate(request: GenerateRequest, listener: TokenListener?)throws  -> GenerateResult  {
     return try  FfiConverterTypeGenerateResult_lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
@@ -938,31 +952,50 @@ open func tokenize(text: String, addSpecial: Bool, parseSpecial: Bool)throws  ->
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation and returns its number of tokens: a generation whose prompt continues it
-     * processes only what is new.
+     * conversation of `sequence` and returns its number of tokens: a generation on that
+     * sequence whose prompt continues it processes only what is new.
      */
-open func loadSession(path: String)throws  -> UInt32  {
+open func loadSession(path: String, sequence: UInt32 = UInt32(0))throws  -> UInt32  {
     return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
         uniffiCallStatus in
     uniffi_tessera_ffi_fn_method_model_load_session(
             self.uniffiCloneHandle(),
-        FfiConverterString.lower(path),uniffiCallStatus
+        FfiConverterString.lower(path),
+        FfiConverterUInt32.lower(sequence),uniffiCallStatus
     )
 })
 }
     
     /**
-     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
-     * its number of tokens; `loadSession` of the same model file resumes it.
+     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
+     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
+     * any sequence.
      */
-open func saveSession(path: String)throws  -> UInt32  {
+open func saveSession(path: String, sequence: UInt32 = UInt32(0))throws  -> UInt32  {
     return try  FfiConverterUInt32.lift(try rustCallWithError(FfiConverterTypeTesseraError_lift) {
         uniffiCallStatus in
     uniffi_tessera_ffi_fn_method_model_save_session(
             self.uniffiCloneHandle(),
-        FfiConverterString.lower(path),uniffiCallStatus
+        FfiConverterString.lower(path),
+        FfiConverterUInt32.lower(sequence),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * Stops the generation in progress on `sequence` only (it returns with stop reason
+     * "cancelled"); `cancel` stops every sequence's and the embedding's.
+     *
+     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
+     * model.
+     */
+open func cancelSequence(sequence: UInt32)throws   {try rustCallWithError(FfiConverterTypeTesseraError_lift) {
+        uniffiCallStatus in
+    uniffi_tessera_ffi_fn_method_model_cancel_sequence(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(sequence),uniffiCallStatus
+    )
+}
 }
     
 
@@ -2014,6 +2047,10 @@ public struct GenerateRequest: Equatable, Hashable {
      */
     public var nProbs: UInt32
     /**
+     * The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
+     */
+    public var sequence: UInt32
+    /**
      * When the context is full, discard the oldest half of what follows the first
      * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
      * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
@@ -2113,6 +2150,9 @@ public struct GenerateRequest: Equatable, Hashable {
          * Report the `n_probs` most likely candidates of every generated token.
          */nProbs: UInt32 = UInt32(0), 
         /**
+         * The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
+         */sequence: UInt32 = UInt32(0), 
+        /**
          * When the context is full, discard the oldest half of what follows the first
          * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
          * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
@@ -2148,6 +2188,7 @@ public struct GenerateRequest: Equatable, Hashable {
         self.chatTemplateKwargs = chatTemplateKwargs
         self.chatTemplate = chatTemplate
         self.nProbs = nProbs
+        self.sequence = sequence
         self.contextShift = contextShift
         self.nKeep = nKeep
     }
@@ -2195,6 +2236,7 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
                 chatTemplateKwargs: FfiConverterOptionTypeJsonText.read(from: &buf), 
                 chatTemplate: FfiConverterOptionString.read(from: &buf), 
                 nProbs: FfiConverterUInt32.read(from: &buf), 
+                sequence: FfiConverterUInt32.read(from: &buf), 
                 contextShift: FfiConverterBool.read(from: &buf), 
                 nKeep: FfiConverterInt32.read(from: &buf)
         )
@@ -2228,6 +2270,7 @@ public struct FfiConverterTypeGenerateRequest: FfiConverterRustBuffer {
         FfiConverterOptionTypeJsonText.write(value.chatTemplateKwargs, into: &buf)
         FfiConverterOptionString.write(value.chatTemplate, into: &buf)
         FfiConverterUInt32.write(value.nProbs, into: &buf)
+        FfiConverterUInt32.write(value.sequence, into: &buf)
         FfiConverterBool.write(value.contextShift, into: &buf)
         FfiConverterInt32.write(value.nKeep, into: &buf)
     }
@@ -2688,7 +2731,7 @@ public func FfiConverterTypeLogitBias_lower(_ value: LogitBias) -> RustBuffer {
  */
 public struct ModelInfo: Equatable, Hashable {
     /**
-     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
      */
     public var architecture: String
     /**
@@ -2739,12 +2782,21 @@ public struct ModelInfo: Equatable, Hashable {
      * Bytes of weights read in place from the mapped file.
      */
     public var mappedBytes: UInt64
+    /**
+     * Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
+     */
+    public var nSequences: UInt32
+    /**
+     * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
+     * buffers' sizes (0 for an embedding model).
+     */
+    public var cacheBytesPerSequence: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
     public init(
         /**
-         * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+         * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
          */architecture: String, 
         /**
          * `general.name`, when the file has one.
@@ -2781,7 +2833,14 @@ public struct ModelInfo: Equatable, Hashable {
          */hasChatTemplate: Bool, 
         /**
          * Bytes of weights read in place from the mapped file.
-         */mappedBytes: UInt64) {
+         */mappedBytes: UInt64, 
+        /**
+         * Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
+         */nSequences: UInt32, 
+        /**
+         * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
+         * buffers' sizes (0 for an embedding model).
+         */cacheBytesPerSequence: UInt64) {
         self.architecture = architecture
         self.name = name
         self.nParams = nParams
@@ -2795,6 +2854,8 @@ public struct ModelInfo: Equatable, Hashable {
         self.device = device
         self.hasChatTemplate = hasChatTemplate
         self.mappedBytes = mappedBytes
+        self.nSequences = nSequences
+        self.cacheBytesPerSequence = cacheBytesPerSequence
     }
 
     
@@ -2825,7 +2886,9 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
                 nLayer: FfiConverterUInt32.read(from: &buf), 
                 device: FfiConverterString.read(from: &buf), 
                 hasChatTemplate: FfiConverterBool.read(from: &buf), 
-                mappedBytes: FfiConverterUInt64.read(from: &buf)
+                mappedBytes: FfiConverterUInt64.read(from: &buf), 
+                nSequences: FfiConverterUInt32.read(from: &buf), 
+                cacheBytesPerSequence: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -2843,6 +2906,8 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.device, into: &buf)
         FfiConverterBool.write(value.hasChatTemplate, into: &buf)
         FfiConverterUInt64.write(value.mappedBytes, into: &buf)
+        FfiConverterUInt32.write(value.nSequences, into: &buf)
+        FfiConverterUInt64.write(value.cacheBytesPerSequence, into: &buf)
     }
 }
 
@@ -2884,6 +2949,19 @@ public struct ModelOptions: Equatable, Hashable {
      * Prompt tokens per batch.
      */
     public var nBatch: UInt32
+    /**
+     * Conversations held at once, each with its own KV cache and position (llama.rn's
+     * `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
+     * with `sequence`.
+     */
+    public var nSequences: UInt32
+    /**
+     * Bytes the sequences' KV caches may take together (`None`:
+     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+     * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+     * `OutOfMemory`.
+     */
+    public var memoryBudget: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2901,11 +2979,24 @@ public struct ModelOptions: Equatable, Hashable {
          */nCtx: UInt32? = nil, 
         /**
          * Prompt tokens per batch.
-         */nBatch: UInt32 = UInt32(512)) {
+         */nBatch: UInt32 = UInt32(512), 
+        /**
+         * Conversations held at once, each with its own KV cache and position (llama.rn's
+         * `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
+         * with `sequence`.
+         */nSequences: UInt32 = UInt32(1), 
+        /**
+         * Bytes the sequences' KV caches may take together (`None`:
+         * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+         * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+         * `OutOfMemory`.
+         */memoryBudget: UInt64? = nil) {
         self.device = device
         self.threads = threads
         self.nCtx = nCtx
         self.nBatch = nBatch
+        self.nSequences = nSequences
+        self.memoryBudget = memoryBudget
     }
 
     
@@ -2927,7 +3018,9 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
                 device: FfiConverterString.read(from: &buf), 
                 threads: FfiConverterOptionUInt32.read(from: &buf), 
                 nCtx: FfiConverterOptionUInt32.read(from: &buf), 
-                nBatch: FfiConverterUInt32.read(from: &buf)
+                nBatch: FfiConverterUInt32.read(from: &buf), 
+                nSequences: FfiConverterUInt32.read(from: &buf), 
+                memoryBudget: FfiConverterOptionUInt64.read(from: &buf)
         )
     }
 
@@ -2936,6 +3029,8 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
         FfiConverterOptionUInt32.write(value.threads, into: &buf)
         FfiConverterOptionUInt32.write(value.nCtx, into: &buf)
         FfiConverterUInt32.write(value.nBatch, into: &buf)
+        FfiConverterUInt32.write(value.nSequences, into: &buf)
+        FfiConverterOptionUInt64.write(value.memoryBudget, into: &buf)
     }
 }
 
@@ -5682,7 +5777,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 30872) {
+    if (uniffi_tessera_ffi_checksum_method_model_cancel() != 56151) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
@@ -5691,10 +5786,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_embed() != 27498) {
+    if (uniffi_tessera_ffi_checksum_method_model_embed() != 36493) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_generate() != 11646) {
+    if (uniffi_tessera_ffi_checksum_method_model_generate() != 53977) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_info() != 38995) {
@@ -5709,10 +5804,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_tokenize() != 36411) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_load_session() != 38548) {
+    if (uniffi_tessera_ffi_checksum_method_model_load_session() != 25114) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_save_session() != 51859) {
+    if (uniffi_tessera_ffi_checksum_method_model_save_session() != 52813) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_tessera_ffi_checksum_method_model_cancel_sequence() != 7683) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_session_backends() != 4470) {

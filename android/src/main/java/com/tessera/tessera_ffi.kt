@@ -814,6 +814,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_model_save_session(
     ): Int
+    external fun uniffi_tessera_ffi_checksum_method_model_cancel_sequence(
+    ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_backends(
     ): Int
     external fun uniffi_tessera_ffi_checksum_method_session_cancel(
@@ -896,10 +898,12 @@ internal object UniffiLib {
     ): RustBuffer.ByValue
     external fun uniffi_tessera_ffi_fn_method_model_tokenize(`ptr`: Long,`text`: RustBuffer.ByValue,`addSpecial`: Byte,`parseSpecial`: Byte,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
-    external fun uniffi_tessera_ffi_fn_method_model_load_session(`ptr`: Long,`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_tessera_ffi_fn_method_model_load_session(`ptr`: Long,`path`: RustBuffer.ByValue,`sequence`: Int,uniffi_out_err: UniffiRustCallStatus, 
     ): Int
-    external fun uniffi_tessera_ffi_fn_method_model_save_session(`ptr`: Long,`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    external fun uniffi_tessera_ffi_fn_method_model_save_session(`ptr`: Long,`path`: RustBuffer.ByValue,`sequence`: Int,uniffi_out_err: UniffiRustCallStatus, 
     ): Int
+    external fun uniffi_tessera_ffi_fn_method_model_cancel_sequence(`ptr`: Long,`sequence`: Int,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_tessera_ffi_fn_clone_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
     external fun uniffi_tessera_ffi_fn_free_session(`handle`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -1106,7 +1110,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_apply_chat_template() and 0xFFFF) != 5662) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 30872) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 56151) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 21782) {
@@ -1115,10 +1119,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_detokenize() and 0xFFFF) != 28817) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 27498) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_embed() and 0xFFFF) != 36493) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 11646) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_generate() and 0xFFFF) != 53977) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_info() and 0xFFFF) != 38995) {
@@ -1133,10 +1137,13 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_tokenize() and 0xFFFF) != 36411) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_load_session() and 0xFFFF) != 38548) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_load_session() and 0xFFFF) != 25114) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_save_session() and 0xFFFF) != 51859) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_save_session() and 0xFFFF) != 52813) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel_sequence() and 0xFFFF) != 7683) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_session_backends() and 0xFFFF) != 4470) {
@@ -1736,8 +1743,9 @@ public interface ModelInterface {
     fun `applyChatTemplate`(`messages`: List<ChatTurn>, `addGenerationPrompt`: kotlin.Boolean): kotlin.String
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */
     fun `cancel`()
     
@@ -1754,14 +1762,15 @@ public interface ModelInterface {
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>>
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult
     
@@ -1793,16 +1802,26 @@ public interface ModelInterface {
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation and returns its number of tokens: a generation whose prompt continues it
-     * processes only what is new.
+     * conversation of `sequence` and returns its number of tokens: a generation on that
+     * sequence whose prompt continues it processes only what is new.
      */
-    fun `loadSession`(`path`: kotlin.String): kotlin.UInt
+    fun `loadSession`(`path`: kotlin.String, `sequence`: kotlin.UInt = 0u): kotlin.UInt
     
     /**
-     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
-     * its number of tokens; `loadSession` of the same model file resumes it.
+     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
+     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
+     * any sequence.
      */
-    fun `saveSession`(`path`: kotlin.String): kotlin.UInt
+    fun `saveSession`(`path`: kotlin.String, `sequence`: kotlin.UInt = 0u): kotlin.UInt
+    
+    /**
+     * Stops the generation in progress on `sequence` only (it returns with stop reason
+     * "cancelled"); `cancel` stops every sequence's and the embedding's.
+     *
+     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
+     * model.
+     */
+    fun `cancelSequence`(`sequence`: kotlin.UInt)
     
     companion object
 }
@@ -1932,8 +1951,9 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Stops the generation in progress (it returns with stop reason "cancelled") and the
-     * embedding in progress (it fails with `Cancelled`).
+     * Stops the generations in progress on every sequence (they return with stop reason
+     * "cancelled") and the embedding in progress (it fails with `Cancelled`);
+     * `cancelSequence` stops one sequence's.
      */override fun `cancel`()
         = 
     callWithHandle {
@@ -1984,7 +2004,7 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     
     /**
      * The L2-normalized embedding of each text (pooling "mean", "last", "first", or `None`
-     * for the model's own, mean when its file names none). The conversation's cache is left
+     * for the model's own, mean when its file names none). Every sequence's cache is left
      * as it was.
      */
     @Throws(TesseraException::class)override fun `embed`(`texts`: List<kotlin.String>, `pooling`: kotlin.String?): List<List<kotlin.Float>> {
@@ -2004,8 +2024,9 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Generates a continuation, streaming each token to `listener`; blocks until it ends and
-     * returns the whole text with timings. Generations on one model run one at a time.
+     * Generates a continuation on `request.sequence`, streaming each token to `listener`;
+     * blocks until it ends and returns the whole text with timings. Generations on one
+     * sequence run one at a time; on different sequences, at the same time.
      */
     @Throws(TesseraException::class)override fun `generate`(`request`: GenerateRequest, `listener`: TokenListener?): GenerateResult {
             return FfiConverterTypeGenerateResult.lift(
@@ -2103,17 +2124,18 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     
     /**
      * Loads the session file at `path` (saved with this model file) in place of the
-     * conversation and returns its number of tokens: a generation whose prompt continues it
-     * processes only what is new.
+     * conversation of `sequence` and returns its number of tokens: a generation on that
+     * sequence whose prompt continues it processes only what is new.
      */
-    @Throws(TesseraException::class)override fun `loadSession`(`path`: kotlin.String): kotlin.UInt {
+    @Throws(TesseraException::class)override fun `loadSession`(`path`: kotlin.String, `sequence`: kotlin.UInt): kotlin.UInt {
             return FfiConverterUInt.lift(
     callWithHandle {
     uniffiRustCallWithError(TesseraException) { _status ->
     UniffiLib.uniffi_tessera_ffi_fn_method_model_load_session(
         it,
         
-        FfiConverterString.lower(`path`),_status)
+        FfiConverterString.lower(`path`),
+        FfiConverterUInt.lower(`sequence`),_status)
 }
     }
     )
@@ -2122,21 +2144,44 @@ open class Model: Disposable, AutoCloseable, ModelInterface
 
     
     /**
-     * Saves the conversation (its tokens and cache) to a session file at `path` and returns
-     * its number of tokens; `loadSession` of the same model file resumes it.
+     * Saves the conversation of `sequence` (its tokens and cache) to a session file at `path`
+     * and returns its number of tokens; `loadSession` of the same model file resumes it, on
+     * any sequence.
      */
-    @Throws(TesseraException::class)override fun `saveSession`(`path`: kotlin.String): kotlin.UInt {
+    @Throws(TesseraException::class)override fun `saveSession`(`path`: kotlin.String, `sequence`: kotlin.UInt): kotlin.UInt {
             return FfiConverterUInt.lift(
     callWithHandle {
     uniffiRustCallWithError(TesseraException) { _status ->
     UniffiLib.uniffi_tessera_ffi_fn_method_model_save_session(
         it,
         
-        FfiConverterString.lower(`path`),_status)
+        FfiConverterString.lower(`path`),
+        FfiConverterUInt.lower(`sequence`),_status)
 }
     }
     )
     }
+    
+
+    
+    /**
+     * Stops the generation in progress on `sequence` only (it returns with stop reason
+     * "cancelled"); `cancel` stops every sequence's and the embedding's.
+     *
+     * Errors: `InvalidArgument` for a sequence the model was not loaded with, or an embedding
+     * model.
+     */
+    @Throws(TesseraException::class)override fun `cancelSequence`(`sequence`: kotlin.UInt)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(TesseraException) { _status ->
+    UniffiLib.uniffi_tessera_ffi_fn_method_model_cancel_sequence(
+        it,
+        
+        FfiConverterUInt.lower(`sequence`),_status)
+}
+    }
+    
     
 
     
@@ -3250,6 +3295,11 @@ data class GenerateRequest (
     var `nProbs`: kotlin.UInt = 0u 
     , 
     /**
+     * The sequence (conversation) to generate on: 0 to `nSequences - 1` of the load.
+     */
+    var `sequence`: kotlin.UInt = 0u 
+    , 
+    /**
      * When the context is full, discard the oldest half of what follows the first
      * `n_keep` tokens and go on (llama.cpp's context shift) instead of stopping with
      * reason "context"; refused for models with recurrent layers (LFM2, Qwen 3.5).
@@ -3304,6 +3354,7 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalTypeJsonText.read(buf),
             FfiConverterOptionalString.read(buf),
             FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
             FfiConverterBoolean.read(buf),
             FfiConverterInt.read(buf),
         )
@@ -3337,6 +3388,7 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalTypeJsonText.allocationSize(value.`chatTemplateKwargs`) +
             FfiConverterOptionalString.allocationSize(value.`chatTemplate`) +
             FfiConverterUInt.allocationSize(value.`nProbs`) +
+            FfiConverterUInt.allocationSize(value.`sequence`) +
             FfiConverterBoolean.allocationSize(value.`contextShift`) +
             FfiConverterInt.allocationSize(value.`nKeep`)
     )
@@ -3369,6 +3421,7 @@ public object FfiConverterTypeGenerateRequest: FfiConverterRustBuffer<GenerateRe
             FfiConverterOptionalTypeJsonText.write(value.`chatTemplateKwargs`, buf)
             FfiConverterOptionalString.write(value.`chatTemplate`, buf)
             FfiConverterUInt.write(value.`nProbs`, buf)
+            FfiConverterUInt.write(value.`sequence`, buf)
             FfiConverterBoolean.write(value.`contextShift`, buf)
             FfiConverterInt.write(value.`nKeep`, buf)
     }
@@ -3693,7 +3746,7 @@ public object FfiConverterTypeLogitBias: FfiConverterRustBuffer<LogitBias> {
  */
 data class ModelInfo (
     /**
-     * `general.architecture` ("gemma3", "llama", "qwen2", "qwen3").
+     * `general.architecture` (e.g. "gemma3", "llama", "qwen35"; an unknown one is refused at load with the list of those supported).
      */
     var `architecture`: kotlin.String
     , 
@@ -3756,6 +3809,17 @@ data class ModelInfo (
      * Bytes of weights read in place from the mapped file.
      */
     var `mappedBytes`: kotlin.ULong
+    , 
+    /**
+     * Sequences (conversations with a KV cache each) of this load; 0 for an embedding model.
+     */
+    var `nSequences`: kotlin.UInt
+    , 
+    /**
+     * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
+     * buffers' sizes (0 for an embedding model).
+     */
+    var `cacheBytesPerSequence`: kotlin.ULong
     
 ){
     
@@ -3785,6 +3849,8 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterString.read(buf),
             FfiConverterBoolean.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
@@ -3801,7 +3867,9 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterUInt.allocationSize(value.`nLayer`) +
             FfiConverterString.allocationSize(value.`device`) +
             FfiConverterBoolean.allocationSize(value.`hasChatTemplate`) +
-            FfiConverterULong.allocationSize(value.`mappedBytes`)
+            FfiConverterULong.allocationSize(value.`mappedBytes`) +
+            FfiConverterUInt.allocationSize(value.`nSequences`) +
+            FfiConverterULong.allocationSize(value.`cacheBytesPerSequence`)
     )
 
     override fun write(value: ModelInfo, buf: ByteBuffer) {
@@ -3818,6 +3886,8 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterString.write(value.`device`, buf)
             FfiConverterBoolean.write(value.`hasChatTemplate`, buf)
             FfiConverterULong.write(value.`mappedBytes`, buf)
+            FfiConverterUInt.write(value.`nSequences`, buf)
+            FfiConverterULong.write(value.`cacheBytesPerSequence`, buf)
     }
 }
 
@@ -3848,6 +3918,21 @@ data class ModelOptions (
      * Prompt tokens per batch.
      */
     var `nBatch`: kotlin.UInt = 512u 
+    , 
+    /**
+     * Conversations held at once, each with its own KV cache and position (llama.rn's
+     * `n_parallel`): 1 to [`crate::sequences::MAX_SEQUENCES`]; a generation picks one
+     * with `sequence`.
+     */
+    var `nSequences`: kotlin.UInt = 1u 
+    , 
+    /**
+     * Bytes the sequences' KV caches may take together (`None`:
+     * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
+     * placed: the CPU's, or for a GPU model the host's); past it the load fails with
+     * `OutOfMemory`.
+     */
+    var `memoryBudget`: kotlin.ULong? = null 
     
 ){
     
@@ -3868,6 +3953,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterOptionalUInt.read(buf),
             FfiConverterOptionalUInt.read(buf),
             FfiConverterUInt.read(buf),
+            FfiConverterUInt.read(buf),
+            FfiConverterOptionalULong.read(buf),
         )
     }
 
@@ -3875,7 +3962,9 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterString.allocationSize(value.`device`) +
             FfiConverterOptionalUInt.allocationSize(value.`threads`) +
             FfiConverterOptionalUInt.allocationSize(value.`nCtx`) +
-            FfiConverterUInt.allocationSize(value.`nBatch`)
+            FfiConverterUInt.allocationSize(value.`nBatch`) +
+            FfiConverterUInt.allocationSize(value.`nSequences`) +
+            FfiConverterOptionalULong.allocationSize(value.`memoryBudget`)
     )
 
     override fun write(value: ModelOptions, buf: ByteBuffer) {
@@ -3883,6 +3972,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterOptionalUInt.write(value.`threads`, buf)
             FfiConverterOptionalUInt.write(value.`nCtx`, buf)
             FfiConverterUInt.write(value.`nBatch`, buf)
+            FfiConverterUInt.write(value.`nSequences`, buf)
+            FfiConverterOptionalULong.write(value.`memoryBudget`, buf)
     }
 }
 
