@@ -142,6 +142,7 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
         n_ctx: c.n_ctx.unwrap_or(4096).min(model.hparams().n_ctx_train),
         n_batch: c.n_batch,
         threads: c.threads.first().copied(),
+        ..ContextOptions::default()
     };
     let mut ctx = Context::new(model, reg, &opts).map_err(|e| e.to_string())?;
     let p = if chat {
@@ -304,7 +305,12 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
     println!("| model | size | params | device | tier | threads | test | t/s |");
     println!("|---|---|---|---|---|---|---|---|");
     for &threads in &c.threads {
-        let opts = ContextOptions { n_ctx, n_batch: c.n_batch, threads: Some(threads) };
+        let opts = ContextOptions {
+            n_ctx,
+            n_batch: c.n_batch,
+            threads: Some(threads),
+            ..ContextOptions::default()
+        };
         let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
         let err = |e: tessera_llm::LlmError| e.to_string();
         if !no_warmup {

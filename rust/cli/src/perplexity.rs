@@ -81,7 +81,12 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     } else {
         a.n_ctx
     };
-    let opts = ContextOptions { n_ctx, n_batch: a.n_batch, threads: a.threads };
+    let opts = ContextOptions {
+        n_ctx,
+        n_batch: a.n_batch,
+        threads: a.threads,
+        ..ContextOptions::default()
+    };
     let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
     let mut progress = |c: usize, ppl: f64| eprintln!("[{}] {ppl:.4}", c + 1);
     let t0 = std::time::Instant::now();

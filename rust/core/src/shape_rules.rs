@@ -534,7 +534,11 @@ fn flash_attn_ext(
     f32_only(OP, q, "q")?;
     for (t, which) in [(k, "k"), (v, "v")] {
         if !matches!(t.dtype, DType::F16 | DType::F32) && !is_kv_type(t.dtype) {
-            return Err(Error::dtype(OP, t.dtype, format!("{which} must be F16, F32, Q8_0 or Q4_0")));
+            return Err(Error::dtype(
+                OP,
+                t.dtype,
+                format!("{which} must be F16, F32, Q8_0 or Q4_0"),
+            ));
         }
         if !t.rows_contiguous() {
             return Err(Error::shape(OP, format!("{which} must have dense rows")));

@@ -145,8 +145,7 @@ fn attention_graph(c: &Case, rng: &mut Rng) -> (Graph, TensorId, Stored) {
     let vc = g.new_tensor(c.kv_type, &[c.dv * c.kv_heads, n_ctx]).unwrap();
     let rs = |n: usize| c.kv_type.row_size(n).unwrap();
     let k = g.view(kc, &[c.d, c.n_kv, c.kv_heads], &[rs(c.d * c.kv_heads), rs(c.d)], 0).unwrap();
-    let v =
-        g.view(vc, &[c.dv, c.n_kv, c.kv_heads], &[rs(c.dv * c.kv_heads), rs(c.dv)], 0).unwrap();
+    let v = g.view(vc, &[c.dv, c.n_kv, c.kv_heads], &[rs(c.dv * c.kv_heads), rs(c.dv)], 0).unwrap();
     let mask = g.input("mask", DType::F16, &[c.n_kv, c.n_q + 2]).unwrap();
     let out = g.flash_attn_ext(q, k, v, Some(mask), c.params).unwrap();
     g.set_output(out).unwrap();

@@ -421,7 +421,12 @@ impl Model {
         // The runtime's default context, or the model's training context when smaller.
         let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
         let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
-        let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
+        let ctx_opts = ContextOptions {
+            n_ctx,
+            n_batch: options.n_batch as usize,
+            threads,
+            ..ContextOptions::default()
+        };
         let context = match hp.can_generate() {
             true => Some(Context::new(model.clone(), registry, &ctx_opts)?),
             false => None,

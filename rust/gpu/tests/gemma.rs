@@ -78,7 +78,8 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
             continue;
         }
         let n_ctx = run["n_ctx"].as_u64().unwrap() as usize;
-        let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(2) };
+        let opts =
+            ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(2), ..ContextOptions::default() };
         let mut on_gpu = Context::new(gpu.clone(), &reg, &opts).unwrap();
         let mut on_ref = Context::new(reference.clone(), &reg, &opts).unwrap();
         let t = std::time::Instant::now();
