@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_llm::chat::{ChatError, ChatMessage, OutputParser};
 use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::tokenizer::TokenizerError;
 use tessera_llm::{generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError};
@@ -42,6 +43,10 @@ uniffi_record_with_defaults! {
         pub n_ctx: Option<u32> = None,
         /// Prompt tokens per batch.
         pub n_batch: u32 = 512,
+        /// The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+        pub cache_type_k: String = "f16",
+        /// The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+        pub cache_type_v: String = "f16",
     }
 }
 
@@ -75,6 +80,9 @@ pub struct ModelInfo {
     pub has_chat_template: bool,
     /// Bytes of weights read in place from the mapped file.
     pub mapped_bytes: u64,
+    /// Bytes of keys and values one token takes in the KV cache, over every attention layer
+    /// (with the load's cache types; 0 for an embedding model, which keeps no cache).
+    pub kv_bytes_per_token: u64,
 }
 
 /// A chat message.
@@ -421,12 +429,12 @@ impl Model {
         // The runtime's default context, or the model's training context when smaller.
         let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
         let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
-        let ctx_opts = ContextOptions {
-            n_ctx,
-            n_batch: options.n_batch as usize,
-            threads,
-            ..ContextOptions::default()
+        let cache_types = CacheTypes {
+            k: CacheTypes::parse(&options.cache_type_k)?,
+            v: CacheTypes::parse(&options.cache_type_v)?,
         };
+        let ctx_opts =
+            ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads, cache_types };
         let context = match hp.can_generate() {
             true => Some(Context::new(model.clone(), registry, &ctx_opts)?),
             false => None,
@@ -446,6 +454,7 @@ impl Model {
             device: model.device().name(),
             has_chat_template: model.chat_template().is_ok(),
             mapped_bytes: model.weights().mapped_bytes() as u64,
+            kv_bytes_per_token: context.as_ref().map_or(0, |c| c.kv_bytes_per_token() as u64),
         };
         log::info!("model {} loaded on {}", info.architecture, info.device);
         let gate = Gate::new("the model is closed", format!("call on model {}", info.architecture));
@@ -742,6 +751,12 @@ mod tests {
         );
         let o: ModelOptions = serde_json::from_value(json!({"nCtx": 64})).unwrap();
         assert_eq!(o, ModelOptions { n_ctx: Some(64), ..ModelOptions::default() });
+        let (defaults, types) = (ModelOptions::default(), ContextOptions::default().cache_types);
+        assert_eq!(CacheTypes::parse(&defaults.cache_type_k).unwrap(), types.k, "the K type");
+        assert_eq!(CacheTypes::parse(&defaults.cache_type_v).unwrap(), types.v, "the V type");
+        let o: ModelOptions =
+            serde_json::from_value(json!({"cacheTypeK": "q8_0", "cacheTypeV": "q4_0"})).unwrap();
+        assert_eq!((o.cache_type_k.as_str(), o.cache_type_v.as_str()), ("q8_0", "q4_0"));
     }
 
     /// camelCase keys, the protocol's bias pairs (`false` bans), unknown keys refused.

@@ -14,8 +14,13 @@ fn resident() -> usize {
 fn twenty_load_release_cycles_keep_resident_memory_flat() {
     let path = std::env::var("TESSERA_GEMMA_GGUF")
         .expect("set TESSERA_GEMMA_GGUF to the Gemma 3 270M Q4_K_M file (see scripts/setup.sh)");
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(1), n_ctx: Some(256), n_batch: 64 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(1),
+        n_ctx: Some(256),
+        n_batch: 64,
+        ..ModelOptions::default()
+    };
     let request = GenerateRequest {
         prompt: Some("Hello".into()),
         messages: None,

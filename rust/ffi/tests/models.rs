@@ -62,6 +62,8 @@ fn models_through_the_json_protocol() {
     assert_eq!(info["nCtx"], 1024);
     assert_eq!(info["quantization"], "Q4_K_M");
     assert_eq!(info["hasChatTemplate"], true, "Gemma's built-in template");
+    // F16 keys and values: 18 layers of one KV head of 256, 2 bytes a value.
+    assert_eq!(info["kvBytesPerToken"], 18 * (512 + 512));
     let progress: Vec<f64> = events
         .0
         .lock()
@@ -137,6 +139,19 @@ fn models_through_the_json_protocol() {
         let norm: f64 = v.iter().map(|x| x * x).sum::<f64>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
     }
+
+    // Quantized KV caches: Q8_0 keys (34 bytes a block of 32), Q4_0 values (18 bytes a block).
+    let q = ok(json!({"method": "loadModel", "path": gemma(),
+                      "options": {"device": "CPU", "threads": 1, "nCtx": 256,
+                                  "cacheTypeK": "q8_0", "cacheTypeV": "q4_0"}}));
+    assert_eq!(q["info"]["kvBytesPerToken"], 18 * (272 + 144));
+    ok(json!({"method": "releaseModel", "model": q["model"]}));
+    assert_eq!(
+        error_kind(json!({"method": "loadModel", "path": gemma(),
+                          "options": {"device": "CPU", "cacheTypeK": "q5_1"}})),
+        "InvalidArgument",
+        "an unknown cache type"
+    );
 
     // Typed errors.
     assert_eq!(
@@ -216,8 +231,13 @@ fn greedy(prompt: &str, max_tokens: u32) -> GenerateRequest {
 /// flight and then refuses calls.
 #[test]
 fn two_models_at_once_and_close_during_generation() {
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(1), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(1),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let a = Model::load(gemma(), opts.clone(), None).unwrap();
     let b = Model::load(gemma(), opts, None).unwrap();
     let alone = a.generate(greedy("The capital of France is", 8), None).unwrap();
@@ -267,8 +287,13 @@ fn chat(messages: &[(&str, &str)], max_tokens: u32) -> GenerateRequest {
 /// prefix (the previous turn's prompt and reply) as it does without the embedding between.
 #[test]
 fn a_chat_turn_after_embed_reuses_its_cached_prefix() {
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let m = Model::load(gemma(), opts, None).unwrap();
     let first = m.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
     let e = m.embed(vec!["hello world".into(), "The capital of France".into()], None).unwrap();
@@ -285,8 +310,13 @@ fn a_chat_turn_after_embed_reuses_its_cached_prefix() {
     );
     assert_eq!(t.cached_n + t.prompt_n, second.prompt_tokens);
     // The same turn on a model that did not embed in between reuses as much.
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let control = Model::load(gemma(), opts, None).unwrap();
     control.generate(chat(&[("user", "Name a colour.")], 6), None).unwrap();
     let same = control.generate(chat(&turn, 4), None).unwrap();

@@ -337,8 +337,13 @@ impl TokenListener for Collect {
 /// text) and gives typed chunks and parsed tool calls; a malformed schema is `InvalidArgument`.
 #[test]
 fn structured_generation_through_the_model_object() {
-    let opts =
-        ModelOptions { device: "CPU".into(), threads: Some(2), n_ctx: Some(512), n_batch: 512 };
+    let opts = ModelOptions {
+        device: "CPU".into(),
+        threads: Some(2),
+        n_ctx: Some(512),
+        n_batch: 512,
+        ..ModelOptions::default()
+    };
     let m = Model::load(gemma(), opts, None).unwrap();
     let schema = json!({"type": "object", "properties": {"answer": {"type": "boolean"}},
                         "required": ["answer"], "additionalProperties": false});
