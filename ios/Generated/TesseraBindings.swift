@@ -2697,6 +2697,11 @@ public struct ModelInfo: Equatable, Hashable {
      * Bytes of weights read in place from the mapped file.
      */
     public var mappedBytes: UInt64
+    /**
+     * Bytes of keys and values one token takes in the KV cache, over every attention layer
+     * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+     */
+    public var kvBytesPerToken: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2739,7 +2744,11 @@ public struct ModelInfo: Equatable, Hashable {
          */hasChatTemplate: Bool, 
         /**
          * Bytes of weights read in place from the mapped file.
-         */mappedBytes: UInt64) {
+         */mappedBytes: UInt64, 
+        /**
+         * Bytes of keys and values one token takes in the KV cache, over every attention layer
+         * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+         */kvBytesPerToken: UInt64) {
         self.architecture = architecture
         self.name = name
         self.nParams = nParams
@@ -2753,6 +2762,7 @@ public struct ModelInfo: Equatable, Hashable {
         self.device = device
         self.hasChatTemplate = hasChatTemplate
         self.mappedBytes = mappedBytes
+        self.kvBytesPerToken = kvBytesPerToken
     }
 
     
@@ -2783,7 +2793,8 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
                 nLayer: FfiConverterUInt32.read(from: &buf), 
                 device: FfiConverterString.read(from: &buf), 
                 hasChatTemplate: FfiConverterBool.read(from: &buf), 
-                mappedBytes: FfiConverterUInt64.read(from: &buf)
+                mappedBytes: FfiConverterUInt64.read(from: &buf), 
+                kvBytesPerToken: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -2801,6 +2812,7 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.device, into: &buf)
         FfiConverterBool.write(value.hasChatTemplate, into: &buf)
         FfiConverterUInt64.write(value.mappedBytes, into: &buf)
+        FfiConverterUInt64.write(value.kvBytesPerToken, into: &buf)
     }
 }
 
@@ -2842,6 +2854,14 @@ public struct ModelOptions: Equatable, Hashable {
      * Prompt tokens per batch.
      */
     public var nBatch: UInt32
+    /**
+     * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+     */
+    public var cacheTypeK: String
+    /**
+     * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+     */
+    public var cacheTypeV: String
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2859,11 +2879,19 @@ public struct ModelOptions: Equatable, Hashable {
          */nCtx: UInt32? = nil, 
         /**
          * Prompt tokens per batch.
-         */nBatch: UInt32 = UInt32(512)) {
+         */nBatch: UInt32 = UInt32(512), 
+        /**
+         * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+         */cacheTypeK: String = "f16", 
+        /**
+         * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+         */cacheTypeV: String = "f16") {
         self.device = device
         self.threads = threads
         self.nCtx = nCtx
         self.nBatch = nBatch
+        self.cacheTypeK = cacheTypeK
+        self.cacheTypeV = cacheTypeV
     }
 
     
@@ -2885,7 +2913,9 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
                 device: FfiConverterString.read(from: &buf), 
                 threads: FfiConverterOptionUInt32.read(from: &buf), 
                 nCtx: FfiConverterOptionUInt32.read(from: &buf), 
-                nBatch: FfiConverterUInt32.read(from: &buf)
+                nBatch: FfiConverterUInt32.read(from: &buf), 
+                cacheTypeK: FfiConverterString.read(from: &buf), 
+                cacheTypeV: FfiConverterString.read(from: &buf)
         )
     }
 
@@ -2894,6 +2924,8 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
         FfiConverterOptionUInt32.write(value.threads, into: &buf)
         FfiConverterOptionUInt32.write(value.nCtx, into: &buf)
         FfiConverterUInt32.write(value.nBatch, into: &buf)
+        FfiConverterString.write(value.cacheTypeK, into: &buf)
+        FfiConverterString.write(value.cacheTypeV, into: &buf)
     }
 }
 

@@ -3714,6 +3714,12 @@ data class ModelInfo (
      * Bytes of weights read in place from the mapped file.
      */
     var `mappedBytes`: kotlin.ULong
+    , 
+    /**
+     * Bytes of keys and values one token takes in the KV cache, over every attention layer
+     * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+     */
+    var `kvBytesPerToken`: kotlin.ULong
     
 ){
     
@@ -3743,6 +3749,7 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterString.read(buf),
             FfiConverterBoolean.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
@@ -3759,7 +3766,8 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterUInt.allocationSize(value.`nLayer`) +
             FfiConverterString.allocationSize(value.`device`) +
             FfiConverterBoolean.allocationSize(value.`hasChatTemplate`) +
-            FfiConverterULong.allocationSize(value.`mappedBytes`)
+            FfiConverterULong.allocationSize(value.`mappedBytes`) +
+            FfiConverterULong.allocationSize(value.`kvBytesPerToken`)
     )
 
     override fun write(value: ModelInfo, buf: ByteBuffer) {
@@ -3776,6 +3784,7 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterString.write(value.`device`, buf)
             FfiConverterBoolean.write(value.`hasChatTemplate`, buf)
             FfiConverterULong.write(value.`mappedBytes`, buf)
+            FfiConverterULong.write(value.`kvBytesPerToken`, buf)
     }
 }
 
@@ -3806,6 +3815,16 @@ data class ModelOptions (
      * Prompt tokens per batch.
      */
     var `nBatch`: kotlin.UInt = 512u 
+    , 
+    /**
+     * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+     */
+    var `cacheTypeK`: kotlin.String = "f16" 
+    , 
+    /**
+     * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+     */
+    var `cacheTypeV`: kotlin.String = "f16" 
     
 ){
     
@@ -3826,6 +3845,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterOptionalUInt.read(buf),
             FfiConverterOptionalUInt.read(buf),
             FfiConverterUInt.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
         )
     }
 
@@ -3833,7 +3854,9 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterString.allocationSize(value.`device`) +
             FfiConverterOptionalUInt.allocationSize(value.`threads`) +
             FfiConverterOptionalUInt.allocationSize(value.`nCtx`) +
-            FfiConverterUInt.allocationSize(value.`nBatch`)
+            FfiConverterUInt.allocationSize(value.`nBatch`) +
+            FfiConverterString.allocationSize(value.`cacheTypeK`) +
+            FfiConverterString.allocationSize(value.`cacheTypeV`)
     )
 
     override fun write(value: ModelOptions, buf: ByteBuffer) {
@@ -3841,6 +3864,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterOptionalUInt.write(value.`threads`, buf)
             FfiConverterOptionalUInt.write(value.`nCtx`, buf)
             FfiConverterUInt.write(value.`nBatch`, buf)
+            FfiConverterString.write(value.`cacheTypeK`, buf)
+            FfiConverterString.write(value.`cacheTypeV`, buf)
     }
 }
 
