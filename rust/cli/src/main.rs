@@ -17,7 +17,7 @@ const USAGE: &str = "usage: tessera info
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
        tessera bench session MODEL.gguf [-p 2000] [-t 2] [-r 3] [--dir DIR]
        tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
-       tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]]
+       tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]] [-ctk f16|q8_0|q4_0] [-ctv ...]
        tessera gguf FILE [--json] [--full]";
 
 fn main() -> ExitCode {
