@@ -145,13 +145,7 @@ fn quantized_kv_caches_run_their_attention_on_the_cpu() {
         .collect();
     for t in [tessera_core::DType::Q8_0, tessera_core::DType::Q4_0] {
         let cache_types = tessera_llm::kv_cache::CacheTypes { k: t, v: t };
-        let opts = ContextOptions {
-            n_ctx: 256,
-            n_batch: 64,
-            threads: Some(2),
-            cache_types,
-            ..ContextOptions::default()
-        };
+        let opts = ContextOptions { n_ctx: 256, n_batch: 64, threads: Some(2), cache_types };
         let mut on_gpu = Context::new(gpu.clone(), &reg, &opts).unwrap();
         let mut on_ref = Context::new(reference.clone(), &reg, &opts).unwrap();
         let (mut g, mut r) = (

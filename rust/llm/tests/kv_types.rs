@@ -40,13 +40,7 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 
 fn context(model: &Arc<Model>, n_ctx: usize, t: DType) -> Context {
     let cache_types = CacheTypes { k: t, v: t };
-    let opts = ContextOptions {
-        n_ctx,
-        n_batch: n_ctx,
-        threads: Some(2),
-        cache_types,
-        ..ContextOptions::default()
-    };
+    let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(2), cache_types };
     Context::new(model.clone(), &registry(), &opts).unwrap()
 }
 

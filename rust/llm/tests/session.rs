@@ -229,13 +229,7 @@ fn bad_session_files_are_typed_errors() {
 /// A context of Gemma 3 270M's 512 positions with a cache of `k` / `v` types.
 fn typed_context(model: &Arc<Model>, k: DType, v: DType) -> Context {
     let cache_types = CacheTypes { k, v };
-    let opts = ContextOptions {
-        n_ctx: 512,
-        n_batch: 64,
-        threads: Some(2),
-        cache_types,
-        ..Default::default()
-    };
+    let opts = ContextOptions { n_ctx: 512, n_batch: 64, threads: Some(2), cache_types };
     Context::new(model.clone(), &common::registry(), &opts).unwrap()
 }
 
