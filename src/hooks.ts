@@ -111,7 +111,7 @@ interface OwnedLoad {
  */
 export function useModel(source: ModelSource | null | undefined, options?: UseModelOptions): ModelState {
   const where = typeof source === 'object' && source !== null ? [source.url, source.sha256, source.name] : source;
-  const key = source ? JSON.stringify([where, options?.device, options?.threads, options?.nCtx, options?.nBatch]) : '';
+  const key = source ? JSON.stringify([where, options?.device, options?.threads, options?.nCtx, options?.nBatch, options?.cacheTypeK, options?.cacheTypeV]) : '';
   const [state, setState] = useState<{ key: string; value: ModelState }>({ key: '', value: IDLE });
   const owned = useRef<OwnedLoad | null>(null);
 

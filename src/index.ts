@@ -143,6 +143,7 @@ export {
   type CompletionTimings,
   type DetokenizeOptions,
   type EmbedOptions,
+  type KvCacheType,
   type LoadModelOptions,
   type LoadProgressCallback,
   type ModelInfo,

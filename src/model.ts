@@ -43,6 +43,13 @@ export interface LoadModelOptions {
    */
   memoryBudget?: number | null;
   /**
+   * The KV cache's key type (llama.rn: `cache_type_k`): `"f16"` (default), `"q8_0"` (about half
+   * the memory) or `"q4_0"` (about a quarter); `modelInfo.kvBytesPerToken` tells the result.
+   */
+  cacheTypeK?: KvCacheType;
+  /** The KV cache's value type (llama.rn: `cache_type_v`), as {@link LoadModelOptions.cacheTypeK}. */
+  cacheTypeV?: KvCacheType;
+  /**
    * Cancels the load: the promise rejects at once with a {@link CancelledError}, the core
    * stops placing weights at its next progress step, and a model that was already loaded
    * when the cancel arrived is released.
@@ -85,7 +92,15 @@ export interface ModelInfo {
   nSequences: number;
   /** Bytes of device memory the KV cache (and recurrent states) of one sequence takes; 0 for an embedding model. */
   cacheBytesPerSequence: number;
+  /**
+   * Bytes of keys and values one token takes in the KV cache, over every attention layer, with
+   * the load's cache types (0 for an embedding model, which keeps no cache).
+   */
+  kvBytesPerToken: number;
 }
+
+/** A KV cache element type: F16, or 8-bit / 4-bit blocks of 32 values (ggml's Q8_0 / Q4_0). */
+export type KvCacheType = 'f16' | 'q8_0' | 'q4_0';
 
 /** A tool call: of an answer ({@link CompletionResult.toolCalls}) or of an assistant message. */
 export interface ToolCall {
@@ -409,6 +424,8 @@ const LLAMA_RN_NAMES: Record<string, string> = {
   n_batch: 'nBatch',
   n_parallel: 'nSequences',
   id_slot: 'sequence',
+  cache_type_k: 'cacheTypeK',
+  cache_type_v: 'cacheTypeV',
   n_threads: 'threads',
   n_gpu_layers: 'device',
   prompt: 'the first argument of complete',
@@ -1136,7 +1153,17 @@ export async function releaseAllModels(): Promise<number> {
   return all.length;
 }
 
-const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'nSequences', 'memoryBudget', 'signal'] as const;
+const LOAD_OPTIONS = [
+  'device',
+  'threads',
+  'nCtx',
+  'nBatch',
+  'nSequences',
+  'memoryBudget',
+  'cacheTypeK',
+  'cacheTypeV',
+  'signal',
+] as const;
 
 /**
  * Loads the GGUF file at `path` (llama.rn: `initLlama({ model, ... }, onProgress)`).
@@ -1148,7 +1175,7 @@ const LOAD_OPTIONS = ['device', 'threads', 'nCtx', 'nBatch', 'nSequences', 'memo
  * of the same URI while its size matches).
  *
  * @param path - a file path, a `file://` URI, or on Android a `content://` URI
- * @param options - device, threads, context length, batch size, an AbortSignal
+ * @param options - device, threads, context length, batch size, KV cache types, an AbortSignal
  * @param onProgress - receives the fraction of the weights placed, from 0 to 1 (llama.rn: a
  *   percentage)
  * @returns the model; rejects with an {@link InvalidModelError} for a file that cannot be used,

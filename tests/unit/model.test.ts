@@ -36,6 +36,7 @@ const INFO = {
   device: 'CPU',
   hasChatTemplate: true,
   mappedBytes: 231750144,
+  kvBytesPerToken: 18432,
 };
 
 function nativeResult(tokens: number[], text: string, stopReason = 'length'): object {
@@ -104,14 +105,14 @@ describe('loadModel', () => {
   it('sends the path (file:// URIs decoded), the options and a requestId, and routes only its progress events', async () => {
     const seen: number[] = [];
     const { fake } = scripted();
-    const pending = loadModel('file:///data/user/0/app/files/My%20Model.gguf', { device: 'CPU', threads: 2, nCtx: 512 }, (p) => seen.push(p));
+    const pending = loadModel('file:///data/user/0/app/files/My%20Model.gguf', { device: 'CPU', threads: 2, nCtx: 512, cacheTypeK: 'q8_0', cacheTypeV: 'q4_0' }, (p) => seen.push(p));
     await until(() => fake.requests.length === 1, 'the loadModel request');
     const req = fake.requests[0]!;
     expect(req).toEqual({
       method: 'loadModel',
       path: '/data/user/0/app/files/My Model.gguf',
       requestId: req.requestId,
-      options: { device: 'CPU', threads: 2, nCtx: 512 },
+      options: { device: 'CPU', threads: 2, nCtx: 512, cacheTypeK: 'q8_0', cacheTypeV: 'q4_0' },
     });
     expect(typeof req.requestId).toBe('string');
     fake.emitEvent({ type: 'loadProgress', requestId: req.requestId, progress: 0.25 });
@@ -134,7 +135,9 @@ describe('loadModel', () => {
     const e = await loadModel('/m.gguf', { n_ctx: 2048 } as never).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(InvalidArgumentError);
     expect((e as Error).message).toBe('loadModel: unknown option "n_ctx" (llama.rn\'s name; here: nCtx)');
-    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, nSequences, memoryBudget, signal');
+    const t = await loadModel('/m.gguf', { cache_type_k: 'q8_0' } as never).catch((x: unknown) => x);
+    expect((t as Error).message).toBe('loadModel: unknown option "cache_type_k" (llama.rn\'s name; here: cacheTypeK)');
+    await expect(loadModel('/m.gguf', { gpu: true } as never)).rejects.toThrow('loadModel: unknown option "gpu"; known: device, threads, nCtx, nBatch, nSequences, memoryBudget, cacheTypeK, cacheTypeV, signal');
     await expect(loadModel('content://com.android.providers/document/12')).rejects.toThrow(
       /is not a file path \(content:\/\/ URIs are Android's\); copy the file into the app's storage first/
     );

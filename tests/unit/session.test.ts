@@ -22,6 +22,7 @@ const INFO = {
   device: 'CPU',
   hasChatTemplate: true,
   mappedBytes: 231750144,
+  kvBytesPerToken: 18432,
 };
 
 afterEach(() => setNativeCaller(null));

@@ -294,16 +294,45 @@ pub fn cases(big: bool) -> Vec<Case> {
         sr.int_range = rows as i32;
         v.push(sr);
     }
+    // The quantized KV caches' write: rows of whole blocks quantized as ggml's reference
+    // quantizer, byte for byte.
+    let qr = if big { 4096 } else { 64 };
+    for t in [DType::Q8_0, DType::Q4_0] {
+        let rows = if big { 4096 } else { 13 };
+        let mut sr = case(
+            "SET_ROWS",
+            format!("F32 [{qr},{c}] into {t} [{qr},{rows}]"),
+            Tolerance::Exact,
+            move |g| {
+                let a = g.new_tensor(t, &[qr, rows])?;
+                let b = g.new_tensor(DType::F32, &[qr, c])?;
+                let i = g.new_tensor(DType::I32, &[c])?;
+                g.set_rows(a, b, i)
+            },
+        );
+        sr.int_range = rows as i32;
+        v.push(sr);
+    }
     let (d, kv, nq) = if big { (128, 1024, 16) } else { (32, 19, 3) };
-    for (heads, kv_heads, softcap) in [(4, 2, 0.0f32), (2, 2, 10.0)] {
+    let kv_cases = [
+        (4, 2, 0.0f32, DType::F16, DType::F16),
+        (2, 2, 10.0, DType::F16, DType::F16),
+        // Quantized KV caches (the reference dequantizes the same blocks).
+        (4, 2, 0.0, DType::Q8_0, DType::Q8_0),
+        (4, 1, 10.0, DType::Q4_0, DType::Q4_0),
+        (2, 2, 0.0, DType::Q8_0, DType::Q4_0),
+    ];
+    for (heads, kv_heads, softcap, kt, vt) in kv_cases {
         let mut fa = case(
             "FLASH_ATTN_EXT",
-            format!("q F32 [{d},{nq},{heads}] k, v F16 [{d},{kv},{kv_heads}] softcap {softcap}"),
+            format!(
+                "q F32 [{d},{nq},{heads}] k {kt}, v {vt} [{d},{kv},{kv_heads}] softcap {softcap}"
+            ),
             nmse,
             move |g| {
                 let q = g.new_tensor(DType::F32, &[d, nq, heads])?;
-                let k = g.new_tensor(DType::F16, &[d, kv, kv_heads])?;
-                let vv = g.new_tensor(DType::F16, &[d, kv, kv_heads])?;
+                let k = g.new_tensor(kt, &[d, kv, kv_heads])?;
+                let vv = g.new_tensor(vt, &[d, kv, kv_heads])?;
                 let m = g.new_tensor(DType::F16, &[kv, nq])?;
                 let p = tessera_core::AttnParams { scale: 0.2, max_bias: 0.0, softcap };
                 g.flash_attn_ext(q, k, vv, Some(m), p)

@@ -119,7 +119,12 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     // `-n 0`: only the mask replays.
     let threads: &[usize] = if a.tg == 0 { &[] } else { &a.threads };
     for &threads in threads {
-        let opts = ContextOptions { n_ctx: 1024, n_batch: 256, threads: Some(threads) };
+        let opts = ContextOptions {
+            n_ctx: 1024,
+            n_batch: 256,
+            threads: Some(threads),
+            ..ContextOptions::default()
+        };
         let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
         let sampling = SamplingParams { seed: Some(1), ..SamplingParams::default() };
         let free = GenerateOptions {

@@ -61,7 +61,12 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     ids.truncate(a.tokens);
     let next = more[0];
     let n_ctx = (a.tokens + 16).div_ceil(256) * 256;
-    let opts = ContextOptions { n_ctx, n_batch: 512, threads: Some(a.threads) };
+    let opts = ContextOptions {
+        n_ctx,
+        n_batch: 512,
+        threads: Some(a.threads),
+        ..ContextOptions::default()
+    };
     let mut ctx = Context::new(model.clone(), reg, &opts).map_err(err)?;
     let path = a.dir.join(format!("tessera-bench-{}.session", std::process::id()));
     // Warm-up (graphs built, weights paged in), then the session saved.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tessera_core::registry::Registry;
 use tessera_llm::chat::ChatMessage;
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::{
     generate, Context, ContextOptions, DeviceChoice, GenerateOptions, Model, Prompt, Rows,
@@ -27,6 +28,20 @@ struct Common {
     threads: Vec<usize>,
     n_ctx: Option<usize>,
     n_batch: usize,
+    /// `-ctk` / `-ctv`: the KV cache's key and value types.
+    cache_types: CacheTypes,
+}
+
+/// Parses `-ctk` / `--cache-type-k` and `-ctv` / `--cache-type-v` at `args[i]` into `c`;
+/// `Ok(false)` when `args[i]` is neither.
+fn cache_type_arg(args: &[String], i: &mut usize, c: &mut Common) -> Result<bool, String> {
+    let which = match args[*i].as_str() {
+        "-ctk" | "--cache-type-k" => &mut c.cache_types.k,
+        "-ctv" | "--cache-type-v" => &mut c.cache_types.v,
+        _ => return Ok(false),
+    };
+    *which = CacheTypes::parse(value(args, i, "-ctk / -ctv")?).map_err(|e| e.to_string())?;
+    Ok(true)
 }
 
 pub(crate) fn value<'a>(args: &'a [String], i: &mut usize, name: &str) -> Result<&'a str, String> {
@@ -99,12 +114,13 @@ pub fn load_for_bench(
         threads: vec![],
         n_ctx: None,
         n_batch: 512,
+        cache_types: CacheTypes::default(),
     };
     load(reg, &c)
 }
 
 /// `tessera run MODEL -p TEXT [-n N] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S]
-/// [-t THREADS] [--device D] [-c N_CTX]`: greedy by default.
+/// [-t THREADS] [--device D] [-c N_CTX] [-ctk TYPE] [-ctv TYPE]`: greedy by default.
 pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     let mut c = Common {
         model: String::new(),
@@ -112,6 +128,7 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
         threads: vec![],
         n_ctx: None,
         n_batch: 512,
+        cache_types: CacheTypes::default(),
     };
     let (mut prompt, mut n, mut chat) = (None, 64usize, false);
     let mut sampling = SamplingParams::greedy();
@@ -128,6 +145,7 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
             "-t" | "--threads" => c.threads = thread_list(value(args, &mut i, "-t")?)?,
             "--device" => c.device = DeviceChoice::parse(value(args, &mut i, "--device")?),
             "-c" | "--ctx" => c.n_ctx = Some(number(value(args, &mut i, "-c")?, "-c")?),
+            _ if cache_type_arg(args, &mut i, &mut c)? => {}
             other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
             other => return Err(format!("run: unknown argument {other:?}")),
         }
@@ -142,6 +160,7 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
         n_ctx: c.n_ctx.unwrap_or(4096).min(model.hparams().n_ctx_train),
         n_batch: c.n_batch,
         threads: c.threads.first().copied(),
+        cache_types: c.cache_types,
     };
     let mut ctx = Context::new(model, reg, &opts).map_err(|e| e.to_string())?;
     let p = if chat {
@@ -225,6 +244,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
             threads: vec![],
             n_ctx: None,
             n_batch: 512,
+            cache_types: CacheTypes::default(),
         },
         pp: 512,
         tg: 128,
@@ -250,6 +270,7 @@ fn bench_model_args(args: &[String]) -> Result<BenchModelArgs, String> {
             "--no-warmup" => a.no_warmup = true,
             "--count-markers" => a.count_markers = true,
             "--profile" => a.profile = true,
+            _ if cache_type_arg(args, &mut i, c)? => {}
             other if c.model.is_empty() && !other.starts_with('-') => c.model = other.into(),
             other => return Err(format!("bench model: unknown argument {other:?}")),
         }
@@ -304,7 +325,12 @@ pub fn bench_model(reg: &Registry, args: &[String]) -> Result<(), String> {
     println!("| model | size | params | device | tier | threads | test | t/s |");
     println!("|---|---|---|---|---|---|---|---|");
     for &threads in &c.threads {
-        let opts = ContextOptions { n_ctx, n_batch: c.n_batch, threads: Some(threads) };
+        let opts = ContextOptions {
+            n_ctx,
+            n_batch: c.n_batch,
+            threads: Some(threads),
+            cache_types: c.cache_types,
+        };
         let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
         let err = |e: tessera_llm::LlmError| e.to_string();
         if !no_warmup {

@@ -13,11 +13,11 @@ const USAGE: &str = "usage: tessera info
        tessera backend-ops perf [-o OP] [-t THREADS]
        tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]
        tessera bench ew [--threads t,..] [--runs R] [--rows N]
-       tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile]
+       tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile] [-ctk f16|q8_0|q4_0] [-ctv ...]
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
        tessera bench session MODEL.gguf [-p 2000] [-t 2] [-r 3] [--dir DIR]
-       tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D]
-       tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]]
+       tessera run MODEL.gguf -p TEXT [-n 64] [--chat] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [--device D] [-ctk f16|q8_0|q4_0] [-ctv ...]
+       tessera perplexity MODEL.gguf -f TEXT [-c 512] [--chunks N] [-t N] [-b 512] [--device D] [--kl-divergence-base FILE [--kl-divergence]] [-ctk f16|q8_0|q4_0] [-ctv ...]
        tessera gguf FILE [--json] [--full]";
 
 fn main() -> ExitCode {

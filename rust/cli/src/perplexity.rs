@@ -1,12 +1,17 @@
 //! `tessera perplexity MODEL -f TEXT [-c 512] [--chunks N] [-t T] [-b B] [--device D]
-//! [--kl-divergence-base FILE [--kl-divergence]]`: llama-perplexity's method and its
+//! [--kl-divergence-base FILE [--kl-divergence]] [-ctk TYPE] [-ctv TYPE]`: llama-perplexity's
+//! method and its
 //! KL-divergence comparison (see [`tessera_llm::perplexity`]). With `--kl-divergence-base FILE`
 //! alone the run also writes the base file; with `--kl-divergence` too it reads the base (its
 //! own tokens and chunks; no text needed) and compares this model's logits with it.
+//! `-ctk` / `-ctv` (`--cache-type-k` / `--cache-type-v`: f16, q8_0, q4_0) choose the KV cache's
+//! types, as llama-perplexity's: what a quantized cache costs is its KL divergence from an F16
+//! base.
 
 use crate::llm::{load_for_bench, number, value};
 use std::path::PathBuf;
 use tessera_core::registry::Registry;
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::perplexity::{self, kl::KlSummary, PerplexityOptions, PerplexityReport};
 use tessera_llm::{Context, ContextOptions, DeviceChoice};
 
@@ -22,6 +27,7 @@ struct Args {
     device: DeviceChoice,
     base: Option<PathBuf>,
     compare: bool,
+    cache_types: CacheTypes,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -35,6 +41,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         device: DeviceChoice::Auto,
         base: None,
         compare: false,
+        cache_types: CacheTypes::default(),
     };
     let mut i = 0;
     while i < args.len() {
@@ -51,6 +58,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 a.base = Some(value(args, &mut i, "--kl-divergence-base")?.into())
             }
             "--kl-divergence" => a.compare = true,
+            "-ctk" | "--cache-type-k" => {
+                let v = value(args, &mut i, "-ctk")?;
+                a.cache_types.k = CacheTypes::parse(v).map_err(|e| e.to_string())?;
+            }
+            "-ctv" | "--cache-type-v" => {
+                let v = value(args, &mut i, "-ctv")?;
+                a.cache_types.v = CacheTypes::parse(v).map_err(|e| e.to_string())?;
+            }
             other if a.model.is_empty() && !other.starts_with('-') => a.model = other.into(),
             other => return Err(format!("perplexity: unknown argument {other:?}")),
         }
@@ -81,7 +96,12 @@ pub fn run(reg: &Registry, args: &[String]) -> Result<(), String> {
     } else {
         a.n_ctx
     };
-    let opts = ContextOptions { n_ctx, n_batch: a.n_batch, threads: a.threads };
+    let opts = ContextOptions {
+        n_ctx,
+        n_batch: a.n_batch,
+        threads: a.threads,
+        cache_types: a.cache_types,
+    };
     let mut ctx = Context::new(model.clone(), reg, &opts).map_err(|e| e.to_string())?;
     let mut progress = |c: usize, ppl: f64| eprintln!("[{}] {ppl:.4}", c + 1);
     let t0 = std::time::Instant::now();

@@ -17,7 +17,7 @@ fn gemma_path() -> PathBuf {
 }
 
 fn context(model: &Arc<Model>, registry: &Registry) -> Context {
-    let opts = ContextOptions { n_ctx: 64, n_batch: 64, threads: Some(2) };
+    let opts = ContextOptions { n_ctx: 64, n_batch: 64, threads: Some(2), ..Default::default() };
     Context::new(model.clone(), registry, &opts).unwrap()
 }
 

@@ -281,6 +281,12 @@ fn f32_only(op: &str, l: &Layout, which: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether `dtype` is one of the quantized KV cache types (llama.cpp's `cache_type_k` /
+/// `cache_type_v` beside F16): SET_ROWS writes them and FLASH_ATTN_EXT reads them.
+pub fn is_kv_type(dtype: DType) -> bool {
+    matches!(dtype, DType::Q8_0 | DType::Q4_0)
+}
+
 fn f16_or_f32(op: &str, l: &Layout, which: &str) -> Result<()> {
     if !matches!(l.dtype, DType::F16 | DType::F32) {
         return Err(Error::dtype(op, l.dtype, format!("{which} must be F16 or F32")));
@@ -476,7 +482,13 @@ fn get_rows(a: &Layout, b: &Layout) -> Result<Layout> {
 
 fn set_rows(a: &Layout, b: &Layout, c: &Layout) -> Result<Layout> {
     const OP: &str = "SET_ROWS";
-    float(OP, a, "destination")?;
+    if !a.dtype.is_float() && !is_kv_type(a.dtype) {
+        return Err(Error::dtype(
+            OP,
+            a.dtype,
+            "destination must be F32, F16, BF16, Q8_0 or Q4_0 (the KV cache types)",
+        ));
+    }
     if b.dtype != DType::F32 {
         return Err(Error::dtype(OP, b.dtype, "src (rows) must be F32"));
     }
@@ -521,7 +533,13 @@ fn flash_attn_ext(
     let AttnParams { scale, max_bias, softcap } = *params;
     f32_only(OP, q, "q")?;
     for (t, which) in [(k, "k"), (v, "v")] {
-        f16_or_f32(OP, t, which)?;
+        if !matches!(t.dtype, DType::F16 | DType::F32) && !is_kv_type(t.dtype) {
+            return Err(Error::dtype(
+                OP,
+                t.dtype,
+                format!("{which} must be F16, F32, Q8_0 or Q4_0"),
+            ));
+        }
         if !t.rows_contiguous() {
             return Err(Error::shape(OP, format!("{which} must have dense rows")));
         }

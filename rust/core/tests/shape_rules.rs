@@ -7,7 +7,7 @@ use tessera_core::op::{AttnParams, GluOp, RopeParams, UnaryOp, ROPE_MODE_NEOX};
 use tessera_core::shape_rules::{output_layout, reshape_layout, view_layout};
 use tessera_core::{DType, Error, Graph, Layout, Op};
 
-use DType::{BF16, F16, F32, I32, Q4_0, Q8_0};
+use DType::{BF16, F16, F32, I32, Q4_0, Q4_1, Q5_0, Q8_0};
 
 fn l(dtype: DType, ne: &[usize]) -> Layout {
     Layout::contiguous(dtype, ne).unwrap()
@@ -230,10 +230,14 @@ fn get_rows_and_set_rows_follow_their_indices() {
     let set = |a, b, c| err(Op::SetRows, &[a, b, c]);
     is_type(set(l(F32, &[8, 10]), l(F16, &[8, 3]), l(I32, &[3])), "SET_ROWS", F16, "rows");
     is_type(set(l(F32, &[8, 10]), l(F32, &[8, 3]), l(F32, &[3])), "SET_ROWS", F32, "indices");
+    // The KV cache types Q8_0 and Q4_0 are written (quantized); other block types are not.
+    for t in [Q8_0, Q4_0] {
+        assert_eq!(out(Op::SetRows, &[l(t, &[32, 10]), l(F32, &[32, 3]), l(I32, &[3])]).0, t);
+    }
     is_type(
-        set(l(Q8_0, &[32, 10]), l(F32, &[32, 3]), l(I32, &[3])),
+        set(l(Q4_1, &[32, 10]), l(F32, &[32, 3]), l(I32, &[3])),
         "SET_ROWS",
-        Q8_0,
+        Q4_1,
         "destination",
     );
     is_shape(set(l(F32, &[8, 10]), l(F32, &[7, 3]), l(I32, &[3])), "SET_ROWS", "one index per row");
@@ -250,7 +254,13 @@ fn flash_attn_ext_gives_dv_by_heads_by_queries() {
     assert_eq!(out(fa(p), &[q, k, v, mask]), (F32, [32, 8, 5, 1]));
     const OP: &str = "FLASH_ATTN_EXT";
     is_type(err(fa(p), &[l(F16, &[64, 5, 8]), k, v]), OP, F16, "q");
-    is_type(err(fa(p), &[q, l(Q8_0, &[64, 16, 2]), v]), OP, Q8_0, "k");
+    // Quantized KV caches: Q8_0 and Q4_0 keys and values (any mix), no other block type.
+    for (kt, vt) in [(Q8_0, Q8_0), (Q4_0, Q4_0), (Q8_0, F16), (F16, Q4_0)] {
+        let (k, v) = (l(kt, &[64, 16, 2]), l(vt, &[32, 16, 2]));
+        assert_eq!(out(fa(p), &[q, k, v, mask]), (F32, [32, 8, 5, 1]));
+    }
+    is_type(err(fa(p), &[q, l(Q4_1, &[64, 16, 2]), v]), OP, Q4_1, "k");
+    is_type(err(fa(p), &[q, k, l(Q5_0, &[32, 16, 2])]), OP, Q5_0, "v");
     is_type(err(fa(p), &[q, k, v, l(I32, &[16, 5])]), OP, I32, "mask");
     // 8 query heads over 3 key heads; values of another length than the keys.
     is_shape(err(fa(p), &[q, l(F16, &[64, 16, 3]), l(F16, &[32, 16, 3])]), OP, "multiple");

@@ -52,6 +52,40 @@ fn set_rows_writes_the_indexed_rows_and_converts() {
     }
 }
 
+/// SET_ROWS into Q8_0 and Q4_0 caches (the quantized KV cache types): each written row holds
+/// exactly the bytes of ggml's reference quantizer (tessera-core's, checked byte for byte against
+/// the `gguf` package), the other rows keep theirs.
+#[test]
+fn set_rows_quantizes_into_q8_0_and_q4_0() {
+    for dtype in [DType::Q8_0, DType::Q4_0] {
+        for threads in [1, 2] {
+            let mut g = Graph::new();
+            let cache = g.new_tensor(dtype, &[64, 10, 2]).unwrap();
+            let rows = g.input("rows", DType::F32, &[64, 3, 2]).unwrap();
+            let idx = g.input("idx", DType::I32, &[3, 1]).unwrap();
+            let w = g.set_rows(cache, rows, idx).unwrap();
+            g.set_output(w).unwrap();
+            allocate_all(&mut g).unwrap();
+            let rb = dtype.row_size(64).unwrap();
+            let before: Vec<u8> = (0..rb * 20).map(|i| (i * 7 % 251) as u8).collect();
+            tessera_core::tensor_data::set_tensor(&g, cache, &before).unwrap();
+            let vals = set_vals(&g, rows, &Rng::new(3).vec(64 * 6, -2.0, 2.0));
+            set_i32(&g, idx, &[7, 0, 3]);
+            compute(&g, threads).unwrap();
+            let got = get_tensor_dense(&g, cache).unwrap();
+            let mut want = before.clone();
+            for plane in 0..2 {
+                for (i, &to) in [7usize, 0, 3].iter().enumerate() {
+                    let src = &vals[(plane * 3 + i) * 64..][..64];
+                    let q = tessera_core::quant::quantize_to_vec(dtype, src).unwrap();
+                    want[(plane * 10 + to) * rb..][..rb].copy_from_slice(&q);
+                }
+            }
+            assert_eq!(got, want, "{dtype}, {threads} threads");
+        }
+    }
+}
+
 #[test]
 fn set_rows_refuses_indices_out_of_range() {
     for bad in [10, -1] {
@@ -109,10 +143,9 @@ fn attention_graph(c: &Case, rng: &mut Rng) -> (Graph, TensorId, Stored) {
     let q = g.permute(q_lin, [0, 2, 1, 3]).unwrap();
     let kc = g.new_tensor(c.kv_type, &[c.d * c.kv_heads, n_ctx]).unwrap();
     let vc = g.new_tensor(c.kv_type, &[c.dv * c.kv_heads, n_ctx]).unwrap();
-    let es = c.kv_type.type_size();
-    let k = g.view(kc, &[c.d, c.n_kv, c.kv_heads], &[c.d * c.kv_heads * es, c.d * es], 0).unwrap();
-    let v =
-        g.view(vc, &[c.dv, c.n_kv, c.kv_heads], &[c.dv * c.kv_heads * es, c.dv * es], 0).unwrap();
+    let rs = |n: usize| c.kv_type.row_size(n).unwrap();
+    let k = g.view(kc, &[c.d, c.n_kv, c.kv_heads], &[rs(c.d * c.kv_heads), rs(c.d)], 0).unwrap();
+    let v = g.view(vc, &[c.dv, c.n_kv, c.kv_heads], &[rs(c.dv * c.kv_heads), rs(c.dv)], 0).unwrap();
     let mask = g.input("mask", DType::F16, &[c.n_kv, c.n_q + 2]).unwrap();
     let out = g.flash_attn_ext(q, k, v, Some(mask), c.params).unwrap();
     g.set_output(out).unwrap();
@@ -301,6 +334,58 @@ fn flash_attention_matches_its_definition() {
             past: Some(300),
             window: Some(150),
         },
+        // Quantized KV caches: Q8_0 and Q4_0 keys and values (dequantized by the kernel; the
+        // expected values start from the same dequantized operands), for a prompt with
+        // grouped-query heads in lanes, generation split between threads, and Gemma 3's head
+        // size 256.
+        Case {
+            d: 64,
+            dv: 64,
+            heads: 8,
+            kv_heads: 2,
+            n_q: 12,
+            n_kv: 150,
+            params: AttnParams { scale: 0.125, max_bias: 0.0, softcap: 20.0 },
+            kv_type: DType::Q8_0,
+            past: None,
+            window: None,
+        },
+        Case {
+            d: 64,
+            dv: 64,
+            heads: 8,
+            kv_heads: 2,
+            n_q: 12,
+            n_kv: 150,
+            params: AttnParams { scale: 0.125, max_bias: 0.0, softcap: 20.0 },
+            kv_type: DType::Q4_0,
+            past: None,
+            window: None,
+        },
+        Case {
+            d: 256,
+            dv: 256,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 1,
+            n_kv: 512,
+            params: AttnParams { scale: 0.0625, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::Q8_0,
+            past: Some(300),
+            window: None,
+        },
+        Case {
+            d: 32,
+            dv: 32,
+            heads: 2,
+            kv_heads: 1,
+            n_q: 3,
+            n_kv: 256,
+            params: AttnParams { scale: 0.125, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::Q4_0,
+            past: Some(100),
+            window: Some(50),
+        },
     ];
     for (i, c) in cases.iter().enumerate() {
         for threads in [1, 2] {
@@ -324,10 +409,10 @@ fn flash_attention_checks_its_operands() {
     let v = g.input("v", DType::F16, &[64, 10, 3]).unwrap();
     let e = g.flash_attn_ext(q, k, v, None, AttnParams::default()).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "4 heads over 3 KV heads: {e:?}");
-    let k2 = g.input("k2", DType::Q8_0, &[64, 10, 2]).unwrap();
+    let k2 = g.input("k2", DType::Q4_1, &[64, 10, 2]).unwrap();
     let v2 = g.input("v2", DType::F16, &[64, 10, 2]).unwrap();
     let e = g.flash_attn_ext(q, k2, v2, None, AttnParams::default()).unwrap_err();
-    assert!(matches!(e, Error::UnsupportedType { .. }), "Q8_0 keys: {e:?}");
+    assert!(matches!(e, Error::UnsupportedType { .. }), "Q4_1 keys: {e:?}");
     let k3 = g.input("k3", DType::F16, &[64, 10, 2]).unwrap();
     let m = g.input("m", DType::F16, &[9, 3]).unwrap();
     let e = g.flash_attn_ext(q, k3, v2, Some(m), AttnParams::default()).unwrap_err();

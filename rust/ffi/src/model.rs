@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tessera_llm::chat::{ChatError, ChatMessage, OutputParser};
 use tessera_llm::embed::{EmbedOptions, Embedder, Pooling};
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::tokenizer::TokenizerError;
 use tessera_llm::{generate, Context, ContextOptions, DeviceChoice, GenerateOptions, LlmError};
@@ -55,6 +56,10 @@ uniffi_record_with_defaults! {
         /// `OutOfMemory`.
         #[serde(deserialize_with = "crate::options::deserialize_budget")]
         pub memory_budget: Option<u64> = None,
+        /// The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+        pub cache_type_k: String = "f16",
+        /// The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+        pub cache_type_v: String = "f16",
     }
 }
 
@@ -93,6 +98,9 @@ pub struct ModelInfo {
     /// Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
     /// buffers' sizes (0 for an embedding model).
     pub cache_bytes_per_sequence: u64,
+    /// Bytes of keys and values one token takes in the KV cache, over every attention layer
+    /// (with the load's cache types; 0 for an embedding model, which keeps no cache).
+    pub kv_bytes_per_token: u64,
 }
 
 /// A chat message.
@@ -451,7 +459,12 @@ impl Model {
         // The runtime's default context, or the model's training context when smaller.
         let default_ctx = ContextOptions::default().n_ctx.min(hp.n_ctx_train);
         let n_ctx = options.n_ctx.map_or(default_ctx, |n| n as usize);
-        let ctx_opts = ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads };
+        let cache_types = CacheTypes {
+            k: CacheTypes::parse(&options.cache_type_k)?,
+            v: CacheTypes::parse(&options.cache_type_v)?,
+        };
+        let ctx_opts =
+            ContextOptions { n_ctx, n_batch: options.n_batch as usize, threads, cache_types };
         let sequences = match hp.can_generate() {
             true => Some(Sequences::new(model.clone(), ctx_opts, options.n_sequences, budget)?),
             false => None,
@@ -473,6 +486,10 @@ impl Model {
             mapped_bytes: model.weights().mapped_bytes() as u64,
             n_sequences: sequences.as_ref().map_or(0, |s| s.len() as u32),
             cache_bytes_per_sequence: sequences.as_ref().map_or(0, |s| s.cache_bytes() as u64),
+            kv_bytes_per_token: match &sequences {
+                Some(s) => s.with(0, |c| Ok(c.kv_bytes_per_token() as u64))?,
+                None => 0,
+            },
         };
         log::info!("model {} loaded on {}", info.architecture, info.device);
         let gate = Gate::new("the model is closed", format!("call on model {}", info.architecture));
@@ -782,6 +799,12 @@ mod tests {
         );
         let o: ModelOptions = serde_json::from_value(json!({"nCtx": 64})).unwrap();
         assert_eq!(o, ModelOptions { n_ctx: Some(64), ..ModelOptions::default() });
+        let (defaults, types) = (ModelOptions::default(), ContextOptions::default().cache_types);
+        assert_eq!(CacheTypes::parse(&defaults.cache_type_k).unwrap(), types.k, "the K type");
+        assert_eq!(CacheTypes::parse(&defaults.cache_type_v).unwrap(), types.v, "the V type");
+        let o: ModelOptions =
+            serde_json::from_value(json!({"cacheTypeK": "q8_0", "cacheTypeV": "q4_0"})).unwrap();
+        assert_eq!((o.cache_type_k.as_str(), o.cache_type_v.as_str()), ("q8_0", "q4_0"));
     }
 
     /// camelCase keys, the protocol's bias pairs (`false` bans), unknown keys refused.

@@ -220,7 +220,8 @@ mod tests {
         let registry = crate::registry::registry();
         let model =
             Arc::new(tessera_llm::Model::load(&path, registry, &device, &mut |_| true).unwrap());
-        let options = ContextOptions { n_ctx: 300, n_batch: 32, threads: Some(1) };
+        let options =
+            ContextOptions { n_ctx: 300, n_batch: 32, threads: Some(1), ..Default::default() };
         let s = Sequences::new(model, options, 3, None).unwrap();
         assert_eq!(s.len(), 3);
         for i in 0..3 {

@@ -62,6 +62,8 @@ fn models_through_the_json_protocol() {
     assert_eq!(info["nCtx"], 1024);
     assert_eq!(info["quantization"], "Q4_K_M");
     assert_eq!(info["hasChatTemplate"], true, "Gemma's built-in template");
+    // F16 keys and values: 18 layers of one KV head of 256, 2 bytes a value.
+    assert_eq!(info["kvBytesPerToken"], 18 * (512 + 512));
     let progress: Vec<f64> = events
         .0
         .lock()
@@ -137,6 +139,19 @@ fn models_through_the_json_protocol() {
         let norm: f64 = v.iter().map(|x| x * x).sum::<f64>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
     }
+
+    // Quantized KV caches: Q8_0 keys (34 bytes a block of 32), Q4_0 values (18 bytes a block).
+    let q = ok(json!({"method": "loadModel", "path": gemma(),
+                      "options": {"device": "CPU", "threads": 1, "nCtx": 256,
+                                  "cacheTypeK": "q8_0", "cacheTypeV": "q4_0"}}));
+    assert_eq!(q["info"]["kvBytesPerToken"], 18 * (272 + 144));
+    ok(json!({"method": "releaseModel", "model": q["model"]}));
+    assert_eq!(
+        error_kind(json!({"method": "loadModel", "path": gemma(),
+                          "options": {"device": "CPU", "cacheTypeK": "q5_1"}})),
+        "InvalidArgument",
+        "an unknown cache type"
+    );
 
     // Typed errors.
     assert_eq!(

@@ -143,12 +143,16 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         Op::GetRows => {
             elements_ok && (is_weight_type(src(0).dtype()) || src(0).dtype() == DType::I32)
         }
-        // Into F32 or F16 rows (the rule also takes BF16).
+        // Into F32 or F16 rows (the rule also takes BF16, Q8_0 and Q4_0).
         Op::SetRows => elements_ok && is_f32_or_f16(t),
+        // F16 or F32 keys and values: quantized KV caches (Q8_0, Q4_0) live in CPU memory
+        // and their attention runs on the CPU (no WGSL kernel dequantizes them yet).
         Op::FlashAttnExt(_) => {
             let (q, v) = (src(0), src(2));
             let max_d = crate::kernels::FLASH_ATTN_MAX_HEAD_DIM;
-            q.ne()[0] <= max_d
+            is_f32_or_f16(src(1))
+                && is_f32_or_f16(v)
+                && q.ne()[0] <= max_d
                 && v.ne()[0] <= max_d
                 && q.ne()[1] * q.ne()[2] * q.ne()[3] <= MAX_GROUPS * MAX_GROUPS
         }

@@ -78,7 +78,8 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
             continue;
         }
         let n_ctx = run["n_ctx"].as_u64().unwrap() as usize;
-        let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(2) };
+        let opts =
+            ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(2), ..ContextOptions::default() };
         let mut on_gpu = Context::new(gpu.clone(), &reg, &opts).unwrap();
         let mut on_ref = Context::new(reference.clone(), &reg, &opts).unwrap();
         let t = std::time::Instant::now();
@@ -118,4 +119,52 @@ fn gemma_3_runs_on_the_gpu_in_one_split_with_the_reference_logits() {
     }
     let wanted = if all { 15 } else { DEFAULT_PROMPTS };
     assert!(checked >= wanted, "only {checked} prompts checked");
+}
+
+/// A quantized KV cache on the GPU device (no shader reads or writes Q8_0 / Q4_0 caches): the
+/// cache lives in CPU memory, the scheduler runs its writes (SET_ROWS) and attention
+/// (FLASH_ATTN_EXT) on the CPU and the rest on the GPU; the logits are those of the reference
+/// device with the same cache types, over a prompt and greedy steps that reuse the cache.
+#[test]
+fn quantized_kv_caches_run_their_attention_on_the_cpu() {
+    let Some(_) = common::gpu() else { return };
+    let (reg, gpu_name) = gpu_cpu_ref_registry();
+    let path = gemma_path();
+    let gpu = load_on(&reg, &path, &gpu_name);
+    let reference = load_on(&reg, &path, "REF");
+    let fixture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("rust/llm/tests/fixtures/model-gemma3.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let prompt: Vec<u32> = fixture["runs"][0]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    for t in [tessera_core::DType::Q8_0, tessera_core::DType::Q4_0] {
+        let cache_types = tessera_llm::kv_cache::CacheTypes { k: t, v: t };
+        let opts = ContextOptions { n_ctx: 256, n_batch: 64, threads: Some(2), cache_types };
+        let mut on_gpu = Context::new(gpu.clone(), &reg, &opts).unwrap();
+        let mut on_ref = Context::new(reference.clone(), &reg, &opts).unwrap();
+        let (mut g, mut r) = (
+            on_gpu.decode(&prompt, Rows::Last).unwrap().last().to_vec(),
+            on_ref.decode(&prompt, Rows::Last).unwrap().last().to_vec(),
+        );
+        let splits = on_gpu.splits();
+        assert!(splits.contains(&0) && splits.len() > 1, "{t}: splits {splits:?}");
+        for step in 0..3 {
+            let d = max_diff(&g, &r);
+            eprintln!("{t} cache, step {step}: max |GPU - reference| {d:.6}, top-1 {}", argmax(&g));
+            // Both quantize the same keys and values, which differ by f32 rounding only: a
+            // value at a rounding boundary may fall into the next quantum (4-bit: a sixteenth
+            // of its block's range), so the logits agree less closely than with F16 caches.
+            assert!(d <= 0.5, "{t}, step {step}: GPU logits {d} from the reference's");
+            assert_eq!(argmax(&g), argmax(&r), "{t}, step {step}: top-1");
+            let next = argmax(&g) as u32;
+            g = on_gpu.decode(&[next], Rows::Last).unwrap().last().to_vec();
+            r = on_ref.decode(&[next], Rows::Last).unwrap().last().to_vec();
+        }
+    }
 }

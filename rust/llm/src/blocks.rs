@@ -361,9 +361,9 @@ impl<'a> Builder<'a> {
         let (kind, kw, vw, k_row, v_row) = match self.cache {
             Some(cache) => {
                 let lc = cache.layer(il)?;
-                let kc = self.g.new_tensor(DType::F16, &[wk, lc.k_layout.ne[1]])?;
+                let kc = self.g.new_tensor(lc.k_layout.dtype, &[wk, lc.k_layout.ne[1]])?;
                 self.g.set_storage(kc, lc.k.clone())?;
-                let vc = self.g.new_tensor(DType::F16, &[wv, lc.v_layout.ne[1]])?;
+                let vc = self.g.new_tensor(lc.v_layout.dtype, &[wv, lc.v_layout.ne[1]])?;
                 self.g.set_storage(vc, lc.v.clone())?;
                 let kw = self.g.set_rows(kc, k2, self.inp.cells[lc.kind])?;
                 let vw = self.g.set_rows(vc, v, self.inp.cells[lc.kind])?;
@@ -379,9 +379,11 @@ impl<'a> Builder<'a> {
             }
         };
         let n_kv = self.shape.n_kv[kind];
-        let es = self.g.tensor(kw).layout.dtype.type_size();
-        let kview = self.g.view(kw, &[hd, n_kv, hp.n_head_kv], &[k_row, hd * es], 0)?;
-        let vview = self.g.view(vw, &[hdv, n_kv, hp.n_head_kv], &[v_row, hdv * es], 0)?;
+        // A head's bytes (whole blocks in a quantized cache: the cache checked its head sizes).
+        let k_head = self.g.tensor(kw).layout.dtype.row_size(hd)?;
+        let v_head = self.g.tensor(vw).layout.dtype.row_size(hdv)?;
+        let kview = self.g.view(kw, &[hd, n_kv, hp.n_head_kv], &[k_row, k_head], 0)?;
+        let vview = self.g.view(vw, &[hdv, n_kv, hp.n_head_kv], &[v_row, v_head], 0)?;
         let qp = self.g.permute(q, [0, 2, 1, 3])?;
         let params = AttnParams { scale: kq_scale, max_bias: 0.0, softcap: 0.0 };
         let att = self.g.flash_attn_ext(qp, kview, vview, Some(self.inp.masks[kind]), params)?;

@@ -9,7 +9,7 @@
 use crate::error::{LlmError, Result};
 use crate::finite::check_finite;
 use crate::forward::{self, ForwardGraph, GraphShape, ModelRef};
-use crate::kv_cache::{BatchPlan, KvCache};
+use crate::kv_cache::{BatchPlan, CacheTypes, KvCache};
 use crate::model::Model;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,11 +27,18 @@ pub struct ContextOptions {
     pub n_batch: usize,
     /// CPU threads; `None` for the device's default (the performance cores).
     pub threads: Option<usize>,
+    /// The KV cache's key and value types (F16 by default; Q8_0 or Q4_0 for a smaller cache).
+    pub cache_types: CacheTypes,
 }
 
 impl Default for ContextOptions {
     fn default() -> ContextOptions {
-        ContextOptions { n_ctx: 4096, n_batch: 512, threads: None }
+        ContextOptions {
+            n_ctx: 4096,
+            n_batch: 512,
+            threads: None,
+            cache_types: CacheTypes::default(),
+        }
     }
 }
 
@@ -110,7 +117,21 @@ impl Context {
         }
         let (scheduler, cancel) = model_scheduler(&model, registry, options.threads)?;
         let n_batch = options.n_batch.min(options.n_ctx);
-        let cache = KvCache::new(hp, options.n_ctx, n_batch, model.device())?;
+        // The GPU device has no kernels for quantized caches (SET_ROWS into Q8_0 / Q4_0 and
+        // FLASH_ATTN_EXT over them): such a cache lives in CPU memory, where the scheduler runs
+        // its writes and its attention on the CPU.
+        let types = options.cache_types;
+        let device = if types.quantized() && model.device().device_type() != DeviceType::Cpu {
+            registry.device_by_type(DeviceType::Cpu).ok_or_else(|| {
+                LlmError::InvalidArgument(format!(
+                    "a {}/{} KV cache needs the CPU device, which the registry lacks",
+                    types.k, types.v
+                ))
+            })?
+        } else {
+            model.device().clone()
+        };
+        let cache = KvCache::new(hp, options.n_ctx, n_batch, types, &device)?;
         Ok(Context {
             model,
             cache,
@@ -129,13 +150,35 @@ impl Context {
     /// met, come on top.
     pub fn cache_bytes_for(model: &Model, options: &ContextOptions) -> Result<usize> {
         let n_batch = options.n_batch.min(options.n_ctx);
-        KvCache::required_bytes(model.hparams(), options.n_ctx, n_batch, model.device())
+        KvCache::required_bytes(
+            model.hparams(),
+            options.n_ctx,
+            n_batch,
+            options.cache_types,
+            model.device(),
+        )
     }
 
     /// Bytes of device memory this context's KV cache (and recurrent states) holds: the sizes
     /// of its buffers.
     pub fn cache_bytes(&self) -> usize {
         self.cache.memory_bytes()
+    }
+
+    /// The KV cache's key and value types.
+    pub fn cache_types(&self) -> CacheTypes {
+        self.cache.types()
+    }
+
+    /// Bytes of K and V one position takes over every attention layer (see
+    /// [`KvCache::bytes_per_token`]).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.cache.bytes_per_token()
+    }
+
+    /// Bytes of the KV cache's K and V memory.
+    pub fn kv_bytes(&self) -> usize {
+        self.cache.kv_bytes()
     }
 
     /// The model.

@@ -1,5 +1,12 @@
-//! The KV cache: per layer, the keys and values (F16) of every position processed so far, in
+//! The KV cache: per layer, the keys and values of every position processed so far, in
 //! device memory that lasts across computes.
+//!
+//! Keys and values are F16, or Q8_0 / Q4_0 blocks of 32 values (llama.cpp's `cache_type_k` /
+//! `cache_type_v`, [`CacheTypes`]): SET_ROWS quantizes each new row and FLASH_ATTN_EXT reads the
+//! blocks. Per position and attention layer, Gemma 3 270M's 256 keys take 512 bytes in F16,
+//! 272 in Q8_0 and 144 in Q4_0 ([`KvCache::bytes_per_token`]). A GPU device without kernels for
+//! the quantized types gets its quantized cache in CPU memory, where the CPU's kernels write
+//! and attend over it (the rest of the graph stays on the GPU).
 //!
 //! Global-attention layers keep position `p` in cell `p` (up to the context size).
 //! Sliding-window layers (Gemma 3) keep a ring of `n_swa + n_batch` cells (rounded up),
@@ -32,6 +39,62 @@ pub(crate) const F16_NEG_INF: u16 = 0xfc00;
 /// Where one attention layer's cache goes: the layer, its cache kind, K's layout and offset,
 /// V's layout and offset.
 type LayerPlace = (usize, usize, Layout, usize, Layout, usize);
+
+/// The element types of the K and V caches (llama.cpp's `cache_type_k` / `cache_type_v`):
+/// F16 (the default), Q8_0 or Q4_0 each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheTypes {
+    /// The keys' type.
+    pub k: DType,
+    /// The values' type.
+    pub v: DType,
+}
+
+impl Default for CacheTypes {
+    fn default() -> CacheTypes {
+        CacheTypes { k: DType::F16, v: DType::F16 }
+    }
+}
+
+impl CacheTypes {
+    /// The cache type named `name` (`f16`, `q8_0` or `q4_0`, any case: llama.cpp's names);
+    /// [`LlmError::InvalidArgument`] naming the choices for any other.
+    pub fn parse(name: &str) -> Result<DType> {
+        match name.to_ascii_lowercase().as_str() {
+            "f16" => Ok(DType::F16),
+            "q8_0" => Ok(DType::Q8_0),
+            "q4_0" => Ok(DType::Q4_0),
+            _ => Err(LlmError::InvalidArgument(format!(
+                "unknown KV cache type {name:?}: expected f16, q8_0 or q4_0"
+            ))),
+        }
+    }
+
+    /// Whether either type is a block type (Q8_0 or Q4_0).
+    pub fn quantized(&self) -> bool {
+        self.k.is_quantized() || self.v.is_quantized()
+    }
+
+    /// Checks that the types are cache types and that heads of `head_dim_k` keys and
+    /// `head_dim_v` values are whole blocks of them.
+    pub fn check(&self, head_dim_k: usize, head_dim_v: usize) -> Result<()> {
+        for (t, which, dim) in [(self.k, "K", head_dim_k), (self.v, "V", head_dim_v)] {
+            if !matches!(t, DType::F16 | DType::Q8_0 | DType::Q4_0) {
+                return Err(LlmError::InvalidArgument(format!(
+                    "KV cache type {t} for {which}: expected F16, Q8_0 or Q4_0"
+                )));
+            }
+            if !dim.is_multiple_of(t.block_size()) {
+                return Err(LlmError::InvalidArgument(format!(
+                    "a {t} {which} cache needs heads of a multiple of {} values; this model's \
+                     have {dim}",
+                    t.block_size()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// One kind of cache (global or sliding-window) shared by the layers of that kind.
 #[derive(Clone, Debug)]
@@ -74,10 +137,14 @@ pub struct KvCache {
     recurrent: Option<RecurrentState>,
     n_past: usize,
     n_ctx: usize,
+    types: CacheTypes,
+    /// Bytes of the K and V memory.
+    bytes: usize,
     _buffers: Vec<Arc<dyn Buffer>>,
 }
 
-/// One layer's cache tensors: K `[n_embd_k_gqa, size]` and V `[n_embd_v_gqa, size]`, F16.
+/// One layer's cache tensors: K `[n_embd_k_gqa, size]` and V `[n_embd_v_gqa, size]`, of the
+/// cache's [`CacheTypes`].
 #[derive(Clone, Debug)]
 pub struct LayerCache {
     /// Index of the layer's cache kind.
@@ -93,12 +160,13 @@ pub struct LayerCache {
 }
 
 impl KvCache {
-    /// A cache for `n_ctx` positions, batches of at most `n_batch` tokens, in memory of
-    /// `device`, zeroed.
+    /// A cache for `n_ctx` positions, batches of at most `n_batch` tokens, keys and values of
+    /// `types`, in memory of `device`, zeroed.
     pub fn new(
         hp: &HParams,
         n_ctx: usize,
         n_batch: usize,
+        types: CacheTypes,
         device: &Arc<dyn Device>,
     ) -> Result<KvCache> {
         if n_ctx == 0 || n_batch == 0 {
@@ -106,8 +174,9 @@ impl KvCache {
                 "context {n_ctx} and batch {n_batch} must be at least 1"
             )));
         }
+        types.check(hp.head_dim_k, hp.head_dim_v)?;
         let bt = device.buffer_type();
-        let (kinds, plans, total) = Self::layout(hp, n_ctx, n_batch, bt.as_ref())?;
+        let (kinds, plans, total) = Self::layout(hp, n_ctx, n_batch, types, bt.as_ref())?;
         let buffer = bt.alloc(total.max(1))?;
         buffer.set_usage(BufferUsage::Compute);
         buffer.clear(0)?;
@@ -122,17 +191,27 @@ impl KvCache {
             });
         }
         let recurrent = RecurrentState::new(hp, device)?;
-        Ok(KvCache { kinds, layers, recurrent, n_past: 0, n_ctx, _buffers: vec![buffer] })
+        Ok(KvCache {
+            kinds,
+            layers,
+            recurrent,
+            n_past: 0,
+            n_ctx,
+            types,
+            bytes: total,
+            _buffers: vec![buffer],
+        })
     }
 
     /// Bytes of device memory a cache for `n_ctx` positions and batches of at most `n_batch`
-    /// tokens takes on `device`: its K and V tensors and the recurrent layers' states, as
+    /// tokens with keys and values of `types` takes on `device`: its K and V tensors and the recurrent layers' states, as
     /// [`KvCache::new`] allocates them (checkpoints of recurrent states, kept on the host, not
     /// counted). Nothing is allocated.
     pub fn required_bytes(
         hp: &HParams,
         n_ctx: usize,
         n_batch: usize,
+        types: CacheTypes,
         device: &Arc<dyn Device>,
     ) -> Result<usize> {
         if n_ctx == 0 || n_batch == 0 {
@@ -140,8 +219,9 @@ impl KvCache {
                 "context {n_ctx} and batch {n_batch} must be at least 1"
             )));
         }
+        types.check(hp.head_dim_k, hp.head_dim_v)?;
         let bt = device.buffer_type();
-        let (_, _, total) = Self::layout(hp, n_ctx, n_batch, bt.as_ref())?;
+        let (_, _, total) = Self::layout(hp, n_ctx, n_batch, types, bt.as_ref())?;
         let states = RecurrentState::required_bytes(hp, device)?;
         total
             .max(1)
@@ -162,6 +242,7 @@ impl KvCache {
         hp: &HParams,
         n_ctx: usize,
         n_batch: usize,
+        types: CacheTypes,
         bt: &dyn BufferType,
     ) -> Result<(Vec<CacheKind>, Vec<LayerPlace>, usize)> {
         let mut kinds = vec![CacheKind { size: n_ctx, window: None, pos: vec![-1; n_ctx] }];
@@ -180,8 +261,8 @@ impl KvCache {
         for il in (0..hp.n_layer).filter(|&il| !hp.is_recurrent(il)) {
             let kind = if hp.is_swa(il) { swa_kind.unwrap_or(0) } else { 0 };
             let size = kinds[kind].size;
-            let kl = Layout::contiguous(DType::F16, &[hp.n_embd_k_gqa(), size])?;
-            let vl = Layout::contiguous(DType::F16, &[hp.n_embd_v_gqa(), size])?;
+            let kl = Layout::contiguous(types.k, &[hp.n_embd_k_gqa(), size])?;
+            let vl = Layout::contiguous(types.v, &[hp.n_embd_v_gqa(), size])?;
             let (k_off, k_len, v_len) =
                 (total, round(bt.alloc_size(&kl)), round(bt.alloc_size(&vl)));
             total =
@@ -191,6 +272,23 @@ impl KvCache {
             plans.push((il, kind, kl, k_off, vl, k_off + k_len));
         }
         Ok((kinds, plans, total))
+    }
+
+    /// The keys' and values' types.
+    pub fn types(&self) -> CacheTypes {
+        self.types
+    }
+
+    /// Bytes of K and V of one position over every attention layer (the rows SET_ROWS writes
+    /// per token; a sliding-window layer's ring holds fewer positions than the context).
+    pub fn bytes_per_token(&self) -> usize {
+        self.layers.iter().flatten().map(|l| l.k_layout.nb[1] + l.v_layout.nb[1]).sum()
+    }
+
+    /// Bytes of the cache's K and V memory (every layer's cells, each tensor rounded up to the
+    /// buffer type's alignment).
+    pub fn kv_bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Positions processed so far.
@@ -614,6 +712,8 @@ mod tests {
             recurrent: None,
             n_past: 8,
             n_ctx: 16,
+            types: CacheTypes::default(),
+            bytes: 0,
             _buffers: Vec::new(),
         };
         for p in 0..8 {

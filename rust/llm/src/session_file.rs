@@ -11,9 +11,10 @@
 //!     the bytes before the tensor data) u64, architecture (u32 length + UTF-8), n_layer,
 //!     n_vocab, n_embd_k_gqa, n_embd_v_gqa, n_swa (u32 each)
 //!   n_ctx of the saving context u32, n_tokens u32, the tokens (u32 each)
+//!   cache types: K's and V's ggml type ids u32 each (F16 1, Q4_0 2, Q8_0 8)
 //!   cache kinds u32; per kind: window u32 (0: global), positions held u32, the positions (u32)
-//!   per attention layer, in layer order: the K rows then the V rows (F16) of its kind's
-//!     positions
+//!   per attention layer, in layer order: the K rows then the V rows (of the cache types, as
+//!     stored: quantized rows are saved as their blocks) of its kind's positions
 //!   recurrent u8 (0/1); if 1: layers u32, bytes per layer u32, the states; checkpoints u32,
 //!     each a position u32 and the states at it
 //! ```
@@ -22,7 +23,9 @@
 //! position and layer) is 21.9 MB, its 3 global layers' 2,000 positions and its 15
 //! sliding-window layers' ring of 1,024 (`tessera bench session`). Loading checks, in order: the magic, the version, the payload's length (a truncated
 //! file), its checksum (a flipped byte), the model binding (a session of another model, or of
-//! another file of the same architecture), then that the tokens fit in the loading context; each
+//! another file of the same architecture), then that the tokens fit in the loading context and
+//! that its KV cache has the session's cache types (a Q8_0 cache's session does not load into an
+//! F16 context: [`SessionError::CacheTypes`]); each
 //! failure is a [`SessionError`], and the context is then left empty. Every count read from the
 //! file is checked against the bytes that are left before anything is sized by it, and the file
 //! is not read at all when it is larger than the loading context's whole cache could need.
@@ -45,7 +48,7 @@ use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 /// The first bytes of a session file.
 pub const MAGIC: [u8; 8] = *b"TSRSESS\0";
 /// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Magic, version, flags, payload length, checksum.
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8;
 /// Longest architecture name accepted in a binding.
@@ -110,6 +113,21 @@ pub enum SessionError {
         size: u64,
         /// The most a session of the loading context needs.
         max: u64,
+    },
+    /// The session's KV cache types are not the loading context's.
+    #[error(
+        "the session's KV cache is K {saved_k} / V {saved_v}, the context's K {k} / V {v}: load \
+         it into a context with the same cache types"
+    )]
+    CacheTypes {
+        /// The session's key type.
+        saved_k: String,
+        /// The session's value type.
+        saved_v: String,
+        /// The loading context's key type.
+        k: String,
+        /// The loading context's value type.
+        v: String,
     },
     /// The payload's content is inconsistent (with a checksum that matches: written by
     /// something else than this runtime).
@@ -287,6 +305,9 @@ fn write_payload<W: Write>(
     for &t in history.iter() {
         w.bytes(&t.to_le_bytes())?;
     }
+    let types = cache.types();
+    w.bytes(&types.k.ggml_id().to_le_bytes())?;
+    w.bytes(&types.v.ggml_id().to_le_bytes())?;
     let held: Vec<Vec<usize>> = (0..cache.n_kinds()).map(|k| cache.held_positions(k)).collect();
     w.u32(held.len())?;
     for (k, positions) in held.iter().enumerate() {
@@ -394,6 +415,23 @@ fn load_into(ctx: &mut Context, path: &Path) -> Result<usize> {
     let tokens = r.u32s(n_tokens, "tokens")?;
     if let Some(&t) = tokens.iter().find(|&&t| t >= hp.n_vocab) {
         return Err(malformed(format!("token {t} outside the vocabulary of {}", hp.n_vocab)));
+    }
+    let types = cache.types();
+    let (k_id, v_id) = (r.u32("K cache type")?, r.u32("V cache type")?);
+    if (k_id, v_id) != (types.k.ggml_id() as usize, types.v.ggml_id() as usize) {
+        let name = |id: usize| {
+            u32::try_from(id)
+                .ok()
+                .and_then(|id| tessera_core::DType::from_ggml_id(id).ok())
+                .map_or_else(|| format!("type {id}"), |t| t.to_string())
+        };
+        return Err(SessionError::CacheTypes {
+            saved_k: name(k_id),
+            saved_v: name(v_id),
+            k: types.k.to_string(),
+            v: types.v.to_string(),
+        }
+        .into());
     }
     let held = read_kinds(&mut r, cache, n_tokens)?;
     // Rows of the positions the loading cache keeps (the newest of a ring that is smaller).

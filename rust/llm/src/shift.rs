@@ -9,7 +9,9 @@
 //! by `-n_discard` is the rotation by `p - n_discard`), and written to their new cells
 //! (SET_ROWS, F32 to F16: the keys' one rounding, as llama.cpp's in-place F16 rope has). All
 //! rows are read before any is written, so moves that overlap are safe. The graph runs
-//! through the context's scheduler, on the device that holds the cache.
+//! through the context's scheduler, on the device that holds the cache. A Q8_0 / Q4_0 cache's
+//! rows are read as F32 and quantized again where they are written (as llama.cpp's shift of a
+//! quantized cache does).
 //!
 //! Sliding-window layers shift too (as llama.cpp's SWA cache does): their ring's cells hold
 //! positions, the window of the next query then covers the moved positions at the same
@@ -68,7 +70,7 @@ pub(crate) fn build(
         let Some([src, dst, delta]) = inputs[lc.kind] else { continue };
         let n = moves[lc.kind].src.len();
         let (wk, wv) = (hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
-        let kc = g.new_tensor(DType::F16, &[wk, lc.k_layout.ne[1]])?;
+        let kc = g.new_tensor(lc.k_layout.dtype, &[wk, lc.k_layout.ne[1]])?;
         g.set_storage(kc, lc.k.clone())?;
         let mut k = g.get_rows(kc, src)?;
         if hp.uses_rope(il) {
@@ -84,7 +86,7 @@ pub(crate) fn build(
         }
         let kw = g.set_rows(kc, k, dst)?;
         g.set_output(kw)?;
-        let vc = g.new_tensor(DType::F16, &[wv, lc.v_layout.ne[1]])?;
+        let vc = g.new_tensor(lc.v_layout.dtype, &[wv, lc.v_layout.ne[1]])?;
         g.set_storage(vc, lc.v.clone())?;
         let v = g.get_rows(vc, src)?;
         let vw = g.set_rows(vc, v, dst)?;
@@ -134,7 +136,7 @@ mod tests {
     }
 
     fn context(m: &Arc<Model>, n_ctx: usize, n_batch: usize) -> Context {
-        let opts = ContextOptions { n_ctx, n_batch, threads: Some(2) };
+        let opts = ContextOptions { n_ctx, n_batch, threads: Some(2), ..Default::default() };
         Context::new(m.clone(), &registry(), &opts).unwrap()
     }
 

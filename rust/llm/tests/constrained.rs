@@ -35,7 +35,8 @@ fn gemma() -> Arc<Model> {
 }
 
 fn context() -> Context {
-    let opts = ContextOptions { n_ctx: 1024, n_batch: 256, threads: Some(2) };
+    let opts =
+        ContextOptions { n_ctx: 1024, n_batch: 256, threads: Some(2), ..ContextOptions::default() };
     Context::new(gemma(), &registry(), &opts).unwrap()
 }
 

@@ -245,7 +245,8 @@ fn embedding_models_refuse_bad_input() {
     let (mut e, _) = embedder("tiny-bert");
     let model = e.model().clone();
     let reg = registry();
-    let copts = ContextOptions { n_ctx: 64, n_batch: 64, threads: Some(1) };
+    let copts =
+        ContextOptions { n_ctx: 64, n_batch: 64, threads: Some(1), ..ContextOptions::default() };
     let err = Context::new(model.clone(), &reg, &copts).err().expect("no context for bert");
     assert!(matches!(&err, LlmError::InvalidArgument(m) if m.contains("embedding model")), "{err}");
     assert!(matches!(e.embed(&[], Pooling::Mean), Err(LlmError::EmptyInput(_))));

@@ -87,7 +87,8 @@ fn compare_layers(name: &str) -> usize {
     let prompt = fx["prompt"].as_str().unwrap();
     assert_eq!(model.tokenizer().encode(prompt, true, true), want_ids, "{name}: token ids");
     let n_ctx = fx["n_ctx"].as_u64().unwrap() as usize;
-    let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(1) };
+    let opts =
+        ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(1), ..ContextOptions::default() };
     let mut ctx = Context::new(model, &reg, &opts).unwrap();
     let seen: Arc<Mutex<HashMap<String, Vec<f32>>>> = Arc::default();
     let sink = seen.clone();

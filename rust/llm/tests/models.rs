@@ -92,7 +92,12 @@ fn compare(path: &std::path::Path, fixture_name: &str, threads: usize) {
         let add = run["add_special"].as_bool().unwrap();
         let parse = run["parse_special"].as_bool().unwrap();
         assert_eq!(tok.encode(prompt, add, parse), want_ids, "{what}: token ids");
-        let opts = ContextOptions { n_ctx, n_batch: n_ctx, threads: Some(threads) };
+        let opts = ContextOptions {
+            n_ctx,
+            n_batch: n_ctx,
+            threads: Some(threads),
+            ..ContextOptions::default()
+        };
         let mut ctx = Context::new(model.clone(), &reg, &opts).unwrap();
         let out = ctx.decode(&want_ids, Rows::Last).unwrap();
         let logits = out.last();

@@ -236,7 +236,12 @@ fn bad_calls_are_typed_errors() {
     let r =
         generate(&mut ctx, &Prompt::Messages(vec![]), &GenerateOptions::default(), &mut |_| true);
     assert!(matches!(r, Err(LlmError::NoChatTemplate(_))), "tiny-qwen2 has no template: {r:?}");
-    let opts = ContextOptions { n_ctx: 1 << 30, n_batch: 16, threads: Some(1) };
+    let opts = ContextOptions {
+        n_ctx: 1 << 30,
+        n_batch: 16,
+        threads: Some(1),
+        ..ContextOptions::default()
+    };
     assert!(matches!(
         Context::new(model.clone(), &registry(), &opts),
         Err(LlmError::InvalidArgument(_))

@@ -110,7 +110,7 @@ fn gemma_kv_bytes(model: &Model, n_ctx: usize, n_batch: usize) -> usize {
 fn a_context_takes_the_memory_stated_before_it_is_made() {
     let model = load(&gemma_path());
     for (n_ctx, n_batch) in [(1024, 64), (256, 512), (4096, 512)] {
-        let opts = ContextOptions { n_ctx, n_batch, threads: Some(1) };
+        let opts = ContextOptions { n_ctx, n_batch, threads: Some(1), ..Default::default() };
         let stated = Context::cache_bytes_for(&model, &opts).unwrap();
         let ctx = context(&model, n_ctx, n_batch);
         assert_eq!(stated, ctx.cache_bytes(), "n_ctx {n_ctx}, n_batch {n_batch}");
@@ -119,12 +119,12 @@ fn a_context_takes_the_memory_stated_before_it_is_made() {
     }
     // Known answer: 3 global layers of 1024 cells, 15 of a 768-cell ring (512 + 64 rounded
     // up), 512 F16 values of K and V per cell.
-    let opts = ContextOptions { n_ctx: 1024, n_batch: 64, threads: None };
+    let opts = ContextOptions { n_ctx: 1024, n_batch: 64, threads: None, ..Default::default() };
     assert_eq!(Context::cache_bytes_for(&model, &opts).unwrap(), 1024 * (3 * 1024 + 15 * 768));
 
     // Recurrent states (tiny-lfm2: convolution layers beside attention layers).
     let lfm2 = load(&tiny_model("tiny-lfm2"));
-    let opts = ContextOptions { n_ctx: 128, n_batch: 32, threads: Some(1) };
+    let opts = ContextOptions { n_ctx: 128, n_batch: 32, threads: Some(1), ..Default::default() };
     let stated = Context::cache_bytes_for(&lfm2, &opts).unwrap();
     let ctx = context(&lfm2, 128, 32);
     assert_eq!(stated, ctx.cache_bytes());

@@ -13,8 +13,10 @@ mod common;
 use common::{context, gemma_path, load, load_bytes, max_diff, patch, tiny_model};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tessera_core::DType;
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::session_file::SessionError;
-use tessera_llm::{Context, LlmError, Model, Rows};
+use tessera_llm::{Context, ContextOptions, LlmError, Model, Rows};
 
 const TEXT: &str = "Once upon a time, in a small village by the sea, there lived an old fisherman \
                     who went out every morning before dawn. His nets were old, his boat was older, \
@@ -189,9 +191,9 @@ fn bad_session_files_are_typed_errors() {
     b[0] = b'X';
     assert!(matches!(expect_err(try_load(&b, &mut ctx), "magic"), SessionError::NotASession));
     let mut b = good.clone();
-    b[8] = 2;
+    b[8] = 1;
     let e = expect_err(try_load(&b, &mut ctx), "version");
-    assert!(matches!(e, SessionError::Version { found: 2, supported: 1 }), "{e}");
+    assert!(matches!(e, SessionError::Version { found: 1, supported: 2 }), "{e}");
     assert!(matches!(expect_err(try_load(b"", &mut ctx), "empty"), SessionError::NotASession));
 
     // More tokens than the context holds.
@@ -209,7 +211,7 @@ fn bad_session_files_are_typed_errors() {
     let header = 32;
     let arch_len = u32::from_le_bytes(good[header + 16..header + 20].try_into().unwrap()) as usize;
     let tokens_at = header + 16 + 4 + arch_len + 5 * 4 + 8;
-    let kind_count_at = tokens_at + 60 * 4 + 4 + 4;
+    let kind_count_at = tokens_at + 60 * 4 + 8 + 4 + 4;
     let mut b = good.clone();
     b[kind_count_at..kind_count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     let sum = xxhash_rust::xxh3::xxh3_64(&b[header..]);
@@ -222,4 +224,42 @@ fn bad_session_files_are_typed_errors() {
     assert_eq!(ctx.load_session(&path).unwrap(), 60);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&bad).unwrap();
+}
+
+/// A context of Gemma 3 270M's 512 positions with a cache of `k` / `v` types.
+fn typed_context(model: &Arc<Model>, k: DType, v: DType) -> Context {
+    let cache_types = CacheTypes { k, v };
+    let opts = ContextOptions { n_ctx: 512, n_batch: 64, threads: Some(2), cache_types };
+    Context::new(model.clone(), &common::registry(), &opts).unwrap()
+}
+
+/// Quantized caches are saved as their blocks: a Q8_0 / Q4_0 session loads back bit for bit
+/// into a context of the same cache types, and into one of other types is a typed error (the
+/// context left empty).
+#[test]
+fn quantized_cache_sessions_round_trip_or_refuse() {
+    let gemma = load(&gemma_path());
+    let prompt = tokens(&gemma, 90);
+    let path = tmp("gemma-q8-q4.session");
+    let mut a = typed_context(&gemma, DType::Q8_0, DType::Q4_0);
+    a.decode(&prompt, Rows::Last).unwrap();
+    a.save_session(&path).unwrap();
+    let mut b = typed_context(&gemma, DType::Q8_0, DType::Q4_0);
+    assert_eq!(b.load_session(&path).unwrap(), prompt.len());
+    let (la, lb) = (last(&mut a, &[prompt[1]]), last(&mut b, &[prompt[1]]));
+    assert!(la.iter().zip(&lb).all(|(x, y)| x.to_bits() == y.to_bits()), "Q8_0/Q4_0 round trip");
+    for (k, v) in [(DType::F16, DType::F16), (DType::Q8_0, DType::Q8_0)] {
+        let mut c = typed_context(&gemma, k, v);
+        let e = expect_err(c.load_session(&path), "other cache types");
+        assert!(
+            matches!(
+                e,
+                SessionError::CacheTypes { ref saved_k, ref saved_v, .. }
+                    if saved_k == "Q8_0" && saved_v == "Q4_0"
+            ),
+            "{e}"
+        );
+        assert_eq!(c.n_past(), 0);
+    }
+    std::fs::remove_file(&path).unwrap();
 }

@@ -7,12 +7,14 @@
 
 mod common;
 
-use common::{context, gemma_path, load, tiny_model};
+use common::{context, gemma_path, load, registry, tiny_model};
 use std::sync::Arc;
+use tessera_core::DType;
+use tessera_llm::kv_cache::CacheTypes;
 use tessera_llm::sampling::SamplingParams;
 use tessera_llm::{
-    generate, Context, ContextShift, GenerateOptions, KeepTokens, LlmError, Model, Prompt,
-    StopReason,
+    generate, Context, ContextOptions, ContextShift, GenerateOptions, KeepTokens, LlmError, Model,
+    Prompt, StopReason,
 };
 
 const N_CTX: usize = 64;
@@ -32,7 +34,19 @@ fn options(max_tokens: usize, shift: Option<KeepTokens>) -> GenerateOptions {
 /// tokens of the history those of the prompt, and its end the tokens generated last (the
 /// last one is sampled, not yet decoded).
 fn three_contexts(model: &Arc<Model>, prompt: Vec<u32>, keep: KeepTokens, kept: usize) {
-    let mut ctx = context(model, N_CTX, 16);
+    three_contexts_with(model, prompt, keep, kept, CacheTypes::default())
+}
+
+/// [`three_contexts`] with a cache of `types`.
+fn three_contexts_with(
+    model: &Arc<Model>,
+    prompt: Vec<u32>,
+    keep: KeepTokens,
+    kept: usize,
+    types: CacheTypes,
+) {
+    let opts = ContextOptions { n_ctx: N_CTX, n_batch: 16, threads: Some(2), cache_types: types };
+    let mut ctx = Context::new(model.clone(), &registry(), &opts).unwrap();
     let mut seen = 0;
     let g = generate(
         &mut ctx,
@@ -62,7 +76,7 @@ fn three_contexts(model: &Arc<Model>, prompt: Vec<u32>, keep: KeepTokens, kept: 
         prompt.len()
     ));
     ctx.save_session(&path).unwrap();
-    let mut loaded = context(model, N_CTX, 16);
+    let mut loaded = Context::new(model.clone(), &registry(), &opts).unwrap();
     assert_eq!(loaded.load_session(&path).unwrap(), ctx.n_past());
     std::fs::remove_file(&path).unwrap();
     let last = *g.tokens.last().unwrap();
@@ -82,6 +96,16 @@ fn gemma_generates_three_contexts_keeping_bos_and_four_tokens() {
     assert_eq!(prompt[0], model.tokenizer().bos().unwrap());
     // nKeep 4 counts after the BOS token, which is kept besides (llama.cpp server's n_keep).
     three_contexts(&model, prompt, KeepTokens::Tokens(4), 5);
+}
+
+#[test]
+fn gemma_shifts_a_quantized_cache() {
+    // Q8_0 keys and Q4_0 values: their rows are read as F32, the keys rotated, and both
+    // quantized again where they are written.
+    let model = load(&gemma_path());
+    let prompt = gemma_prompt(&model);
+    let types = CacheTypes { k: DType::Q8_0, v: DType::Q4_0 };
+    three_contexts_with(&model, prompt, KeepTokens::Tokens(4), 5, types);
 }
 
 #[test]

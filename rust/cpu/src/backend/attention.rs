@@ -15,6 +15,11 @@
 //! ranges whose partial results (max, sum, weighted values) are merged at the end. A thread's
 //! buffer for a block of converted keys and values is kept between calls.
 //!
+//! Q8_0 and Q4_0 keys and values (quantized KV caches) are dequantized into that buffer, as F16
+//! ones are converted, so every kernel tier scores and sums them with its F32 products. (ggml
+//! instead quantizes each query to Q8_0 and takes integer dot products with the keys, which
+//! rounds the queries as well; dequantizing keeps the queries exact.)
+//!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
 use crate::kernels::{attn_tiles, vec};
@@ -22,6 +27,7 @@ use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
 use crate::team::Threads;
 use std::sync::Mutex;
+use tessera_core::quant::{BlockQ4_0, BlockQ8_0, QK4_0, QK8_0};
 use tessera_core::{AttnParams, DType, Error, Result};
 
 /// Queries of one unit.
@@ -102,21 +108,49 @@ struct Unit {
 /// A unit with the running softmax state of each of its query rows.
 type UnitResult = (Unit, Vec<Running>);
 
-/// Reads `n` elements of an F16 or F32 row at `ptr` into `out` as F32.
+/// Reads `n` elements of an F16, F32, Q8_0 or Q4_0 row at `ptr` into `out` as F32 (block types
+/// dequantized to ggml's `dequantize_row_q8_0` / `_q4_0` values, `d * q` and `d * (q - 8)`;
+/// `n` then a whole number of blocks).
 ///
 /// # Safety
 ///
 /// `ptr` must point to `n` readable elements of `dtype`.
 unsafe fn read_f32(dtype: DType, ptr: *const u8, n: usize, out: &mut [f32]) {
-    if dtype == DType::F16 {
-        // SAFETY: n F16 elements are readable at ptr (caller); u16 reads need 2-byte
-        // alignment, which F16 tensors in host buffers have.
-        let bits = unsafe { std::slice::from_raw_parts(ptr.cast::<u16>(), n) };
-        vec::f16_to_f32(bits, &mut out[..n]);
-    } else {
-        // SAFETY: n F32 elements are readable at ptr (caller).
-        let src = unsafe { std::slice::from_raw_parts(ptr.cast::<f32>(), n) };
-        out[..n].copy_from_slice(src);
+    match dtype {
+        DType::F16 => {
+            // SAFETY: n F16 elements are readable at ptr (caller); u16 reads need 2-byte
+            // alignment, which F16 tensors in host buffers have.
+            let bits = unsafe { std::slice::from_raw_parts(ptr.cast::<u16>(), n) };
+            vec::f16_to_f32(bits, &mut out[..n]);
+        }
+        DType::Q8_0 => {
+            for (i, y) in out[..n].chunks_exact_mut(QK8_0).enumerate() {
+                // SAFETY: n / 32 blocks are readable at ptr (caller: whole blocks, the rule's
+                // dense rows of a block type); read_unaligned has no alignment requirement.
+                let b = unsafe { ptr.cast::<BlockQ8_0>().add(i).read_unaligned() };
+                let d = b.d.to_f32();
+                for (o, &q) in y.iter_mut().zip(&b.qs) {
+                    *o = d * f32::from(q);
+                }
+            }
+        }
+        DType::Q4_0 => {
+            for (i, y) in out[..n].chunks_exact_mut(QK4_0).enumerate() {
+                // SAFETY: as for Q8_0 above.
+                let b = unsafe { ptr.cast::<BlockQ4_0>().add(i).read_unaligned() };
+                let d = b.d.to_f32();
+                let (lo, hi) = y.split_at_mut(QK4_0 / 2);
+                for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(&b.qs) {
+                    *l = d * (f32::from(q & 0x0f) - 8.0);
+                    *h = d * (f32::from(q >> 4) - 8.0);
+                }
+            }
+        }
+        _ => {
+            // SAFETY: n F32 elements are readable at ptr (caller).
+            let src = unsafe { std::slice::from_raw_parts(ptr.cast::<f32>(), n) };
+            out[..n].copy_from_slice(src);
+        }
     }
 }
 
@@ -308,8 +342,10 @@ pub(super) unsafe fn flash_attn_ext(
 ) -> Option<Result<()>> {
     let (q, k, v) = (srcs[0], srcs[1], srcs[2]);
     let mask = srcs.get(3).copied();
+    // Block types are read as bytes (any alignment); F16 and F32 as elements.
     let dense = |t: &HostTensor| {
-        t.layout.rows_contiguous() && (t.ptr as usize).is_multiple_of(t.layout.dtype.type_size())
+        let align = if t.layout.dtype.is_quantized() { 1 } else { t.layout.dtype.type_size() };
+        t.layout.rows_contiguous() && (t.ptr as usize).is_multiple_of(align)
     };
     if q.layout.dtype != DType::F32
         || !dense(&q)

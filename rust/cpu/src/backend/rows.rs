@@ -6,7 +6,7 @@ use crate::kernels::repack::{unpack_row_as, PackLayout};
 use crate::reference::HostTensor;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use tessera_core::quant::dequantize_row;
+use tessera_core::quant::{dequantize_row, quantize_row};
 use tessera_core::{DType, Error, Result};
 
 fn dense(t: &HostTensor) -> bool {
@@ -140,7 +140,8 @@ unsafe fn get_packed_rows(
     Ok(())
 }
 
-/// SET_ROWS from F32 rows into an F32 or F16 destination; `None` when the layouts do not suit
+/// SET_ROWS from F32 rows into an F32, F16, Q8_0 or Q4_0 destination (the KV cache types;
+/// block types quantized as ggml's `quantize_row_*_ref`); `None` when the layouts do not suit
 /// it.
 ///
 /// # Safety
@@ -150,13 +151,17 @@ unsafe fn get_packed_rows(
 pub(super) unsafe fn set_rows(dst: HostTensor, srcs: &[HostTensor]) -> Option<Result<()>> {
     let (b, idx) = (srcs[1], srcs[2]);
     let dt = dst.layout.dtype;
-    if !matches!(dt, DType::F32 | DType::F16)
-        || !dense(&dst)
+    let quantized = matches!(dt, DType::Q8_0 | DType::Q4_0);
+    // Block rows are written through byte slices: any alignment will do.
+    let dst_ok = if quantized { dst.layout.rows_contiguous() } else { dense(&dst) };
+    if !(matches!(dt, DType::F32 | DType::F16) || quantized)
+        || !dst_ok
         || !dense(&b)
         || b.layout.dtype != DType::F32
     {
         return None;
     }
+    let row_bytes = dst.layout.row_bytes();
     let (nd, nb, ni) = (dst.layout.ne, b.layout.ne, idx.layout.ne);
     let ne0 = nb[0];
     let result = (|| {
@@ -172,7 +177,10 @@ pub(super) unsafe fn set_rows(dst: HostTensor, srcs: &[HostTensor]) -> Option<Re
                         let src =
                             std::slice::from_raw_parts(row_ptr(&b, i1, i2, i3).cast::<f32>(), ne0);
                         let to = row_ptr(&dst, r, i2, i3);
-                        if dt == DType::F16 {
+                        if quantized {
+                            let bytes = std::slice::from_raw_parts_mut(to, row_bytes);
+                            quantize_row(dt, src, bytes)?;
+                        } else if dt == DType::F16 {
                             std::slice::from_raw_parts_mut(to.cast::<f16>(), ne0)
                                 .convert_from_f32_slice(src);
                         } else {

@@ -46,7 +46,8 @@ pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
     let gpu = load(&gpu_name);
     let reference = load("REF");
     let context = |m: &Arc<Model>, n_batch| {
-        let opts = ContextOptions { n_ctx: 256, n_batch, threads: Some(2) };
+        let opts =
+            ContextOptions { n_ctx: 256, n_batch, threads: Some(2), ..ContextOptions::default() };
         Context::new(m.clone(), &reg, &opts).unwrap()
     };
     for (i, run) in fx["runs"].as_array().unwrap().iter().take(PROMPTS).enumerate() {

@@ -60,7 +60,7 @@ pub fn load_bytes(bytes: Vec<u8>) -> Result<Model, LlmError> {
 
 /// A context of `n_ctx` positions in batches of `n_batch`, on 2 threads.
 pub fn context(model: &Arc<Model>, n_ctx: usize, n_batch: usize) -> Context {
-    let opts = ContextOptions { n_ctx, n_batch, threads: Some(2) };
+    let opts = ContextOptions { n_ctx, n_batch, threads: Some(2), ..ContextOptions::default() };
     Context::new(model.clone(), &registry(), &opts).unwrap()
 }
 
