@@ -2791,6 +2791,11 @@ public struct ModelInfo: Equatable, Hashable {
      * buffers' sizes (0 for an embedding model).
      */
     public var cacheBytesPerSequence: UInt64
+    /**
+     * Bytes of keys and values one token takes in the KV cache, over every attention layer
+     * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+     */
+    public var kvBytesPerToken: UInt64
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2840,7 +2845,11 @@ public struct ModelInfo: Equatable, Hashable {
         /**
          * Bytes of device memory the KV cache (and recurrent states) of one sequence takes, its
          * buffers' sizes (0 for an embedding model).
-         */cacheBytesPerSequence: UInt64) {
+         */cacheBytesPerSequence: UInt64, 
+        /**
+         * Bytes of keys and values one token takes in the KV cache, over every attention layer
+         * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+         */kvBytesPerToken: UInt64) {
         self.architecture = architecture
         self.name = name
         self.nParams = nParams
@@ -2856,6 +2865,7 @@ public struct ModelInfo: Equatable, Hashable {
         self.mappedBytes = mappedBytes
         self.nSequences = nSequences
         self.cacheBytesPerSequence = cacheBytesPerSequence
+        self.kvBytesPerToken = kvBytesPerToken
     }
 
     
@@ -2888,7 +2898,8 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
                 hasChatTemplate: FfiConverterBool.read(from: &buf), 
                 mappedBytes: FfiConverterUInt64.read(from: &buf), 
                 nSequences: FfiConverterUInt32.read(from: &buf), 
-                cacheBytesPerSequence: FfiConverterUInt64.read(from: &buf)
+                cacheBytesPerSequence: FfiConverterUInt64.read(from: &buf), 
+                kvBytesPerToken: FfiConverterUInt64.read(from: &buf)
         )
     }
 
@@ -2908,6 +2919,7 @@ public struct FfiConverterTypeModelInfo: FfiConverterRustBuffer {
         FfiConverterUInt64.write(value.mappedBytes, into: &buf)
         FfiConverterUInt32.write(value.nSequences, into: &buf)
         FfiConverterUInt64.write(value.cacheBytesPerSequence, into: &buf)
+        FfiConverterUInt64.write(value.kvBytesPerToken, into: &buf)
     }
 }
 
@@ -2962,6 +2974,14 @@ public struct ModelOptions: Equatable, Hashable {
      * `OutOfMemory`.
      */
     public var memoryBudget: UInt64?
+    /**
+     * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+     */
+    public var cacheTypeK: String
+    /**
+     * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+     */
+    public var cacheTypeV: String
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2990,13 +3010,21 @@ public struct ModelOptions: Equatable, Hashable {
          * [`crate::session::DEFAULT_BUDGET_PERCENT`] of the free memory once the weights are
          * placed: the CPU's, or for a GPU model the host's); past it the load fails with
          * `OutOfMemory`.
-         */memoryBudget: UInt64? = nil) {
+         */memoryBudget: UInt64? = nil, 
+        /**
+         * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+         */cacheTypeK: String = "f16", 
+        /**
+         * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+         */cacheTypeV: String = "f16") {
         self.device = device
         self.threads = threads
         self.nCtx = nCtx
         self.nBatch = nBatch
         self.nSequences = nSequences
         self.memoryBudget = memoryBudget
+        self.cacheTypeK = cacheTypeK
+        self.cacheTypeV = cacheTypeV
     }
 
     
@@ -3020,7 +3048,9 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
                 nCtx: FfiConverterOptionUInt32.read(from: &buf), 
                 nBatch: FfiConverterUInt32.read(from: &buf), 
                 nSequences: FfiConverterUInt32.read(from: &buf), 
-                memoryBudget: FfiConverterOptionUInt64.read(from: &buf)
+                memoryBudget: FfiConverterOptionUInt64.read(from: &buf), 
+                cacheTypeK: FfiConverterString.read(from: &buf), 
+                cacheTypeV: FfiConverterString.read(from: &buf)
         )
     }
 
@@ -3031,6 +3061,8 @@ public struct FfiConverterTypeModelOptions: FfiConverterRustBuffer {
         FfiConverterUInt32.write(value.nBatch, into: &buf)
         FfiConverterUInt32.write(value.nSequences, into: &buf)
         FfiConverterOptionUInt64.write(value.memoryBudget, into: &buf)
+        FfiConverterString.write(value.cacheTypeK, into: &buf)
+        FfiConverterString.write(value.cacheTypeV, into: &buf)
     }
 }
 

@@ -3820,6 +3820,12 @@ data class ModelInfo (
      * buffers' sizes (0 for an embedding model).
      */
     var `cacheBytesPerSequence`: kotlin.ULong
+    , 
+    /**
+     * Bytes of keys and values one token takes in the KV cache, over every attention layer
+     * (with the load's cache types; 0 for an embedding model, which keeps no cache).
+     */
+    var `kvBytesPerToken`: kotlin.ULong
     
 ){
     
@@ -3851,6 +3857,7 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterULong.read(buf),
             FfiConverterUInt.read(buf),
             FfiConverterULong.read(buf),
+            FfiConverterULong.read(buf),
         )
     }
 
@@ -3869,7 +3876,8 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterBoolean.allocationSize(value.`hasChatTemplate`) +
             FfiConverterULong.allocationSize(value.`mappedBytes`) +
             FfiConverterUInt.allocationSize(value.`nSequences`) +
-            FfiConverterULong.allocationSize(value.`cacheBytesPerSequence`)
+            FfiConverterULong.allocationSize(value.`cacheBytesPerSequence`) +
+            FfiConverterULong.allocationSize(value.`kvBytesPerToken`)
     )
 
     override fun write(value: ModelInfo, buf: ByteBuffer) {
@@ -3888,6 +3896,7 @@ public object FfiConverterTypeModelInfo: FfiConverterRustBuffer<ModelInfo> {
             FfiConverterULong.write(value.`mappedBytes`, buf)
             FfiConverterUInt.write(value.`nSequences`, buf)
             FfiConverterULong.write(value.`cacheBytesPerSequence`, buf)
+            FfiConverterULong.write(value.`kvBytesPerToken`, buf)
     }
 }
 
@@ -3933,6 +3942,16 @@ data class ModelOptions (
      * `OutOfMemory`.
      */
     var `memoryBudget`: kotlin.ULong? = null 
+    , 
+    /**
+     * The KV cache's key type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_k`).
+     */
+    var `cacheTypeK`: kotlin.String = "f16" 
+    , 
+    /**
+     * The KV cache's value type: "f16", "q8_0" or "q4_0" (llama.rn's `cache_type_v`).
+     */
+    var `cacheTypeV`: kotlin.String = "f16" 
     
 ){
     
@@ -3955,6 +3974,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterUInt.read(buf),
             FfiConverterUInt.read(buf),
             FfiConverterOptionalULong.read(buf),
+            FfiConverterString.read(buf),
+            FfiConverterString.read(buf),
         )
     }
 
@@ -3964,7 +3985,9 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterOptionalUInt.allocationSize(value.`nCtx`) +
             FfiConverterUInt.allocationSize(value.`nBatch`) +
             FfiConverterUInt.allocationSize(value.`nSequences`) +
-            FfiConverterOptionalULong.allocationSize(value.`memoryBudget`)
+            FfiConverterOptionalULong.allocationSize(value.`memoryBudget`) +
+            FfiConverterString.allocationSize(value.`cacheTypeK`) +
+            FfiConverterString.allocationSize(value.`cacheTypeV`)
     )
 
     override fun write(value: ModelOptions, buf: ByteBuffer) {
@@ -3974,6 +3997,8 @@ public object FfiConverterTypeModelOptions: FfiConverterRustBuffer<ModelOptions>
             FfiConverterUInt.write(value.`nBatch`, buf)
             FfiConverterUInt.write(value.`nSequences`, buf)
             FfiConverterOptionalULong.write(value.`memoryBudget`, buf)
+            FfiConverterString.write(value.`cacheTypeK`, buf)
+            FfiConverterString.write(value.`cacheTypeV`, buf)
     }
 }
 
