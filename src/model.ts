@@ -256,6 +256,7 @@ export interface CompletionOptions {
    * completions on different sequences run at the same time.
    */
   sequence?: number;
+  /**
    * When the context is full, discard the oldest half of what follows the first `nKeep` tokens
    * and go on (llama.cpp's context shift) instead of ending with `stopReason` `"context"`.
    * Default false. Models with recurrent layers (LFM2, Qwen 3.5) reject it (error kind
