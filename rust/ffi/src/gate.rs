@@ -1,8 +1,15 @@
 //! The open / close life cycle of a session and of a model: calls register while they run,
 //! `close` refuses new ones and waits for those in flight, and every call after it is `Closed`.
 //! Closing twice is fine. A call may register a [`CancelToken`] that `cancel_all` sets.
+//!
+//! Calls made from inside a call on the same thread (an event or token callback calling back
+//! into the model it reports on) must not wait for the call they are inside: this thread's
+//! held objects are marked ([`HeldMark`]), a `close` from inside one of its calls closes
+//! without waiting, and a lock that would wait for its own thread is refused at once
+//! ([`held_by_this_thread`]).
 
 use crate::error::{FfiResult, TesseraError};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -29,6 +36,39 @@ struct State {
     active: Vec<Arc<CancelToken>>,
 }
 
+thread_local! {
+    /// The objects (by address) this thread is inside a call of: gates it holds a pass of,
+    /// sequences it holds.
+    static HELD: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks an object (by address) as held by this thread until the mark drops.
+pub(crate) struct HeldMark(usize);
+
+impl HeldMark {
+    /// Marks `key` held by this thread.
+    pub(crate) fn new(key: usize) -> HeldMark {
+        HELD.with(|h| h.borrow_mut().push(key));
+        HeldMark(key)
+    }
+}
+
+impl Drop for HeldMark {
+    fn drop(&mut self) {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(i) = h.iter().rposition(|&k| k == self.0) {
+                h.remove(i);
+            }
+        });
+    }
+}
+
+/// Whether this thread holds the object at `key` (a call from inside one of its calls).
+pub(crate) fn held_by_this_thread(key: usize) -> bool {
+    HELD.with(|h| h.borrow().contains(&key))
+}
+
 /// Locks a mutex, recovering from poisoning (every exported call catches panics, so a panic
 /// while a lock was held must not make the object unusable).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -49,6 +89,7 @@ pub(crate) struct Gate {
 pub(crate) struct Pass<'a> {
     gate: &'a Gate,
     token: Option<Arc<CancelToken>>,
+    _held: HeldMark,
 }
 
 impl Drop for Pass<'_> {
@@ -87,7 +128,7 @@ impl Gate {
             state.active.push(token.clone());
         }
         log::debug!("{} registered ({} in flight)", self.call, state.in_flight);
-        Ok(Pass { gate: self, token })
+        Ok(Pass { gate: self, token, _held: HeldMark::new(self.key()) })
     }
 
     /// Calls registered and not finished (running, or waiting for the one running).
@@ -104,15 +145,29 @@ impl Gate {
         state.active.len()
     }
 
+    /// This gate's key among the objects a thread holds.
+    fn key(&self) -> usize {
+        self as *const Gate as usize
+    }
+
     /// Refuses new calls, runs `on_close` (while no new call can register: e.g. raising a
-    /// cancel flag), then waits until the calls in flight finished.
-    pub(crate) fn close(&self, on_close: impl FnOnce()) {
+    /// cancel flag), then waits until the calls in flight finished and returns true; called
+    /// from inside one of its own calls (a callback of that call closing the object), it
+    /// returns false at once instead of waiting for itself: the object is closed, its calls
+    /// in flight end when they return.
+    pub(crate) fn close(&self, on_close: impl FnOnce()) -> bool {
+        let reentrant = held_by_this_thread(self.key());
         let mut state = lock(&self.state);
         state.closed = true;
         on_close();
+        if reentrant {
+            log::warn!("{}: closed from inside one of its calls; not waiting for it", self.call);
+            return false;
+        }
         while state.in_flight > 0 {
             state = self.idle.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+        true
     }
 
     /// Whether [`Gate::close`] was called.

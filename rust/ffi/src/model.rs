@@ -756,16 +756,22 @@ impl Model {
 
     /// Closes the model: stops and waits for the work in flight, then frees its memory;
     /// every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+    /// From inside one of the model's own calls (a token callback of its generation) it does
+    /// not wait: the generation in flight is cancelled and returns with stop reason
+    /// "cancelled", and the memory is freed with the model object.
     pub fn close(&self) {
         guard_or(
             "Model.close",
             || (),
             || {
-                self.gate.close(|| self.cancel_all());
-                if let Some(s) = &self.sequences {
-                    s.clear();
+                // From inside one of the model's own calls (its token callback), the call in
+                // flight is cancelled and not waited for; the memory goes with the model.
+                if self.gate.close(|| self.cancel_all()) {
+                    if let Some(s) = &self.sequences {
+                        s.clear();
+                    }
+                    lock(&self.embedder).take();
                 }
-                lock(&self.embedder).take();
             },
         )
     }

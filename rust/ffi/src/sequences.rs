@@ -14,7 +14,7 @@
 //! generation and an embedding of one model already do: the weights are only read).
 
 use crate::error::{FfiResult, TesseraError};
-use crate::gate::lock;
+use crate::gate::{held_by_this_thread, lock, HeldMark};
 use crate::model::Model;
 use crate::session::DEFAULT_BUDGET_PERCENT;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,13 +72,23 @@ impl Sequences {
     }
 
     /// Runs `f` on sequence `sequence`'s context (made on its first use), one call at a time
-    /// per sequence; `InvalidArgument` for a sequence the model was not loaded with.
+    /// per sequence; `InvalidArgument` for a sequence the model was not loaded with, and for
+    /// a call from inside a call on the same sequence (which would wait for itself).
     pub(crate) fn with<T>(
         &self,
         sequence: u32,
         f: impl FnOnce(&mut Context) -> FfiResult<T>,
     ) -> FfiResult<T> {
         let slot = self.slot(sequence)?;
+        let key = slot as *const Mutex<Option<Context>> as usize;
+        if held_by_this_thread(key) {
+            return Err(TesseraError::invalid_argument(format!(
+                "sequence {sequence} is busy with the call this one was made from (a token \
+                 callback of its generation): it would wait for itself; call it after that \
+                 call returns, or on another sequence"
+            )));
+        }
+        let _held = HeldMark::new(key);
         let mut slot = lock(slot);
         let ctx = match slot.take() {
             Some(ctx) => slot.insert(ctx),

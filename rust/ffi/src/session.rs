@@ -522,8 +522,9 @@ impl Session {
             "Session.close",
             || (),
             || {
-                self.gate.close(|| ());
-                lock(&self.engine).take();
+                if self.gate.close(|| ()) {
+                    lock(&self.engine).take();
+                }
             },
         )
     }
