@@ -4,7 +4,7 @@
 //! a released model's number answers `Closed`. Long calls emit events ([`crate::events`]) tagged
 //! with the request's `requestId`.
 
-use crate::error::FfiResult;
+use crate::error::{FfiResult, TesseraError};
 use crate::events::{emit, Event};
 use crate::gate::lock;
 use crate::handles::{HandleTable, Names};
@@ -13,15 +13,23 @@ use crate::model::{ChatTurn, GenerateRequest, GenerateResult, Model, ModelOption
 use crate::protocol::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Loaded models by number.
 static MODELS: Mutex<HandleTable<Arc<Model>>> =
     Mutex::new(HandleTable::new(Names { noun: "model", gone: "is released", unknown: "model" }));
 
-/// Closes every loaded model (waiting for their work) and empties the table; returns how many
-/// there were. For a host's teardown (a JS reload).
+/// Counts [`release_all_models`] calls: a load that began before one and ends after it is
+/// ended too (its next progress step stops it; a model it loaded meanwhile is released).
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+
+/// Closes every loaded model (waiting for their work) and empties the table, and ends the loads
+/// in progress (they fail with `Cancelled`); returns how many models were closed. For a host's
+/// teardown (a JS reload).
 pub fn release_all_models() -> usize {
+    // Before the table is emptied: a load that inserts its model after this sees it.
+    RELEASES.fetch_add(1, Ordering::SeqCst);
     let all = lock(&MODELS).drain();
     for m in &all {
         m.close();
@@ -89,6 +97,8 @@ impl Method for LoadModel {
         let options = self.options.unwrap_or_default();
         // `cancelLoad` with this requestId stops the load at its next progress step.
         let running = crate::requests::register(request_id);
+        let releases = RELEASES.load(Ordering::SeqCst);
+        let released = || RELEASES.load(Ordering::SeqCst) != releases;
         let model = Model::open(&self.path, &options, &mut |progress| {
             // Events at whole percents only.
             let pct = (progress * 100.0) as i32;
@@ -96,10 +106,20 @@ impl Method for LoadModel {
                 last = pct;
                 emit(&Event::LoadProgress { request_id, progress });
             }
-            !running.cancelled()
+            !running.cancelled() && !released()
         })?;
         let info = model.info();
-        Ok(LoadedModel { model: lock(&MODELS).insert(Arc::new(model)), info })
+        let mut table = lock(&MODELS);
+        if released() {
+            drop(table);
+            model.close();
+            return Err(TesseraError::Cancelled {
+                message: "loadModel: ended by closeAllSessions (or releaseAllModels) while it \
+                          loaded"
+                    .into(),
+            });
+        }
+        Ok(LoadedModel { model: table.insert(Arc::new(model)), info })
     }
 }
 

@@ -6,7 +6,8 @@ use crate::error::guard_or;
 
 /// Closes every session opened through the JSON protocol (`openSession`), the sessions kept
 /// for one-shot computes and every model loaded through the protocol (`loadModel`): computes
-/// and generations in flight are cancelled first, so this returns soon after their next check.
+/// and generations in flight are cancelled first, so this returns soon after their next check;
+/// loads in progress end with `Cancelled` (see [`crate::json_model::release_all_models`]).
 /// Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
 /// new ones can be opened.
 #[uniffi::export]
