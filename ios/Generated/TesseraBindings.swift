@@ -659,6 +659,9 @@ public protocol ModelProtocol: AnyObject, Sendable {
     /**
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     * From inside one of the model's own calls (a token callback of its generation) it does
+     * not wait: the generation in flight is cancelled and returns with stop reason
+     * "cancelled", and the memory is freed with the model object.
      */
     func close() 
     
@@ -835,6 +838,9 @@ open func cancel()  {try! rustCall() {
     /**
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     * From inside one of the model's own calls (a token callback of its generation) it does
+     * not wait: the generation in flight is cancelled and returns with stop reason
+     * "cancelled", and the memory is freed with the model object.
      */
 open func close()  {try! rustCall() {
         uniffiCallStatus in
@@ -5706,7 +5712,8 @@ public func callJson(request: String) -> String  {
 /**
  * Closes every session opened through the JSON protocol (`openSession`), the sessions kept
  * for one-shot computes and every model loaded through the protocol (`loadModel`): computes
- * and generations in flight are cancelled first, so this returns soon after their next check.
+ * and generations in flight are cancelled first, so this returns soon after their next check;
+ * loads in progress end with `Cancelled` (see [`crate::json_model::release_all_models`]).
  * Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
  * new ones can be opened.
  */
@@ -5791,7 +5798,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_func_call_json() != 65131) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_func_close_all_sessions() != 52487) {
+    if (uniffi_tessera_ffi_checksum_func_close_all_sessions() != 56995) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_func_log_level() != 15396) {
@@ -5812,7 +5819,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_tessera_ffi_checksum_method_model_cancel() != 56151) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_tessera_ffi_checksum_method_model_close() != 21782) {
+    if (uniffi_tessera_ffi_checksum_method_model_close() != 17595) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817) {

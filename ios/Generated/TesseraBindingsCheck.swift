@@ -22,14 +22,14 @@ func tesseraBindingsMismatch() -> String? {
     if uniffi_tessera_ffi_checksum_func_cpu_features() != 15279 { differing.append("uniffi_tessera_ffi_checksum_func_cpu_features") }
     if uniffi_tessera_ffi_checksum_func_devices() != 37892 { differing.append("uniffi_tessera_ffi_checksum_func_devices") }
     if uniffi_tessera_ffi_checksum_func_call_json() != 65131 { differing.append("uniffi_tessera_ffi_checksum_func_call_json") }
-    if uniffi_tessera_ffi_checksum_func_close_all_sessions() != 52487 { differing.append("uniffi_tessera_ffi_checksum_func_close_all_sessions") }
+    if uniffi_tessera_ffi_checksum_func_close_all_sessions() != 56995 { differing.append("uniffi_tessera_ffi_checksum_func_close_all_sessions") }
     if uniffi_tessera_ffi_checksum_func_log_level() != 15396 { differing.append("uniffi_tessera_ffi_checksum_func_log_level") }
     if uniffi_tessera_ffi_checksum_func_set_log_level() != 13842 { differing.append("uniffi_tessera_ffi_checksum_func_set_log_level") }
     if uniffi_tessera_ffi_checksum_func_set_log_listener() != 7313 { differing.append("uniffi_tessera_ffi_checksum_func_set_log_listener") }
     if uniffi_tessera_ffi_checksum_func_set_log_to_stderr() != 36546 { differing.append("uniffi_tessera_ffi_checksum_func_set_log_to_stderr") }
     if uniffi_tessera_ffi_checksum_method_model_apply_chat_template() != 5662 { differing.append("uniffi_tessera_ffi_checksum_method_model_apply_chat_template") }
     if uniffi_tessera_ffi_checksum_method_model_cancel() != 56151 { differing.append("uniffi_tessera_ffi_checksum_method_model_cancel") }
-    if uniffi_tessera_ffi_checksum_method_model_close() != 21782 { differing.append("uniffi_tessera_ffi_checksum_method_model_close") }
+    if uniffi_tessera_ffi_checksum_method_model_close() != 17595 { differing.append("uniffi_tessera_ffi_checksum_method_model_close") }
     if uniffi_tessera_ffi_checksum_method_model_detokenize() != 28817 { differing.append("uniffi_tessera_ffi_checksum_method_model_detokenize") }
     if uniffi_tessera_ffi_checksum_method_model_embed() != 36493 { differing.append("uniffi_tessera_ffi_checksum_method_model_embed") }
     if uniffi_tessera_ffi_checksum_method_model_generate() != 53977 { differing.append("uniffi_tessera_ffi_checksum_method_model_generate") }

@@ -1092,7 +1092,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_func_call_json() and 0xFFFF) != 65131) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_func_close_all_sessions() and 0xFFFF) != 52487) {
+    if ((lib.uniffi_tessera_ffi_checksum_func_close_all_sessions() and 0xFFFF) != 56995) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_func_log_level() and 0xFFFF) != 15396) {
@@ -1113,7 +1113,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_tessera_ffi_checksum_method_model_cancel() and 0xFFFF) != 56151) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 21782) {
+    if ((lib.uniffi_tessera_ffi_checksum_method_model_close() and 0xFFFF) != 17595) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_tessera_ffi_checksum_method_model_detokenize() and 0xFFFF) != 28817) {
@@ -1752,6 +1752,9 @@ public interface ModelInterface {
     /**
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     * From inside one of the model's own calls (a token callback of its generation) it does
+     * not wait: the generation in flight is cancelled and returns with stop reason
+     * "cancelled", and the memory is freed with the model object.
      */
     fun `closeModel`()
     
@@ -1970,6 +1973,9 @@ open class Model: Disposable, AutoCloseable, ModelInterface
     /**
      * Closes the model: stops and waits for the work in flight, then frees its memory;
      * every later call returns `Closed`. Closing twice is fine. (Kotlin: `closeModel()`.)
+     * From inside one of the model's own calls (a token callback of its generation) it does
+     * not wait: the generation in flight is cancelled and returns with stop reason
+     * "cancelled", and the memory is freed with the model object.
      */override fun `closeModel`()
         = 
     callWithHandle {
@@ -6074,7 +6080,8 @@ public typealias FfiConverterTypeJsonText = FfiConverterString
         /**
          * Closes every session opened through the JSON protocol (`openSession`), the sessions kept
          * for one-shot computes and every model loaded through the protocol (`loadModel`): computes
-         * and generations in flight are cancelled first, so this returns soon after their next check.
+         * and generations in flight are cancelled first, so this returns soon after their next check;
+         * loads in progress end with `Cancelled` (see [`crate::json_model::release_all_models`]).
          * Returns how many sessions and models were closed. Their numbers answer `Closed` from then on;
          * new ones can be opened.
          */ fun `closeAllSessions`(): kotlin.ULong {
