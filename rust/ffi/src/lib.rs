@@ -34,6 +34,7 @@ mod jni_hook;
 pub mod json_api;
 mod json_model;
 pub mod lifecycle;
+pub mod limits;
 pub mod logging;
 pub mod model;
 mod model_session;

@@ -560,6 +560,7 @@ impl Model {
         request: &GenerateRequest,
         on_token: &mut dyn FnMut(&GeneratedToken) -> bool,
     ) -> FfiResult<GenerateResult> {
+        crate::limits::generate_request(request)?;
         let plan = GenerationPlan::new(request, &self.model)?;
         self.with_context(request.sequence, |ctx| {
             let mut parser = OutputParser::new(plan.output);
@@ -645,6 +646,7 @@ impl Model {
         parse_special: bool,
     ) -> FfiResult<Vec<u32>> {
         guard("Model.tokenize", || {
+            crate::limits::text("tokenize: text", &text)?;
             let _pass = self.gate.enter(None)?;
             Ok(self.model.tokenizer().encode(&text, add_special, parse_special))
         })
@@ -653,6 +655,7 @@ impl Model {
     /// The text of `tokens` (`special`: special tokens rendered as their text).
     pub fn detokenize(&self, tokens: Vec<u32>, special: bool) -> FfiResult<String> {
         guard("Model.detokenize", || {
+            crate::limits::count("detokenize: tokens", tokens.len(), crate::limits::MAX_TOKENS)?;
             let _pass = self.gate.enter(None)?;
             Ok(self.model.tokenizer().decode(&tokens, special).map_err(LlmError::from)?)
         })
@@ -703,6 +706,10 @@ impl Model {
     /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
         guard("Model.embed", || {
+            crate::limits::count("embed: texts", texts.len(), crate::limits::MAX_TEXTS)?;
+            for (i, t) in texts.iter().enumerate() {
+                crate::limits::text(&format!("embed: texts[{i}]"), t)?;
+            }
             self.with_embedder(|e| {
                 let pooling = match &pooling {
                     Some(p) => Pooling::parse(p)?,
@@ -736,6 +743,11 @@ impl Model {
         guard("Model.rerank", || {
             if documents.is_empty() {
                 return Err(TesseraError::invalid_argument("rerank: no documents"));
+            }
+            crate::limits::text("rerank: query", &query)?;
+            crate::limits::count("rerank: documents", documents.len(), crate::limits::MAX_TEXTS)?;
+            for (i, d) in documents.iter().enumerate() {
+                crate::limits::text(&format!("rerank: documents[{i}]"), d)?;
             }
             self.with_embedder(|e| {
                 let docs: Vec<&str> = documents.iter().map(String::as_str).collect();
