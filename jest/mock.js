@@ -34,7 +34,7 @@
  *   times `cacheBytesPerSequence` (131072): a TesseraError of kind OutOfMemory;
  *   timings: 1 ms per prompt token, 10 ms per generated token; each token one text chunk,
  *   the content the text (no reasoning, no tool calls); rerank scores by the cosine of the
- *   mock embeddings; embed gives unit vectors of 8
+ *   mock embeddings; embed gives unit vectors of 8 (an embedProgress event per text)
  *   values computed from the text; after release, calls reject with ClosedError;
  * - downloadModel(url, { sha256 }): "downloads" 250 MB with progress 0, half, all (held by
  *   `__mock.gate` like tokens; a signal cancels it with a CancelledError) into
@@ -366,6 +366,7 @@ function modelAnswer(req) {
     }
     case 'embed':
       modelOf(req);
+      p.texts.forEach((_, i) => emitEvent({ type: 'embedProgress', requestId: req.requestId, done: i + 1, total: p.texts.length }));
       return { embeddings: p.texts.map(mockEmbedding) };
     case 'saveSession': {
       const m = sequenceOf(modelOf(req), p);

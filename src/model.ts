@@ -414,6 +414,12 @@ export interface SessionFileOptions {
 export interface EmbedOptions {
   /** `"mean"`, `"last"` or `"first"`; absent: the model's own pooling, or mean. */
   pooling?: 'mean' | 'last' | 'first';
+  /**
+   * Called after each text is embedded with how many are done and how many there are (an
+   * exception it throws is ignored). `stopCompletion()` stops an `embed` of many texts between
+   * two of them: it rejects with a `CancelledError`.
+   */
+  onProgress?: (done: number, total: number) => void;
 }
 
 // --------------------------------------------------------------------------- checks
@@ -1036,14 +1042,34 @@ export class LanguageModel {
   embed(input: string, options?: EmbedOptions): Promise<number[]>;
   embed(input: readonly string[], options?: EmbedOptions): Promise<number[][]>;
   async embed(input: string | readonly string[], options?: EmbedOptions): Promise<number[] | number[][]> {
-    const o = checkOptions('embed', options, ['pooling']);
+    const { onProgress, ...o } = checkOptions('embed', options, ['pooling', 'onProgress']);
     const texts = typeof input === 'string' ? [input] : input;
     if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
       throw new InvalidArgumentError(`embed: expected a text or an array of texts, got ${describe(input)}`);
     }
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new InvalidArgumentError(`embed: onProgress must be a function, got ${describe(onProgress)}`);
+    }
     if (this.released) throw this.closedError();
-    const r = await this.exclusive(() => this.call<{ embeddings: number[][] }>('embed', { texts, ...o }));
-    return typeof input === 'string' ? r.embeddings[0]! : r.embeddings;
+    const requestId = newRequestId();
+    const off = onProgress
+      ? onRequestEvents(requestId, (e: NativeEvent) => {
+          if (e.type !== 'embedProgress' || typeof e.done !== 'number' || typeof e.total !== 'number') return;
+          try {
+            onProgress(e.done, e.total);
+          } catch {
+            // A failing progress callback does not stop the embedding.
+          }
+        })
+      : noop;
+    try {
+      const r = await this.exclusive(() =>
+        request<{ embeddings: number[][] }>({ method: 'embed', model: this.id, requestId, params: { texts, ...o } })
+      );
+      return typeof input === 'string' ? r.embeddings[0]! : r.embeddings;
+    } finally {
+      off();
+    }
   }
 
   /**

@@ -121,6 +121,13 @@ describe('jest/mock.js', () => {
     expect(Math.hypot(...a)).toBeCloseTo(1, 12);
     expect(a).not.toEqual(b);
     expect(await model.embed('a')).toEqual(a);
+    const embedded: Array<[number, number]> = [];
+    await model.embed(['a', 'b', 'c'], { onProgress: (done: number, total: number) => embedded.push([done, total]) });
+    expect(embedded).toEqual([
+      [1, 3],
+      [2, 3],
+      [3, 3],
+    ]);
 
     await model.release();
     await expect(model.tokenize('x')).rejects.toBeInstanceOf(tessera.ClosedError);

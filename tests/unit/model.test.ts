@@ -256,8 +256,8 @@ describe('LanguageModel', () => {
       { method: 'tokenize', model: 3, params: { text: 'The', addSpecial: false } },
       { method: 'detokenize', model: 3, params: { tokens: [818], special: true } },
       { method: 'applyChatTemplate', model: 3, params: { messages: [{ role: 'user', content: 'Hi' }], addGenerationPrompt: false } },
-      { method: 'embed', model: 3, params: { texts: ['a'] } },
-      { method: 'embed', model: 3, params: { texts: ['a', 'b'], pooling: 'mean' } },
+      { method: 'embed', model: 3, requestId: expect.any(String), params: { texts: ['a'] } },
+      { method: 'embed', model: 3, requestId: expect.any(String), params: { texts: ['a', 'b'], pooling: 'mean' } },
     ]);
     await expect(model.applyChatTemplate([{ role: 'user' }] as never)).rejects.toThrow('applyChatTemplate: message 0 must be { role: string, content: string }, got object');
     await expect(model.tokenize(5 as never)).rejects.toThrow('tokenize: text must be a string, got number');

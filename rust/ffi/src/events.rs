@@ -32,6 +32,15 @@ pub(crate) enum Event<'a> {
         #[serde(flatten)]
         token: &'a crate::generation::GeneratedToken,
     },
+    /// Texts embedded so far by an `embed` of several texts.
+    EmbedProgress {
+        /// The `requestId` of the `embed` request.
+        request_id: &'a Value,
+        /// Texts embedded.
+        done: usize,
+        /// Texts to embed.
+        total: usize,
+    },
     /// Bytes of a model file downloaded so far.
     DownloadProgress {
         /// The `requestId` of the `downloadModel` request.

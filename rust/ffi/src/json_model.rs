@@ -306,8 +306,12 @@ impl Method for Embed {
     type Reply = Embeddings;
 
     fn run(self) -> FfiResult<Embeddings> {
-        let ModelCall { model: id, params: p, .. } = self.0;
-        Ok(Embeddings { embeddings: model(id)?.embed(p.texts, p.pooling)? })
+        let ModelCall { model: id, params: p, request_id } = self.0;
+        let total = p.texts.len();
+        let embeddings = model(id)?.embed_with(&p.texts, p.pooling.as_deref(), &mut |done| {
+            emit(&Event::EmbedProgress { request_id: &request_id, done, total })
+        })?;
+        Ok(Embeddings { embeddings })
     }
 }
 

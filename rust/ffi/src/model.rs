@@ -554,6 +554,48 @@ impl Model {
         f(embedder)
     }
 
+    /// [`Model::embed`] telling `progress` how many texts are embedded after each one. A
+    /// cancel (`cancel`, `close`) stops it within the text it is on: `Cancelled`.
+    pub(crate) fn embed_with(
+        &self,
+        texts: &[String],
+        pooling: Option<&str>,
+        progress: &mut dyn FnMut(usize),
+    ) -> FfiResult<Vec<Vec<f32>>> {
+        crate::limits::count("embed: texts", texts.len(), crate::limits::MAX_TEXTS)?;
+        for (i, t) in texts.iter().enumerate() {
+            crate::limits::text(&format!("embed: texts[{i}]"), t)?;
+        }
+        self.with_embedder(|e| {
+            let pooling = match pooling {
+                Some(p) => Pooling::parse(p)?,
+                None => e.default_pooling(),
+            };
+            // Each embedding clears the flag as it starts: a cancel that came between two
+            // texts is seen here.
+            let cancelled = e.cancel_flag();
+            let mut out = Vec::with_capacity(texts.len());
+            for text in texts {
+                if !out.is_empty() && cancelled.load(Ordering::Relaxed) {
+                    return Err(TesseraError::Cancelled {
+                        message: format!(
+                            "embed cancelled after {} of {} texts",
+                            out.len(),
+                            texts.len()
+                        ),
+                    });
+                }
+                let tokens = e.tokens(text);
+                if tokens.is_empty() {
+                    return Err(TesseraError::invalid_argument("embed: a text has no tokens"));
+                }
+                out.push(e.embed(&tokens, pooling)?);
+                progress(out.len());
+            }
+            Ok(out)
+        })
+    }
+
     /// Generates with a Rust callback for the tokens (the protocol's events go through it).
     pub(crate) fn generate_with(
         &self,
@@ -705,27 +747,7 @@ impl Model {
     /// for the model's own, mean when its file names none). Every sequence's cache is left
     /// as it was.
     pub fn embed(&self, texts: Vec<String>, pooling: Option<String>) -> FfiResult<Vec<Vec<f32>>> {
-        guard("Model.embed", || {
-            crate::limits::count("embed: texts", texts.len(), crate::limits::MAX_TEXTS)?;
-            for (i, t) in texts.iter().enumerate() {
-                crate::limits::text(&format!("embed: texts[{i}]"), t)?;
-            }
-            self.with_embedder(|e| {
-                let pooling = match &pooling {
-                    Some(p) => Pooling::parse(p)?,
-                    None => e.default_pooling(),
-                };
-                let mut out = Vec::with_capacity(texts.len());
-                for text in &texts {
-                    let tokens = e.tokens(text);
-                    if tokens.is_empty() {
-                        return Err(TesseraError::invalid_argument("embed: a text has no tokens"));
-                    }
-                    out.push(e.embed(&tokens, pooling)?);
-                }
-                Ok(out)
-            })
-        })
+        guard("Model.embed", || self.embed_with(&texts, pooling.as_deref(), &mut |_| ()))
     }
 
     /// The relevance of each of `documents` to `query` for a reranker model (a BERT
