@@ -311,11 +311,27 @@ pub fn generate(
     let t0 = Instant::now();
     let cached = ctx.reuse_prefix(&tokens);
     let rest = &tokens[cached..];
-    // One output for the whole generation: each step's logits land in the same buffer.
-    let mut out = ctx.decode(rest, Rows::Last)?;
+    // One output for the whole generation: each step's logits land in the same buffer. A
+    // cancel while the prompt is processed ends the generation as one between tokens does:
+    // with stop reason `Cancelled` and no token.
+    let decoded = ctx.decode(rest, Rows::Last);
     timings.prompt_tokens = rest.len();
     timings.cached_tokens = cached;
     timings.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mut out = match decoded {
+        Ok(out) => out,
+        Err(LlmError::Cancelled) => {
+            let stop_reason = StopReason::Cancelled;
+            return Ok(Generation {
+                text: String::new(),
+                tokens: Vec::new(),
+                prompt_tokens: tokens,
+                stop_reason,
+                timings,
+            });
+        }
+        Err(e) => return Err(e),
+    };
     sampler.accept_all(&tokens);
 
     let t1 = Instant::now();

@@ -322,3 +322,31 @@ fn every_weight_is_placed_once() {
         assert_eq!(w.mapped_bytes() + w.copied_bytes(), in_file, "{}", path.display());
     }
 }
+
+#[test]
+fn a_cancel_while_the_prompt_is_processed_ends_with_stop_reason_cancelled() {
+    // docs/native-protocol.md: a cancelled generation answers ok with stop reason "cancelled",
+    // also when the cancel comes before its first token.
+    let model = load(&gemma_path());
+    let mut ctx = context(&model, 256, 16);
+    let flag = ctx.cancel_flag();
+    let mut nodes = 0;
+    ctx.set_eval_callback(Some(Box::new(move |_, _| {
+        nodes += 1;
+        if nodes == 10 {
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        true
+    })));
+    let opts =
+        GenerateOptions { max_tokens: 4, sampling: SamplingParams::greedy(), ..Default::default() };
+    let prompt = Prompt::Text("one two three four ".repeat(20));
+    let g =
+        generate(&mut ctx, &prompt, &opts, &mut |_| panic!("a token after the cancel")).unwrap();
+    assert_eq!(g.stop_reason, StopReason::Cancelled);
+    assert!(g.tokens.is_empty() && g.text.is_empty());
+    // The context goes on: the same prompt generates.
+    ctx.set_eval_callback(None);
+    let again = generate(&mut ctx, &prompt, &opts, &mut |_| true).unwrap();
+    assert_eq!((again.stop_reason, again.tokens.len()), (StopReason::MaxTokens, 4));
+}
