@@ -3,8 +3,9 @@
 //! A file of its own: the protocol's event listener is process-wide.
 
 use serde_json::{json, Value};
+use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex};
-use tessera_ffi::json_api::handle;
+use tessera_ffi::c_api::{tessera_call_json, tessera_free_string};
 use tessera_ffi::{set_event_listener, EventListener};
 
 fn gemma() -> String {
@@ -17,8 +18,16 @@ fn gemma() -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// A request through the C ABI.
 fn call(request: Value) -> Value {
-    serde_json::from_str(&handle(&request.to_string()).to_string()).unwrap()
+    let c = CString::new(request.to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated string; the response is freed once below.
+    unsafe {
+        let response = tessera_call_json(c.as_ptr());
+        let text = CStr::from_ptr(response).to_str().unwrap().to_string();
+        tessera_free_string(response);
+        serde_json::from_str(&text).unwrap()
+    }
 }
 
 /// Keeps the progress events; cancels the model's work at `cancel_at` texts done.

@@ -2,7 +2,8 @@
 //! `InvalidArgument` naming the limit, before any work; at the bound a call runs.
 
 use serde_json::{json, Value};
-use tessera_ffi::json_api::handle;
+use std::ffi::{CStr, CString};
+use tessera_ffi::c_api::{tessera_call_json, tessera_free_string};
 use tessera_ffi::limits::{
     MAX_MESSAGES, MAX_STOP_BYTES, MAX_STOP_STRINGS, MAX_TEXTS, MAX_TEXT_BYTES, MAX_TOKENS,
 };
@@ -17,8 +18,16 @@ fn gemma() -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// A request through the C ABI.
 fn call(request: Value) -> Value {
-    serde_json::from_str(&handle(&request.to_string()).to_string()).unwrap()
+    let c = CString::new(request.to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated string; the response is freed once below.
+    unsafe {
+        let response = tessera_call_json(c.as_ptr());
+        let text = CStr::from_ptr(response).to_str().unwrap().to_string();
+        tessera_free_string(response);
+        serde_json::from_str(&text).unwrap()
+    }
 }
 
 fn refused(request: Value, message: &str) {

@@ -1,16 +1,15 @@
 //! Calls made from inside a token callback into the model that is generating (issue 39): those
 //! that would wait for the call they are inside answer at once. `generate` on the generating
 //! sequence is `InvalidArgument`, on another sequence it runs; `releaseModel` (and the uniffi
-//! `Model.close`) release without waiting, and the generation ends "cancelled". A file of its
-//! own: the protocol's event listener is process-wide.
+//! `Model.close`) release without waiting, and the generation ends "cancelled". Through the C
+//! ABI (`tessera_call_json` with a C event callback) and the Model object. A file of its own:
+//! the event callback is process-wide.
 
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
-use tessera_ffi::json_api::handle;
-use tessera_ffi::{
-    set_event_listener, EventListener, GenerateRequest, GeneratedToken, Model, ModelOptions,
-    TokenListener,
-};
+use std::ffi::{c_char, CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+use tessera_ffi::c_api::{tessera_call_json, tessera_free_string, tessera_set_event_callback};
+use tessera_ffi::{GenerateRequest, GeneratedToken, Model, ModelOptions, TokenListener};
 
 fn gemma() -> String {
     if let Ok(p) = std::env::var("TESSERA_GEMMA_GGUF") {
@@ -22,42 +21,60 @@ fn gemma() -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// A request through the C ABI.
 fn call(request: Value) -> Value {
-    serde_json::from_str(&handle(&request.to_string()).to_string()).unwrap()
+    let c = CString::new(request.to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated string; the response is freed once below.
+    unsafe {
+        let response = tessera_call_json(c.as_ptr());
+        let text = CStr::from_ptr(response).to_str().unwrap().to_string();
+        tessera_free_string(response);
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+/// What the C event callback works with: the model, the replies it got, the outer tokens seen.
+#[derive(Default)]
+struct CallingBack {
+    model: u64,
+    replies: Vec<(String, Value)>,
+    outer_tokens: usize,
+}
+
+fn calling_back() -> &'static Mutex<CallingBack> {
+    static STATE: OnceLock<Mutex<CallingBack>> = OnceLock::new();
+    STATE.get_or_init(Mutex::default)
 }
 
 /// On the outer generation's token events: first a `generate` on its own sequence and one on
 /// the other sequence, then, at its third token, `releaseModel`; every reply kept.
-struct CallingBack {
-    model: u64,
-    replies: Arc<Mutex<Vec<(String, Value)>>>,
-    outer_tokens: Arc<Mutex<usize>>,
-}
-
-impl EventListener for CallingBack {
-    fn on_event(&self, event_json: String) {
-        let e: Value = serde_json::from_str(&event_json).unwrap();
-        if e["type"] != "token" || e["requestId"] != "outer" {
-            return;
-        }
-        let n = {
-            let mut n = self.outer_tokens.lock().unwrap();
-            *n += 1;
-            *n
-        };
-        let mut replies = self.replies.lock().unwrap();
+unsafe extern "C" fn on_event(event_json: *const c_char) {
+    // SAFETY: the library passes a NUL-terminated string valid during this call.
+    let text = unsafe { CStr::from_ptr(event_json) }.to_str().unwrap();
+    let e: Value = serde_json::from_str(text).unwrap();
+    if e["type"] != "token" || e["requestId"] != "outer" {
+        return;
+    }
+    let (model, n) = {
+        let mut state = calling_back().lock().unwrap();
+        state.outer_tokens += 1;
+        (state.model, state.outer_tokens)
+    };
+    let mut replies = Vec::new();
+    {
         let params =
             |sequence: u32| json!({"prompt": "Hello", "maxTokens": 2, "sequence": sequence});
         if n == 1 {
-            let same = json!({"method": "generate", "model": self.model, "requestId": "same", "params": params(0)});
-            replies.push(("same sequence".into(), call(same)));
-            let other = json!({"method": "generate", "model": self.model, "requestId": "other", "params": params(1)});
-            replies.push(("other sequence".into(), call(other)));
+            let same = json!({"method": "generate", "model": model, "requestId": "same", "params": params(0)});
+            replies.push(("same sequence".to_string(), call(same)));
+            let other = json!({"method": "generate", "model": model, "requestId": "other", "params": params(1)});
+            replies.push(("other sequence".to_string(), call(other)));
         } else if n == 3 {
-            let release = json!({"method": "releaseModel", "model": self.model});
-            replies.push(("release".into(), call(release)));
+            let release = json!({"method": "releaseModel", "model": model});
+            replies.push(("release".to_string(), call(release)));
         }
     }
+    calling_back().lock().unwrap().replies.extend(replies);
 }
 
 #[test]
@@ -65,19 +82,17 @@ fn protocol_calls_from_inside_a_token_event() {
     let options = json!({"device": "CPU", "threads": 2, "nCtx": 256, "nSequences": 2});
     let loaded = call(json!({"method": "loadModel", "path": gemma(), "options": options}));
     let model = loaded["ok"]["model"].as_u64().unwrap_or_else(|| panic!("{loaded}"));
-    let replies = Arc::new(Mutex::new(Vec::new()));
-    let outer_tokens = Arc::new(Mutex::new(0));
-    set_event_listener(Some(Box::new(CallingBack {
-        model,
-        replies: replies.clone(),
-        outer_tokens: outer_tokens.clone(),
-    })));
+    calling_back().lock().unwrap().model = model;
+    // SAFETY: `on_event` may be called from any thread with a string valid during the call.
+    unsafe { tessera_set_event_callback(Some(on_event)) };
     let params = json!({"prompt": "Once upon a time", "maxTokens": 16, "temperature": 0.0});
     let outer =
         call(json!({"method": "generate", "model": model, "requestId": "outer", "params": params}));
-    set_event_listener(None);
+    // SAFETY: removing the callback.
+    unsafe { tessera_set_event_callback(None) };
 
-    let replies = replies.lock().unwrap();
+    let state = calling_back().lock().unwrap();
+    let replies = &state.replies;
     let names: Vec<&str> = replies.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["same sequence", "other sequence", "release"]);
     let same = &replies[0].1;
@@ -91,7 +106,7 @@ fn protocol_calls_from_inside_a_token_event() {
     assert_eq!(outer["ok"]["stopReason"], "cancelled", "{outer}");
     let n = outer["ok"]["tokens"].as_array().unwrap().len();
     assert!((3..16).contains(&n), "{n} tokens after a release at the third");
-    assert_eq!(*outer_tokens.lock().unwrap(), n);
+    assert_eq!(state.outer_tokens, n);
     let after = call(json!({"method": "modelInfo", "model": model}));
     assert_eq!(after["error"]["kind"], "Closed", "{after}");
 }
