@@ -6,14 +6,22 @@
 //! [`K_BLOCK`] keys and values, converted to F32 once. Key blocks that the mask hides from every
 //! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache).
 //! Within a block, the scores of every (query, head) row against every key are one tiled product
-//! ([`attn_tiles::scores_t`] with the rows in SIMD lanes when there are enough rows, else
-//! [`attn_tiles::dots_t`]), stored key-major, their softmax step one pass across the rows
+//! ([`attn_tiles::scores_t`], with the rows in SIMD lanes when there are enough rows, else the
+//! keys), stored key-major, their softmax step one pass across the rows
 //! ([`attn_tiles::softmax_block`]) and the weighted values another product
 //! ([`attn_tiles::weighted_sum_t`]). When
 //! there are fewer (query, KV head) units than threads (generation: one query), the keys some
 //! query sees (the span the mask leaves visible: not the cache's empty cells) are split into
-//! ranges whose partial results (max, sum, weighted values) are merged at the end. A thread's
-//! buffer for a block of converted keys and values is kept between calls.
+//! ranges of whole blocks. A thread's buffer for a block of converted keys and values is kept
+//! between calls.
+//!
+//! The same result whatever the batch, the threads or the cache (issue 38): blocks start at
+//! multiples of [`K_BLOCK`] keys from key 0 in every unit; each block's softmax is computed on
+//! its own (its max, sum and weighted values, each row's reductions in key order, a row's
+//! arithmetic independent of the other rows of its unit) and merged into the row's running
+//! result left to right by one function ([`merge_row`]), inside the unit, or after the units
+//! when the keys were split between threads; a block that hides every key of a row changes
+//! nothing, so skipping it, or computing it for another row's sake, gives the same bits.
 //!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
@@ -32,8 +40,6 @@ const K_BLOCK: usize = 64;
 /// generation at 2 threads on a Xeon: splitting from 64 keys instead of 129 took a token's
 /// attention from 499 to 402 us over its first 128 positions).
 const MIN_KEYS_PER_SPLIT: usize = 32;
-/// Key ranges start at multiples of this.
-const SPLIT_ALIGN: usize = 8;
 
 thread_local! {
     /// A thread's buffer for a block of converted keys and values.
@@ -49,18 +55,17 @@ struct Running {
 }
 
 impl Running {
-    /// Merges another partial result of the same query.
+    /// No key seen yet: what every row starts from.
+    fn empty(dv: usize) -> Self {
+        Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; dv] }
+    }
+
+    /// Merges the partial result of the next block of keys of the same query.
     fn merge(&mut self, other: &Running) {
-        if other.max == f32::NEG_INFINITY {
-            return;
-        }
-        let new_max = self.max.max(other.max);
-        let (ca, cb) = ((self.max - new_max).exp(), (other.max - new_max).exp());
-        self.sum = self.sum * ca + other.sum * cb;
-        for (a, &b) in self.acc.iter_mut().zip(&other.acc) {
-            *a = *a * ca + b * cb;
-        }
-        self.max = new_max;
+        merge_row(
+            (&mut self.max, &mut self.sum, &mut self.acc),
+            (other.max, other.sum, &other.acc),
+        );
     }
 
     /// The attention output (zeros when every key was hidden, as ggml).
@@ -70,6 +75,28 @@ impl Running {
             *o = a * inv;
         }
     }
+}
+
+/// Merges one block's partial softmax of a row (its max, sum of weights relative to that max,
+/// weighted values) into the row's running one, which covers the keys before the block. The one
+/// step by which every row's blocks are combined, always left to right, whether one unit walks
+/// the keys or several threads each take a range of them: so a row's result does not depend on
+/// how the keys were split, nor on the other rows of its unit. Merging into the empty state
+/// (max -inf, sums 0) copies the block exactly; a block whose keys are all hidden (max -inf)
+/// changes nothing, exactly as if it were skipped.
+fn merge_row(run: (&mut f32, &mut f32, &mut [f32]), block: (f32, f32, &[f32])) {
+    let (max, sum, acc) = run;
+    let (bmax, bsum, bacc) = block;
+    if bmax == f32::NEG_INFINITY {
+        return;
+    }
+    let new_max = max.max(bmax);
+    let (ca, cb) = ((*max - new_max).exp(), (bmax - new_max).exp());
+    *sum = *sum * ca + bsum * cb;
+    for (a, &b) in acc.iter_mut().zip(bacc) {
+        *a = *a * ca + b * cb;
+    }
+    *max = new_max;
 }
 
 /// The operands, with their geometry.
@@ -99,8 +126,9 @@ struct Unit {
     k1: usize,
 }
 
-/// A unit with the running softmax state of each of its query rows.
-type UnitResult = (Unit, Vec<Running>);
+/// A unit with the softmax state of each of its query rows: one, merged over its keys, or one
+/// per block of keys (when the keys are split between threads).
+type UnitResult = (Unit, Vec<Vec<Running>>);
 
 /// Reads `n` elements of an F16 or F32 row at `ptr` into `out` as F32.
 ///
@@ -169,12 +197,20 @@ impl Attn {
         t.ptr.wrapping_add(i1 * nb[1] + i2 * nb[2] + i3 * nb[3]).cast_const()
     }
 
-    /// Computes one unit: one running softmax per (query of the block, head of the group).
+    /// Computes one unit: for each (query of the block, head of the group) row, the partial
+    /// softmax of each block of keys, merged left to right ([`merge_row`]) into one when
+    /// `per_block` is false, else kept block by block (for a range of keys that the caller
+    /// merges after the ranges before it).
     ///
     /// # Safety
     ///
     /// The operands' pointers are valid for reads of their layouts (the backend's contract).
-    unsafe fn unit(&self, u: Unit, aborted: AbortFn<'_>) -> Result<Vec<Running>> {
+    unsafe fn unit(
+        &self,
+        u: Unit,
+        per_block: bool,
+        aborted: AbortFn<'_>,
+    ) -> Result<Vec<Vec<Running>>> {
         let (d, dv, nq, g) = (self.d, self.dv, u.q1 - u.q0, self.group);
         // Row `qi * g + hi`: query `q0 + qi` of head `hk * g + hi`.
         let rows = nq * g;
@@ -186,10 +222,13 @@ impl Attn {
             unsafe { read_f32(DType::F32, row, d, &mut qs[i * d..(i + 1) * d]) };
         }
         // Enough rows for the lanes: queries transposed (padding rows of zeros), keys
-        // broadcast; otherwise each (row, key) product reduced across lanes.
+        // broadcast; otherwise the keys transposed into the lanes and the queries broadcast.
+        // Either way each score is the same chain of multiply-adds over the dimensions in
+        // order, so that a row's scores do not depend on how many rows its unit has.
         let lanes = rows >= vec::LANES;
         let r = if lanes { rows.next_multiple_of(vec::LANES) } else { rows };
         let mut qt = Vec::new();
+        let (mut kt, mut st) = (Vec::new(), Vec::new());
         if lanes {
             qt = vec![0f32; d * r];
             for i in 0..rows {
@@ -197,14 +236,20 @@ impl Attn {
                     qt[c * r + i] = qs[i * d + c];
                 }
             }
+        } else {
+            kt = vec![0f32; d * K_BLOCK];
+            st = vec![0f32; rows * K_BLOCK];
         }
         let mut slopes = vec![0f32; r];
         for (i, s) in slopes.iter_mut().enumerate().take(rows) {
             *s = alibi_slope(self.p.max_bias, head(i), self.n_head);
         }
-        let (mut max, mut sum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
+        // The running softmax of each row, and the block's own (max, sum, weighted values).
+        let mut run: Vec<Running> = (0..rows).map(|_| Running::empty(dv)).collect();
+        let mut blocks = Vec::new();
+        let (mut bmax, mut bsum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
         let mut rescale = vec![1f32; r];
-        let mut acc = vec![0f32; rows * dv];
+        let mut bacc = vec![0f32; rows * dv];
         // The converted keys and values of a block, in this thread's scratch (kept between
         // calls: generation runs one unit per layer and token).
         let mut scratch = KV_SCRATCH.take();
@@ -217,14 +262,17 @@ impl Attn {
         let mut mask_t = vec![0f32; K_BLOCK * r];
         // Scores of the block, key-major, then (in place) their softmax weights.
         let mut s = vec![0f32; K_BLOCK * r];
+        // Blocks start at multiples of K_BLOCK (u.k0 is one), whatever the unit.
         let mut j0 = u.k0;
         while j0 < u.k1 {
             let j1 = (j0 + K_BLOCK).min(u.k1);
             let nk = j1 - j0;
             if aborted() {
+                KV_SCRATCH.set(scratch);
                 return Err(Error::Aborted);
             }
-            // The mask of this block for every query; skip the block when it hides it all.
+            // The mask of this block for every query; skip the block when it hides it all
+            // (the same as merging it: every row's partial would have a max of -inf).
             let mut any = self.mask.is_none();
             if let Some(m) = &self.mask {
                 for (qi, iq) in (u.q0..u.q1).enumerate() {
@@ -262,7 +310,24 @@ impl Attn {
             if lanes {
                 attn_tiles::scores_t(&qt, r, kb, nk, d, s);
             } else {
-                attn_tiles::dots_t(&qs, rows, kb, nk, d, s, r);
+                // The keys in the lanes (padding keys of zeros), then the scores key-major.
+                let nkp = nk.next_multiple_of(vec::LANES);
+                let kt = &mut kt[..d * nkp];
+                for j in 0..nk {
+                    for c in 0..d {
+                        kt[c * nkp + j] = kb[j * d + c];
+                    }
+                }
+                for c in 0..d {
+                    kt[c * nkp + nk..(c + 1) * nkp].fill(0.0);
+                }
+                let st = &mut st[..rows * nkp];
+                attn_tiles::scores_t(kt, nkp, &qs, rows, d, st);
+                for i in 0..rows {
+                    for j in 0..nk {
+                        s[j * r + i] = st[i * nkp + j];
+                    }
+                }
             }
             let how = attn_tiles::Scoring {
                 scale: self.p.scale,
@@ -272,22 +337,33 @@ impl Attn {
                     .is_some()
                     .then(|| attn_tiles::Bias { mask: &mask_t[..nk * r], slopes: &slopes }),
             };
-            let run =
-                attn_tiles::RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
-            attn_tiles::softmax_block(s, r, nk, how, run);
-            for (i, &c) in rescale.iter().enumerate().take(rows) {
-                if c != 1.0 {
-                    vec::scale(&mut acc[i * dv..(i + 1) * dv], c);
+            bmax.fill(f32::NEG_INFINITY);
+            bsum.fill(0.0);
+            bacc.fill(0.0);
+            let block =
+                attn_tiles::RunningRows { max: &mut bmax, sum: &mut bsum, rescale: &mut rescale };
+            attn_tiles::softmax_block(s, r, nk, how, block);
+            attn_tiles::weighted_sum_t(&mut bacc, rows, dv, s, r, vb, nk);
+            if per_block {
+                blocks.push(
+                    (0..rows)
+                        .map(|i| Running {
+                            max: bmax[i],
+                            sum: bsum[i],
+                            acc: bacc[i * dv..(i + 1) * dv].to_vec(),
+                        })
+                        .collect(),
+                );
+            } else {
+                for (i, run) in run.iter_mut().enumerate() {
+                    let block = (bmax[i], bsum[i], &bacc[i * dv..(i + 1) * dv]);
+                    merge_row((&mut run.max, &mut run.sum, &mut run.acc), block);
                 }
             }
-            attn_tiles::weighted_sum_t(&mut acc, rows, dv, s, r, vb, nk);
             j0 = j1;
         }
         KV_SCRATCH.set(scratch);
-        let run = (0..rows)
-            .map(|i| Running { max: max[i], sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
-            .collect();
-        Ok(run)
+        Ok(if per_block { blocks } else { vec![run] })
     }
 }
 
@@ -347,9 +423,12 @@ pub(super) unsafe fn flash_attn_ext(
     } else {
         // SAFETY: forwarded caller contract.
         let (lo, hi) = unsafe { a.visible_keys() };
+        // Ranges start on the blocks' boundaries, which are multiples of K_BLOCK.
+        let lo = lo / K_BLOCK * K_BLOCK;
         (lo, hi, threads.n().div_ceil(base).min((hi - lo) / MIN_KEYS_PER_SPLIT).max(1))
     };
-    let per_split = (hi - lo).div_ceil(splits).next_multiple_of(SPLIT_ALIGN).max(SPLIT_ALIGN);
+    let per_split = (hi - lo).div_ceil(splits).next_multiple_of(K_BLOCK).max(K_BLOCK);
+    let per_block = splits > 1;
     for i3 in 0..q.layout.ne[3] {
         for hk in 0..n_kv_heads {
             for b in 0..q_blocks {
@@ -369,7 +448,7 @@ pub(super) unsafe fn flash_attn_ext(
     }
     let run_unit = |u: &Unit| -> Result<UnitResult> {
         // SAFETY: forwarded caller contract.
-        unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
+        unsafe { a.unit(*u, per_block, aborted) }.map(|r| (*u, r))
     };
     let results: Result<Vec<UnitResult>> = if threads.n() > 1 && units.len() > 1 {
         let slots: Vec<Mutex<Option<UnitResult>>> =
@@ -399,17 +478,22 @@ pub(super) unsafe fn flash_attn_ext(
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    // Merge the key ranges of each (query block, KV head) and write the outputs.
+    // Merge the blocks of each (query block, KV head), range after range, left to right from
+    // the empty state (the same merges, in the same order, as one unit over every key makes),
+    // and write the outputs.
     let mut out = vec![0f32; a.dv];
     let mut i = 0;
     while i < results.len() {
-        let (u, mut merged) = results[i].clone();
-        let mut j = i + 1;
+        let u = results[i].0;
+        let mut merged = vec![Running::empty(a.dv); (u.q1 - u.q0) * a.group];
+        let mut j = i;
         while j < results.len()
             && (results[j].0.i3, results[j].0.hk, results[j].0.q0) == (u.i3, u.hk, u.q0)
         {
-            for (m, r) in merged.iter_mut().zip(&results[j].1) {
-                m.merge(r);
+            for block in &results[j].1 {
+                for (m, r) in merged.iter_mut().zip(block) {
+                    m.merge(r);
+                }
             }
             j += 1;
         }
