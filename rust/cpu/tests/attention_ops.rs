@@ -301,6 +301,18 @@ fn flash_attention_matches_its_definition() {
             past: Some(300),
             window: Some(150),
         },
+        Case {
+            d: 256,
+            dv: 256,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 256,
+            n_kv: 256,
+            params: AttnParams { scale: 1.0, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(0),
+            window: None,
+        },
     ];
     for (i, c) in cases.iter().enumerate() {
         for threads in [1, 2] {

@@ -9,19 +9,19 @@
 //! ([`attn_tiles::scores_t`], with the rows in SIMD lanes when there are enough rows, else the
 //! keys), stored key-major, their softmax step one pass across the rows
 //! ([`attn_tiles::softmax_block`]) and the weighted values another product
-//! ([`attn_tiles::weighted_sum_t`]). When
-//! there are fewer (query, KV head) units than threads (generation: one query), the keys some
-//! query sees (the span the mask leaves visible: not the cache's empty cells) are split into
-//! ranges of whole blocks. A thread's buffer for a block of converted keys and values is kept
-//! between calls.
+//! ([`attn_tiles::weighted_sum_t`]). When there are fewer (query, KV head) units than threads
+//! (generation: one query), the value columns are split between threads (each computes the
+//! scores and softmax of every key, and the weighted values of its columns). A thread's buffer
+//! for a block of converted keys and values is kept between calls.
 //!
-//! The same result whatever the batch, the threads or the cache (issue 38): blocks start at
-//! multiples of [`K_BLOCK`] keys from key 0 in every unit; each block's softmax is computed on
-//! its own (its max, sum and weighted values, each row's reductions in key order, a row's
-//! arithmetic independent of the other rows of its unit) and merged into the row's running
-//! result left to right by one function ([`merge_row`]), inside the unit, or after the units
-//! when the keys were split between threads; a block that hides every key of a row changes
-//! nothing, so skipping it, or computing it for another row's sake, gives the same bits.
+//! The same result whatever the batch, the threads or the cache (issue 38): in every unit the
+//! blocks start at multiples of [`K_BLOCK`] keys from key 0 and each row runs the same online
+//! softmax over them (its arithmetic independent of the other rows of its unit: a block that
+//! hides every key of a row changes nothing for it, so skipping the block or computing it for
+//! another row's sake gives the same bits); a score is the same chain of multiply-adds whether
+//! the rows or the keys are in the lanes; a value column is the same chain whichever thread
+//! computes it, at whatever offset (slices start at multiples of [`COL_ALIGN`]). Keys are
+//! not split between threads, as merging partial softmaxes would round otherwise than one pass.
 //!
 //! Accumulation is in F32 (ggml's CPU kernel accumulates values in F16).
 
@@ -36,38 +36,24 @@ use tessera_core::{AttnParams, DType, Error, Result};
 const Q_BLOCK: usize = 8;
 /// Keys converted and scored together.
 const K_BLOCK: usize = 64;
-/// Fewest keys per range when keys are split between threads (each range costs a merge;
-/// generation at 2 threads on a Xeon: splitting from 64 keys instead of 129 took a token's
-/// attention from 499 to 402 us over its first 128 positions).
-const MIN_KEYS_PER_SPLIT: usize = 32;
+/// Value columns of a thread's slice start at multiples of this (a multiple of every tier's
+/// register width, so a column is a vector lane, or a tail column, as in the whole row).
+const COL_ALIGN: usize = 16;
 
 thread_local! {
     /// A thread's buffer for a block of converted keys and values.
     static KV_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// One query's running softmax: max score, sum of weights, weighted sum of values.
+/// One query's softmax after the last block: sum of weights, weighted sum of values (of the
+/// unit's value columns).
 #[derive(Clone)]
 struct Running {
-    max: f32,
     sum: f32,
     acc: Vec<f32>,
 }
 
 impl Running {
-    /// No key seen yet: what every row starts from.
-    fn empty(dv: usize) -> Self {
-        Running { max: f32::NEG_INFINITY, sum: 0.0, acc: vec![0.0; dv] }
-    }
-
-    /// Merges the partial result of the next block of keys of the same query.
-    fn merge(&mut self, other: &Running) {
-        merge_row(
-            (&mut self.max, &mut self.sum, &mut self.acc),
-            (other.max, other.sum, &other.acc),
-        );
-    }
-
     /// The attention output (zeros when every key was hidden, as ggml).
     fn finish(&self, out: &mut [f32]) {
         let inv = if self.sum == 0.0 { 0.0 } else { 1.0 / self.sum };
@@ -75,28 +61,6 @@ impl Running {
             *o = a * inv;
         }
     }
-}
-
-/// Merges one block's partial softmax of a row (its max, sum of weights relative to that max,
-/// weighted values) into the row's running one, which covers the keys before the block. The one
-/// step by which every row's blocks are combined, always left to right, whether one unit walks
-/// the keys or several threads each take a range of them: so a row's result does not depend on
-/// how the keys were split, nor on the other rows of its unit. Merging into the empty state
-/// (max -inf, sums 0) copies the block exactly; a block whose keys are all hidden (max -inf)
-/// changes nothing, exactly as if it were skipped.
-fn merge_row(run: (&mut f32, &mut f32, &mut [f32]), block: (f32, f32, &[f32])) {
-    let (max, sum, acc) = run;
-    let (bmax, bsum, bacc) = block;
-    if bmax == f32::NEG_INFINITY {
-        return;
-    }
-    let new_max = max.max(bmax);
-    let (ca, cb) = ((*max - new_max).exp(), (bmax - new_max).exp());
-    *sum = *sum * ca + bsum * cb;
-    for (a, &b) in acc.iter_mut().zip(bacc) {
-        *a = *a * ca + b * cb;
-    }
-    *max = new_max;
 }
 
 /// The operands, with their geometry.
@@ -122,13 +86,13 @@ struct Unit {
     hk: usize,
     q0: usize,
     q1: usize,
-    k0: usize,
-    k1: usize,
+    /// Value columns `c0..c1` (all of them unless generation's are split between threads).
+    c0: usize,
+    c1: usize,
 }
 
-/// A unit with the softmax state of each of its query rows: one, merged over its keys, or one
-/// per block of keys (when the keys are split between threads).
-type UnitResult = (Unit, Vec<Vec<Running>>);
+/// A unit with the softmax state of each of its query rows.
+type UnitResult = (Unit, Vec<Running>);
 
 /// Reads `n` elements of an F16 or F32 row at `ptr` into `out` as F32.
 ///
@@ -164,54 +128,20 @@ fn alibi_slope(max_bias: f32, h: usize, n_head: usize) -> f32 {
 }
 
 impl Attn {
-    /// The keys some query may see: from the first key the mask leaves visible to any query to
-    /// the one past the last (every key without a mask; an empty range when all are hidden).
-    ///
-    /// # Safety
-    ///
-    /// The mask's pointer is valid for reads of its layout (the backend's contract).
-    unsafe fn visible_keys(&self) -> (usize, usize) {
-        let Some(m) = &self.mask else { return (0, self.n_kv) };
-        let (mut lo, mut hi) = (self.n_kv, 0);
-        let mut row = vec![0f32; self.n_kv];
-        for iq in 0..self.n_q {
-            // SAFETY: mask row iq has n_kv elements (validated shape).
-            unsafe { read_f32(m.layout.dtype, Self::row(m, iq, 0, 0), self.n_kv, &mut row) };
-            let visible = |x: &f32| *x != f32::NEG_INFINITY;
-            if let (Some(first), Some(last)) =
-                (row.iter().position(visible), row.iter().rposition(visible))
-            {
-                lo = lo.min(first);
-                hi = hi.max(last + 1);
-            }
-        }
-        if lo < hi {
-            (lo, hi)
-        } else {
-            (0, 0)
-        }
-    }
-
     fn row(t: &HostTensor, i1: usize, i2: usize, i3: usize) -> *const u8 {
         let nb = &t.layout.nb;
         t.ptr.wrapping_add(i1 * nb[1] + i2 * nb[2] + i3 * nb[3]).cast_const()
     }
 
-    /// Computes one unit: for each (query of the block, head of the group) row, the partial
-    /// softmax of each block of keys, merged left to right ([`merge_row`]) into one when
-    /// `per_block` is false, else kept block by block (for a range of keys that the caller
-    /// merges after the ranges before it).
+    /// Computes one unit: one running softmax per (query of the block, head of the group), of
+    /// the unit's value columns.
     ///
     /// # Safety
     ///
     /// The operands' pointers are valid for reads of their layouts (the backend's contract).
-    unsafe fn unit(
-        &self,
-        u: Unit,
-        per_block: bool,
-        aborted: AbortFn<'_>,
-    ) -> Result<Vec<Vec<Running>>> {
-        let (d, dv, nq, g) = (self.d, self.dv, u.q1 - u.q0, self.group);
+    unsafe fn unit(&self, u: Unit, aborted: AbortFn<'_>) -> Result<Vec<Running>> {
+        // `dv` here: the unit's value columns.
+        let (d, dv, nq, g) = (self.d, u.c1 - u.c0, u.q1 - u.q0, self.group);
         // Row `qi * g + hi`: query `q0 + qi` of head `hk * g + hi`.
         let rows = nq * g;
         let head = |i: usize| u.hk * g + i % g;
@@ -244,12 +174,9 @@ impl Attn {
         for (i, s) in slopes.iter_mut().enumerate().take(rows) {
             *s = alibi_slope(self.p.max_bias, head(i), self.n_head);
         }
-        // The running softmax of each row, and the block's own (max, sum, weighted values).
-        let mut run: Vec<Running> = (0..rows).map(|_| Running::empty(dv)).collect();
-        let mut blocks = Vec::new();
-        let (mut bmax, mut bsum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
+        let (mut max, mut sum) = (vec![f32::NEG_INFINITY; r], vec![0f32; r]);
         let mut rescale = vec![1f32; r];
-        let mut bacc = vec![0f32; rows * dv];
+        let mut acc = vec![0f32; rows * dv];
         // The converted keys and values of a block, in this thread's scratch (kept between
         // calls: generation runs one unit per layer and token).
         let mut scratch = KV_SCRATCH.take();
@@ -262,17 +189,15 @@ impl Attn {
         let mut mask_t = vec![0f32; K_BLOCK * r];
         // Scores of the block, key-major, then (in place) their softmax weights.
         let mut s = vec![0f32; K_BLOCK * r];
-        // Blocks start at multiples of K_BLOCK (u.k0 is one), whatever the unit.
-        let mut j0 = u.k0;
-        while j0 < u.k1 {
-            let j1 = (j0 + K_BLOCK).min(u.k1);
+        // Blocks start at multiples of K_BLOCK from key 0, whatever the unit.
+        let mut j0 = 0;
+        while j0 < self.n_kv {
+            let j1 = (j0 + K_BLOCK).min(self.n_kv);
             let nk = j1 - j0;
             if aborted() {
-                KV_SCRATCH.set(scratch);
                 return Err(Error::Aborted);
             }
-            // The mask of this block for every query; skip the block when it hides it all
-            // (the same as merging it: every row's partial would have a max of -inf).
+            // The mask of this block for every query; skip the block when it hides it all.
             let mut any = self.mask.is_none();
             if let Some(m) = &self.mask {
                 for (qi, iq) in (u.q0..u.q1).enumerate() {
@@ -300,7 +225,9 @@ impl Attn {
                     Self::row(&self.k, j0 + j, u.hk, u.i3),
                     Self::row(&self.v, j0 + j, u.hk, u.i3),
                 );
-                // SAFETY: rows j of k and v for head hk have d and dv elements (validated).
+                let vr = vr.wrapping_add(u.c0 * self.v.layout.dtype.type_size());
+                // SAFETY: rows j of k and v for head hk have d and self.dv elements (validated),
+                // of which the unit reads v's columns c0..c1.
                 unsafe {
                     read_f32(self.k.layout.dtype, kr, d, &mut kb[j * d..(j + 1) * d]);
                     read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
@@ -337,33 +264,22 @@ impl Attn {
                     .is_some()
                     .then(|| attn_tiles::Bias { mask: &mask_t[..nk * r], slopes: &slopes }),
             };
-            bmax.fill(f32::NEG_INFINITY);
-            bsum.fill(0.0);
-            bacc.fill(0.0);
-            let block =
-                attn_tiles::RunningRows { max: &mut bmax, sum: &mut bsum, rescale: &mut rescale };
-            attn_tiles::softmax_block(s, r, nk, how, block);
-            attn_tiles::weighted_sum_t(&mut bacc, rows, dv, s, r, vb, nk);
-            if per_block {
-                blocks.push(
-                    (0..rows)
-                        .map(|i| Running {
-                            max: bmax[i],
-                            sum: bsum[i],
-                            acc: bacc[i * dv..(i + 1) * dv].to_vec(),
-                        })
-                        .collect(),
-                );
-            } else {
-                for (i, run) in run.iter_mut().enumerate() {
-                    let block = (bmax[i], bsum[i], &bacc[i * dv..(i + 1) * dv]);
-                    merge_row((&mut run.max, &mut run.sum, &mut run.acc), block);
+            let run =
+                attn_tiles::RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
+            attn_tiles::softmax_block(s, r, nk, how, run);
+            for (i, &c) in rescale.iter().enumerate().take(rows) {
+                if c != 1.0 {
+                    vec::scale(&mut acc[i * dv..(i + 1) * dv], c);
                 }
             }
+            attn_tiles::weighted_sum_t(&mut acc, rows, dv, s, r, vb, nk);
             j0 = j1;
         }
         KV_SCRATCH.set(scratch);
-        Ok(if per_block { blocks } else { vec![run] })
+        let run = (0..rows)
+            .map(|i| Running { sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
+            .collect();
+        Ok(run)
     }
 }
 
@@ -416,30 +332,25 @@ pub(super) unsafe fn flash_attn_ext(
     let mut units = Vec::new();
     let q_blocks = a.n_q.div_ceil(Q_BLOCK);
     let base = q.layout.ne[3] * n_kv_heads * q_blocks;
-    // Fewer units than threads (generation): split the keys some query sees (the cache's
-    // empty cells are masked) into ranges of at least `MIN_KEYS_PER_SPLIT`.
-    let (lo, hi, splits) = if base >= threads.n() {
-        (0, a.n_kv, 1)
+    // Fewer units than threads (generation): split the value columns, in slices of whole
+    // multiples of COL_ALIGN (each thread computes every key's scores and softmax, and the
+    // weighted values of its slice).
+    let splits = if base >= threads.n() {
+        1
     } else {
-        // SAFETY: forwarded caller contract.
-        let (lo, hi) = unsafe { a.visible_keys() };
-        // Ranges start on the blocks' boundaries, which are multiples of K_BLOCK.
-        let lo = lo / K_BLOCK * K_BLOCK;
-        (lo, hi, threads.n().div_ceil(base).min((hi - lo) / MIN_KEYS_PER_SPLIT).max(1))
+        threads.n().div_ceil(base).min(a.dv / COL_ALIGN).max(1)
     };
-    let per_split = (hi - lo).div_ceil(splits).next_multiple_of(K_BLOCK).max(K_BLOCK);
-    let per_block = splits > 1;
+    let per_split = a.dv.div_ceil(splits).next_multiple_of(COL_ALIGN);
     for i3 in 0..q.layout.ne[3] {
         for hk in 0..n_kv_heads {
             for b in 0..q_blocks {
                 let (q0, q1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(a.n_q));
-                // At least one unit (of no keys when all are hidden: zeros, as ggml).
-                let mut k0 = lo;
+                let mut c0 = 0;
                 loop {
-                    let k1 = (k0 + per_split).min(hi);
-                    units.push(Unit { i3, hk, q0, q1, k0, k1 });
-                    k0 = k1;
-                    if k0 >= hi {
+                    let c1 = (c0 + per_split).min(a.dv);
+                    units.push(Unit { i3, hk, q0, q1, c0, c1 });
+                    c0 = c1;
+                    if c0 >= a.dv {
                         break;
                     }
                 }
@@ -448,7 +359,7 @@ pub(super) unsafe fn flash_attn_ext(
     }
     let run_unit = |u: &Unit| -> Result<UnitResult> {
         // SAFETY: forwarded caller contract.
-        unsafe { a.unit(*u, per_block, aborted) }.map(|r| (*u, r))
+        unsafe { a.unit(*u, aborted) }.map(|r| (*u, r))
     };
     let results: Result<Vec<UnitResult>> = if threads.n() > 1 && units.len() > 1 {
         let slots: Vec<Mutex<Option<UnitResult>>> =
@@ -478,36 +389,21 @@ pub(super) unsafe fn flash_attn_ext(
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    // Merge the blocks of each (query block, KV head), range after range, left to right from
-    // the empty state (the same merges, in the same order, as one unit over every key makes),
-    // and write the outputs.
+    // Write each unit's value columns of its rows (every slice of a row has the same softmax).
     let mut out = vec![0f32; a.dv];
-    let mut i = 0;
-    while i < results.len() {
-        let u = results[i].0;
-        let mut merged = vec![Running::empty(a.dv); (u.q1 - u.q0) * a.group];
-        let mut j = i;
-        while j < results.len()
-            && (results[j].0.i3, results[j].0.hk, results[j].0.q0) == (u.i3, u.hk, u.q0)
-        {
-            for block in &results[j].1 {
-                for (m, r) in merged.iter_mut().zip(block) {
-                    m.merge(r);
-                }
-            }
-            j += 1;
-        }
+    for (u, run) in &results {
+        let w = u.c1 - u.c0;
         for (qi, iq) in (u.q0..u.q1).enumerate() {
             for hi in 0..a.group {
                 let h = u.hk * a.group + hi;
-                merged[qi * a.group + hi].finish(&mut out);
+                run[qi * a.group + hi].finish(&mut out[..w]);
                 let row = Attn::row(&a.dst, h, iq, u.i3).cast_mut().cast::<f32>();
                 // SAFETY: dst is contiguous F32 [dv, n_head, n_q, ne3]; row (h, iq, i3) holds dv
-                // values, written only here.
-                unsafe { std::slice::from_raw_parts_mut(row, a.dv).copy_from_slice(&out) };
+                // values, of which columns c0..c1 are written only here.
+                let row = unsafe { std::slice::from_raw_parts_mut(row.add(u.c0), w) };
+                row.copy_from_slice(&out[..w]);
             }
         }
-        i = j;
     }
     Some(Ok(()))
 }
