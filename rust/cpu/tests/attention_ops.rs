@@ -386,6 +386,18 @@ fn flash_attention_matches_its_definition() {
             past: Some(100),
             window: Some(50),
         },
+        Case {
+            d: 256,
+            dv: 256,
+            heads: 4,
+            kv_heads: 1,
+            n_q: 256,
+            n_kv: 256,
+            params: AttnParams { scale: 1.0, max_bias: 0.0, softcap: 0.0 },
+            kv_type: DType::F16,
+            past: Some(0),
+            window: None,
+        },
     ];
     for (i, c) in cases.iter().enumerate() {
         for threads in [1, 2] {
@@ -420,4 +432,103 @@ fn flash_attention_checks_its_operands() {
     let p = AttnParams { scale: f32::NAN, ..AttnParams::default() };
     let e = g.flash_attn_ext(q, k3, v2, None, p).unwrap_err();
     assert!(matches!(e, Error::InvalidParam { .. }), "NaN scale: {e:?}");
+}
+
+/// FLASH_ATTN_EXT of `n_q` queries (`q`: `[d, heads, n_q]`) against the first `n_kv` cells of
+/// F16 caches holding `k` and `v` (`[d * kv_heads, n_kv]`), with `mask` (`n_q` rows of `n_kv`),
+/// on `threads` threads.
+fn attend(
+    (d, heads, kv_heads, n_kv): (usize, usize, usize, usize),
+    q: &[f32],
+    kv: (&[f32], &[f32]),
+    mask: &[f32],
+    threads: usize,
+) -> Vec<f32> {
+    let n_q = q.len() / (d * heads);
+    let mut g = Graph::new();
+    let q_lin = g.input("q", DType::F32, &[d, heads, n_q]).unwrap();
+    let qp = g.permute(q_lin, [0, 2, 1, 3]).unwrap();
+    let kc = g.new_tensor(DType::F16, &[d * kv_heads, n_kv]).unwrap();
+    let vc = g.new_tensor(DType::F16, &[d * kv_heads, n_kv]).unwrap();
+    let k = g.view(kc, &[d, n_kv, kv_heads], &[d * kv_heads * 2, d * 2], 0).unwrap();
+    let v = g.view(vc, &[d, n_kv, kv_heads], &[d * kv_heads * 2, d * 2], 0).unwrap();
+    let m = g.input("mask", DType::F16, &[n_kv, n_q]).unwrap();
+    let params = AttnParams { scale: 0.125, max_bias: 0.0, softcap: 0.0 };
+    let out = g.flash_attn_ext(qp, k, v, Some(m), params).unwrap();
+    g.set_output(out).unwrap();
+    allocate_all(&mut g).unwrap();
+    set_vals(&g, q_lin, q);
+    set_vals(&g, kc, kv.0);
+    set_vals(&g, vc, kv.1);
+    set_vals(&g, m, mask);
+    compute(&g, threads).unwrap();
+    dense(&g, out)
+}
+
+/// The same answer whatever the batch (issue 38): a query's attention output is bit for bit
+/// the same computed alone (generation: the keys-in-lanes scores, the keys split between two
+/// threads), in a chunk of 7 queries or in a prompt of 40 (units of 8 queries, the rows in the
+/// lanes), on 1 or 2 threads; with grouped heads, and with a sliding window that hides the
+/// first blocks from the later queries only.
+#[test]
+fn flash_attention_rows_do_not_depend_on_the_batch_or_the_threads() {
+    for (d, heads, kv_heads, window) in [(256, 4, 1, None), (64, 8, 2, None), (64, 2, 1, Some(90))]
+    {
+        let (n_q, past, n_kv) = (40, 230, 320);
+        let mut rng = Rng::new(7);
+        let q = rng.vec(d * heads * n_q, -1.0, 1.0);
+        let k = rng.vec(d * kv_heads * n_kv, -1.0, 1.0);
+        let v = rng.vec(d * kv_heads * n_kv, -1.0, 1.0);
+        let mask: Vec<f32> = (0..n_q)
+            .flat_map(|iq| {
+                (0..n_kv).map(move |j| {
+                    let seen = j <= past + iq && window.is_none_or(|w: usize| j + w > past + iq);
+                    if seen {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+            })
+            .collect();
+        let shape = (d, heads, kv_heads, n_kv);
+        let row = d * heads;
+        let all = attend(shape, &q, (&k, &v), &mask, 2);
+        let what =
+            |how: &str, iq: usize| format!("d {d}, {heads}/{kv_heads} heads, {how}, query {iq}");
+        for threads in [1, 2] {
+            let again = attend(shape, &q, (&k, &v), &mask, threads);
+            let how = format!("40 queries, {threads} threads");
+            assert_same_bits(&again, &all, &what(&how, 0));
+            for iq in [0, 13, 39] {
+                let one = attend(
+                    shape,
+                    &q[iq * row..(iq + 1) * row],
+                    (&k, &v),
+                    &mask[iq * n_kv..(iq + 1) * n_kv],
+                    threads,
+                );
+                let how = format!("alone, {threads} threads");
+                assert_same_bits(&one, &all[iq * row..(iq + 1) * row], &what(&how, iq));
+            }
+            let (c0, c1) = (13, 20);
+            let chunk = attend(
+                shape,
+                &q[c0 * row..c1 * row],
+                (&k, &v),
+                &mask[c0 * n_kv..c1 * n_kv],
+                threads,
+            );
+            let how = format!("a chunk of 7, {threads} threads");
+            assert_same_bits(&chunk, &all[c0 * row..c1 * row], &what(&how, c0));
+        }
+    }
+}
+
+/// Panics at the first value whose bits differ.
+fn assert_same_bits(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        panic!("{what}: value {i}: {} vs {}", got[i], want[i]);
+    }
 }

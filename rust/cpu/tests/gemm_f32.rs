@@ -79,6 +79,8 @@ fn check_type(dtype: DType, m: usize, n: usize, k: usize) {
 
 #[test]
 fn gemm_matches_exact_and_scalar_on_odd_shapes() {
+    // The packed GEMM is opt-in (it gives up batch-invariant columns): on for these tests.
+    tessera_cpu::matmul::set_float_gemm(true);
     for k in [1, 7, 300, 4096] {
         for m in [1, 3, 17, 33, 130] {
             for n in [1, 3, 17, 33, GEMM_MIN_N, 77, 130] {
@@ -90,6 +92,8 @@ fn gemm_matches_exact_and_scalar_on_odd_shapes() {
 
 #[test]
 fn bf16_and_f16_weights_use_the_gemm() {
+    // The packed GEMM is opt-in (it gives up batch-invariant columns): on for these tests.
+    tessera_cpu::matmul::set_float_gemm(true);
     for dtype in [DType::BF16, DType::F16] {
         for k in [1, 7, 300] {
             for m in [3, 33, 130] {
@@ -104,6 +108,8 @@ fn bf16_and_f16_weights_use_the_gemm() {
 
 #[test]
 fn gemm_with_several_row_and_column_chunks() {
+    // The packed GEMM is opt-in (it gives up batch-invariant columns): on for these tests.
+    tessera_cpu::matmul::set_float_gemm(true);
     // More rows than one chunk takes, more columns than one chunk spans, K-blocks with a tail.
     check(1100, 40, 520);
     check(70, 300, 300);
@@ -112,6 +118,8 @@ fn gemm_with_several_row_and_column_chunks() {
 
 #[test]
 fn gemm_threaded_equals_single_thread() {
+    // The packed GEMM is opt-in (it gives up batch-invariant columns): on for these tests.
+    tessera_cpu::matmul::set_float_gemm(true);
     let (m, n, k) = (259, 70, 2048);
     let w = f32_bytes(&rand_vec(k * m, 7));
     let x = f32_bytes(&rand_vec(k * n, 8));
@@ -131,6 +139,8 @@ fn gemm_threaded_equals_single_thread() {
 
 #[test]
 fn gemm_broadcast_strided_and_f16_activations() {
+    // The packed GEMM is opt-in (it gives up batch-invariant columns): on for these tests.
+    tessera_cpu::matmul::set_float_gemm(true);
     let (m, n, k) = (37, 70, 96);
     // A: [k, m, 2, 1]; B: [k, n, 4, 3] (dims 2 and 3 broadcast over A's).
     let w = rand_vec(k * m * 2, 99);

@@ -6,14 +6,22 @@
 //! [`K_BLOCK`] keys and values, converted to F32 once. Key blocks that the mask hides from every
 //! query of the unit are skipped (the causal half of a prompt, the empty cells of the cache).
 //! Within a block, the scores of every (query, head) row against every key are one tiled product
-//! ([`attn_tiles::scores_t`] with the rows in SIMD lanes when there are enough rows, else
-//! [`attn_tiles::dots_t`]), stored key-major, their softmax step one pass across the rows
+//! ([`attn_tiles::scores_t`], with the rows in SIMD lanes when there are enough rows, else the
+//! keys), stored key-major, their softmax step one pass across the rows
 //! ([`attn_tiles::softmax_block`]) and the weighted values another product
-//! ([`attn_tiles::weighted_sum_t`]). When
-//! there are fewer (query, KV head) units than threads (generation: one query), the keys some
-//! query sees (the span the mask leaves visible: not the cache's empty cells) are split into
-//! ranges whose partial results (max, sum, weighted values) are merged at the end. A thread's
-//! buffer for a block of converted keys and values is kept between calls.
+//! ([`attn_tiles::weighted_sum_t`]). When there are fewer (query, KV head) units than threads
+//! (generation: one query), the value columns are split between threads (each computes the
+//! scores and softmax of every key, and the weighted values of its columns). A thread's buffer
+//! for a block of converted keys and values is kept between calls.
+//!
+//! The same result whatever the batch, the threads or the cache (issue 38): in every unit the
+//! blocks start at multiples of [`K_BLOCK`] keys from key 0 and each row runs the same online
+//! softmax over them (its arithmetic independent of the other rows of its unit: a block that
+//! hides every key of a row changes nothing for it, so skipping the block or computing it for
+//! another row's sake gives the same bits); a score is the same chain of multiply-adds whether
+//! the rows or the keys are in the lanes; a value column is the same chain whichever thread
+//! computes it, at whatever offset (slices start at multiples of [`COL_ALIGN`]). Keys are
+//! not split between threads, as merging partial softmaxes would round otherwise than one pass.
 //!
 //! Q8_0 and Q4_0 keys and values (quantized KV caches) are dequantized into that buffer, as F16
 //! ones are converted, so every kernel tier scores and sums them with its F32 products. (ggml
@@ -34,41 +42,24 @@ use tessera_core::{AttnParams, DType, Error, Result};
 const Q_BLOCK: usize = 8;
 /// Keys converted and scored together.
 const K_BLOCK: usize = 64;
-/// Fewest keys per range when keys are split between threads (each range costs a merge;
-/// generation at 2 threads on a Xeon: splitting from 64 keys instead of 129 took a token's
-/// attention from 499 to 402 us over its first 128 positions).
-const MIN_KEYS_PER_SPLIT: usize = 32;
-/// Key ranges start at multiples of this.
-const SPLIT_ALIGN: usize = 8;
+/// Value columns of a thread's slice start at multiples of this (a multiple of every tier's
+/// register width, so a column is a vector lane, or a tail column, as in the whole row).
+const COL_ALIGN: usize = 16;
 
 thread_local! {
     /// A thread's buffer for a block of converted keys and values.
     static KV_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// One query's running softmax: max score, sum of weights, weighted sum of values.
+/// One query's softmax after the last block: sum of weights, weighted sum of values (of the
+/// unit's value columns).
 #[derive(Clone)]
 struct Running {
-    max: f32,
     sum: f32,
     acc: Vec<f32>,
 }
 
 impl Running {
-    /// Merges another partial result of the same query.
-    fn merge(&mut self, other: &Running) {
-        if other.max == f32::NEG_INFINITY {
-            return;
-        }
-        let new_max = self.max.max(other.max);
-        let (ca, cb) = ((self.max - new_max).exp(), (other.max - new_max).exp());
-        self.sum = self.sum * ca + other.sum * cb;
-        for (a, &b) in self.acc.iter_mut().zip(&other.acc) {
-            *a = *a * ca + b * cb;
-        }
-        self.max = new_max;
-    }
-
     /// The attention output (zeros when every key was hidden, as ggml).
     fn finish(&self, out: &mut [f32]) {
         let inv = if self.sum == 0.0 { 0.0 } else { 1.0 / self.sum };
@@ -101,11 +92,12 @@ struct Unit {
     hk: usize,
     q0: usize,
     q1: usize,
-    k0: usize,
-    k1: usize,
+    /// Value columns `c0..c1` (all of them unless generation's are split between threads).
+    c0: usize,
+    c1: usize,
 }
 
-/// A unit with the running softmax state of each of its query rows.
+/// A unit with the softmax state of each of its query rows.
 type UnitResult = (Unit, Vec<Running>);
 
 /// Reads `n` elements of an F16, F32, Q8_0 or Q4_0 row at `ptr` into `out` as F32 (block types
@@ -170,46 +162,20 @@ fn alibi_slope(max_bias: f32, h: usize, n_head: usize) -> f32 {
 }
 
 impl Attn {
-    /// The keys some query may see: from the first key the mask leaves visible to any query to
-    /// the one past the last (every key without a mask; an empty range when all are hidden).
-    ///
-    /// # Safety
-    ///
-    /// The mask's pointer is valid for reads of its layout (the backend's contract).
-    unsafe fn visible_keys(&self) -> (usize, usize) {
-        let Some(m) = &self.mask else { return (0, self.n_kv) };
-        let (mut lo, mut hi) = (self.n_kv, 0);
-        let mut row = vec![0f32; self.n_kv];
-        for iq in 0..self.n_q {
-            // SAFETY: mask row iq has n_kv elements (validated shape).
-            unsafe { read_f32(m.layout.dtype, Self::row(m, iq, 0, 0), self.n_kv, &mut row) };
-            let visible = |x: &f32| *x != f32::NEG_INFINITY;
-            if let (Some(first), Some(last)) =
-                (row.iter().position(visible), row.iter().rposition(visible))
-            {
-                lo = lo.min(first);
-                hi = hi.max(last + 1);
-            }
-        }
-        if lo < hi {
-            (lo, hi)
-        } else {
-            (0, 0)
-        }
-    }
-
     fn row(t: &HostTensor, i1: usize, i2: usize, i3: usize) -> *const u8 {
         let nb = &t.layout.nb;
         t.ptr.wrapping_add(i1 * nb[1] + i2 * nb[2] + i3 * nb[3]).cast_const()
     }
 
-    /// Computes one unit: one running softmax per (query of the block, head of the group).
+    /// Computes one unit: one running softmax per (query of the block, head of the group), of
+    /// the unit's value columns.
     ///
     /// # Safety
     ///
     /// The operands' pointers are valid for reads of their layouts (the backend's contract).
     unsafe fn unit(&self, u: Unit, aborted: AbortFn<'_>) -> Result<Vec<Running>> {
-        let (d, dv, nq, g) = (self.d, self.dv, u.q1 - u.q0, self.group);
+        // `dv` here: the unit's value columns.
+        let (d, dv, nq, g) = (self.d, u.c1 - u.c0, u.q1 - u.q0, self.group);
         // Row `qi * g + hi`: query `q0 + qi` of head `hk * g + hi`.
         let rows = nq * g;
         let head = |i: usize| u.hk * g + i % g;
@@ -220,10 +186,13 @@ impl Attn {
             unsafe { read_f32(DType::F32, row, d, &mut qs[i * d..(i + 1) * d]) };
         }
         // Enough rows for the lanes: queries transposed (padding rows of zeros), keys
-        // broadcast; otherwise each (row, key) product reduced across lanes.
+        // broadcast; otherwise the keys transposed into the lanes and the queries broadcast.
+        // Either way each score is the same chain of multiply-adds over the dimensions in
+        // order, so that a row's scores do not depend on how many rows its unit has.
         let lanes = rows >= vec::LANES;
         let r = if lanes { rows.next_multiple_of(vec::LANES) } else { rows };
         let mut qt = Vec::new();
+        let (mut kt, mut st) = (Vec::new(), Vec::new());
         if lanes {
             qt = vec![0f32; d * r];
             for i in 0..rows {
@@ -231,6 +200,9 @@ impl Attn {
                     qt[c * r + i] = qs[i * d + c];
                 }
             }
+        } else {
+            kt = vec![0f32; d * K_BLOCK];
+            st = vec![0f32; rows * K_BLOCK];
         }
         let mut slopes = vec![0f32; r];
         for (i, s) in slopes.iter_mut().enumerate().take(rows) {
@@ -251,9 +223,10 @@ impl Attn {
         let mut mask_t = vec![0f32; K_BLOCK * r];
         // Scores of the block, key-major, then (in place) their softmax weights.
         let mut s = vec![0f32; K_BLOCK * r];
-        let mut j0 = u.k0;
-        while j0 < u.k1 {
-            let j1 = (j0 + K_BLOCK).min(u.k1);
+        // Blocks start at multiples of K_BLOCK from key 0, whatever the unit.
+        let mut j0 = 0;
+        while j0 < self.n_kv {
+            let j1 = (j0 + K_BLOCK).min(self.n_kv);
             let nk = j1 - j0;
             if aborted() {
                 return Err(Error::Aborted);
@@ -286,7 +259,9 @@ impl Attn {
                     Self::row(&self.k, j0 + j, u.hk, u.i3),
                     Self::row(&self.v, j0 + j, u.hk, u.i3),
                 );
-                // SAFETY: rows j of k and v for head hk have d and dv elements (validated).
+                let vr = vr.wrapping_add(u.c0 * self.v.layout.dtype.type_size());
+                // SAFETY: rows j of k and v for head hk have d and self.dv elements (validated),
+                // of which the unit reads v's columns c0..c1.
                 unsafe {
                     read_f32(self.k.layout.dtype, kr, d, &mut kb[j * d..(j + 1) * d]);
                     read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
@@ -296,7 +271,31 @@ impl Attn {
             if lanes {
                 attn_tiles::scores_t(&qt, r, kb, nk, d, s);
             } else {
-                attn_tiles::dots_t(&qs, rows, kb, nk, d, s, r);
+                // The keys in the lanes (padding keys of zeros), then the scores key-major.
+                let nkp = nk.next_multiple_of(vec::LANES);
+                let kt = &mut kt[..d * nkp];
+                // In 8 x 8 tiles, which stay in L1 (the block is 64 KB at d = 256).
+                for j0 in (0..nk).step_by(8) {
+                    let j1 = (j0 + 8).min(nk);
+                    for c0 in (0..d).step_by(8) {
+                        let c1 = (c0 + 8).min(d);
+                        for c in c0..c1 {
+                            for j in j0..j1 {
+                                kt[c * nkp + j] = kb[j * d + c];
+                            }
+                        }
+                    }
+                }
+                for c in 0..d {
+                    kt[c * nkp + nk..(c + 1) * nkp].fill(0.0);
+                }
+                let st = &mut st[..rows * nkp];
+                attn_tiles::scores_t(kt, nkp, &qs, rows, d, st);
+                for i in 0..rows {
+                    for j in 0..nk {
+                        s[j * r + i] = st[i * nkp + j];
+                    }
+                }
             }
             let how = attn_tiles::Scoring {
                 scale: self.p.scale,
@@ -319,7 +318,7 @@ impl Attn {
         }
         KV_SCRATCH.set(scratch);
         let run = (0..rows)
-            .map(|i| Running { max: max[i], sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
+            .map(|i| Running { sum: sum[i], acc: acc[i * dv..(i + 1) * dv].to_vec() })
             .collect();
         Ok(run)
     }
@@ -376,27 +375,25 @@ pub(super) unsafe fn flash_attn_ext(
     let mut units = Vec::new();
     let q_blocks = a.n_q.div_ceil(Q_BLOCK);
     let base = q.layout.ne[3] * n_kv_heads * q_blocks;
-    // Fewer units than threads (generation): split the keys some query sees (the cache's
-    // empty cells are masked) into ranges of at least `MIN_KEYS_PER_SPLIT`.
-    let (lo, hi, splits) = if base >= threads.n() {
-        (0, a.n_kv, 1)
+    // Fewer units than threads (generation): split the value columns, in slices of whole
+    // multiples of COL_ALIGN (each thread computes every key's scores and softmax, and the
+    // weighted values of its slice).
+    let splits = if base >= threads.n() {
+        1
     } else {
-        // SAFETY: forwarded caller contract.
-        let (lo, hi) = unsafe { a.visible_keys() };
-        (lo, hi, threads.n().div_ceil(base).min((hi - lo) / MIN_KEYS_PER_SPLIT).max(1))
+        threads.n().div_ceil(base).min(a.dv / COL_ALIGN).max(1)
     };
-    let per_split = (hi - lo).div_ceil(splits).next_multiple_of(SPLIT_ALIGN).max(SPLIT_ALIGN);
+    let per_split = a.dv.div_ceil(splits).next_multiple_of(COL_ALIGN);
     for i3 in 0..q.layout.ne[3] {
         for hk in 0..n_kv_heads {
             for b in 0..q_blocks {
                 let (q0, q1) = (b * Q_BLOCK, ((b + 1) * Q_BLOCK).min(a.n_q));
-                // At least one unit (of no keys when all are hidden: zeros, as ggml).
-                let mut k0 = lo;
+                let mut c0 = 0;
                 loop {
-                    let k1 = (k0 + per_split).min(hi);
-                    units.push(Unit { i3, hk, q0, q1, k0, k1 });
-                    k0 = k1;
-                    if k0 >= hi {
+                    let c1 = (c0 + per_split).min(a.dv);
+                    units.push(Unit { i3, hk, q0, q1, c0, c1 });
+                    c0 = c1;
+                    if c0 >= a.dv {
                         break;
                     }
                 }
@@ -435,31 +432,21 @@ pub(super) unsafe fn flash_attn_ext(
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    // Merge the key ranges of each (query block, KV head) and write the outputs.
+    // Write each unit's value columns of its rows (every slice of a row has the same softmax).
     let mut out = vec![0f32; a.dv];
-    let mut i = 0;
-    while i < results.len() {
-        let (u, mut merged) = results[i].clone();
-        let mut j = i + 1;
-        while j < results.len()
-            && (results[j].0.i3, results[j].0.hk, results[j].0.q0) == (u.i3, u.hk, u.q0)
-        {
-            for (m, r) in merged.iter_mut().zip(&results[j].1) {
-                m.merge(r);
-            }
-            j += 1;
-        }
+    for (u, run) in &results {
+        let w = u.c1 - u.c0;
         for (qi, iq) in (u.q0..u.q1).enumerate() {
             for hi in 0..a.group {
                 let h = u.hk * a.group + hi;
-                merged[qi * a.group + hi].finish(&mut out);
+                run[qi * a.group + hi].finish(&mut out[..w]);
                 let row = Attn::row(&a.dst, h, iq, u.i3).cast_mut().cast::<f32>();
                 // SAFETY: dst is contiguous F32 [dv, n_head, n_q, ne3]; row (h, iq, i3) holds dv
-                // values, written only here.
-                unsafe { std::slice::from_raw_parts_mut(row, a.dv).copy_from_slice(&out) };
+                // values, of which columns c0..c1 are written only here.
+                let row = unsafe { std::slice::from_raw_parts_mut(row.add(u.c0), w) };
+                row.copy_from_slice(&out[..w]);
             }
         }
-        i = j;
     }
     Some(Ok(()))
 }

@@ -3,16 +3,18 @@
 //! query row `i` of `r`, so that the softmax runs across query rows in SIMD lanes and the
 //! weighted sum of values broadcasts one weight per row.
 //!
-//! The scores come from one of two products: [`scores_t`] puts query rows in the lanes (the
-//! queries transposed once per unit of work, every key broadcast; no horizontal sums), for
-//! blocks of at least [`LANES`] query rows (prompts); [`dots_t`] reduces each (row, key) dot
-//! product across lanes, for the few rows of generation.
+//! The scores come from [`scores_t`], one product with one operand's rows in the lanes (no
+//! horizontal sums): the query rows (transposed once per unit of work, every key broadcast)
+//! for blocks of at least [`LANES`] query rows (prompts), else the keys (each block of keys
+//! transposed, every query row broadcast) for the few rows of generation. Either way each
+//! score is the same chain of multiply-adds over the dimensions in order, so a row's scores do
+//! not depend on the batch it came in (issue 38: the same logits whatever the batch).
 //!
 //! As in [`super::vec`], each is one plain-Rust body compiled per tier (AVX-512, AVX2 + FMA,
 //! NEON, scalar without fused multiply-adds) and picked at run time.
 
 use super::tier::{active_tier, Tier};
-use super::vec::{madd, sum_lanes, LANES};
+use super::vec::{madd, LANES};
 
 /// Which bodies (and register tiles) the active tier runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,13 +60,6 @@ trait Reg: Copy {
     unsafe fn store(self, p: *mut f32);
     /// `self + a b`, fused where the tier has FMA.
     unsafe fn madd(self, a: Self, b: Self) -> Self;
-    /// The sum of the lanes.
-    unsafe fn sum(self) -> f32 {
-        let mut lanes = [0f32; LANES];
-        // SAFETY: W <= LANES values fit the array (every implementation).
-        unsafe { self.store(lanes.as_mut_ptr()) };
-        sum_lanes(lanes)
-    }
 }
 
 /// One F32 lane without fused multiply-adds (the scalar tier).
@@ -261,72 +256,30 @@ unsafe fn scores_t_body<V: Reg, const TJ: usize, const RV: usize>(
         let wide = r - i0 >= RV * V::W;
         let mut j0 = 0;
         while j0 < nk {
-            let full = nk - j0 >= TJ;
+            // Keys per tile: TJ, else 4 (the few query rows of generation, when the keys are
+            // in the lanes), else 1. Every tile makes the same chain per score.
+            let left = nk - j0;
+            let step = if left >= TJ {
+                TJ
+            } else if left >= 4 {
+                4
+            } else {
+                1
+            };
             // SAFETY: the tile's rows and keys are within r and nk (just checked).
             unsafe {
-                match (wide, full) {
-                    (true, true) => scores_t_tile::<V, TJ, RV>(qt, r, i0, k, d, j0, out),
-                    (true, false) => scores_t_tile::<V, 1, RV>(qt, r, i0, k, d, j0, out),
-                    (false, true) => scores_t_tile::<V, TJ, 1>(qt, r, i0, k, d, j0, out),
-                    (false, false) => scores_t_tile::<V, 1, 1>(qt, r, i0, k, d, j0, out),
+                match (wide, step) {
+                    (true, s) if s == TJ => scores_t_tile::<V, TJ, RV>(qt, r, i0, k, d, j0, out),
+                    (true, 4) => scores_t_tile::<V, 4, RV>(qt, r, i0, k, d, j0, out),
+                    (true, _) => scores_t_tile::<V, 1, RV>(qt, r, i0, k, d, j0, out),
+                    (false, s) if s == TJ => scores_t_tile::<V, TJ, 1>(qt, r, i0, k, d, j0, out),
+                    (false, 4) => scores_t_tile::<V, 4, 1>(qt, r, i0, k, d, j0, out),
+                    (false, _) => scores_t_tile::<V, 1, 1>(qt, r, i0, k, d, j0, out),
                 }
             }
-            j0 += if full { TJ } else { 1 };
+            j0 += step;
         }
         i0 += if wide { RV * V::W } else { V::W };
-    }
-}
-
-/// `out[j * r + i] = a_i . b_j` in `TI x TJ` register tiles, each accumulator summed across
-/// its lanes at the end (each loaded `a` register used `TJ` times, each `b` one `TI` times).
-///
-/// # Safety
-///
-/// `V`'s features are present; the shapes were checked.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn dots_t_body<V: Reg, const TI: usize, const TJ: usize>(
-    a: &[f32],
-    na: usize,
-    b: &[f32],
-    nk: usize,
-    d: usize,
-    out: &mut [f32],
-    r: usize,
-) {
-    // SAFETY: rows i0 + ii < na of a and j0 + jj < nk of b, columns below d (checked shapes).
-    let tile = |i0: usize, j0: usize, ni: usize, nj: usize, out: &mut [f32]| unsafe {
-        let mut acc = [[V::zero(); TJ]; TI];
-        let full = d / V::W * V::W;
-        let (ap, bp) = (a.as_ptr(), b.as_ptr());
-        let mut t = 0;
-        while t < full {
-            let mut y = [V::zero(); TJ];
-            for (jj, y) in y.iter_mut().enumerate().take(nj) {
-                *y = V::load(bp.add((j0 + jj) * d + t));
-            }
-            for (ii, accs) in acc.iter_mut().enumerate().take(ni) {
-                let x = V::load(ap.add((i0 + ii) * d + t));
-                for jj in 0..nj {
-                    accs[jj] = accs[jj].madd(x, y[jj]);
-                }
-            }
-            t += V::W;
-        }
-        for ii in 0..ni {
-            for jj in 0..nj {
-                let mut v = acc[ii][jj].sum();
-                for tt in full..d {
-                    v += a[(i0 + ii) * d + tt] * b[(j0 + jj) * d + tt];
-                }
-                out[(j0 + jj) * r + i0 + ii] = v;
-            }
-        }
-    };
-    for i0 in (0..na).step_by(TI) {
-        for j0 in (0..nk).step_by(TJ) {
-            tile(i0, j0, (na - i0).min(TI), (nk - j0).min(TJ), out);
-        }
     }
 }
 
@@ -546,12 +499,12 @@ fn softmax_block_body(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run:
 }
 
 /// Instantiates the bodies inside functions with one x86 tier's target features `$feat`, on
-/// registers `$reg`, with the register tiles `$tj x $rv` (scores), `$ti x $tj2` (reduced
-/// products) and `$tw x $cv` (weighted sums).
+/// registers `$reg`, with the register tiles `$tj x $rv` (scores) and `$tw x $cv` (weighted
+/// sums).
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_bodies {
     ($mod:ident, $feat:literal, $reg:ty, scores: [$tj:literal, $rv:literal],
-     dots: [$ti:literal, $tj2:literal], weighted: [$tw:literal, $cv:literal]) => {
+     weighted: [$tw:literal, $cv:literal]) => {
         pub(super) mod $mod {
             use super::super::{RunningRows, Scoring};
 
@@ -567,21 +520,6 @@ macro_rules! x86_bodies {
                 // SAFETY: the register's features are enabled here; the caller checked the
                 // shapes.
                 unsafe { super::super::scores_t_body::<$reg, $tj, $rv>(qt, r, k, nk, d, out) }
-            }
-
-            #[target_feature(enable = $feat)]
-            #[allow(clippy::too_many_arguments)]
-            pub(in super::super) fn dots_t(
-                a: &[f32],
-                na: usize,
-                b: &[f32],
-                nk: usize,
-                d: usize,
-                out: &mut [f32],
-                r: usize,
-            ) {
-                // SAFETY: as in `scores_t`.
-                unsafe { super::super::dots_t_body::<$reg, $ti, $tj2>(a, na, b, nk, d, out, r) }
             }
 
             #[target_feature(enable = $feat)]
@@ -623,7 +561,6 @@ mod x86 {
         "avx2,fma,f16c,avx512f",
         super::super::x86_reg::Z,
         scores: [8, 2],
-        dots: [4, 4],
         weighted: [4, 4]
     );
     x86_bodies!(
@@ -631,7 +568,6 @@ mod x86 {
         "avx2,fma,f16c",
         super::super::x86_reg::Y,
         scores: [4, 2],
-        dots: [2, 4],
         weighted: [4, 2]
     );
 }
@@ -660,32 +596,6 @@ pub fn scores_t(qt: &[f32], r: usize, k: &[f32], nk: usize, d: usize, out: &mut 
         Flavor::Neon => unsafe { scores_t_body::<neon_reg::Q, 4, 4>(qt, r, k, nk, d, out) },
         // SAFETY: the scalar register needs no feature; the shapes were checked above.
         _ => unsafe { scores_t_body::<One, 4, 4>(qt, r, k, nk, d, out) },
-    }
-}
-
-/// `out[j * r + i] = a_i . b_j`: every row of `a` (`na` rows of `d` values) against every row
-/// of `b` (`nk` rows of `d`), key-major with row stride `r >= na`.
-///
-/// # Panics
-///
-/// When `r < na` or a slice is shorter than its rows need.
-pub fn dots_t(a: &[f32], na: usize, b: &[f32], nk: usize, d: usize, out: &mut [f32], r: usize) {
-    assert!(
-        r >= na && a.len() >= na * d && b.len() >= nk * d && out.len() >= nk * r,
-        "dots_t: shapes"
-    );
-    match flavor() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as in `scores_t`.
-        Flavor::Avx512 => unsafe { x86::avx512::dots_t(a, na, b, nk, d, out, r) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as in `scores_t`.
-        Flavor::Avx2 => unsafe { x86::avx2::dots_t(a, na, b, nk, d, out, r) },
-        #[cfg(target_arch = "aarch64")]
-        // SAFETY: as in `scores_t`.
-        Flavor::Neon => unsafe { dots_t_body::<neon_reg::Q, 2, 4>(a, na, b, nk, d, out, r) },
-        // SAFETY: as in `scores_t`.
-        _ => unsafe { dots_t_body::<One, 2, 4>(a, na, b, nk, d, out, r) },
     }
 }
 
@@ -774,8 +684,6 @@ mod tests {
             let want = |i: usize, j: usize| -> f64 {
                 (0..d).map(|t| f64::from(a[i * d + t]) * f64::from(b[j * d + t])).sum()
             };
-            let mut out = vec![f32::NAN; nk * r];
-            dots_t(&a, na, &b, nk, d, &mut out, r);
             let mut qt = vec![0f32; d * r];
             for i in 0..na {
                 for c in 0..d {
@@ -784,9 +692,24 @@ mod tests {
             }
             let mut out_t = vec![f32::NAN; nk * r];
             scores_t(&qt, r, &b, nk, d, &mut out_t);
+            // The roles swapped (the keys in the lanes, as for generation's few rows): the same
+            // bits, not merely close values.
+            let nkp = nk.next_multiple_of(LANES);
+            let mut kt = vec![0f32; d * nkp];
+            for j in 0..nk {
+                for c in 0..d {
+                    kt[c * nkp + j] = b[j * d + c];
+                }
+            }
+            let mut out_k = vec![f32::NAN; na * nkp];
+            scores_t(&kt, nkp, &a, na, d, &mut out_k);
             for i in 0..na {
                 for j in 0..nk {
-                    close(out[j * r + i], want(i, j), &format!("dots_t {na}x{nk}x{d} [{i},{j}]"));
+                    assert_eq!(
+                        out_k[i * nkp + j].to_bits(),
+                        out_t[j * r + i].to_bits(),
+                        "scores_t swapped {na}x{nk}x{d} [{i},{j}]"
+                    );
                     close(
                         out_t[j * r + i],
                         want(i, j),

@@ -17,10 +17,17 @@
 //!    columns are sized to stay in L2. With one activation row (GEMV) the weights are streamed
 //!    once, `mr` rows side by side.
 //!
-//! From [`GEMM_MIN_N`] activation rows on (F16: [`F16_GEMM_MIN_N`]), F32, F16 and BF16 weights
-//! on an x86 tier (F16 also repacked) use the packed GEMM instead ([`crate::kernels::GemmFn`]): the activations are packed once per call in
-//! panels of `NR` rows (transposed), and the chunks (weight rows by panels, taken in the same
-//! way) pack their weight rows per K-block into a per-thread scratch.
+//! Every kernel computes a column of the result (one token) with the same sums in the same
+//! order whatever the number of columns and threads (issue 38: the same logits whatever the
+//! batch): the GEMV, the register tiles and their edges reduce each output over K alike.
+//!
+//! The one exception is opt-in ([`set_float_gemm`], `TESSERA_FLOAT_GEMM=1`; off by default):
+//! from [`GEMM_MIN_N`] activation rows on (F16: [`F16_GEMM_MIN_N`]), F32, F16 and BF16 weights
+//! on an x86 tier (F16 also repacked) then use the packed GEMM ([`crate::kernels::GemmFn`]),
+//! whose outputs are sums over K in another order (a chain per output, the weight rows in the
+//! lanes), so that a prompt's logits then depend on its batch size: the activations are packed
+//! once per call in panels of `NR` rows (transposed), and the chunks (weight rows by panels,
+//! taken in the same way) pack their weight rows per K-block into a per-thread scratch.
 //!
 //! Weights in a [`crate::kernels::repack`] buffer (rows interleaved in the layout of the tier
 //! that wrote them) come with that layout ([`TensorRef::packed`], from the buffer that holds
@@ -92,18 +99,56 @@ pub fn gemm_min_n(weight: DType) -> usize {
     }
 }
 
+/// Environment variable that turns the packed GEMM of F32 / F16 / BF16 weights on (`1`) at
+/// start-up; [`set_float_gemm`] overrides it.
+pub const FLOAT_GEMM_ENV: &str = "TESSERA_FLOAT_GEMM";
+
+/// The packed GEMM switch: 0 not read yet, 1 off, 2 on.
+static FLOAT_GEMM: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Turns the packed GEMM of F32 / F16 / BF16 weights on or off (process-wide). Off (the
+/// default) every batch size runs the register tiles, whose columns are bit for bit the GEMV's;
+/// on, prompts of [`gemm_min_n`] tokens or more run the packed GEMM, faster on x86 (up to about
+/// 15 % at N = 24 to 48 where it takes over, measured in [`GEMM_MIN_N`]'s and
+/// [`F16_GEMM_MIN_N`]'s notes) but with other rounding, so that logits depend on the batch.
+pub fn set_float_gemm(on: bool) {
+    FLOAT_GEMM.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Whether the packed GEMM of F32 / F16 / BF16 weights is on ([`set_float_gemm`], else
+/// [`FLOAT_GEMM_ENV`]).
+pub fn float_gemm() -> bool {
+    match FLOAT_GEMM.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var(FLOAT_GEMM_ENV).is_ok_and(|v| v == "1");
+            let _ = FLOAT_GEMM.compare_exchange(
+                0,
+                if on { 2 } else { 1 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            FLOAT_GEMM.load(Ordering::Relaxed) == 2
+        }
+        v => v == 2,
+    }
+}
+
 /// Weight types that use the packed GEMM (where the tier has one), F16 and BF16 converted while
 /// packing.
 const GEMM_WEIGHTS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 /// Whether the driver runs `kernel` with the packed GEMM (see [`kernels::GemmFn`]) for `n`
-/// activation rows of `k` values.
+/// activation rows of `k` values (only when [`float_gemm`] is on).
 pub fn uses_gemm(kernel: &MatKernel, n: usize, k: usize) -> bool {
     gemm_for(kernel, n, k).is_some()
 }
 
 fn gemm_for(kernel: &MatKernel, n: usize, k: usize) -> Option<split::Gemm> {
-    if n < gemm_min_n(kernel.weight) || k == 0 || !GEMM_WEIGHTS.contains(&kernel.weight) {
+    if n < gemm_min_n(kernel.weight)
+        || k == 0
+        || !GEMM_WEIGHTS.contains(&kernel.weight)
+        || !float_gemm()
+    {
         return None;
     }
     let (run, mr, nr, kc) = kernels::gemm_kernel(kernel)?;

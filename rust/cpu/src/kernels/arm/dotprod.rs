@@ -28,7 +28,9 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const W: u8>(
     // below (and in the body macro) stays within them.
     unsafe {
         let (ws, qs) = if W == Q0_Q8_0 { (q8_0::BYTES, q8_0::QS) } else { (q4_0::BYTES, q4_0::QS) };
-        let mut acc = [[vdupq_n_f32(0.0); NR]; MR];
+        // One sum per output, each block's integer sum (exact) scaled and added with one fused
+        // multiply-add: the i8mm tile's order, so that a column does not depend on the batch.
+        let mut acc = [[0f32; NR]; MR];
         for blk in 0..k / 32 {
             let mut w = [(vdupq_n_s8(0), vdupq_n_s8(0)); MR];
             let mut wd = [0f32; MR];
@@ -43,13 +45,14 @@ pub(super) unsafe fn q_0_tile<const MR: usize, const NR: usize, const W: u8>(
                 let (b0, b1) = load_q!(p.add(q8_0::QS), Q0_Q8_0);
                 for i in 0..MR {
                     let s = sdot!(sdot!(vdupq_n_s32(0), w[i].0, b0), w[i].1, b1);
-                    acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(s), wd[i] * bd);
+                    let s = vaddvq_s32(s) as f32;
+                    acc[i][j] = s.mul_add(wd[i] * bd, acc[i][j]);
                 }
             }
         }
         for i in 0..MR {
             for j in 0..NR {
-                *c.add(j * ldc + i) = vaddvq_f32(acc[i][j]);
+                *c.add(j * ldc + i) = acc[i][j];
             }
         }
     }

@@ -1,6 +1,8 @@
 //! The NEON + i8mm tier: Q8_0, Q4_0, IQ4_NL, Q4_K and Q6_K weights with `smmla` (emitted with
 //! `asm!`), two weight rows by two activation rows per instruction; edges and GEMV use the
-//! dotprod kernels (IQ4_XS: see [`super::iq4`]).
+//! dotprod kernels (IQ4_XS: see [`super::iq4`]), whose float steps per block (scaling and
+//! accumulation of each block's exact integer sum) the tiles here repeat in the same order, so
+//! that a column's result does not depend on the batch (issue 38, `tests/matmul_columns.rs`).
 #![allow(clippy::needless_range_loop)] // SIMD tiles index several arrays at once.
 
 use super::neon::load_q;
@@ -99,8 +101,11 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
     // below (and in the body macro) stays within them.
     unsafe {
         let m4 = vdupq_n_u8(0x0f);
-        // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp.
+        // acc[rp][cp] = [r0c0, r0c1, r1c0, r1c1] of row pair rp and column pair cp: the scales'
+        // part, and in accm the mins' part, summed at the end (the dotprod body's order, which
+        // the edges and GEMV run, so that a column does not depend on the batch).
         let mut acc = [[vdupq_n_f32(0.0); CP]; RP];
+        let mut accm = [[vdupq_n_f32(0.0); CP]; RP];
         for blk in 0..k / 256 {
             // Per row pair: d and dmin as [d0, d0, d1, d1], each sub-block's scales as
             // [s0, s0, s1, s1], and the mins of both rows.
@@ -174,11 +179,17 @@ unsafe fn q4_k_pairs<const RP: usize, const CP: usize>(
                         ms[2] += mn[rp][1][t] * bs0[t];
                         ms[3] += mn[rp][1][t] * bs1[t];
                     }
-                    let min =
-                        vmulq_f32(vmulq_f32(dmin[rp], bd), vcvtq_f32_s32(vld1q_s32(ms.as_ptr())));
-                    let dot = vmulq_f32(vmulq_f32(d[rp], bd), vcvtq_f32_s32(sumi));
-                    acc[rp][cp] = vaddq_f32(acc[rp][cp], vsubq_f32(dot, min));
+                    let ms = vcvtq_f32_s32(vld1q_s32(ms.as_ptr()));
+                    let (dot, min) =
+                        (vmulq_f32(vcvtq_f32_s32(sumi), d[rp]), vmulq_f32(ms, vnegq_f32(dmin[rp])));
+                    acc[rp][cp] = vfmaq_f32(acc[rp][cp], dot, bd);
+                    accm[rp][cp] = vfmaq_f32(accm[rp][cp], min, bd);
                 }
+            }
+        }
+        for rp in 0..RP {
+            for cp in 0..CP {
+                acc[rp][cp] = vaddq_f32(acc[rp][cp], accm[rp][cp]);
             }
         }
         store_pairs(&acc, c, ldc);
@@ -230,8 +241,9 @@ unsafe fn q6_k_pairs<const RP: usize, const CP: usize>(
                         let (x, z) = (i32::from(s0[g]), i32::from(s1[g]));
                         sumi = vmlaq_s32(sumi, s, vld1q_s32([x, x, z, z].as_ptr()));
                     }
+                    // Not fused: the dotprod body's `acc += d * bd * sumi` (the edges and GEMV).
                     let scale = vmulq_f32(d, bd);
-                    acc[rp][cp] = vfmaq_f32(acc[rp][cp], scale, vcvtq_f32_s32(sumi));
+                    acc[rp][cp] = vaddq_f32(acc[rp][cp], vmulq_f32(scale, vcvtq_f32_s32(sumi)));
                 }
             }
         }

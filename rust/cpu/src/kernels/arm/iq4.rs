@@ -57,7 +57,9 @@ unsafe fn group_levels(p: *const u8, g: usize) -> (int8x16_t, int8x16_t) {
 /// vectors (as pairs of `int8x16_t`) as an `int32x4_t`.
 macro_rules! iq4_xs_body {
     ($MR:ident, $NR:ident, $k:ident, $a:ident, $lda:ident, $b:ident, $ldb:ident, $c:ident, $ldc:ident, $dot32v:ident) => {{
-        let mut acc = [[vdupq_n_f32(0.0); $NR]; $MR];
+        // One sum per output, each block's integer sum (exact) scaled and added with one fused
+        // multiply-add: the i8mm tile's order, so that a column does not depend on the batch.
+        let mut acc = [[0f32; $NR]; $MR];
         for blk in 0..$k / 256 {
             let mut d = [0f32; $MR];
             let mut sc = [[0i32; 8]; $MR];
@@ -85,13 +87,14 @@ macro_rules! iq4_xs_body {
                 let bd =
                     std::ptr::read_unaligned($b.add(j * $ldb + blk * q8_k::BYTES).cast::<f32>());
                 for i in 0..$MR {
-                    acc[i][j] = vfmaq_n_f32(acc[i][j], vcvtq_f32_s32(iacc[i][j]), d[i] * bd);
+                    let sumi = vaddvq_s32(iacc[i][j]) as f32;
+                    acc[i][j] = sumi.mul_add(d[i] * bd, acc[i][j]);
                 }
             }
         }
         for i in 0..$MR {
             for j in 0..$NR {
-                *$c.add(j * $ldc + i) = vaddvq_f32(acc[i][j]);
+                *$c.add(j * $ldc + i) = acc[i][j];
             }
         }
     }};

@@ -171,8 +171,10 @@ macro_rules! x86_tier {
             }
         }
 
-        /// Float weights times one activation row: two accumulators per row (16 values per
-        /// step) to hide the FMA latency while the rows stream.
+        /// Float weights times one activation row: one accumulator per row (the `MR` rows'
+        /// chains hide the FMA latency while the rows stream), so that each output is the
+        /// same sum, in the same order, as [`float_tile`] makes it for several rows (issue 38:
+        /// a column's result does not depend on the batch).
         #[target_feature(enable = $feat)]
         unsafe fn float_gemv<const MR: usize, const W: u8>(
             k: usize,
@@ -186,23 +188,19 @@ macro_rules! x86_tier {
             // at `b`, each of `k` values, and the outputs `c + i` are writable; every load and store
             // below stays within them.
             unsafe {
-                let mut acc0 = [_mm256_setzero_ps(); MR];
-                let mut acc1 = [_mm256_setzero_ps(); MR];
+                let mut acc = [_mm256_setzero_ps(); MR];
                 let bp = b.cast::<f32>();
-                let kv = k / 16 * 16;
+                let kv = k / 8 * 8;
                 let mut t = 0;
                 while t < kv {
-                    let b0 = _mm256_loadu_ps(bp.add(t));
-                    let b1 = _mm256_loadu_ps(bp.add(t + 8));
+                    let bv = _mm256_loadu_ps(bp.add(t));
                     for i in 0..MR {
-                        let ar = a.add(i * lda);
-                        acc0[i] = _mm256_fmadd_ps(load_w!(W, ar, t), b0, acc0[i]);
-                        acc1[i] = _mm256_fmadd_ps(load_w!(W, ar, t + 8), b1, acc1[i]);
+                        acc[i] = _mm256_fmadd_ps(load_w!(W, a.add(i * lda), t), bv, acc[i]);
                     }
-                    t += 16;
+                    t += 8;
                 }
                 for i in 0..MR {
-                    let mut s = hsum!(_mm256_add_ps(acc0[i], acc1[i]));
+                    let mut s = hsum!(acc[i]);
                     for tt in kv..k {
                         s +=
                             scalar_w!(W, a.add(i * lda), tt) * std::ptr::read_unaligned(bp.add(tt));

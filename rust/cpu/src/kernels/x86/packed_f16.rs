@@ -2,7 +2,8 @@
 //! turn (32 bytes), block after block. A matrix-vector product reads the group as one
 //! sequential stream (8 separate row streams are about 20 % slower from RAM on x86), converts
 //! each 8-value half with `vcvtph2ps` (256-bit: the 512-bit conversion is slower on Zen 4)
-//! and keeps two accumulators per row. With several activation rows, each sub-tile of the
+//! and keeps one accumulator per row (AVX2), or two, the 16 lanes of its sub-tiles (AVX-512), so
+//! that a row sums as the sub-tiles sum it. With several activation rows, each sub-tile of the
 //! group's rows (8 on AVX-512, 4 on AVX2) takes every column in turn, reusing each converted
 //! weight vector for two activation rows from registers (of 2 x 8 ... 8 x 3 sub-tiles, the
 //! tallest with two columns measured best), and prefetches its next lines into L1 and the
@@ -130,19 +131,27 @@ fn hsum8(v: __m256) -> f32 {
     hsum!(v)
 }
 
-/// The sum of a vector's sixteen lanes.
+/// The sum of a vector's sixteen lanes: its two halves added, then [`hsum8`] (an explicit
+/// order, the one the AVX-512 GEMV's two 8-lane accumulators are summed in).
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 #[inline]
 fn hsum16(v: __m512) -> f32 {
-    _mm512_reduce_add_ps(v)
+    let lo = _mm512_castps512_ps256(v);
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    hsum8(_mm256_add_ps(lo, hi))
 }
 
 /// Defines, for one tier (`$feat`), the GEMV `$gemv` and the tile function `$tile`, which runs
 /// the sub-tile kernel `$group::<N>` ($sub rows, N activation rows; defined by [`f16_group`])
 /// taking the activation rows widest first from `[$($n),+]`.
 macro_rules! f16_tier {
-    ($feat:literal, $tile:ident, $group:ident, $gemv:ident, $sub:literal, [$($n:literal),+]) => {
-        /// One F16 group times one F32 activation row: `c[0..8]`.
+    ($feat:literal, $tile:ident, $group:ident, $gemv:ident, $sub:literal, [$($n:literal),+],
+     two: $two:literal) => {
+        /// One F16 group times one F32 activation row: `c[0..8]`. Each row's sum is the one the
+        /// sub-tile kernel makes (issue 38: a column's result does not depend on the batch):
+        /// with `two` (AVX-512: its sub-tiles' 16 lanes) the block's halves go to two 8-lane
+        /// accumulators, summed as [`hsum16`] sums, else (AVX2: 8 lanes) to one, summed as
+        /// [`hsum8`].
         ///
         /// # Safety
         ///
@@ -163,23 +172,22 @@ macro_rules! f16_tier {
                         let p = w.add(r * BLOCK * 2);
                         let lo = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
                         let hi = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast()));
-                        acc0[r] = _mm256_fmadd_ps(lo, b0, acc0[r]);
-                        acc1[r] = _mm256_fmadd_ps(hi, b1, acc1[r]);
+                        if $two {
+                            acc0[r] = _mm256_fmadd_ps(lo, b0, acc0[r]);
+                            acc1[r] = _mm256_fmadd_ps(hi, b1, acc1[r]);
+                        } else {
+                            acc0[r] = _mm256_fmadd_ps(lo, b0, acc0[r]);
+                            acc0[r] = _mm256_fmadd_ps(hi, b1, acc0[r]);
+                        }
                     }
                 }
                 t += BLOCK;
             }
-            let s: [__m256; ROWS] = std::array::from_fn(|r| _mm256_add_ps(acc0[r], acc1[r]));
-            // Lane r of the result is the sum of s[r]: pairwise horizontal adds, then the two
-            // 128-bit halves of the rows 0..4 and 4..8 added.
-            let h0 = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
-            let h1 = _mm256_hadd_ps(_mm256_hadd_ps(s[4], s[5]), _mm256_hadd_ps(s[6], s[7]));
-            let sums = _mm256_add_ps(
-                _mm256_permute2f128_ps::<0x20>(h0, h1),
-                _mm256_permute2f128_ps::<0x31>(h0, h1),
-            );
-            // SAFETY: c holds 8 writable f32.
-            unsafe { _mm256_storeu_ps(c, sums) };
+            for r in 0..ROWS {
+                let s = if $two { _mm256_add_ps(acc0[r], acc1[r]) } else { acc0[r] };
+                // SAFETY: c holds 8 writable f32.
+                unsafe { *c.add(r) = hsum8(s) };
+            }
         }
 
         /// Tile kernel on one repacked F16 group (see [`TileFn`]): one activation row by the
@@ -228,7 +236,7 @@ f16_group!(
     _mm256_loadu_ps,
     hsum8
 );
-f16_tier!("avx2,fma,f16c", avx2_f16, avx2_group, avx2_gemv, 4, [2, 1]);
+f16_tier!("avx2,fma,f16c", avx2_f16, avx2_group, avx2_gemv, 4, [2, 1], two: false);
 f16_group!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     avx512_group,
@@ -247,7 +255,8 @@ f16_tier!(
     avx512_group,
     avx512_gemv,
     4,
-    [6, 4, 2, 1]
+    [6, 4, 2, 1],
+    two: true
 );
 
 /// The AVX2 kernel for repacked F16 weights, with its tile size.
