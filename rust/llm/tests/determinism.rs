@@ -18,7 +18,7 @@ fn prompt(model: &Model) -> Vec<u32> {
 }
 
 fn context(model: &Arc<Model>, n_batch: usize, threads: usize) -> Context {
-    let opts = ContextOptions { n_ctx: 512, n_batch, threads: Some(threads) };
+    let opts = ContextOptions { n_ctx: 512, n_batch, threads: Some(threads), ..Default::default() };
     Context::new(model.clone(), &registry(), &opts).unwrap()
 }
 
