@@ -259,7 +259,9 @@ impl Attn {
                     Self::row(&self.k, j0 + j, u.hk, u.i3),
                     Self::row(&self.v, j0 + j, u.hk, u.i3),
                 );
-                let vr = vr.wrapping_add(u.c0 * self.v.layout.dtype.type_size());
+                // c0 is a multiple of V's block size (whole blocks for Q8_0 / Q4_0).
+                let vt = self.v.layout.dtype;
+                let vr = vr.wrapping_add(u.c0 / vt.block_size() * vt.type_size());
                 // SAFETY: rows j of k and v for head hk have d and self.dv elements (validated),
                 // of which the unit reads v's columns c0..c1.
                 unsafe {
@@ -378,12 +380,11 @@ pub(super) unsafe fn flash_attn_ext(
     // Fewer units than threads (generation): split the value columns, in slices of whole
     // multiples of COL_ALIGN (each thread computes every key's scores and softmax, and the
     // weighted values of its slice).
-    let splits = if base >= threads.n() {
-        1
-    } else {
-        threads.n().div_ceil(base).min(a.dv / COL_ALIGN).max(1)
-    };
-    let per_split = a.dv.div_ceil(splits).next_multiple_of(COL_ALIGN);
+    // A slice of a quantized V starts at a block (Q8_0 / Q4_0: 32 values).
+    let align = COL_ALIGN.max(v.layout.dtype.block_size());
+    let splits =
+        if base >= threads.n() { 1 } else { threads.n().div_ceil(base).min(a.dv / align).max(1) };
+    let per_split = a.dv.div_ceil(splits).next_multiple_of(align);
     for i3 in 0..q.layout.ne[3] {
         for hk in 0..n_kv_heads {
             for b in 0..q_blocks {
