@@ -3,34 +3,13 @@
 //! thread) or at any moment from another thread. A file of its own: the close is
 //! process-wide.
 
+mod common;
+
+use common::{call, gemma};
 use serde_json::{json, Value};
-use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tessera_ffi::c_api::{tessera_call_json, tessera_free_string};
 use tessera_ffi::{set_event_listener, EventListener};
-
-fn gemma() -> String {
-    if let Ok(p) = std::env::var("TESSERA_GEMMA_GGUF") {
-        return p;
-    }
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/models/gemma3-270m-q4_k_m.gguf");
-    assert!(p.exists(), "set TESSERA_GEMMA_GGUF to the Gemma 3 270M Q4_K_M file");
-    p.to_string_lossy().into_owned()
-}
-
-/// A request through the C ABI.
-fn call(request: Value) -> Value {
-    let c = CString::new(request.to_string()).unwrap();
-    // SAFETY: a valid NUL-terminated string; the response is freed once below.
-    unsafe {
-        let response = tessera_call_json(c.as_ptr());
-        let text = CStr::from_ptr(response).to_str().unwrap().to_string();
-        tessera_free_string(response);
-        serde_json::from_str(&text).unwrap()
-    }
-}
 
 fn load() -> Value {
     call(

@@ -3,20 +3,11 @@
 //! it the context ends it ("context"); bad `nKeep` values and recurrent models are refused
 //! with their error kinds. The shift's numbers are tested in tessera-llm (`src/shift.rs`).
 
+mod common;
+
+use common::model_path;
 use serde_json::{json, Value};
 use tessera_ffi::json_api::handle;
-
-fn model_path(name: &str) -> String {
-    if name == "gemma3-270m-q4_k_m" {
-        if let Ok(p) = std::env::var("TESSERA_GEMMA_GGUF") {
-            return p;
-        }
-    }
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../target/models/{name}.gguf"));
-    assert!(p.exists(), "{} is missing: run scripts/setup.sh", p.display());
-    p.to_string_lossy().into_owned()
-}
 
 fn call(request: Value) -> Value {
     handle(&request.to_string())

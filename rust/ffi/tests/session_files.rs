@@ -4,18 +4,11 @@
 //! a file that is not a session, a missing file and a session longer than the context are
 //! typed errors, after which the model generates afresh.
 
+mod common;
+
+use common::gemma;
 use serde_json::{json, Value};
 use tessera_ffi::json_api::handle;
-
-fn gemma() -> String {
-    if let Ok(p) = std::env::var("TESSERA_GEMMA_GGUF") {
-        return p;
-    }
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/models/gemma3-270m-q4_k_m.gguf");
-    assert!(p.exists(), "set TESSERA_GEMMA_GGUF to the Gemma 3 270M Q4_K_M file");
-    p.to_string_lossy().into_owned()
-}
 
 fn ok(request: Value) -> Value {
     let r = handle(&request.to_string());

@@ -5,6 +5,9 @@
 //! the same options, malformed schemas and grammars refused before any token, and `rerank` on a
 //! reranker against llama.cpp's recorded scores.
 
+mod common;
+
+use common::model_path;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tessera_ffi::json_api::handle;
@@ -12,18 +15,6 @@ use tessera_ffi::{
     set_event_listener, ChatTurn, EventListener, GenerateRequest, GeneratedToken, JsonText, Model,
     ModelOptions, ResponseFormat, TokenListener,
 };
-
-fn model_path(name: &str) -> String {
-    if name == "gemma3-270m-q4_k_m" {
-        if let Ok(p) = std::env::var("TESSERA_GEMMA_GGUF") {
-            return p;
-        }
-    }
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../target/models/{name}.gguf"));
-    assert!(p.exists(), "{} is missing: run scripts/setup.sh", p.display());
-    p.to_string_lossy().into_owned()
-}
 
 fn gemma() -> String {
     model_path("gemma3-270m-q4_k_m")
