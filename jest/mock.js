@@ -125,6 +125,8 @@ const modelInfo = {
   nSequences: 1,
   // 2 layers x 2048 positions x 8 values of K and of V, F16.
   cacheBytesPerSequence: 131072,
+  // 2 layers x 8 values of K and of V, F16 (the mock keeps F16 whatever cacheTypeK / V say).
+  kvBytesPerToken: 64,
 };
 
 const DEFAULT_COMPLETION = ['This', ' is', ' a', ' mock', ' reply', '.'];
