@@ -201,8 +201,11 @@ const P = (c: Case) => c.params as Record<string, any>;
 /** Builds the case with the GraphBuilder. */
 function buildOf(c: Case): GraphBuilder {
   const g = graph();
-  const ts = c.leaves.map((l) => {
-    let t: Tensor<any> = g.input(l.name, l.dtype, l.shape);
+  // Every input first, then their views: the order of a document (tensors, then nodes), so
+  // that a graph with two faults is refused for the same one on both sides.
+  const inputs = c.leaves.map((l) => g.input(l.name, l.dtype, l.shape) as Tensor<any>);
+  const ts = c.leaves.map((l, i) => {
+    let t: Tensor<any> = inputs[i]!;
     if (l.pre?.op === 'TRANSPOSE') t = g.transpose(t);
     else if (l.pre?.op === 'PERMUTE') t = g.permute(t, l.pre.axes);
     return t;
