@@ -9,7 +9,11 @@
 //! ([`attn_tiles::scores_t`], with the rows in SIMD lanes when there are enough rows, else the
 //! keys), stored key-major, their softmax step one pass across the rows
 //! ([`attn_tiles::softmax_block`]) and the weighted values another product
-//! ([`attn_tiles::weighted_sum_t`]). When there are fewer (query, KV head) units than threads
+//! ([`attn_tiles::weighted_sum_t`]). With the keys in the lanes (generation's few rows) the
+//! scores come out row-major: their softmax runs along each row
+//! ([`attn_tiles::softmax_rows`], the same bits) before the weights are transposed; keys and
+//! values are converted a block at a time ([`vec::f16_rows_to_f32`]) while the next block's
+//! rows are prefetched (they are strided through a cache that interleaves the heads). When there are fewer (query, KV head) units than threads
 //! (generation: one query), the value columns are split between threads (each computes the
 //! scores and softmax of every key, and the weighted values of its columns). A thread's buffer
 //! for a block of converted keys and values is kept between calls.
@@ -146,6 +150,30 @@ unsafe fn read_f32(dtype: DType, ptr: *const u8, n: usize, out: &mut [f32]) {
     }
 }
 
+/// Reads `rows` rows of `t` (consecutive in its second dimension) from `ptr`, `n` elements of
+/// each, into consecutive rows of `n` in `out` as F32 ([`read_f32`] per row; F16 rows in one
+/// conversion call).
+///
+/// # Safety
+///
+/// `ptr` and the `rows - 1` rows after it (`t.layout.nb[1]` bytes apart) each hold `n` readable
+/// elements of `t`'s type; F16 rows are 2-byte aligned.
+unsafe fn read_rows_f32(t: &HostTensor, ptr: *const u8, rows: usize, n: usize, out: &mut [f32]) {
+    let (dtype, stride) = (t.layout.dtype, t.layout.nb[1]);
+    if rows == 0 || n == 0 {
+        return;
+    }
+    if dtype == DType::F16 && stride.is_multiple_of(2) {
+        // SAFETY: each row holds n readable, 2-byte aligned F16 values (caller).
+        unsafe { vec::f16_rows_to_f32(ptr.cast::<u16>(), stride / 2, rows, n, out) };
+        return;
+    }
+    for (j, o) in out.chunks_exact_mut(n).take(rows).enumerate() {
+        // SAFETY: row j holds n readable elements (caller).
+        unsafe { read_f32(dtype, ptr.wrapping_add(j * stride), n, o) };
+    }
+}
+
 /// ALiBi slope of head `h` (1 without ALiBi), as ggml.
 fn alibi_slope(max_bias: f32, h: usize, n_head: usize) -> f32 {
     if max_bias <= 0.0 {
@@ -195,11 +223,7 @@ impl Attn {
         let (mut kt, mut st) = (Vec::new(), Vec::new());
         if lanes {
             qt = vec![0f32; d * r];
-            for i in 0..rows {
-                for c in 0..d {
-                    qt[c * r + i] = qs[i * d + c];
-                }
-            }
+            attn_tiles::transpose(&qs, rows, d, &mut qt, r);
         } else {
             kt = vec![0f32; d * K_BLOCK];
             st = vec![0f32; rows * K_BLOCK];
@@ -246,7 +270,7 @@ impl Attn {
                 j0 = j1;
                 continue;
             }
-            if self.mask.is_some() {
+            if lanes && self.mask.is_some() {
                 for i in 0..rows {
                     let qi = i / g;
                     for j in 0..nk {
@@ -254,62 +278,68 @@ impl Attn {
                     }
                 }
             }
-            for j in 0..nk {
-                let (kr, vr) = (
-                    Self::row(&self.k, j0 + j, u.hk, u.i3),
-                    Self::row(&self.v, j0 + j, u.hk, u.i3),
+            // c0 is a multiple of V's block size (whole blocks for Q8_0 / Q4_0).
+            let (k_type, v_type) = (self.k.layout.dtype, self.v.layout.dtype);
+            let v_at = u.c0 / v_type.block_size() * v_type.type_size();
+            let (kr, vr) = (
+                Self::row(&self.k, j0, u.hk, u.i3),
+                Self::row(&self.v, j0, u.hk, u.i3).wrapping_add(v_at),
+            );
+            // The next block's rows, strided through a cache shared by every head: the
+            // hardware prefetchers alone leave their conversion waiting on memory.
+            for j in j1..(j1 + K_BLOCK).min(self.n_kv) {
+                let (kn, vn) =
+                    (Self::row(&self.k, j, u.hk, u.i3), Self::row(&self.v, j, u.hk, u.i3));
+                vec::prefetch_lines(kn, d / k_type.block_size() * k_type.type_size());
+                vec::prefetch_lines(
+                    vn.wrapping_add(v_at),
+                    dv / v_type.block_size() * v_type.type_size(),
                 );
-                // c0 is a multiple of V's block size (whole blocks for Q8_0 / Q4_0).
-                let vt = self.v.layout.dtype;
-                let vr = vr.wrapping_add(u.c0 / vt.block_size() * vt.type_size());
-                // SAFETY: rows j of k and v for head hk have d and self.dv elements (validated),
-                // of which the unit reads v's columns c0..c1.
-                unsafe {
-                    read_f32(self.k.layout.dtype, kr, d, &mut kb[j * d..(j + 1) * d]);
-                    read_f32(self.v.layout.dtype, vr, dv, &mut vb[j * dv..(j + 1) * dv]);
-                }
             }
-            let (kb, vb, s) = (&kb[..nk * d], &vb[..nk * dv], &mut s[..nk * r]);
+            // SAFETY: rows j0..j1 of k and v for head hk have d and self.dv elements
+            // (validated), of which the unit reads v's columns c0..c1.
+            unsafe {
+                read_rows_f32(&self.k, kr, nk, d, &mut kb[..nk * d]);
+                read_rows_f32(&self.v, vr, nk, dv, &mut vb[..nk * dv]);
+            }
+            let (kb, vb) = (&kb[..nk * d], &vb[..nk * dv]);
+            let run =
+                attn_tiles::RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
             if lanes {
+                let s = &mut s[..nk * r];
                 attn_tiles::scores_t(&qt, r, kb, nk, d, s);
+                let how = attn_tiles::Scoring {
+                    scale: self.p.scale,
+                    softcap: self.p.softcap,
+                    bias: self
+                        .mask
+                        .is_some()
+                        .then(|| attn_tiles::Bias { mask: &mask_t[..nk * r], slopes: &slopes }),
+                };
+                attn_tiles::softmax_block(s, r, nk, how, run);
             } else {
-                // The keys in the lanes (padding keys of zeros), then the scores key-major.
+                // The keys in the lanes (padding keys of zeros), the scores and their softmax
+                // row by row, then the weights key-major.
                 let nkp = nk.next_multiple_of(vec::LANES);
                 let kt = &mut kt[..d * nkp];
-                // In 8 x 8 tiles, which stay in L1 (the block is 64 KB at d = 256).
-                for j0 in (0..nk).step_by(8) {
-                    let j1 = (j0 + 8).min(nk);
-                    for c0 in (0..d).step_by(8) {
-                        let c1 = (c0 + 8).min(d);
-                        for c in c0..c1 {
-                            for j in j0..j1 {
-                                kt[c * nkp + j] = kb[j * d + c];
-                            }
-                        }
-                    }
-                }
+                attn_tiles::transpose(kb, nk, d, kt, nkp);
                 for c in 0..d {
                     kt[c * nkp + nk..(c + 1) * nkp].fill(0.0);
                 }
                 let st = &mut st[..rows * nkp];
                 attn_tiles::scores_t(kt, nkp, &qs, rows, d, st);
-                for i in 0..rows {
-                    for j in 0..nk {
-                        s[j * r + i] = st[i * nkp + j];
-                    }
-                }
+                let bias = self.mask.is_some().then(|| attn_tiles::RowBias {
+                    mask: &mask[..nq * nk],
+                    stride: nk,
+                    group: g,
+                    slopes: &slopes,
+                });
+                let how = (self.p.scale, self.p.softcap, bias);
+                attn_tiles::softmax_rows(st, nkp, (rows, nk), how, run);
+                // (Columns nk..nkp, past the block's keys, land in rows of s it does not use.)
+                attn_tiles::transpose(st, rows, nkp, &mut s, r);
             }
-            let how = attn_tiles::Scoring {
-                scale: self.p.scale,
-                softcap: self.p.softcap,
-                bias: self
-                    .mask
-                    .is_some()
-                    .then(|| attn_tiles::Bias { mask: &mask_t[..nk * r], slopes: &slopes }),
-            };
-            let run =
-                attn_tiles::RunningRows { max: &mut max, sum: &mut sum, rescale: &mut rescale };
-            attn_tiles::softmax_block(s, r, nk, how, run);
+            let s = &s[..nk * r];
             for (i, &c) in rescale.iter().enumerate().take(rows) {
                 if c != 1.0 {
                     vec::scale(&mut acc[i * dv..(i + 1) * dv], c);

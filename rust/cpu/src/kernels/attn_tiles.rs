@@ -8,7 +8,10 @@
 //! for blocks of at least [`LANES`] query rows (prompts), else the keys (each block of keys
 //! transposed, every query row broadcast) for the few rows of generation. Either way each
 //! score is the same chain of multiply-adds over the dimensions in order, so a row's scores do
-//! not depend on the batch it came in (issue 38: the same logits whatever the batch).
+//! not depend on the batch it came in (issue 38: the same logits whatever the batch). The
+//! keys-in-lanes scores are row-major: [`softmax_rows`] runs the softmax step along each row,
+//! with the bits [`softmax_block`] gives it, and [`transpose`] moves the blocks (pure data
+//! movement, in SIMD tiles).
 //!
 //! As in [`super::vec`], each is one plain-Rust body compiled per tier (AVX-512, AVX2 + FMA,
 //! NEON, scalar without fused multiply-adds) and picked at run time.
@@ -498,6 +501,74 @@ fn softmax_block_body(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run:
     }
 }
 
+/// The bias of a block for [`softmax_rows`]: row `i`'s mask values at
+/// `mask[(i / group) * stride..][..nk]` (the `group` heads of one query share its mask row) and
+/// the slope of each row.
+#[derive(Clone, Copy)]
+pub struct RowBias<'a> {
+    /// Mask values of the block, one row per query; -inf hides a key.
+    pub mask: &'a [f32],
+    /// Distance between two queries' mask rows.
+    pub stride: usize,
+    /// Consecutive rows that share a mask row (at least 1).
+    pub group: usize,
+    /// ALiBi slope of each row (1 without ALiBi).
+    pub slopes: &'a [f32],
+}
+
+/// [`softmax_block_body`] on row-major scores (`s[i * ld + j]`): the same operations on each
+/// row in the same order (scale, cap, bias, maximum, weights, then the sums key by key), so a
+/// row gets the same bits either way; here each row's passes run along its keys, in SIMD
+/// lanes even for the few rows of generation.
+#[inline(always)]
+fn softmax_rows_body(
+    s: &mut [f32],
+    ld: usize,
+    (rows, nk): (usize, usize),
+    (scale, softcap, bias): (f32, f32, Option<RowBias<'_>>),
+    run: RunningRows<'_>,
+) {
+    let RunningRows { max, sum, rescale } = run;
+    for i in 0..rows {
+        let row = &mut s[i * ld..][..nk];
+        for x in row.iter_mut() {
+            *x *= scale;
+        }
+        if softcap > 0.0 {
+            for x in row.iter_mut() {
+                *x = softcap * (*x / softcap).tanh();
+            }
+        }
+        if let Some(b) = bias {
+            let (m, sl) = (&b.mask[(i / b.group) * b.stride..][..nk], b.slopes[i]);
+            for (x, &m) in row.iter_mut().zip(m) {
+                let y = *x + sl * m;
+                *x = if m == f32::NEG_INFINITY { f32::NEG_INFINITY } else { y };
+            }
+        }
+        let block_max = row.iter().fold(f32::NEG_INFINITY, |bm, &x| bm.max(x));
+        let new = max[i].max(block_max);
+        let c = if new == f32::NEG_INFINITY || new == max[i] {
+            1.0
+        } else {
+            exp_nonpositive(max[i] - new)
+        };
+        sum[i] *= c;
+        max[i] = new;
+        rescale[i] = c;
+        let shift = if new == f32::NEG_INFINITY { 0.0 } else { new };
+        for x in row.iter_mut() {
+            *x = exp_nonpositive(*x - shift);
+        }
+    }
+    // The sums key by key, every row's chain in step (as the key-major body adds them).
+    for j in 0..nk {
+        for i in 0..rows {
+            sum[i] += s[i * ld + j];
+        }
+    }
+}
+
 /// Instantiates the bodies inside functions with one x86 tier's target features `$feat`, on
 /// registers `$reg`, with the register tiles `$tj x $rv` (scores) and `$tw x $cv` (weighted
 /// sums).
@@ -506,7 +577,7 @@ macro_rules! x86_bodies {
     ($mod:ident, $feat:literal, $reg:ty, scores: [$tj:literal, $rv:literal],
      weighted: [$tw:literal, $cv:literal]) => {
         pub(super) mod $mod {
-            use super::super::{RunningRows, Scoring};
+            use super::super::{RowBias, RunningRows, Scoring};
 
             #[target_feature(enable = $feat)]
             pub(in super::super) fn scores_t(
@@ -548,6 +619,17 @@ macro_rules! x86_bodies {
                 run: RunningRows<'_>,
             ) {
                 super::super::softmax_block_body(s, r, nk, how, run)
+            }
+
+            #[target_feature(enable = $feat)]
+            pub(in super::super) fn softmax_rows(
+                s: &mut [f32],
+                ld: usize,
+                shape: (usize, usize),
+                how: (f32, f32, Option<RowBias<'_>>),
+                run: RunningRows<'_>,
+            ) {
+                super::super::softmax_rows_body(s, ld, shape, how, run)
             }
         }
     };
@@ -662,6 +744,198 @@ pub fn softmax_block(s: &mut [f32], r: usize, nk: usize, how: Scoring<'_>, run: 
     }
 }
 
+/// [`softmax_block`] for scores stored row-major (`s[i * ld + j]`, key `j` of row `i < rows`),
+/// as the keys-in-lanes products of generation leave them: each row scaled by `scale`, capped
+/// by `softcap` (0: none), biased by `bias`, its running maximum and sum updated and its scores
+/// replaced by their weights, with the same bits as [`softmax_block`] gives the row.
+///
+/// # Panics
+///
+/// When `ld < nk`, a slice is shorter than `rows` (the running rows, the slopes) or than the
+/// block, or the bias's group is 0.
+pub fn softmax_rows(
+    s: &mut [f32],
+    ld: usize,
+    (rows, nk): (usize, usize),
+    (scale, softcap, bias): (f32, f32, Option<RowBias<'_>>),
+    run: RunningRows<'_>,
+) {
+    assert!(
+        ld >= nk
+            && (rows == 0 || s.len() >= (rows - 1) * ld + nk)
+            && run.max.len() >= rows
+            && run.sum.len() >= rows
+            && run.rescale.len() >= rows
+            && bias.is_none_or(|b| {
+                b.group > 0
+                    && b.slopes.len() >= rows
+                    && (rows == 0 || b.mask.len() >= (rows - 1) / b.group * b.stride + nk)
+            }),
+        "softmax_rows: shapes"
+    );
+    let (shape, how) = ((rows, nk), (scale, softcap, bias));
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx512 => unsafe { x86::avx512::softmax_rows(s, ld, shape, how, run) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `scores_t`.
+        Flavor::Avx2 => unsafe { x86::avx2::softmax_rows(s, ld, shape, how, run) },
+        _ => softmax_rows_body(s, ld, shape, how, run),
+    }
+}
+
+/// `dst[c * ld + j] = src[j * d + c]` for the `n` rows of `d` values in `src`: each row becomes a
+/// column of `dst`, whose rows are `ld >= n` apart (generation's block of keys put into the lanes,
+/// a prompt's query rows transposed). Pure data movement: every tier writes the same bits, in
+/// 8 x 8 AVX tiles on x86, 4 x 4 NEON tiles on aarch64, element by element on the scalar tier and
+/// at the edges.
+///
+/// # Panics
+///
+/// When `ld < n` or a slice is shorter than its rows need.
+pub fn transpose(src: &[f32], n: usize, d: usize, dst: &mut [f32], ld: usize) {
+    assert!(
+        ld >= n && src.len() >= n * d && (d == 0 || dst.len() >= (d - 1) * ld + n),
+        "transpose: shapes"
+    );
+    let tiled = match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the AVX2 and AVX-512 tiers were chosen only on a CPU with AVX2; the shapes
+        // were checked above.
+        Flavor::Avx512 | Flavor::Avx2 => unsafe { x86_transpose::tiles(src, n, d, dst, ld) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is baseline on aarch64; the shapes were checked above.
+        Flavor::Neon => unsafe { neon_transpose::tiles(src, n, d, dst, ld) },
+        _ => (0, 0),
+    };
+    transpose_edges(src, n, d, dst, ld, tiled);
+}
+
+/// The elements [`transpose`]'s tiles left: with `(tn, td)` the rows and columns the tiles
+/// covered (whole tiles from 0), every element of a row at or past `tn` or a column at or past
+/// `td`.
+fn transpose_edges(
+    src: &[f32],
+    n: usize,
+    d: usize,
+    dst: &mut [f32],
+    ld: usize,
+    (tn, td): (usize, usize),
+) {
+    for j in 0..n {
+        let c0 = if j < tn { td } else { 0 };
+        for c in c0..d {
+            dst[c * ld + j] = src[j * d + c];
+        }
+    }
+}
+
+/// [`transpose`] in 8 x 8 tiles of AVX registers (unpack, shuffle, lane permute).
+#[cfg(target_arch = "x86_64")]
+mod x86_transpose {
+    use std::arch::x86_64::*;
+
+    /// Transposes the whole 8 x 8 tiles of `src` (rows of `d`) into `dst` (rows of `ld`);
+    /// returns the rows and columns they covered.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX2; the slices hold `n` rows of `d` and `d` rows of `ld >= n` (checked by
+    /// [`super::transpose`]).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tiles(
+        src: &[f32],
+        n: usize,
+        d: usize,
+        dst: &mut [f32],
+        ld: usize,
+    ) -> (usize, usize) {
+        let (tn, td) = (n / 8 * 8, d / 8 * 8);
+        let (s, o) = (src.as_ptr(), dst.as_mut_ptr());
+        for j0 in (0..tn).step_by(8) {
+            for c0 in (0..td).step_by(8) {
+                // SAFETY: rows j0..j0 + 8 of src have columns c0..c0 + 8 (j0 + 8 <= n,
+                // c0 + 8 <= d), and rows c0..c0 + 8 of dst have columns j0..j0 + 8 (ld >= n);
+                // the caller guarantees AVX.
+                unsafe {
+                    let r = |i: usize| _mm256_loadu_ps(s.add((j0 + i) * d + c0));
+                    let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+                    let (r4, r5, r6, r7) = (r(4), r(5), r(6), r(7));
+                    // Pairs of rows interleaved, then quads: columns c, c + 4 of four rows.
+                    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+                    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+                    let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+                    let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+                    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                    let u1 = _mm256_shuffle_ps::<0xee>(t0, t2);
+                    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                    let u3 = _mm256_shuffle_ps::<0xee>(t1, t3);
+                    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                    let u5 = _mm256_shuffle_ps::<0xee>(t4, t6);
+                    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                    let u7 = _mm256_shuffle_ps::<0xee>(t5, t7);
+                    let w = |c: usize, v: __m256| _mm256_storeu_ps(o.add((c0 + c) * ld + j0), v);
+                    w(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
+                    w(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
+                    w(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
+                    w(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
+                    w(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
+                    w(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
+                    w(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
+                    w(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+                }
+            }
+        }
+        (tn, td)
+    }
+}
+
+/// [`transpose`] in 4 x 4 tiles of NEON registers (32- then 64-bit transposes).
+#[cfg(target_arch = "aarch64")]
+mod neon_transpose {
+    use std::arch::aarch64::*;
+
+    /// Transposes the whole 4 x 4 tiles of `src` (rows of `d`) into `dst` (rows of `ld`);
+    /// returns the rows and columns they covered.
+    ///
+    /// # Safety
+    ///
+    /// The slices hold `n` rows of `d` and `d` rows of `ld >= n` (checked by
+    /// [`super::transpose`]).
+    pub(super) unsafe fn tiles(
+        src: &[f32],
+        n: usize,
+        d: usize,
+        dst: &mut [f32],
+        ld: usize,
+    ) -> (usize, usize) {
+        let (tn, td) = (n / 4 * 4, d / 4 * 4);
+        let (s, o) = (src.as_ptr(), dst.as_mut_ptr());
+        for j0 in (0..tn).step_by(4) {
+            for c0 in (0..td).step_by(4) {
+                // SAFETY: rows j0..j0 + 4 of src have columns c0..c0 + 4, rows c0..c0 + 4 of
+                // dst have columns j0..j0 + 4 (as in the x86 tiles); NEON is baseline.
+                unsafe {
+                    let r = |i: usize| vld1q_f32(s.add((j0 + i) * d + c0));
+                    let (r0, r1, r2, r3) = (r(0), r(1), r(2), r(3));
+                    let (t0, t1) = (vtrn1q_f32(r0, r1), vtrn2q_f32(r0, r1));
+                    let (t2, t3) = (vtrn1q_f32(r2, r3), vtrn2q_f32(r2, r3));
+                    let f = vreinterpretq_f64_f32;
+                    let w = |c: usize, v: float64x2_t| {
+                        vst1q_f32(o.add((c0 + c) * ld + j0), vreinterpretq_f32_f64(v))
+                    };
+                    w(0, vtrn1q_f64(f(t0), f(t2)));
+                    w(1, vtrn1q_f64(f(t1), f(t3)));
+                    w(2, vtrn2q_f64(f(t0), f(t2)));
+                    w(3, vtrn2q_f64(f(t1), f(t3)));
+                }
+            }
+        }
+        (tn, td)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::vec::tests::data;
@@ -736,6 +1010,28 @@ mod tests {
     }
 
     #[test]
+    fn transpose_moves_every_element_on_odd_shapes() {
+        for (n, d, pad) in
+            [(0usize, 5usize, 0usize), (1, 1, 0), (8, 8, 0), (5, 17, 3), (64, 64, 0), (13, 33, 16)]
+        {
+            let src = data(n * d, 3);
+            let ld = n + pad;
+            let mut dst = vec![f32::NAN; d * ld];
+            transpose(&src, n, d, &mut dst, ld);
+            for c in 0..d {
+                for j in 0..ld {
+                    let got = dst[c * ld + j];
+                    if j < n {
+                        assert_eq!(got.to_bits(), src[j * d + c].to_bits(), "{n}x{d} [{c},{j}]");
+                    } else {
+                        assert!(got.is_nan(), "{n}x{d}: padding [{c},{j}] written");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn exp_is_within_two_ulp_of_expf_and_zero_when_hidden() {
         let mut x = 0.0f32;
         while x > -87.0 {
@@ -795,5 +1091,67 @@ mod tests {
                 close(acc_w[i][j] as f32, (logits[i][j] - mx).exp(), &format!("weight [{i},{j}]"));
             }
         }
+    }
+
+    #[test]
+    fn softmax_rows_gives_the_key_major_bits() {
+        // 5 rows (queries of 2 heads each: rows 0-1, 2-3, 4) over two blocks of 37 keys (vector
+        // bodies and tails), with a soft cap, ALiBi slopes, keys hidden from some queries and
+        // the whole first block hidden from the last one.
+        let (rows, nk, group, ld) = (5usize, 37usize, 2usize, 48usize);
+        let slopes = [0.5f32, 1.0, 0.25, 1.0, 2.0];
+        let (mut km, mut ks, mut kr) = (vec![f32::NEG_INFINITY; 8], vec![0f32; 8], vec![0f32; 8]);
+        let (mut rm, mut rs, mut rr) = (km.clone(), ks.clone(), kr.clone());
+        for blk in 0..2u32 {
+            let scores = data(rows * nk, 20 + blk);
+            let nq = rows.div_ceil(group);
+            let mut mask = data(nq * nk, 30 + blk);
+            for (q, row) in mask.chunks_exact_mut(nk).enumerate() {
+                for (j, m) in row.iter_mut().enumerate() {
+                    if (j + q) % 5 == 0 || (blk == 0 && q == nq - 1) {
+                        *m = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let r = 8;
+            let (mut key_major, mut mask_t) = (vec![0f32; nk * r], vec![0f32; nk * r]);
+            let mut row_major = vec![f32::NAN; rows * ld];
+            for i in 0..rows {
+                for j in 0..nk {
+                    key_major[j * r + i] = scores[i * nk + j];
+                    mask_t[j * r + i] = mask[(i / group) * nk + j];
+                    row_major[i * ld + j] = scores[i * nk + j];
+                }
+            }
+            let how = Scoring {
+                scale: 0.3,
+                softcap: 2.5,
+                bias: Some(Bias {
+                    mask: &mask_t,
+                    slopes: &[slopes.as_slice(), &[1.0; 3]].concat(),
+                }),
+            };
+            let run = RunningRows { max: &mut km, sum: &mut ks, rescale: &mut kr };
+            softmax_block(&mut key_major, r, nk, how, run);
+            let bias = RowBias { mask: &mask, stride: nk, group, slopes: &slopes };
+            let run = RunningRows { max: &mut rm, sum: &mut rs, rescale: &mut rr };
+            softmax_rows(&mut row_major, ld, (rows, nk), (0.3, 2.5, Some(bias)), run);
+            for i in 0..rows {
+                for j in 0..nk {
+                    let (a, b) = (key_major[j * r + i], row_major[i * ld + j]);
+                    assert_eq!(a.to_bits(), b.to_bits(), "block {blk} weight [{i},{j}]: {a} {b}");
+                }
+                for (what, a, b) in
+                    [("max", km[i], rm[i]), ("sum", ks[i], rs[i]), ("rescale", kr[i], rr[i])]
+                {
+                    assert_eq!(a.to_bits(), b.to_bits(), "block {blk} {what} row {i}: {a} {b}");
+                }
+                assert!(
+                    row_major[i * ld + nk..(i + 1) * ld].iter().all(|x| x.is_nan()),
+                    "row {i} past nk"
+                );
+            }
+        }
+        assert!(ks[4] > 0.0 && km[4].is_finite(), "the last query sees keys in the second block");
     }
 }

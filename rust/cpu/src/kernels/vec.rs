@@ -83,6 +83,7 @@ mod x86 {
 
     /// F16 bits to F32 with F16C, 8 values per instruction; the tail through `half`.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     pub(super) fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
         let n = src.len().min(dst.len());
         let full = n / 8 * 8;
@@ -95,6 +96,19 @@ mod x86 {
             }
         }
         super::f16_to_f32_half(&src[full..n], &mut dst[full..n]);
+    }
+
+    /// [`super::f16_rows_to_f32`] with F16C (shapes checked by the caller).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn f16_rows_to_f32<'a>(
+        row: impl Fn(usize) -> &'a [u16],
+        rows: usize,
+        n: usize,
+        dst: &mut [f32],
+    ) {
+        for (r, out) in dst.chunks_exact_mut(n).take(rows).enumerate() {
+            f16_to_f32(row(r), out);
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -176,6 +190,74 @@ pub fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
         #[cfg(target_arch = "aarch64")]
         Flavor::ArmFma => arm::f16_to_f32(src, dst),
         _ => f16_to_f32_half(src, dst),
+    }
+}
+
+/// `rows` rows of `n` F16 values (their bits), `stride` values apart from `src`, to F32 in
+/// consecutive rows of `n` in `dst`: [`f16_to_f32`] per row, with one tier dispatch for the
+/// whole block (a block of keys or values of one head of a KV cache, whose rows interleave the
+/// heads).
+///
+/// # Safety
+///
+/// Row `r < rows` at `src + r * stride` holds `n` readable, initialized `u16`.
+///
+/// # Panics
+///
+/// When `dst` is shorter than `rows * n`.
+pub unsafe fn f16_rows_to_f32(
+    src: *const u16,
+    stride: usize,
+    rows: usize,
+    n: usize,
+    dst: &mut [f32],
+) {
+    assert!(dst.len() >= rows * n, "f16_rows_to_f32: shapes");
+    if n == 0 {
+        return;
+    }
+    let row = |r: usize| {
+        // SAFETY: row r holds n readable u16 (caller).
+        unsafe { std::slice::from_raw_parts(src.wrapping_add(r * stride), n) }
+    };
+    match flavor() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `dot`.
+        Flavor::X86Fma => unsafe { x86::f16_rows_to_f32(row, rows, n, dst) },
+        #[cfg(target_arch = "aarch64")]
+        Flavor::ArmFma => {
+            for (r, out) in dst.chunks_exact_mut(n).take(rows).enumerate() {
+                arm::f16_to_f32(row(r), out);
+            }
+        }
+        _ => {
+            for (r, out) in dst.chunks_exact_mut(n).take(rows).enumerate() {
+                f16_to_f32_half(row(r), out);
+            }
+        }
+    }
+}
+
+/// Asks the CPU to bring the 64-byte lines of `bytes` bytes from `p` into L1 ahead of their
+/// use (`prefetcht0` on x86_64, `prfm pldl1keep` on aarch64, nothing elsewhere). A hint: any
+/// address is harmless, nothing is read.
+pub fn prefetch_lines(p: *const u8, bytes: usize) {
+    for at in (0..bytes).step_by(64) {
+        let line = p.wrapping_add(at);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE is baseline on x86_64; a prefetch of any address neither faults nor
+        // reads memory into the program.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast())
+        };
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: `prfm` is a hint in the base instruction set; it neither faults nor changes
+        // registers or memory.
+        unsafe {
+            std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) line, options(nostack, readonly, preserves_flags))
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = line;
     }
 }
 
@@ -273,5 +355,23 @@ pub(crate) mod tests {
                 assert_eq!(want.to_bits(), o.to_bits(), "{b:#06x}");
             }
         }
+    }
+
+    #[test]
+    fn f16_rows_convert_each_row_and_skip_the_gaps() {
+        // 5 rows of 19 values, 40 apart: rows are converted into consecutive rows of dst, the
+        // values between rows never read into it.
+        let (rows, n, stride) = (5, 19, 40);
+        let src: Vec<u16> = (0..(rows - 1) * stride + n).map(|i| 0x3c00 + i as u16).collect();
+        let mut out = vec![f32::NAN; rows * n + 3];
+        // SAFETY: row r < rows starts at r * stride < src.len() - n + 1.
+        unsafe { f16_rows_to_f32(src.as_ptr(), stride, rows, n, &mut out) };
+        for r in 0..rows {
+            for c in 0..n {
+                let want = f16::from_bits(src[r * stride + c]).to_f32();
+                assert_eq!(out[r * n + c].to_bits(), want.to_bits(), "row {r} col {c}");
+            }
+        }
+        assert!(out[rows * n..].iter().all(|v| v.is_nan()), "written past the rows");
     }
 }
