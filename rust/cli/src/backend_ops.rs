@@ -132,6 +132,12 @@ pub fn cases(big: bool) -> Vec<Case> {
             },
         ));
     }
+    // 16-bit elements copied bit for bit (an odd ne0, so that values share words).
+    v.push(case("CONCAT", format!("F16 [{r},{c}] dim 0 [5,{c}]"), Tolerance::Exact, move |g| {
+        let a = g.new_tensor(DType::F16, &[r, c])?;
+        let b = g.new_tensor(DType::F16, &[5, c])?;
+        g.concat(a, b, 0)
+    }));
     // LFM2's short convolution: the d_conv - 1 carried-over values and the batch's tokens of
     // each channel, transposed into rows as its graph feeds them.
     for (d_conv, n_t) in [(3, 1), (3, c), (4, 2)] {
@@ -149,10 +155,11 @@ pub fn cases(big: bool) -> Vec<Case> {
     }
     // Qwen 3.5's gated delta rule: two value heads per key head, q / k / v as views of the
     // convolution's output rows, one decay per head.
-    for n_t in [1, 4] {
+    for (n_t, per_dim) in [(1, false), (4, false), (3, true)] {
+        let decay_dims = if per_dim { "one decay per key dim" } else { "one decay per head" };
         v.push(case(
             "GATED_DELTA_NET",
-            format!("S 16, heads 2/4, {n_t} tokens (views of one [128,{n_t}])"),
+            format!("S 16, heads 2/4, {n_t} tokens (views of one [128,{n_t}]), {decay_dims}"),
             nmse,
             move |g| {
                 let (s, hk, hv) = (16, 2, 4);
@@ -161,7 +168,7 @@ pub fn cases(big: bool) -> Vec<Case> {
                 let q = g.view(x, &[s, hk, n_t], &[s * 4, row], 0)?;
                 let k = g.view(x, &[s, hk, n_t], &[s * 4, row], s * hk * 4)?;
                 let v = g.view(x, &[s, hv, n_t], &[s * 4, row], 2 * s * hk * 4)?;
-                let decay = g.new_tensor(DType::F32, &[1, hv, n_t])?;
+                let decay = g.new_tensor(DType::F32, &[if per_dim { s } else { 1 }, hv, n_t])?;
                 let beta = g.new_tensor(DType::F32, &[1, hv, n_t])?;
                 let state = g.new_tensor(DType::F32, &[s, s, hv])?;
                 g.gated_delta_net(q, k, v, decay, beta, state)

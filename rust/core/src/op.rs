@@ -236,9 +236,9 @@ pub enum Op {
     SetRows,
     /// Fused attention (ggml's FLASH_ATTN_EXT): `softmax(softcap(q k^T * scale) + mask) v` per
     /// head, online over the keys; `q` F32 `[D, n_q, n_head, ne3]`, `k` `[D, n_kv, n_head_kv,
-    /// ne3]` and `v` `[Dv, n_kv, n_head_kv, ne3]` (F16 or F32, `n_head` a multiple of
-    /// `n_head_kv`: grouped-query attention), optional mask (F16 or F32, `[n_kv, >= n_q]`,
-    /// broadcast over heads); result F32 `[Dv, n_head, n_q, ne3]`.
+    /// ne3]` and `v` `[Dv, n_kv, n_head_kv, ne3]` (F16, F32, Q8_0 or Q4_0: the KV cache types;
+    /// `n_head` a multiple of `n_head_kv`: grouped-query attention), optional mask (F16 or F32,
+    /// `[n_kv, >= n_q]`, broadcast over heads); result F32 `[Dv, n_head, n_q, ne3]`.
     FlashAttnExt(AttnParams),
     /// `softmax(a * scale + mask + alibi)` along rows; optional mask as second operand.
     SoftMax {

@@ -2,7 +2,9 @@
 // with p = softmax_j(cap(scale * q[:, iq, h, i3] . k[:, j, h / g, i3]) + slope_h * mask[j, iq]),
 // g = n_head / n_head_kv (grouped-query attention), cap(x) = softcap * tanh(x / softcap) when
 // softcap > 0, slope_h the ALiBi slope (1 without ALiBi), as ggml_flash_attn_ext. q F32, k and
-// v F16 or F32 (dense rows, any other strides: views of a KV cache), mask F16 or F32.
+// v F32, F16, Q8_0 or Q4_0 (dense rows, any other strides: views of a KV cache; the blocks of
+// the quantized caches dequantized here, each value `q * d` exactly as the reference's), mask
+// F16 or F32.
 //
 // One workgroup of 64 invocations per (query, head): the query goes to workgroup memory, then
 // the keys are walked in blocks of 64 with an online softmax: invocation t scores key j0 + t,
@@ -44,20 +46,56 @@ var<workgroup> q_row: array<f32, 512>;
 var<workgroup> probs: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
 
-fn load_k(b: u32) -> f32 {
-    let w = k[b >> 2u];
-    if p.k.dtype == T_F16 {
-        return f16_of(w, b);
+// Value i of the key row at byte `row`.
+fn load_k(row: u32, i: u32) -> f32 {
+    switch p.k.dtype {
+        case T_F16: {
+            let b = row + i * p.k.nb.x;
+            return f16_of(k[b >> 2u], b);
+        }
+        case T_Q8_0: {
+            // 34-byte blocks: d, then 32 signed bytes.
+            let blk = row + (i / 32u) * 34u;
+            let b = blk + 2u + i % 32u;
+            return f32(as_i8(byte_of(k[b >> 2u], b))) * f16_of(k[blk >> 2u], blk);
+        }
+        case T_Q4_0: {
+            // 18-byte blocks: d, then 16 bytes holding values j (low nibble) and j + 16.
+            let blk = row + (i / 32u) * 18u;
+            let j = i % 32u;
+            let b = blk + 2u + j % 16u;
+            let q = (byte_of(k[b >> 2u], b) >> (4u * (j / 16u))) & 15u;
+            return f32(i32(q) - 8) * f16_of(k[blk >> 2u], blk);
+        }
+        default: {
+            return bitcast<f32>(k[(row + i * p.k.nb.x) >> 2u]);
+        }
     }
-    return bitcast<f32>(w);
 }
 
-fn load_v(b: u32) -> f32 {
-    let w = v[b >> 2u];
-    if p.v.dtype == T_F16 {
-        return f16_of(w, b);
+// Value i of the value row at byte `row` (as `load_k`).
+fn load_v(row: u32, i: u32) -> f32 {
+    switch p.v.dtype {
+        case T_F16: {
+            let b = row + i * p.v.nb.x;
+            return f16_of(v[b >> 2u], b);
+        }
+        case T_Q8_0: {
+            let blk = row + (i / 32u) * 34u;
+            let b = blk + 2u + i % 32u;
+            return f32(as_i8(byte_of(v[b >> 2u], b))) * f16_of(v[blk >> 2u], blk);
+        }
+        case T_Q4_0: {
+            let blk = row + (i / 32u) * 18u;
+            let j = i % 32u;
+            let b = blk + 2u + j % 16u;
+            let q = (byte_of(v[b >> 2u], b) >> (4u * (j / 16u))) & 15u;
+            return f32(i32(q) - 8) * f16_of(v[blk >> 2u], blk);
+        }
+        default: {
+            return bitcast<f32>(v[(row + i * p.v.nb.x) >> 2u]);
+        }
     }
-    return bitcast<f32>(w);
 }
 
 fn load_mask(b: u32) -> f32 {
@@ -145,7 +183,7 @@ fn flash_attn(
             let k_row = k_base + j * p.k.nb.y;
             var dot = 0.0;
             for (var i = 0u; i < D; i++) {
-                dot = fma(q_row[i], load_k(k_row + i * p.k.nb.x), dot);
+                dot = fma(q_row[i], load_k(k_row, i), dot);
             }
             s = dot * p.scale;
             if p.softcap > 0.0 {
@@ -170,7 +208,7 @@ fn flash_attn(
                 for (var jj = 0u; jj < n; jj++) {
                     let pj = probs[jj];
                     if pj != 0.0 {
-                        a = fma(pj, load_v(v_base + (j0 + jj) * p.v.nb.y + dv * p.v.nb.x), a);
+                        a = fma(pj, load_v(v_base + (j0 + jj) * p.v.nb.y, dv), a);
                     }
                 }
                 acc[c] = a;

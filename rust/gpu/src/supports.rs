@@ -7,16 +7,19 @@
 //! |---|---|---|
 //! | view ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE), leaves | any | nothing to compute |
 //! | ADD, SUB, MUL, DIV | src0, src1, dst F32 or F16 | src1 broadcast as in ggml; any strides |
-//! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH | F32 or F16 (dst = src0's type) | any strides |
+//! | SCALE, SQR, SQRT, CLAMP, SILU, GELU, RELU, TANH, SIGMOID, SOFTPLUS | F32 or F16 (dst = src0's type) | any strides |
 //! | SWIGLU, GEGLU | F32 or F16, one operand (row halves, swapped or not) or two | any strides |
 //! | CPY, CONT, DUP | F32 or F16 to F32 or F16; I32 to I32 | any strides |
 //! | MUL_MAT | src0 a weight type (below); src1 F32, F16 or BF16; dst F32 | any strides (block rows dense), src0 broadcast over dims 2, 3 |
 //! | GET_ROWS | src0 a weight type (to F32) or I32 (to I32); indices I32 | any strides; an index out of range is an error |
-//! | SET_ROWS | rows F32 into F32 or F16; indices I32 (broadcast over dims 2, 3) | any strides (destination rows dense); an index out of range is an error; repeated indices: the last row wins |
-//! | FLASH_ATTN_EXT | q F32, k and v F32 or F16, mask F32 or F16 | head dims up to 512; grouped-query heads; scale, ALiBi, soft cap; any strides (rows dense) |
+//! | SET_ROWS | rows F32 into F32, F16, Q8_0 or Q4_0 (quantized as ggml's reference quantizers); indices I32 (broadcast over dims 2, 3) | any strides (destination rows dense); an index out of range is an error; repeated indices: the last row wins |
+//! | FLASH_ATTN_EXT | q F32, k and v F32, F16, Q8_0 or Q4_0 (the KV cache types), mask F32 or F16 | head dims up to 512; grouped-query heads; scale, ALiBi, soft cap; any strides (rows dense) |
 //! | SOFT_MAX | src0 F32, mask F32 or F16, ALiBi | any strides |
 //! | RMS_NORM, NORM | F32 | any strides |
 //! | ROPE | src0 F32, positions I32, frequency factors F32 | normal or NeoX mode, YaRN (`ext_factor`, `beta_fast`, `beta_slow`, `n_ctx_orig`) |
+//! | CONCAT | F32, F16 or BF16 (both operands and the result of one type) | any dim; any strides |
+//! | SSM_CONV | F32 | any strides (LFM2 and Qwen 3.5 feed a transposed view) |
+//! | GATED_DELTA_NET | F32 | the rule's layouts (q, k, v rows dense); decay per head or per key dim |
 //!
 //! The weight types are F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
 //! Q6_K, IQ4_NL and IQ4_XS (every type but Q8_1 and Q8_K, which GGUF files do not use for
@@ -76,6 +79,11 @@ pub fn is_weight_type(dtype: DType) -> bool {
 
 fn is_f32_or_f16(t: &Tensor) -> bool {
     matches!(t.dtype(), DType::F32 | DType::F16)
+}
+
+/// Whether `t` is of a KV cache type the kernels write and attend over: F32, F16, Q8_0, Q4_0.
+fn is_kv_type(t: &Tensor) -> bool {
+    matches!(t.dtype(), DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
 }
 
 /// Whether node `t` is what the op's rule in tessera-core gives for its operands (type and
@@ -143,15 +151,14 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
         Op::GetRows => {
             elements_ok && (is_weight_type(src(0).dtype()) || src(0).dtype() == DType::I32)
         }
-        // Into F32 or F16 rows (the rule also takes BF16, Q8_0 and Q4_0).
-        Op::SetRows => elements_ok && is_f32_or_f16(t),
-        // F16 or F32 keys and values: quantized KV caches (Q8_0, Q4_0) live in CPU memory
-        // and their attention runs on the CPU (no WGSL kernel dequantizes them yet).
+        // Into F32, F16, Q8_0 or Q4_0 rows (the rule also takes BF16).
+        Op::SetRows => elements_ok && is_kv_type(t),
+        // Keys and values of the KV cache types (quantized blocks dequantized in the shader).
         Op::FlashAttnExt(_) => {
             let (q, v) = (src(0), src(2));
             let max_d = crate::kernels::FLASH_ATTN_MAX_HEAD_DIM;
-            is_f32_or_f16(src(1))
-                && is_f32_or_f16(v)
+            is_kv_type(src(1))
+                && is_kv_type(v)
                 && q.ne()[0] <= max_d
                 && v.ne()[0] <= max_d
                 && q.ne()[1] * q.ne()[2] * q.ne()[3] <= MAX_GROUPS * MAX_GROUPS
@@ -161,7 +168,16 @@ pub fn supports_op(graph: &Graph, id: TensorId, max_binding: u64) -> bool {
             let ne = t.ne();
             (ne[0].div_ceil(2) * ne[1] * ne[2] * ne[3]).div_ceil(256) <= MAX_GROUPS * MAX_GROUPS
         }
-        // No kernels: SUM, SUM_ROWS, MEAN, ARGMAX, REPEAT, CONCAT, DIAG_MASK_INF.
+        // Any float type the rule takes (F32, F16, BF16), copied bit for bit.
+        Op::Concat { .. } => elements_ok,
+        // F32 (the rule's only type).
+        Op::SsmConv => elements_ok,
+        // F32; one invocation per column of each state.
+        Op::GatedDeltaNet => {
+            let v = src(2).ne();
+            (v[0] * v[1] * v[3]).div_ceil(64) <= MAX_GROUPS * MAX_GROUPS
+        }
+        // No kernels: SUM, SUM_ROWS, MEAN, ARGMAX, REPEAT, DIAG_MASK_INF.
         _ => false,
     }
 }

@@ -117,20 +117,11 @@ impl Context {
         }
         let (scheduler, cancel) = model_scheduler(&model, registry, options.threads)?;
         let n_batch = options.n_batch.min(options.n_ctx);
-        // The GPU device has no kernels for quantized caches (SET_ROWS into Q8_0 / Q4_0 and
-        // FLASH_ATTN_EXT over them): such a cache lives in CPU memory, where the scheduler runs
-        // its writes and its attention on the CPU.
+        // Every device has kernels for every cache type (the GPU's SET_ROWS quantizes into Q8_0
+        // / Q4_0 rows and its FLASH_ATTN_EXT dequantizes them): the cache lives on the model's
+        // device.
         let types = options.cache_types;
-        let device = if types.quantized() && model.device().device_type() != DeviceType::Cpu {
-            registry.device_by_type(DeviceType::Cpu).ok_or_else(|| {
-                LlmError::InvalidArgument(format!(
-                    "a {}/{} KV cache needs the CPU device, which the registry lacks",
-                    types.k, types.v
-                ))
-            })?
-        } else {
-            model.device().clone()
-        };
+        let device = model.device().clone();
         let cache = KvCache::new(hp, options.n_ctx, n_batch, types, &device)?;
         Ok(Context {
             model,

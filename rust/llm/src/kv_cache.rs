@@ -4,9 +4,8 @@
 //! Keys and values are F16, or Q8_0 / Q4_0 blocks of 32 values (llama.cpp's `cache_type_k` /
 //! `cache_type_v`, [`CacheTypes`]): SET_ROWS quantizes each new row and FLASH_ATTN_EXT reads the
 //! blocks. Per position and attention layer, Gemma 3 270M's 256 keys take 512 bytes in F16,
-//! 272 in Q8_0 and 144 in Q4_0 ([`KvCache::bytes_per_token`]). A GPU device without kernels for
-//! the quantized types gets its quantized cache in CPU memory, where the CPU's kernels write
-//! and attend over it (the rest of the graph stays on the GPU).
+//! 272 in Q8_0 and 144 in Q4_0 ([`KvCache::bytes_per_token`]). The cache lives on the model's
+//! device, whose kernels write and attend over every type (the GPU's included).
 //!
 //! Global-attention layers keep position `p` in cell `p` (up to the context size).
 //! Sliding-window layers (Gemma 3) keep a ring of `n_swa + n_batch` cells (rounded up),

@@ -11,6 +11,7 @@ mod flash_attn;
 mod get_rows;
 mod mul_mat;
 mod norm;
+mod recurrent;
 mod rope;
 mod set_rows;
 mod soft_max;
@@ -57,11 +58,17 @@ pub enum Shader {
     SetRows,
     /// FLASH_ATTN_EXT (`shaders/flash_attn.wgsl`).
     FlashAttn,
+    /// CONCAT (`shaders/concat.wgsl`).
+    Concat,
+    /// SSM_CONV (`shaders/ssm_conv.wgsl`).
+    SsmConv,
+    /// GATED_DELTA_NET (`shaders/gated_delta_net.wgsl`).
+    GatedDeltaNet,
 }
 
 impl Shader {
     /// Every shader file.
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 11] = [
         Shader::Elementwise,
         Shader::MulMat,
         Shader::SoftMax,
@@ -70,6 +77,9 @@ impl Shader {
         Shader::GetRows,
         Shader::SetRows,
         Shader::FlashAttn,
+        Shader::Concat,
+        Shader::SsmConv,
+        Shader::GatedDeltaNet,
     ];
 
     /// The file name in `shaders/`.
@@ -83,6 +93,9 @@ impl Shader {
             Shader::GetRows => "get_rows.wgsl",
             Shader::SetRows => "set_rows.wgsl",
             Shader::FlashAttn => "flash_attn.wgsl",
+            Shader::Concat => "concat.wgsl",
+            Shader::SsmConv => "ssm_conv.wgsl",
+            Shader::GatedDeltaNet => "gated_delta_net.wgsl",
         }
     }
 
@@ -96,6 +109,9 @@ impl Shader {
             Shader::GetRows => include_str!("../../shaders/get_rows.wgsl"),
             Shader::SetRows => include_str!("../../shaders/set_rows.wgsl"),
             Shader::FlashAttn => include_str!("../../shaders/flash_attn.wgsl"),
+            Shader::Concat => include_str!("../../shaders/concat.wgsl"),
+            Shader::SsmConv => include_str!("../../shaders/ssm_conv.wgsl"),
+            Shader::GatedDeltaNet => include_str!("../../shaders/gated_delta_net.wgsl"),
         }
     }
 
@@ -167,11 +183,17 @@ pub enum Kernel {
     SetRows,
     /// FLASH_ATTN_EXT.
     FlashAttn,
+    /// CONCAT.
+    Concat,
+    /// SSM_CONV.
+    SsmConv,
+    /// GATED_DELTA_NET.
+    GatedDeltaNet,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Binary,
         Kernel::Unary,
         Kernel::MulMat,
@@ -182,6 +204,9 @@ impl Kernel {
         Kernel::GetRows,
         Kernel::SetRows,
         Kernel::FlashAttn,
+        Kernel::Concat,
+        Kernel::SsmConv,
+        Kernel::GatedDeltaNet,
     ];
 
     /// The shader file holding the kernel.
@@ -195,6 +220,9 @@ impl Kernel {
             Kernel::GetRows => Shader::GetRows,
             Kernel::SetRows => Shader::SetRows,
             Kernel::FlashAttn => Shader::FlashAttn,
+            Kernel::Concat => Shader::Concat,
+            Kernel::SsmConv => Shader::SsmConv,
+            Kernel::GatedDeltaNet => Shader::GatedDeltaNet,
         }
     }
 
@@ -211,6 +239,9 @@ impl Kernel {
             Kernel::GetRows => "get_rows",
             Kernel::SetRows => "set_rows",
             Kernel::FlashAttn => "flash_attn",
+            Kernel::Concat => "concat",
+            Kernel::SsmConv => "ssm_conv",
+            Kernel::GatedDeltaNet => "gated_delta_net",
         }
     }
 
@@ -241,6 +272,7 @@ impl Kernel {
             Kernel::RmsNorm => 2,
             Kernel::Rope | Kernel::GetRows | Kernel::SetRows => 4,
             Kernel::FlashAttn => 5,
+            Kernel::GatedDeltaNet => 7,
             _ => 3,
         }
     }
@@ -575,6 +607,9 @@ pub(crate) fn plan(
         Op::SoftMax { .. } => soft_max::plan(ctx, graph, id)?,
         Op::RmsNorm { .. } | Op::Norm { .. } => norm::plan(ctx, graph, id)?,
         Op::Rope(_) => rope::plan(ctx, graph, id)?,
+        Op::Concat { .. } => recurrent::concat(ctx, graph, id)?,
+        Op::SsmConv => recurrent::ssm_conv(ctx, graph, id)?,
+        Op::GatedDeltaNet => recurrent::gated_delta_net(ctx, graph, id)?,
         other => {
             return Err(Error::UnsupportedOp {
                 device: ctx.name.clone(),

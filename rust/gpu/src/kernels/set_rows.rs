@@ -1,6 +1,6 @@
-//! SET_ROWS (`shaders/set_rows.wgsl`), the KV-cache write: F32 rows into rows of an F32 or
-//! F16 destination picked by I32 indices; an index out of range is reported into the status
-//! buffer (see [`index_error`]).
+//! SET_ROWS (`shaders/set_rows.wgsl`), the KV-cache write: F32 rows into rows of an F32, F16,
+//! Q8_0 or Q4_0 destination (quantized as ggml's reference quantizers) picked by I32 indices;
+//! an index out of range is reported into the status buffer (see [`index_error`]).
 
 use super::{grid, operand, Checks, Dispatch, Kernel, Params};
 use crate::context::Context;
@@ -20,7 +20,7 @@ pub(super) fn plan(
     let d = operand(ctx, graph, id)?;
     let n = graph.tensor(t.src[1]).layout.nrows();
     let mut params = Params::default();
-    params.desc(&rows).desc(&idx).desc(&d).u32(n as u32).u32(checks.tag);
+    params.desc(&rows).desc(&idx).desc(&d).u32(n as u32).u32(checks.tag).u32(0);
     Ok(Dispatch {
         wtype: 0,
         kernel: Kernel::SetRows,

@@ -1,12 +1,11 @@
 //! A hybrid model (tessera-llm's random-weight tiny-lfm2 or tiny-qwen35, written into
 //! `target/models` by `scripts/setup.sh`) with its weights, KV cache and recurrent states on the
-//! GPU, the ops the GPU has no kernels for run by the scheduler on the CPU (its fallback),
-//! copying their inputs over and the result back; the states' write-backs (CPY) run on the GPU,
-//! where the states live. Checked: the prompts' logits are the scalar reference's (run as a
-//! device of its own, as in gemma.rs) within [`LOGIT_TOL`] and their top-1 is llama.cpp's (the
-//! model's fixture in `rust/llm/tests/fixtures`); the states last across computes on the GPU
-//! (the prompt one token at a time gives the same logits); and the fallback is what runs (CPU
-//! splits), so that a GPU kernel added for these ops shows here.
+//! GPU, every node computed there (CONCAT, SSM_CONV and GATED_DELTA_NET included: one split).
+//! Checked: the prompts' logits are the scalar reference's (run as a device of its own, as in
+//! gemma.rs) within [`LOGIT_TOL`] and their top-1 is llama.cpp's (the model's fixture in
+//! `rust/llm/tests/fixtures`); the states last across computes on the GPU (the prompt one token
+//! at a time gives the same logits); and nothing falls back to the CPU (one GPU split, so that
+//! a kernel lost shows here).
 
 use super::reference_device::{argmax, gpu_cpu_ref_registry, load_on, max_diff, repo_root};
 use sha2::{Digest, Sha256};
@@ -37,8 +36,8 @@ fn fixture_and_model(name: &str) -> (serde_json::Value, PathBuf) {
 }
 
 /// Runs the first prompts of tiny model `name`'s fixture with the GPU and the scalar reference
-/// (see the module doc); `fallback` names the ops the CPU computes, for the message.
-pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
+/// (see the module doc); `recurrent_ops` names the ops of its recurrent layers, for the message.
+pub fn runs_on_the_gpu_in_one_split(name: &str, recurrent_ops: &str) {
     let Some(_) = super::gpu() else { return };
     let (fx, path) = fixture_and_model(name);
     let (reg, gpu_name) = gpu_cpu_ref_registry();
@@ -56,10 +55,11 @@ pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
         let mut on_gpu = context(&gpu, 256);
         let g = on_gpu.decode(&ids, Rows::Last).unwrap().last().to_vec();
         let splits = on_gpu.splits();
-        assert!(
-            splits.len() > 1 && splits.contains(&1),
-            "prompt {i}: splits {splits:?}: {fallback} no longer fall back to the CPU (a GPU \
-             kernel for them? then say so in this test)"
+        assert_eq!(
+            splits,
+            vec![0],
+            "prompt {i}: splits {splits:?}: not one GPU split (do {recurrent_ops} fall back to \
+             the CPU?)"
         );
         let r = context(&reference, 256).decode(&ids, Rows::Last).unwrap().last().to_vec();
         let d = max_diff(&g, &r);
@@ -74,6 +74,7 @@ pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
         // One token at a time: the states carried from compute to compute in GPU memory.
         let mut single = context(&gpu, 1);
         let s = single.decode(&ids, Rows::Last).unwrap().last().to_vec();
+        assert_eq!(single.splits(), vec![0], "prompt {i}, one token at a time: splits");
         let d = max_diff(&g, &s);
         assert!(d <= LOGIT_TOL, "prompt {i}: one token at a time differs by {d}");
     }

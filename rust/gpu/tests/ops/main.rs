@@ -5,6 +5,8 @@
 mod attention;
 #[path = "../common/mod.rs"]
 mod common;
+mod kv_quant;
+mod recurrent;
 mod weights;
 
 use common::{check, gpu, gpu_int, i32_bytes, output_on, Case, Rng};
