@@ -39,6 +39,12 @@ fn fixture_and_model(name: &str) -> (serde_json::Value, PathBuf) {
 /// Runs the first prompts of tiny model `name`'s fixture with the GPU and the scalar reference
 /// (see the module doc); `fallback` names the ops the CPU computes, for the message.
 pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
+    runs_on_the_gpu(name, Some(fallback));
+}
+
+/// [`runs_on_the_gpu_with_cpu_fallback`], or with `fallback` `None` for a model that must run
+/// in one split on the GPU (no CPU split).
+pub fn runs_on_the_gpu(name: &str, fallback: Option<&str>) {
     let Some(_) = super::gpu() else { return };
     let (fx, path) = fixture_and_model(name);
     let (reg, gpu_name) = gpu_cpu_ref_registry();
@@ -56,11 +62,14 @@ pub fn runs_on_the_gpu_with_cpu_fallback(name: &str, fallback: &str) {
         let mut on_gpu = context(&gpu, 256);
         let g = on_gpu.decode(&ids, Rows::Last).unwrap().last().to_vec();
         let splits = on_gpu.splits();
-        assert!(
-            splits.len() > 1 && splits.contains(&1),
-            "prompt {i}: splits {splits:?}: {fallback} no longer fall back to the CPU (a GPU \
-             kernel for them? then say so in this test)"
-        );
+        match fallback {
+            Some(fallback) => assert!(
+                splits.len() > 1 && splits.contains(&1),
+                "prompt {i}: splits {splits:?}: {fallback} no longer fall back to the CPU (a GPU \
+                 kernel for them? then say so in this test)"
+            ),
+            None => assert_eq!(splits, vec![0], "prompt {i}: not one GPU split"),
+        }
         let r = context(&reference, 256).decode(&ids, Rows::Last).unwrap().last().to_vec();
         let d = max_diff(&g, &r);
         let want = run["top_ids"][0].as_u64().unwrap() as usize;
