@@ -22,11 +22,16 @@ fn batches_chunks_and_single_tokens_agree() {
 }
 
 #[test]
-fn the_shared_kv_layers_have_no_cache_and_a_shift_is_refused() {
+fn the_shared_kv_layers_have_no_cache_the_table_is_mapped_and_a_shift_is_refused() {
     let m = model();
     let hp = m.hparams();
     assert_eq!((hp.n_layer, hp.n_layer_kv), (6, 3));
     assert_eq!((0..6).map(|il| hp.kv_source(il)).collect::<Vec<_>>(), vec![0, 1, 2, 1, 1, 2]);
+    // The per-layer embeddings (96 values of each of 262144 tokens, Q8_0) are read in place
+    // from the mapped file, not copied.
+    let table = &m.tensors().per_layer.as_ref().expect("per-layer embeddings").token_embd;
+    assert_eq!(table.info.shape(), &[96, 262144]);
+    assert!(m.weights().mapped_bytes() >= table.info.size, "the table is not read in place");
     let mut ctx = context(&m, 64, 64);
     // Three layers' keys and values per position: 2 KV heads of 16 (sliding layers 0 and 1)
     // and of 32 (global layer 2), F16 K and V.
