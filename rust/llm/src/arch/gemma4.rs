@@ -12,8 +12,9 @@
 //! cap, tied output. No built-in chat template: Gemma 4's turns are not Gemma 3's, and its
 //! files carry their own.
 //!
-//! The mixture-of-experts FFN of the larger Gemma 4 models and a fused `attn_qkv` are not
-//! built: their files are refused with the missing tensor named.
+//! The mixture-of-experts FFN of the larger Gemma 4 models is not built (a file with
+//! `expert_count` is refused, the key named), nor a fused `attn_qkv` (refused, `attn_q` named
+//! missing).
 
 use super::{Arch, Registered};
 use crate::blocks::Builder;
@@ -37,13 +38,22 @@ struct Gemma4;
 
 impl Arch for Gemma4 {
     fn read_hparams(&self, k: &Keys<'_>, hp: &mut HParams) -> Result<()> {
+        // The mixture-of-experts models (26B A4B) add routed experts beside the dense FFN,
+        // which this graph does not build: refused rather than run without them.
+        if let Some(n) = k.file.opt_u64(&k.key("expert_count"))?.filter(|&n| n > 0) {
+            return Err(k.bad(
+                "expert_count",
+                format!("{n} experts: Gemma 4's mixture-of-experts FFN is not supported"),
+            ));
+        }
         let pattern = "attention.sliding_window_pattern";
         if k.file.get(&k.key(pattern)).and_then(|v| v.as_array()).is_none() {
             return Err(k.bad(pattern, "missing (an array of one flag per layer)"));
         }
         hp.n_swa = k.count("attention.sliding_window", MAX_CTX)?;
         hp.swa_layers = sliding_window_layers(k, hp.n_layer, 0)?;
-        hp.rope_freq_base_swa = k.opt_f32("rope.freq_base_swa")?.unwrap_or(hp.rope_freq_base);
+        // llama.cpp's default when the key is absent (`rope_freq_base_train_swa`).
+        hp.rope_freq_base_swa = k.opt_f32("rope.freq_base_swa")?.unwrap_or(10000.0);
         if hp.rope_freq_base_swa <= 0.0 {
             return Err(k.bad("rope.freq_base_swa", format!("{} <= 0", hp.rope_freq_base_swa)));
         }
