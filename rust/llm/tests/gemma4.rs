@@ -3,7 +3,8 @@
 //! the cache of a lower layer) gives the same logits whether a prompt comes in one batch, in
 //! batches of 7 or one token at a time, and every row of one batch is the last row of the
 //! prompt cut there (common/hybrid.rs's check, the prompt longer than the window); a context
-//! shift is refused with a typed error; a saved session continues bit for bit; a missing or misshapen tensor names it, metadata out of
+//! shift is refused with a typed error; a reused prefix continues as a fresh context; a saved
+//! session continues bit for bit; a missing or misshapen tensor names it, metadata out of
 //! range names the key.
 
 mod common;
@@ -43,6 +44,29 @@ fn the_shared_kv_layers_have_no_cache_the_table_is_mapped_and_a_shift_is_refused
         Err(LlmError::ContextShiftUnsupported { arch }) => assert_eq!(arch, "gemma4"),
         other => panic!("expected ContextShiftUnsupported, got {other:?}"),
     }
+}
+
+/// A prefix kept in the cache (beyond the window of 8: the sliding layers' ring and the
+/// shared layers' reads of it) and the rest computed after it give what a fresh context gives.
+#[test]
+fn a_reused_prefix_continues_as_a_fresh_context() {
+    let m = model();
+    let text = "Once upon a time, in a small village by the sea, there lived an old fisherman who";
+    let ids = m.tokenizer().encode(text, true, true);
+    let mut ctx = context(&m, 256, 512);
+    ctx.decode(&ids[..12], Rows::Last).unwrap();
+    let mut other = ids[..10].to_vec();
+    other.extend_from_slice(&ids[13..]);
+    let kept = ctx.reuse_prefix(&other);
+    assert_eq!(kept, 10);
+    let reused = ctx.decode(&other[kept..], Rows::Last).unwrap().last().to_vec();
+    let fresh = context(&m, 256, 512).decode(&other, Rows::Last).unwrap().last().to_vec();
+    let d = common::max_diff(&reused, &fresh);
+    let mean = fresh.iter().sum::<f32>() / fresh.len() as f32;
+    let sd = (fresh.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / fresh.len() as f32).sqrt();
+    eprintln!("after a reused prefix: {d} from a fresh context (logits' sd {sd})");
+    assert!(d <= 0.25, "after a reused prefix, {d} from a fresh context");
+    assert_eq!(common::argmax(&reused), common::argmax(&fresh));
 }
 
 /// A session saved after a prompt longer than the window (the rows of the three layers with a
