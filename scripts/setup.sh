@@ -155,7 +155,7 @@ fi
 # packages their vocabularies come from (openai-whisper's GPT-2 ranks, llama-cpp-python's
 # vocab-only GGUF files) into target/downloads, sha256 checked.
 tiny_missing=()
-for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3 tiny-lfm2 tiny-qwen35 tiny-iq4 \
+for m in tiny-llama tiny-qwen2 tiny-qwen3 tiny-smollm3 tiny-phi3 tiny-lfm2 tiny-qwen35 tiny-gemma4 tiny-iq4 \
     tiny-bert tiny-bert-rerank tiny-gemma-embedding; do
     [ -f "target/models/$m.gguf" ] || tiny_missing+=("$m")
 done

@@ -61,6 +61,22 @@ pub(crate) struct Builder<'a> {
     pub inp: Inputs,
     /// The RoPE frequency factors of this context (looked up once).
     rope_factors: Option<Option<TensorId>>,
+    /// Per layer, the keys and values it wrote (the cache after its SET_ROWS, or the batch's
+    /// own without a cache), for the layers that reuse them (Gemma 4's shared-KV layers).
+    written: Vec<Option<WrittenKv>>,
+}
+
+/// One layer's keys and values as written (see [`Builder::attention_heads`]).
+#[derive(Clone, Copy)]
+struct WrittenKv {
+    /// Cache kind (its mask).
+    kind: usize,
+    /// K `[n_embd_k_gqa, cells]` and V `[n_embd_v_gqa, cells]` after the write.
+    k: TensorId,
+    v: TensorId,
+    /// Row strides in bytes.
+    k_row: usize,
+    v_row: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -95,7 +111,8 @@ impl<'a> Builder<'a> {
             }
         }
         let inp = Inputs { tokens, positions, cells, masks, out_rows, mean, cls };
-        Ok(Builder { g, hp, t, weights, cache, n_ctx, shape, inp, rope_factors: None })
+        let written = vec![None; hp.n_layer];
+        Ok(Builder { g, hp, t, weights, cache, n_ctx, shape, inp, rope_factors: None, written })
     }
 
     /// The weight `t` as a leaf with its memory.
@@ -284,6 +301,10 @@ impl<'a> Builder<'a> {
                 let k = self.g.reshape(k, &[hd, hp.n_head_kv, n])?;
                 Ok((q, k, v))
             }
+            QkvTensors::QueryOnly { .. } => Err(LlmError::InvalidArgument(format!(
+                "layer {il} has queries only: its architecture's graph attends over another \
+                 layer's keys"
+            ))),
             QkvTensors::Fused { wqkv, bqkv } => {
                 let qkv = self.linear(wqkv, bqkv, x)?;
                 self.name(qkv, "wqkv", Some(il))?;
@@ -301,6 +322,17 @@ impl<'a> Builder<'a> {
     /// layer's base and scale and the model's frequency factors.
     pub fn rope(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
         let factors = self.rope_factors()?;
+        self.rope_with(x, il, factors)
+    }
+
+    /// [`Builder::rope`] with the frequency factors `factors` (Gemma 4 gives them to its
+    /// global layers only).
+    pub fn rope_with(
+        &mut self,
+        x: TensorId,
+        il: usize,
+        factors: Option<TensorId>,
+    ) -> Result<TensorId> {
         let p = rope_params(self.hp, il);
         Ok(self.g.rope_ext(x, self.inp.positions, factors, p)?)
     }
@@ -352,13 +384,20 @@ impl<'a> Builder<'a> {
         kq_scale: f32,
         il: usize,
     ) -> Result<TensorId> {
+        self.write_kv(k, v, il)?;
+        self.attend(q, kq_scale, il, il)
+    }
+
+    /// Writes layer `il`'s keys (`[head_dim_k, n_head_kv, n]`) and values (`[head_dim_v *
+    /// n_head_kv, n]`) into its cache cells (SET_ROWS), or, without a cache, copies them to
+    /// F32 tensors of the batch alone; records what was written for [`Builder::attend`].
+    fn write_kv(&mut self, k: TensorId, v: TensorId, il: usize) -> Result<()> {
         let hp = self.hp;
         let n = self.shape.n_tokens;
-        let (hd, hdv) = (hp.head_dim_k, hp.head_dim_v);
-        let (wk, wv) = (hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
+        let (wk, wv) = (hp.n_embd_k_gqa_of(il), hp.n_embd_v_gqa_of(il));
         let k2 = self.rows_2d(k, wk, n)?;
         // The keys and values written, each as rows of every KV head, and the row strides.
-        let (kind, kw, vw, k_row, v_row) = match self.cache {
+        let w = match self.cache {
             Some(cache) => {
                 let lc = cache.layer(il)?;
                 let kc = self.g.new_tensor(lc.k_layout.dtype, &[wk, lc.k_layout.ne[1]])?;
@@ -367,7 +406,13 @@ impl<'a> Builder<'a> {
                 self.g.set_storage(vc, lc.v.clone())?;
                 let kw = self.g.set_rows(kc, k2, self.inp.cells[lc.kind])?;
                 let vw = self.g.set_rows(vc, v, self.inp.cells[lc.kind])?;
-                (lc.kind, kw, vw, lc.k_layout.nb[1], lc.v_layout.nb[1])
+                WrittenKv {
+                    kind: lc.kind,
+                    k: kw,
+                    v: vw,
+                    k_row: lc.k_layout.nb[1],
+                    v_row: lc.v_layout.nb[1],
+                }
             }
             None => {
                 let kind = usize::from(self.inp.masks.len() > 1 && hp.is_swa(il));
@@ -375,18 +420,42 @@ impl<'a> Builder<'a> {
                 let kw = self.g.cpy(k2, kf)?;
                 let vf = self.g.new_tensor(DType::F32, &[wv, n])?;
                 let vw = self.g.cpy(v, vf)?;
-                (kind, kw, vw, wk * 4, wv * 4)
+                WrittenKv { kind, k: kw, v: vw, k_row: wk * 4, v_row: wv * 4 }
             }
         };
-        let n_kv = self.shape.n_kv[kind];
+        self.written[il] = Some(w);
+        Ok(())
+    }
+
+    /// The queries `q` (`[head_dim_k, n_head, n]`) of layer `il` attending over the keys and
+    /// values layer `source` wrote (itself, or for a layer that shares a lower layer's cache,
+    /// that layer: the graph reads them after their write), over the cells of the batch's
+    /// shape (FLASH_ATTN_EXT, `kqv_out`, scaled by `kq_scale`, masked per cache kind):
+    /// `[head_dim_v * n_head, n]`.
+    pub fn attend(
+        &mut self,
+        q: TensorId,
+        kq_scale: f32,
+        il: usize,
+        source: usize,
+    ) -> Result<TensorId> {
+        let hp = self.hp;
+        let n = self.shape.n_tokens;
+        let (hd, hdv) = (hp.head_dim_k_of(il), hp.head_dim_v_of(il));
+        let w = self.written.get(source).copied().flatten().ok_or_else(|| {
+            LlmError::InvalidArgument(format!(
+                "layer {il} attends over layer {source}'s keys, which are not written yet"
+            ))
+        })?;
+        let n_kv = self.shape.n_kv[w.kind];
         // A head's bytes (whole blocks in a quantized cache: the cache checked its head sizes).
-        let k_head = self.g.tensor(kw).layout.dtype.row_size(hd)?;
-        let v_head = self.g.tensor(vw).layout.dtype.row_size(hdv)?;
-        let kview = self.g.view(kw, &[hd, n_kv, hp.n_head_kv], &[k_row, k_head], 0)?;
-        let vview = self.g.view(vw, &[hdv, n_kv, hp.n_head_kv], &[v_row, v_head], 0)?;
+        let k_head = self.g.tensor(w.k).layout.dtype.row_size(hd)?;
+        let v_head = self.g.tensor(w.v).layout.dtype.row_size(hdv)?;
+        let kview = self.g.view(w.k, &[hd, n_kv, hp.n_head_kv], &[w.k_row, k_head], 0)?;
+        let vview = self.g.view(w.v, &[hdv, n_kv, hp.n_head_kv], &[w.v_row, v_head], 0)?;
         let qp = self.g.permute(q, [0, 2, 1, 3])?;
         let params = AttnParams { scale: kq_scale, max_bias: 0.0, softcap: 0.0 };
-        let att = self.g.flash_attn_ext(qp, kview, vview, Some(self.inp.masks[kind]), params)?;
+        let att = self.g.flash_attn_ext(qp, kview, vview, Some(self.inp.masks[w.kind]), params)?;
         self.name(att, "kqv_out", Some(il))?;
         Ok(self.g.reshape(att, &[hdv * hp.n_head, n])?)
     }
@@ -497,8 +566,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The output head on the last layer's output `x`: the final norm (`result_norm`), and,
-    /// unless the shape asks for embeddings, the output projection with its bias and the
-    /// model's final soft cap (`result_output`).
+    /// unless the shape asks for embeddings, [`Builder::logits`].
     pub fn output(&mut self, mut x: TensorId) -> Result<TensorId> {
         let (hp, t) = (self.hp, self.t);
         if hp.n_layer == 0 && self.shape.n_outputs < self.shape.n_tokens {
@@ -511,6 +579,13 @@ impl<'a> Builder<'a> {
         if self.shape.embeddings {
             return Ok(out);
         }
+        self.logits(out)
+    }
+
+    /// The output projection of the final normed rows `out`, with its bias and the model's
+    /// final soft cap (`result_output`).
+    pub fn logits(&mut self, out: TensorId) -> Result<TensorId> {
+        let (hp, t) = (self.hp, self.t);
         let output = t.output.as_ref().ok_or_else(|| {
             LlmError::InvalidArgument(format!(
                 "{} is an embedding model: it gives no logits",
@@ -593,7 +668,7 @@ pub(crate) fn rows_pooled(pooling: Pooling, hp: &HParams) -> Pooling {
 pub(crate) fn rope_params(hp: &HParams, il: usize) -> RopeParams {
     let (freq_base, freq_scale) = hp.rope_freqs(il);
     RopeParams {
-        n_dims: hp.n_rot,
+        n_dims: hp.n_rot_of(il),
         mode: hp.rope_mode,
         n_ctx_orig: hp.n_ctx_orig,
         freq_base,

@@ -245,7 +245,7 @@ impl Context {
     }
 
     /// Whether the context can shift ([`Context::shift`]): not for a model with recurrent
-    /// layers (LFM2, Qwen 3.5).
+    /// layers (LFM2, Qwen 3.5) or layers sharing another layer's KV cache (Gemma 4).
     pub fn can_shift(&self) -> bool {
         self.cache.can_shift()
     }

@@ -87,10 +87,12 @@ pub enum LlmError {
         n_ctx: usize,
     },
     /// A context shift was asked of a model whose memory cannot shift: its recurrent layers'
-    /// states hold every position processed (llama.cpp: "memory cannot shift").
+    /// states hold every position processed (llama.cpp: "memory cannot shift"), or its layers
+    /// share another layer's KV cache (Gemma 4, whose layers rotate by different rules).
     #[error(
         "{arch} cannot shift its context: its recurrent layers' states hold every position \
-         processed and cannot forget some of them (turn contextShift off)"
+         processed and cannot forget some of them, or its layers sharing another layer's KV \
+         cache rotate their keys by rules a shift does not apply (turn contextShift off)"
     )]
     ContextShiftUnsupported {
         /// The model's architecture.

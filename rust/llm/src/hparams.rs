@@ -75,8 +75,24 @@ pub struct HParams {
     pub head_dim_k: usize,
     /// Dimension of each value head.
     pub head_dim_v: usize,
-    /// Hidden width of the feed-forward network.
+    /// Dimension of each key (and query) head of the sliding-window layers
+    /// (`attention.key_length_swa`; `head_dim_k` when absent).
+    pub head_dim_k_swa: usize,
+    /// Dimension of each value head of the sliding-window layers
+    /// (`attention.value_length_swa`; `head_dim_v` when absent).
+    pub head_dim_v_swa: usize,
+    /// Hidden width of the feed-forward network (the widest layer's).
     pub n_ff: usize,
+    /// Hidden width of each layer's feed-forward network (`feed_forward_length` as one width
+    /// or one per layer).
+    pub n_ff_layers: Vec<usize>,
+    /// Layers, from the first, that write a KV cache of their own (llama.cpp's
+    /// `n_layer_kv_from_start`): `n_layer`, or fewer when the top layers reuse the cache of
+    /// the last sliding-window / global layer below them (Gemma 4's `shared_kv_layers`).
+    pub n_layer_kv: usize,
+    /// Width of each layer's slice of the per-layer token embeddings (Gemma 4's
+    /// `embedding_length_per_layer_input`; 0: none).
+    pub n_embd_per_layer: usize,
     /// Epsilon of the RMS norms (0 in a model of layer norms).
     pub rms_eps: f32,
     /// Epsilon of the layer norms (BERT; 0 in a model of RMS norms).
@@ -86,6 +102,9 @@ pub struct HParams {
     pub causal: bool,
     /// Rotated dimensions of each head.
     pub n_rot: usize,
+    /// Rotated dimensions of each head of the sliding-window layers
+    /// (`rope.dimension_count_swa`; `n_rot` when absent).
+    pub n_rot_swa: usize,
     /// RoPE mode (`ROPE_MODE_NORMAL` or `ROPE_MODE_NEOX`).
     pub rope_mode: u32,
     /// RoPE base of the global layers.
@@ -313,7 +332,13 @@ impl HParams {
                 format!("{n_rot} must be even and at most the head dimension {head_dim_k}"),
             ));
         }
-        let n_ff = k.count("feed_forward_length", MAX_WIDTH * 16)?;
+        let n_ff_layers = k
+            .opt_layer_counts("feed_forward_length", n_layer, MAX_WIDTH * 16)?
+            .ok_or_else(|| k.bad("feed_forward_length", "missing"))?;
+        let n_ff = n_ff_layers.iter().copied().max().unwrap_or(0);
+        if n_ff == 0 {
+            return Err(k.bad("feed_forward_length", "0 in every layer"));
+        }
         let n_ctx_train = k.count("context_length", MAX_CTX)?;
         let n_vocab = match k.opt_count("vocab_size", 1 << 24)? {
             Some(n) => n,
@@ -371,11 +396,17 @@ impl HParams {
             n_head_kv_layers,
             head_dim_k,
             head_dim_v,
+            head_dim_k_swa: head_dim_k,
+            head_dim_v_swa: head_dim_v,
             n_ff,
+            n_ff_layers,
+            n_layer_kv: n_layer,
+            n_embd_per_layer: 0,
             rms_eps,
             norm_eps,
             causal: k.opt_bool("attention.causal")?.unwrap_or(true),
             n_rot,
+            n_rot_swa: n_rot,
             rope_mode: arch.rope_mode(),
             rope_freq_base,
             rope_freq_scale,
@@ -422,6 +453,67 @@ impl HParams {
     /// Width of one token's values in a layer (all KV heads).
     pub fn n_embd_v_gqa(&self) -> usize {
         self.head_dim_v * self.n_head_kv
+    }
+
+    /// Dimension of each key (and query) head of layer `il` (the sliding-window layers may
+    /// have their own).
+    pub fn head_dim_k_of(&self, il: usize) -> usize {
+        if self.is_swa(il) {
+            self.head_dim_k_swa
+        } else {
+            self.head_dim_k
+        }
+    }
+
+    /// Dimension of each value head of layer `il`.
+    pub fn head_dim_v_of(&self, il: usize) -> usize {
+        if self.is_swa(il) {
+            self.head_dim_v_swa
+        } else {
+            self.head_dim_v
+        }
+    }
+
+    /// Rotated dimensions of each head of layer `il`.
+    pub fn n_rot_of(&self, il: usize) -> usize {
+        if self.is_swa(il) {
+            self.n_rot_swa
+        } else {
+            self.n_rot
+        }
+    }
+
+    /// Width of one token's keys in layer `il` (all KV heads).
+    pub fn n_embd_k_gqa_of(&self, il: usize) -> usize {
+        self.head_dim_k_of(il) * self.n_head_kv
+    }
+
+    /// Width of one token's values in layer `il` (all KV heads).
+    pub fn n_embd_v_gqa_of(&self, il: usize) -> usize {
+        self.head_dim_v_of(il) * self.n_head_kv
+    }
+
+    /// Hidden width of layer `il`'s feed-forward network.
+    pub fn n_ff_of(&self, il: usize) -> usize {
+        self.n_ff_layers.get(il).copied().unwrap_or(self.n_ff)
+    }
+
+    /// Whether some layer reuses another layer's KV cache.
+    pub fn has_shared_kv(&self) -> bool {
+        self.n_layer_kv < self.n_layer
+    }
+
+    /// The layer whose KV cache layer `il` attends over: itself when it writes its own, else
+    /// the last layer below the shared ones of its kind (sliding-window or global), as
+    /// llama.cpp's Gemma 3n / Gemma 4 reuse rule.
+    pub fn kv_source(&self, il: usize) -> usize {
+        if il < self.n_layer_kv {
+            il
+        } else if self.is_swa(il) {
+            self.n_layer_kv - 2
+        } else {
+            self.n_layer_kv - 1
+        }
     }
 
     /// Whether layer `il` is recurrent (a state instead of a KV cache).

@@ -134,6 +134,9 @@ pub struct KvCache {
     layers: Vec<Option<LayerCache>>,
     /// The recurrent layers' states, when the model has some.
     recurrent: Option<RecurrentState>,
+    /// Whether some layers attend over another layer's cache (their keys are not shifted
+    /// here: see [`KvCache::can_shift`]).
+    shared_kv: bool,
     n_past: usize,
     n_ctx: usize,
     types: CacheTypes,
@@ -174,6 +177,7 @@ impl KvCache {
             )));
         }
         types.check(hp.head_dim_k, hp.head_dim_v)?;
+        types.check(hp.head_dim_k_swa, hp.head_dim_v_swa)?;
         let bt = device.buffer_type();
         let (kinds, plans, total) = Self::layout(hp, n_ctx, n_batch, types, bt.as_ref())?;
         let buffer = bt.alloc(total.max(1))?;
@@ -194,6 +198,7 @@ impl KvCache {
             kinds,
             layers,
             recurrent,
+            shared_kv: hp.has_shared_kv() || !hp.arch.imp().can_shift(),
             n_past: 0,
             n_ctx,
             types,
@@ -219,6 +224,7 @@ impl KvCache {
             )));
         }
         types.check(hp.head_dim_k, hp.head_dim_v)?;
+        types.check(hp.head_dim_k_swa, hp.head_dim_v_swa)?;
         let bt = device.buffer_type();
         let (_, _, total) = Self::layout(hp, n_ctx, n_batch, types, bt.as_ref())?;
         let states = RecurrentState::required_bytes(hp, device)?;
@@ -257,11 +263,12 @@ impl KvCache {
         let round = |n: usize| n.div_ceil(align) * align;
         let mut plans = Vec::with_capacity(hp.n_layer);
         let mut total = 0usize;
-        for il in (0..hp.n_layer).filter(|&il| !hp.is_recurrent(il)) {
+        // Layers that reuse a lower layer's cache (hp.kv_source) have none of their own.
+        for il in (0..hp.n_layer_kv).filter(|&il| !hp.is_recurrent(il)) {
             let kind = if hp.is_swa(il) { swa_kind.unwrap_or(0) } else { 0 };
             let size = kinds[kind].size;
-            let kl = Layout::contiguous(types.k, &[hp.n_embd_k_gqa(), size])?;
-            let vl = Layout::contiguous(types.v, &[hp.n_embd_v_gqa(), size])?;
+            let kl = Layout::contiguous(types.k, &[hp.n_embd_k_gqa_of(il), size])?;
+            let vl = Layout::contiguous(types.v, &[hp.n_embd_v_gqa_of(il), size])?;
             let (k_off, k_len, v_len) =
                 (total, round(bt.alloc_size(&kl)), round(bt.alloc_size(&vl)));
             total =
@@ -454,8 +461,12 @@ pub struct KindMoves {
 impl KvCache {
     /// Whether the cache can shift positions: not with recurrent layers, whose states hold
     /// every position processed and cannot drop some (llama.cpp: "memory cannot shift").
+    ///
+    /// Nor with layers attending over another layer's cache (Gemma 4): their sliding and
+    /// global layers rotate by different rules (per-layer head sizes, the global layers'
+    /// frequency factors), which the shift graph does not apply; such a cache refuses to shift.
     pub fn can_shift(&self) -> bool {
-        self.recurrent.is_none()
+        self.recurrent.is_none() && !self.shared_kv
     }
 
     /// Plans discarding positions `n_keep .. n_keep + n_discard` and moving the later ones down
@@ -465,7 +476,7 @@ impl KvCache {
     pub(crate) fn shift_moves(&self, n_keep: usize, n_discard: usize) -> Result<Vec<KindMoves>> {
         if !self.can_shift() {
             return Err(LlmError::InvalidArgument(
-                "a cache with recurrent layers cannot shift positions".into(),
+                "a cache with recurrent or shared-KV layers cannot shift positions".into(),
             ));
         }
         if n_discard == 0 || n_keep.saturating_add(n_discard) > self.n_past {
@@ -709,6 +720,7 @@ mod tests {
             kinds: vec![kind(16, None), r],
             layers: Vec::new(),
             recurrent: None,
+            shared_kv: false,
             n_past: 8,
             n_ctx: 16,
             types: CacheTypes::default(),

@@ -47,6 +47,12 @@ pub enum QkvTensors {
         /// Its bias, `[q + k + v widths]`.
         bqkv: Option<ModelTensor>,
     },
+    /// The queries alone: a layer attending over a lower layer's keys and values (Gemma 4's
+    /// shared-KV layers).
+    QueryOnly {
+        /// `[n_embd, head_dim_k * n_head]`.
+        wq: ModelTensor,
+    },
 }
 
 /// The feed-forward network of a layer.
@@ -119,6 +125,35 @@ pub struct LayerTensors {
     pub ffn: FfnTensors,
     /// RMS norm after the feed-forward network (Gemma 3), `[n_embd]`.
     pub post_ffn_norm: Option<ModelTensor>,
+    /// The layer's scale of its output (Gemma 4's `layer_output_scale`), `[1]`.
+    pub out_scale: Option<ModelTensor>,
+    /// The layer's use of its slice of the per-layer token embeddings (Gemma 4).
+    pub per_layer: Option<PerLayerBlock>,
+}
+
+/// How a layer adds its per-layer embedding (Gemma 4): `x + post_norm(proj(gelu(inp_gate x) *
+/// e))`, `e` the layer's slice of [`PerLayerInputs`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerLayerBlock {
+    /// `[n_embd, n_embd_per_layer]` (`inp_gate`).
+    pub inp_gate: ModelTensor,
+    /// `[n_embd_per_layer, n_embd]` (`proj`).
+    pub proj: ModelTensor,
+    /// RMS norm after the projection, `[n_embd]` (`post_norm`).
+    pub post_norm: ModelTensor,
+}
+
+/// Gemma 4's per-layer token embeddings: a table of `n_embd_per_layer` values per layer for
+/// every token (read in place by GET_ROWS, only the rows of the batch's tokens), plus a
+/// projection of the scaled token embeddings to the same widths, RMS-normed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerLayerInputs {
+    /// `[n_embd_per_layer * n_layer, n_vocab]` (`per_layer_token_embd`).
+    pub token_embd: ModelTensor,
+    /// `[n_embd, n_embd_per_layer * n_layer]` (`per_layer_model_proj`).
+    pub model_proj: ModelTensor,
+    /// `[n_embd_per_layer]` (`per_layer_proj_norm`).
+    pub proj_norm: ModelTensor,
 }
 
 impl LayerTensors {
@@ -143,6 +178,8 @@ impl LayerTensors {
             ffn_norm_b: None,
             ffn,
             post_ffn_norm: None,
+            out_scale: None,
+            per_layer: None,
         }
     }
 }
@@ -304,6 +341,8 @@ pub struct ModelTensors {
     pub blocks: Vec<Block>,
     /// The heads after pooling.
     pub head: PoolingHead,
+    /// The per-layer token embeddings (Gemma 4).
+    pub per_layer: Option<PerLayerInputs>,
     /// Every tensor the table found, in lookup order.
     entries: Vec<Entry>,
 }
@@ -475,6 +514,12 @@ impl Lookup<'_> {
         Ok(t)
     }
 
+    /// A required table read by GET_ROWS (any type it reads), e.g. Gemma 4's per-layer token
+    /// embeddings.
+    pub fn table(&mut self, name: &str, shape: &[usize]) -> Result<ModelTensor> {
+        self.opt_table(name, shape, false)?.ok_or_else(|| self.missing(name))
+    }
+
     /// The token embeddings alone: the model's other tensors and its layers are left empty for
     /// the table to fill (an embedding model's, which has no output projection).
     pub fn embeddings(&mut self, hp: &HParams) -> Result<ModelTensors> {
@@ -498,6 +543,7 @@ impl Lookup<'_> {
             layers: Vec::with_capacity(hp.n_layer),
             blocks: Vec::new(),
             head: PoolingHead::default(),
+            per_layer: None,
             entries: Vec::new(),
         })
     }
@@ -580,6 +626,7 @@ impl Lookup<'_> {
             .into_iter()
             .find_map(|(absent, name)| absent.then_some(name)),
             QkvTensors::Fused { bqkv, .. } => bqkv.is_none().then_some("attn_qkv.bias"),
+            QkvTensors::QueryOnly { .. } => Some("attn_k.bias"),
         };
         match missing {
             Some(name) => Err(self.missing(&blk(il, name))),
@@ -587,10 +634,10 @@ impl Lookup<'_> {
         }
     }
 
-    /// Layer `il`'s gated FFN: `ffn_gate`, `ffn_up`, `ffn_down`, with optional biases when
-    /// `biases` (llama.cpp's Llama table has them).
+    /// Layer `il`'s gated FFN (of the layer's width): `ffn_gate`, `ffn_up`, `ffn_down`, with
+    /// optional biases when `biases` (llama.cpp's Llama table has them).
     pub fn gated_ffn(&mut self, il: usize, hp: &HParams, biases: bool) -> Result<FfnTensors> {
-        let (e, f) = (hp.n_embd, hp.n_ff);
+        let (e, f) = (hp.n_embd, hp.n_ff_of(il));
         let n = |s: &str| blk(il, s);
         let gate = self.matrix(&n("ffn_gate.weight"), &[e, f])?;
         let up = self.matrix(&n("ffn_up.weight"), &[e, f])?;

@@ -212,3 +212,12 @@ fn tiny_qwen35_intermediates_match_llama_cpp() {
     // gate_reshaped, gate_sigmoid, attn_gated, attn_output, ...
     check("tiny-qwen35", 6, 16);
 }
+
+#[test]
+fn tiny_gemma4_intermediates_match_llama_cpp() {
+    // KV layers: attn_norm, Qcur, Qcur_normed, Qcur_pos, Kcur, Kcur_normed, Kcur_pos, Vcur,
+    // Vcur_normed, kqv_out, attn_post_norm, attn_out, ffn_norm, ffn_gate, ffn_up, ffn_geglu,
+    // ffn_out, ffn_post_norm, pe_in, per_layer_embd_out, l_out; the shared-KV layers all but
+    // the keys and values; and inp_per_layer_selected, per_layer_proj, inp_per_layer
+    check("tiny-gemma4", 6, 14);
+}

@@ -3,7 +3,9 @@
 //! random-weight tiny llama (GQA, untied output), qwen2 (Q/K/V biases), qwen3 (Q/K norms),
 //! smollm3 (every fourth layer without RoPE) and phi3 (fused QKV and gate-up, partial RoPE with
 //! LongRoPE factors: its last three runs have a context of 2048, beyond the original 1024, where
-//! the long factors apply) models, and tiny-iq4 (qwen3's shape with its weights in IQ4_NL and
+//! the long factors apply) and gemma4 (per-layer token embeddings, sliding-window layers of their
+//! own head size, the top layers sharing a lower layer's KV cache, a final soft cap) models, and
+//! tiny-iq4 (qwen3's shape with its weights in IQ4_NL and
 //! IQ4_XS).
 //!
 //! For every recorded prompt the tokenizer gives llama.cpp's ids, and then:
@@ -187,6 +189,11 @@ fn tiny_lfm2_matches_llama_cpp() {
 #[test]
 fn tiny_qwen35_matches_llama_cpp() {
     compare(&tiny_model("tiny-qwen35"), "model-tiny-qwen35.json", 2);
+}
+
+#[test]
+fn tiny_gemma4_matches_llama_cpp() {
+    compare(&tiny_model("tiny-gemma4"), "model-tiny-gemma4.json", 2);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! A hybrid model (tessera-llm's random-weight tiny-lfm2 or tiny-qwen35, written into
+//! A hybrid model (tessera-llm's random-weight tiny-lfm2, tiny-qwen35 or tiny-gemma4, written into
 //! `target/models` by `scripts/setup.sh`) with its weights, KV cache and recurrent states on the
 //! GPU, every node computed there (CONCAT, SSM_CONV and GATED_DELTA_NET included: one split).
 //! Checked: the prompts' logits are the scalar reference's (run as a device of its own, as in
@@ -36,7 +36,8 @@ fn fixture_and_model(name: &str) -> (serde_json::Value, PathBuf) {
 }
 
 /// Runs the first prompts of tiny model `name`'s fixture with the GPU and the scalar reference
-/// (see the module doc); `recurrent_ops` names the ops of its recurrent layers, for the message.
+/// (see the module doc); `recurrent_ops` names the ops of its recurrent (or otherwise particular)
+/// layers, for the message.
 pub fn runs_on_the_gpu_in_one_split(name: &str, recurrent_ops: &str) {
     let Some(_) = super::gpu() else { return };
     let (fx, path) = fixture_and_model(name);

@@ -9,6 +9,7 @@
 
 mod bert;
 mod gemma3;
+mod gemma4;
 mod gemma_embedding;
 mod lfm2;
 mod llama;
@@ -61,6 +62,12 @@ pub(crate) trait Arch: Sync {
     /// hidden state when the shape asks for embeddings).
     fn build(&self, b: &mut Builder<'_>) -> Result<TensorId>;
 
+    /// Whether a context shift can rotate its cached keys (the shift graph rotates every
+    /// layer's keys alike, with the model's frequency factors): `true` by default.
+    fn can_shift(&self) -> bool {
+        true
+    }
+
     /// The chat template used when the file carries none.
     fn builtin_chat_template(&self) -> Option<ChatTemplate> {
         None
@@ -82,6 +89,7 @@ static REGISTRY: &[&Registered] = &[
     &bert::BERT,
     &gemma_embedding::GEMMA_EMBEDDING,
     &gemma3::GEMMA3,
+    &gemma4::GEMMA4,
     &lfm2::LFM2,
     &llama::LLAMA,
     &phi3::PHI3,
