@@ -98,7 +98,11 @@ struct RepackCheck {
     refusal: String,
 }
 
-/// A plan of the CPU backend (see the module's documentation).
+/// A plan of the CPU backend (see the module's documentation). It computes the memory it
+/// resolved when it was made (its buffers kept alive), whatever graph it is later computed
+/// with: computing it with a graph of another size is refused, and a caller that changes a
+/// graph's storage or shapes makes a new plan (the scheduler makes its plans at each
+/// `alloc_graph`, from the graphs it keeps unchanged until the next).
 #[derive(Debug)]
 pub struct CpuGraphPlan {
     nodes: Vec<TensorId>,
