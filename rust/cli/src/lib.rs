@@ -7,6 +7,7 @@ pub mod backend_ops;
 pub mod bench;
 pub mod bench_constrained;
 pub mod bench_ew;
+pub mod bench_nodes;
 pub mod bench_session;
 pub mod gguf;
 pub mod info;

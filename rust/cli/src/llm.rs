@@ -417,6 +417,7 @@ fn profile_decodes(
             let wall = t.elapsed().as_secs_f64() * 1e6;
             println!("\nprofile, pp{pp}, {threads} thread(s):\n{}", times.table(1, "prompt"));
             println!("decode call: {wall:.1} us per prompt");
+            print!("{}", crate::profile::fallback_table(&ctx.reference_fallbacks()));
         }
         if tg > 0 {
             ctx.clear();
@@ -430,6 +431,7 @@ fn profile_decodes(
             let wall = t.elapsed().as_secs_f64() * 1e6 / tg as f64;
             println!("\nprofile, tg{tg}, {threads} thread(s):\n{}", times.table(tg, "token"));
             println!("decode call: {wall:.1} us per token");
+            print!("{}", crate::profile::fallback_table(&ctx.reference_fallbacks()));
         }
         Ok(())
     })();

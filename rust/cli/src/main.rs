@@ -3,8 +3,8 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 use tessera_cli::{
-    backend_ops, bench, bench_constrained, bench_ew, bench_session, gguf, info, llm, perplexity,
-    registry,
+    backend_ops, bench, bench_constrained, bench_ew, bench_nodes, bench_session, gguf, info, llm,
+    perplexity, registry,
 };
 
 const USAGE: &str = "usage: tessera info
@@ -13,6 +13,7 @@ const USAGE: &str = "usage: tessera info
        tessera backend-ops perf [-o OP] [-t THREADS]
        tessera bench matmul --types T,.. --ns N,.. --threads t,.. -M 4096 -K 4096 [--cold-bytes B] [--json FILE]
        tessera bench ew [--threads t,..] [--runs R] [--rows N]
+       tessera bench nodes [--nodes 1000] [--width 16] [--threads t,..] [--runs R]
        tessera bench model MODEL.gguf [-p 512] [-n 128] [-d 0] [-t 1,2] [-r 3] [-b 512] [--device D] [--json FILE] [--no-warmup] [--count-markers] [--profile] [-ctk f16|q8_0|q4_0] [-ctv ...]
        tessera bench constrained MODEL.gguf [-n 128] [-t 1,2] [--schema FILE] [--vocab VOCAB.gguf ..]
        tessera bench session MODEL.gguf [-p 2000] [-t 2] [-r 3] [--dir DIR]
@@ -53,6 +54,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
                 .is_some_and(|a| a == "model" || a == "constrained" || a == "session") => {}
         Some("bench") if args.get(1).is_some_and(|a| a == "ew") => {
             bench_ew::run(&args[2..])?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "nodes") => {
+            bench_nodes::run(&args[2..])?;
             return Ok(ExitCode::SUCCESS);
         }
         Some("bench") => {

@@ -92,3 +92,27 @@ impl OpTimes {
         s
     }
 }
+
+/// The reference fallbacks of a graph's plans as a markdown table: op, reason and how many nodes
+/// (grouped), or a line saying there are none.
+pub fn fallback_table(fallbacks: &[tessera_core::backend::PlanFallback]) -> String {
+    if fallbacks.is_empty() {
+        return "reference fallbacks: none (every node has a fast kernel)\n".to_string();
+    }
+    let mut groups: Vec<((&str, &str), usize)> = Vec::new();
+    for f in fallbacks {
+        let key = (f.op.as_str(), f.reason.as_str());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((key, 1)),
+        }
+    }
+    let mut s = format!(
+        "reference fallbacks ({} nodes):\n| op | nodes | why |\n|---|---|---|\n",
+        fallbacks.len()
+    );
+    for ((op, why), n) in groups {
+        s += &format!("| {op} | {n} | {why} |\n");
+    }
+    s
+}

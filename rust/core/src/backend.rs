@@ -391,12 +391,30 @@ pub trait BackendReg: Send + Sync {
     }
 }
 
+/// A node that a plan computes with a backend's reference code rather than a fast kernel,
+/// and why (recorded once, when the plan is made).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanFallback {
+    /// The node.
+    pub node: TensorId,
+    /// Its op's name, e.g. "CONT".
+    pub op: String,
+    /// Its label (name and id).
+    pub label: String,
+    /// Why no fast kernel takes it.
+    pub reason: String,
+}
+
 /// A precomputed plan for running a graph repeatedly (ggml's `ggml_backend_graph_plan`).
 pub trait GraphPlan: Send {
     /// The nodes the plan computes, in order.
     fn nodes(&self) -> &[TensorId];
     /// Downcasting for the backend that made the plan.
     fn as_any(&self) -> &dyn Any;
+    /// The nodes the plan leaves to reference code, with the reason (none by default).
+    fn fallbacks(&self) -> &[PlanFallback] {
+        &[]
+    }
 }
 
 /// A stream of work on a device (ggml's `ggml_backend`).
@@ -451,6 +469,37 @@ pub trait Backend: Send {
     ) -> Result<Box<dyn GraphPlan>>;
     /// Computes a plan made by this backend for `graph`.
     fn graph_plan_compute(&mut self, graph: &Graph, plan: &dyn GraphPlan) -> Result<()>;
+    /// The plan the scheduler keeps for `nodes` of `graph` (a split of a graph it allocated),
+    /// made once per allocation and computed at every [`crate::sched::Scheduler::compute`];
+    /// `None` (the default): the scheduler calls [`Backend::compute_nodes`] each time. A
+    /// backend's plan may resolve the memory of `graph`'s tensors when it is made: the
+    /// scheduler keeps the graph, and its storage, unchanged for as long as it keeps the plan.
+    fn graph_plan_prepare(
+        &mut self,
+        graph: &Graph,
+        nodes: &[TensorId],
+    ) -> Result<Option<Box<dyn GraphPlan>>> {
+        let _ = (graph, nodes);
+        Ok(None)
+    }
+    /// Computes the nodes `range` (indices into [`GraphPlan::nodes`]) of a plan made by this
+    /// backend for `graph` (the scheduler computes one node at a time under an eval
+    /// callback).
+    fn graph_plan_compute_range(
+        &mut self,
+        graph: &Graph,
+        plan: &dyn GraphPlan,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let nodes = plan.nodes().get(range.clone()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "nodes {range:?} of a plan of {} nodes",
+                plan.nodes().len()
+            ))
+        })?;
+        let nodes = nodes.to_vec();
+        self.compute_nodes(graph, &nodes)
+    }
     /// Computes `nodes` (ids of `graph`, in order) whose operands are already computed.
     fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()>;
     /// Computes every node of `graph`.

@@ -14,6 +14,7 @@
 use crate::alloc;
 use crate::backend::{
     copy_between, weight_buffer_type, Backend, Buffer, BufferType, BufferUsage, Device, Event,
+    GraphPlan, PlanFallback,
 };
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -54,6 +55,11 @@ struct Prepared {
     assignment: Vec<Option<usize>>,
     /// Per copy set and split, the event recorded when the split last finished with the set.
     done: Vec<Vec<Option<Arc<dyn Event>>>>,
+    /// Per copy set and split, the backend's plan of the split on the set's graph
+    /// ([`Backend::graph_plan_prepare`]), made once here and computed at every compute; the
+    /// set's graph, whose memory the plan may have resolved, lives as long as it in this
+    /// struct and does not change.
+    plans: Vec<Vec<Option<Box<dyn GraphPlan>>>>,
     /// Dedicated buffers of the copy sets (kept alive here).
     _copy_buffers: Vec<Arc<dyn Buffer>>,
     /// Buffers of extra buffer types holding weights (kept alive here).
@@ -247,6 +253,14 @@ impl Scheduler {
     /// The splits of the last allocated graph.
     pub fn splits(&self) -> &[Split] {
         self.prepared.as_ref().map(|p| p.splits.as_slice()).unwrap_or(&[])
+    }
+
+    /// The nodes of the last allocated graph that its backends' plans compute with reference
+    /// code rather than a fast kernel, and why (each node once; see [`PlanFallback`]).
+    pub fn reference_fallbacks(&self) -> Vec<PlanFallback> {
+        let Some(p) = &self.prepared else { return Vec::new() };
+        let Some(plans) = p.plans.first() else { return Vec::new() };
+        plans.iter().flatten().flat_map(|plan| plan.fallbacks().iter().cloned()).collect()
     }
 
     /// The backend each tensor of the last allocated graph was assigned to.
@@ -556,7 +570,7 @@ impl Scheduler {
             }
             graphs.push(gc);
         }
-        let g = graphs[0].clone();
+        let g = &graphs[0];
         // The caller's graph sees the same memory.
         let ids: Vec<TensorId> = graph.ids().collect();
         for id in ids {
@@ -581,8 +595,19 @@ impl Scheduler {
                     .collect()
             })
             .collect();
+        // The backends' plans of each split, once per allocated graph (per copy set: the
+        // copies' memory differs).
+        let mut plans = Vec::with_capacity(graphs.len());
+        for gc in &graphs {
+            let mut per_split = Vec::with_capacity(splits.len());
+            for sp in &splits {
+                per_split.push(self.backends[sp.backend].graph_plan_prepare(gc, &sp.nodes)?);
+            }
+            plans.push(per_split);
+        }
         self.cur_copy = 0;
         self.prepared = Some(Prepared {
+            plans,
             graphs,
             splits,
             copies,
@@ -691,9 +716,20 @@ impl Scheduler {
                 )?;
             }
             let backend = &mut self.backends[split.backend];
-            match self.eval.as_mut() {
-                None => backend.compute_nodes(graph, &split.nodes)?,
-                Some(eval) => {
+            let plan = p.plans[set][si].as_deref();
+            match (self.eval.as_mut(), plan) {
+                (None, Some(plan)) => backend.graph_plan_compute(graph, plan)?,
+                (None, None) => backend.compute_nodes(graph, &split.nodes)?,
+                (Some(eval), Some(plan)) => {
+                    for (i, &n) in plan.nodes().iter().enumerate() {
+                        backend.graph_plan_compute_range(graph, plan, i..i + 1)?;
+                        backend.synchronize()?;
+                        if !eval(graph, n) {
+                            return Err(Error::Aborted);
+                        }
+                    }
+                }
+                (Some(eval), None) => {
                     for &n in &split.nodes {
                         backend.compute_nodes(graph, &[n])?;
                         backend.synchronize()?;

@@ -5,17 +5,19 @@ mod attention;
 mod conv;
 mod delta_net;
 mod fast_ops;
+mod plan;
 mod rope;
 mod rows;
 
+pub use plan::CpuGraphPlan;
+
 use crate::buffer::CPU_NAME;
 use crate::device::{default_threads, CpuDevice};
-use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
-use crate::matmul::{self, try_chunks, AbortFn, MatMul, TensorRef};
+use crate::matmul::{try_chunks, AbortFn, MatMul, TensorRef};
 use crate::reference::{self, HostTensor};
 use crate::team::Threads;
 use crate::workers::Lease;
-use std::any::Any;
+use plan::{Kernel, Step};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tessera_core::backend::{AbortCallback, Backend, Device, GraphPlan};
@@ -23,22 +25,6 @@ use tessera_core::{Error, Graph, Op, Result, TensorId};
 
 /// The largest thread count accepted (far above any phone or desktop).
 pub const MAX_THREADS: usize = 512;
-
-/// A plan: the nodes to compute, resolved once.
-#[derive(Debug, Clone)]
-pub struct CpuGraphPlan {
-    nodes: Vec<TensorId>,
-}
-
-impl GraphPlan for CpuGraphPlan {
-    fn nodes(&self) -> &[TensorId] {
-        &self.nodes
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
 
 /// The CPU backend.
 pub struct CpuBackend {
@@ -101,136 +87,145 @@ impl CpuBackend {
         self.threads
     }
 
-    fn compute_node(
+    /// Computes the steps `range` of `plan` on `threads`, polling `aborted` before each.
+    fn run_plan(
         &self,
         threads: &Threads<'_>,
-        graph: &Graph,
-        id: TensorId,
+        plan: &CpuGraphPlan,
+        range: std::ops::Range<usize>,
         aborted: AbortFn<'_>,
     ) -> Result<()> {
-        let t = graph.get(id)?;
-        if !t.op.computes() {
-            return Ok(());
+        let steps = plan.steps().get(range.clone()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "nodes {range:?} of a plan of {} nodes",
+                plan.steps().len()
+            ))
+        })?;
+        for step in steps {
+            if aborted() {
+                return Err(Error::Aborted);
+            }
+            self.run_step(threads, plan, step, aborted)?;
         }
-        if !reference::supports(graph, id) {
-            return Err(Error::UnsupportedOp { device: CPU_NAME.into(), op: t.op.name().into() });
-        }
-        if graph.storage_of(id).is_some_and(|s| s.buffer.is_read_only()) {
-            return Err(Error::ReadOnly(format!(
-                "{} ({}) would write into read-only memory (a tensor of a mapped model file)",
-                t.op.name(),
-                t.label(id)
-            )));
-        }
-        let weights_packed = Self::check_repacked_readers(graph, id)?;
-        let dst = reference::host_tensor(graph, id)?;
-        let srcs =
-            t.src.iter().map(|&s| reference::host_tensor(graph, s)).collect::<Result<Vec<_>>>()?;
-        if matches!(t.op, Op::MulMat) {
-            return self.mul_mat(threads, dst, &srcs, weights_packed, aborted);
-        }
-        // The fast paths: as for the reference below; `supports` validated the operands
-        // for the op.
-        let fast = match &t.op {
-            // SAFETY: see above.
-            Op::FlashAttnExt(p) => unsafe {
-                attention::flash_attn_ext(p, dst, &srcs, threads, aborted)
+        Ok(())
+    }
+
+    /// Computes one step of a plan with the kernel the plan chose.
+    fn run_step(
+        &self,
+        threads: &Threads<'_>,
+        plan: &CpuGraphPlan,
+        step: &Step,
+        aborted: AbortFn<'_>,
+    ) -> Result<()> {
+        let kernel = plan.kernel_now(step)?;
+        let (dst, srcs) = plan.operands(step)?;
+        // The fast paths below: as for the reference at the end; the plan validated the
+        // operands for the op and chose the kernel for them.
+        let fast = match kernel {
+            Kernel::Refused(i) => return Err(plan.error(i)),
+            Kernel::MatMul { kernel, packed, k } => {
+                let (a, b) = (srcs[0], srcs[1]);
+                let a = TensorRef { layout: a.layout, ptr: a.ptr, packed };
+                let b = TensorRef::plain(b.layout, b.ptr);
+                // SAFETY: the pointers come from checked storages of their layouts, kept alive
+                // by the plan; a matmul's result never shares memory with its operands (it
+                // cannot run in place); the plan checked the shapes (`matmul::supports`) and
+                // chose the kernel for the weights.
+                return unsafe {
+                    self.matmul.run_planned(
+                        &kernel,
+                        threads,
+                        (dst.layout, dst.ptr),
+                        a,
+                        b,
+                        k,
+                        aborted,
+                    )
+                };
+            }
+            Kernel::MatMulRows => return self.mul_mat_rows(threads, dst, srcs, aborted),
+            Kernel::Reference(_) => None,
+            Kernel::Attention => match &step.op {
+                // SAFETY: see above.
+                Op::FlashAttnExt(p) => unsafe {
+                    attention::flash_attn_ext(p, dst, srcs, threads, aborted)
+                },
+                _ => None,
             },
             // SAFETY: see above.
-            Op::GetRows => unsafe { rows::get_rows(dst, &srcs, weights_packed) },
+            Kernel::GetRows(packed) => unsafe { rows::get_rows(dst, srcs, packed) },
             // SAFETY: see above.
-            Op::SetRows => unsafe { rows::set_rows(dst, &srcs) },
+            Kernel::SetRows => unsafe { rows::set_rows(dst, srcs) },
             // SAFETY: see above.
-            Op::SsmConv => unsafe { conv::ssm_conv(dst, &srcs, threads, aborted) },
+            Kernel::SsmConv => unsafe { conv::ssm_conv(dst, srcs, threads, aborted) },
             // SAFETY: see above.
-            Op::GatedDeltaNet => unsafe {
-                delta_net::gated_delta_net(dst, &srcs, threads, aborted)
+            Kernel::GatedDeltaNet => unsafe {
+                delta_net::gated_delta_net(dst, srcs, threads, aborted)
             },
-            _ => None,
+            // SAFETY: see above.
+            Kernel::FastOp => unsafe {
+                fast_ops::compute(&step.op, dst, srcs, threads, &self.rope_tables, aborted)
+            },
         };
         if let Some(done) = fast {
-            self.vectorized.fetch_add(1, Ordering::Relaxed);
-            return done;
-        }
-        let tables = &self.rope_tables;
-        // SAFETY: as for the reference below; `supports` validated the operands for the op.
-        let fast = unsafe { fast_ops::compute(&t.op, dst, &srcs, threads, tables, aborted) };
-        if let Some(done) = fast {
-            self.vectorized.fetch_add(1, Ordering::Relaxed);
-            return done;
-        }
-        // SAFETY: every pointer comes from a checked storage of its tensor's layout; the
-        // allocator only aliases dst and src0 for ops that can run in place.
-        unsafe { reference::compute_op(&t.op, dst, &srcs, aborted) }
-    }
-
-    /// Refuses a node that would read repacked weights other than as MUL_MAT's weights with a
-    /// kernel for them or as GET_ROWS's table (their bytes are not GGUF's); returns the layout
-    /// of a MUL_MAT's repacked weights or a GET_ROWS's repacked table, as the buffer holding
-    /// them records it.
-    fn check_repacked_readers(graph: &Graph, id: TensorId) -> Result<Option<PackLayout>> {
-        let t = graph.tensor(id);
-        let mut weights_packed = None;
-        for (i, &s) in t.src.iter().enumerate() {
-            let Some(storage) = graph.storage_of(s) else { continue };
-            let Some(rb) = storage.buffer.as_any().downcast_ref::<RepackBuffer>() else {
-                continue;
-            };
-            let st = graph.tensor(s);
-            // MUL_MAT's weights, and GET_ROWS's table (a tied output's embeddings, stored
-            // once, repacked for the output product).
-            let matmul_weight = i == 0 && matches!(t.op, Op::MulMat | Op::GetRows);
-            let ok = match rb.packing(storage.offset, st.nbytes()) {
-                Packing::Plain => true,
-                Packing::Packed(dtype, pl) if matmul_weight && dtype == st.dtype() => {
-                    weights_packed = Some(pl);
-                    true
-                }
-                _ => false,
-            };
-            if !ok {
-                return Err(Error::Backend {
-                    backend: CPU_NAME.into(),
-                    message: format!(
-                        "{} ({}) reads {}, a repacked weight, which only MUL_MAT and GET_ROWS can read",
-                        t.op.name(),
-                        t.label(id),
-                        st.label(s)
-                    ),
-                });
+            if kernel.vectorized() {
+                self.vectorized.fetch_add(1, Ordering::Relaxed);
             }
+            return done;
         }
-        Ok(weights_packed)
+        // SAFETY: every pointer comes from a checked storage of its tensor's layout, kept alive
+        // by the plan; the allocator only aliases dst and src0 for ops that can run in place.
+        unsafe { reference::compute_op(&step.op, dst, srcs, aborted) }
     }
 
-    /// MUL_MAT through the kernel driver of the active tier (of the weights' repacked layout
-    /// `packed`, when they are), or, for a weight type without kernels, the reference split over
-    /// the weight rows among the pool's threads.
-    fn mul_mat(
+    /// Computes `plan` (made for `graph`) from step `range`, with a crew of the shared workers
+    /// held for this call only: its helpers stay with this compute from the first node to the
+    /// last.
+    fn compute_plan(
+        &self,
+        graph: &Graph,
+        plan: &CpuGraphPlan,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        if !plan.fits(graph) {
+            return Err(Error::Backend {
+                backend: CPU_NAME.into(),
+                message: "the plan was made for another graph".into(),
+            });
+        }
+        let abort = self.abort.clone();
+        let aborted = move || abort.as_ref().is_some_and(|f| f());
+        self.workers.with_team(|threads| self.run_plan(threads, plan, range, &aborted))?
+    }
+
+    /// `plan` as this backend's plan.
+    fn own_plan(plan: &dyn GraphPlan) -> Result<&CpuGraphPlan> {
+        plan.as_any().downcast_ref::<CpuGraphPlan>().ok_or_else(|| Error::Backend {
+            backend: CPU_NAME.into(),
+            message: "the plan was made by another backend".into(),
+        })
+    }
+
+    /// The plan of `nodes` of `graph`, its reference fallbacks logged (at debug level).
+    fn logged_plan(graph: &Graph, nodes: &[TensorId]) -> CpuGraphPlan {
+        let plan = CpuGraphPlan::new(graph, nodes);
+        for f in plan.fallbacks() {
+            log::debug!("CPU plan: {} ({}) runs on the reference: {}", f.op, f.label, f.reason);
+        }
+        plan
+    }
+
+    /// MUL_MAT of a weight type without kernels: the reference split over the weight rows
+    /// among the pool's threads.
+    fn mul_mat_rows(
         &self,
         threads: &Threads<'_>,
         dst: HostTensor,
         srcs: &[HostTensor],
-        packed: Option<PackLayout>,
         aborted: AbortFn<'_>,
     ) -> Result<()> {
         let (a, b) = (srcs[0], srcs[1]);
-        if matmul::supports(&dst.layout, &a.layout, &b.layout) {
-            let a = TensorRef { layout: a.layout, ptr: a.ptr, packed };
-            let b = TensorRef::plain(b.layout, b.ptr);
-            // SAFETY: the pointers come from checked storages of their layouts, and a matmul's
-            // result never shares memory with its operands (it cannot run in place).
-            return unsafe { self.matmul.run_on(threads, (dst.layout, dst.ptr), a, b, aborted) };
-        }
-        if packed.is_some() {
-            // The reference reads GGUF bytes only.
-            return Err(Error::Backend {
-                backend: CPU_NAME.into(),
-                message: "MUL_MAT of repacked weights needs an F32 result with dense rows and \
-                          F32, F16 or BF16 activations"
-                    .into(),
-            });
-        }
         let m = a.layout.ne[1];
         let per = m.div_ceil((threads.n() * 4).min(m).max(1));
         let (d, a, b) = (SendTensor(dst), SendTensor(a), SendTensor(b));
@@ -275,40 +270,34 @@ impl Backend for CpuBackend {
         graph: &Graph,
         nodes: &[TensorId],
     ) -> Result<Box<dyn GraphPlan>> {
-        for &id in nodes {
-            let t = graph.get(id)?;
-            if t.op.computes() && !reference::supports(graph, id) {
-                return Err(Error::UnsupportedOp {
-                    device: CPU_NAME.into(),
-                    op: t.op.name().into(),
-                });
-            }
-        }
-        let nodes = nodes.iter().copied().filter(|&id| graph.tensor(id).op.computes()).collect();
-        Ok(Box::new(CpuGraphPlan { nodes }))
+        Ok(Box::new(Self::logged_plan(graph, nodes)))
+    }
+
+    fn graph_plan_prepare(
+        &mut self,
+        graph: &Graph,
+        nodes: &[TensorId],
+    ) -> Result<Option<Box<dyn GraphPlan>>> {
+        Ok(Some(Box::new(Self::logged_plan(graph, nodes))))
     }
 
     fn graph_plan_compute(&mut self, graph: &Graph, plan: &dyn GraphPlan) -> Result<()> {
-        let plan = plan.as_any().downcast_ref::<CpuGraphPlan>().ok_or_else(|| Error::Backend {
-            backend: CPU_NAME.into(),
-            message: "the plan was made by another backend".into(),
-        })?;
-        self.compute_nodes(graph, &plan.nodes)
+        let plan = Self::own_plan(plan)?;
+        self.compute_plan(graph, plan, 0..plan.steps().len())
+    }
+
+    fn graph_plan_compute_range(
+        &mut self,
+        graph: &Graph,
+        plan: &dyn GraphPlan,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        self.compute_plan(graph, Self::own_plan(plan)?, range)
     }
 
     fn compute_nodes(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
-        let abort = self.abort.clone();
-        let aborted = move || abort.as_ref().is_some_and(|f| f());
-        // A crew of the shared workers, held for this call only: its helpers stay with this
-        // compute from the first node to the last.
-        self.workers.with_team(|threads| {
-            for &id in nodes {
-                if aborted() {
-                    return Err(Error::Aborted);
-                }
-                self.compute_node(threads, graph, id, &aborted)?;
-            }
-            Ok(())
-        })?
+        // A plan for this call only (a scheduler keeps its plans, `graph_plan_prepare`).
+        let plan = CpuGraphPlan::new(graph, nodes);
+        self.compute_plan(graph, &plan, 0..plan.steps().len())
     }
 }

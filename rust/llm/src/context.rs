@@ -218,6 +218,13 @@ impl Context {
         self.scheduler.set_eval_callback(callback);
     }
 
+    /// The nodes of the graph of the last decode that the backends' plans compute with
+    /// reference code rather than a fast kernel, and why (recorded once, when the graph of
+    /// that batch shape was allocated).
+    pub fn reference_fallbacks(&self) -> Vec<tessera_core::backend::PlanFallback> {
+        self.scheduler.reference_fallbacks()
+    }
+
     /// Forgets every position (the next decode starts at position 0).
     pub fn clear(&mut self) {
         self.cache.clear();

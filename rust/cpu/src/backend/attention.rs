@@ -356,6 +356,28 @@ impl Attn {
     }
 }
 
+/// Why [`flash_attn_ext`] leaves a FLASH_ATTN_EXT to the reference (`None`: it takes it).
+pub(super) fn flash_attn_ext_refusal(
+    dst: &HostTensor,
+    srcs: &[HostTensor],
+) -> Option<&'static str> {
+    let (q, k, v) = (&srcs[0], &srcs[1], &srcs[2]);
+    // Block types are read as bytes (any alignment); F16 and F32 as elements.
+    let dense = |t: &HostTensor| {
+        let align = if t.layout.dtype.is_quantized() { 1 } else { t.layout.dtype.type_size() };
+        t.layout.rows_contiguous() && (t.ptr as usize).is_multiple_of(align)
+    };
+    if q.layout.dtype != DType::F32 {
+        Some("FLASH_ATTN_EXT: queries not F32")
+    } else if !dense(q) || !dense(k) || !dense(v) || srcs.get(3).is_some_and(|m| !dense(m)) {
+        Some("FLASH_ATTN_EXT: strided or unaligned rows")
+    } else if !dst.layout.is_contiguous() {
+        Some("FLASH_ATTN_EXT: a strided result")
+    } else {
+        None
+    }
+}
+
 /// Computes FLASH_ATTN_EXT with the vectorized kernel; `None` when the layouts do not suit it
 /// (the reference handles those).
 ///
@@ -371,24 +393,11 @@ pub(super) unsafe fn flash_attn_ext(
     threads: &Threads<'_>,
     aborted: AbortFn<'_>,
 ) -> Option<Result<()>> {
+    if flash_attn_ext_refusal(&dst, srcs).is_some() {
+        return None;
+    }
     let (q, k, v) = (srcs[0], srcs[1], srcs[2]);
     let mask = srcs.get(3).copied();
-    // Block types are read as bytes (any alignment); F16 and F32 as elements.
-    let dense = |t: &HostTensor| {
-        let align = if t.layout.dtype.is_quantized() { 1 } else { t.layout.dtype.type_size() };
-        t.layout.rows_contiguous() && (t.ptr as usize).is_multiple_of(align)
-    };
-    if q.layout.dtype != DType::F32
-        || !dense(&q)
-        || !dense(&k)
-        || !dense(&v)
-        || !dst.layout.is_contiguous()
-    {
-        return None;
-    }
-    if mask.is_some_and(|m| !dense(&m)) {
-        return None;
-    }
     let a = Attn {
         d: q.layout.ne[0],
         dv: v.layout.ne[0],

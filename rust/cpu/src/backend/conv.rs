@@ -30,6 +30,20 @@ pub(super) fn overlaps(t: &HostTensor, u: &HostTensor) -> bool {
     a0 < b1 && b0 < a1
 }
 
+/// Why [`ssm_conv`] leaves an SSM_CONV to the reference (`None`: it takes it).
+pub(super) fn ssm_conv_refusal(dst: &HostTensor, srcs: &[HostTensor]) -> Option<&'static str> {
+    let (Some(sx), Some(c)) = (srcs.first(), srcs.get(1)) else {
+        return Some("SSM_CONV: two operands expected");
+    };
+    if ![dst, sx, c].into_iter().all(f32_aligned) {
+        Some("SSM_CONV: operands not aligned F32")
+    } else if overlaps(dst, sx) || overlaps(dst, c) {
+        Some("SSM_CONV: the result overlaps an operand")
+    } else {
+        None
+    }
+}
+
 /// SSM_CONV: `dst[i, t, s] = sum_k sx[t + k, i, s] * c[k, i]` (`sx` `[d_conv - 1 + n_t, d_inner,
 /// n_s]`, `c` `[d_conv, d_inner]`, `dst` `[d_inner, n_t, n_s]`), or `None` when the operands do
 /// not suit this kernel.
@@ -44,10 +58,10 @@ pub(super) unsafe fn ssm_conv(
     threads: &Threads<'_>,
     aborted: AbortFn<'_>,
 ) -> Option<Result<()>> {
-    let (&sx, &c) = (srcs.first()?, srcs.get(1)?);
-    if ![&dst, &sx, &c].into_iter().all(f32_aligned) || overlaps(&dst, &sx) || overlaps(&dst, &c) {
+    if ssm_conv_refusal(&dst, srcs).is_some() {
         return None;
     }
+    let (&sx, &c) = (srcs.first()?, srcs.get(1)?);
     let [d_inner, n_t, n_s, _] = dst.layout.ne;
     let d_conv = c.layout.ne[0];
     // Strides in f32 elements.

@@ -13,6 +13,24 @@ use crate::reference::HostTensor;
 use crate::team::Threads;
 use tessera_core::Result;
 
+/// Why [`gated_delta_net`] leaves a GATED_DELTA_NET to the reference (`None`: it takes it).
+pub(super) fn gated_delta_net_refusal(
+    dst: &HostTensor,
+    srcs: &[HostTensor],
+) -> Option<&'static str> {
+    if srcs.len() != 6 {
+        Some("GATED_DELTA_NET: six operands expected")
+    } else if !srcs.iter().chain([dst]).all(f32_aligned) {
+        Some("GATED_DELTA_NET: operands not aligned F32")
+    } else if srcs.iter().any(|s| overlaps(dst, s)) {
+        Some("GATED_DELTA_NET: the result overlaps an operand")
+    } else if !dst.layout.is_contiguous() {
+        Some("GATED_DELTA_NET: a strided result")
+    } else {
+        None
+    }
+}
+
 /// GATED_DELTA_NET (see [`tessera_core::Op::GatedDeltaNet`]), or `None` when the operands do
 /// not suit this kernel.
 ///
@@ -27,13 +45,10 @@ pub(super) unsafe fn gated_delta_net(
     threads: &Threads<'_>,
     aborted: AbortFn<'_>,
 ) -> Option<Result<()>> {
-    let ops: [HostTensor; 6] = srcs.try_into().ok()?;
-    if !ops.iter().chain([&dst]).all(f32_aligned)
-        || ops.iter().any(|s| overlaps(&dst, s))
-        || !dst.layout.is_contiguous()
-    {
+    if gated_delta_net_refusal(&dst, srcs).is_some() {
         return None;
     }
+    let ops: [HostTensor; 6] = srcs.try_into().ok()?;
     let [q, k, v, g, beta, state] = ops;
     let [s_v, h_v, n_t, n_s] = v.layout.ne;
     let h_k = q.layout.ne[1];

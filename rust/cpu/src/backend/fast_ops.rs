@@ -11,6 +11,7 @@ use crate::matmul::{try_chunks, AbortFn};
 use crate::reference::HostTensor;
 use crate::team::Threads;
 use std::ops::Range;
+use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 use tessera_core::{DType, Error, Layout, Op, Result, UnaryOp};
 
 /// Below this many elements an op runs on the calling thread only.
@@ -84,12 +85,112 @@ enum Kernel {
         max_bias: f32,
         mask: Option<(HostTensor, DType)>,
     },
+    /// ROPE with these parameters, before its table is taken ([`compute`] makes it `Rope`).
+    RopeOf(tessera_core::RopeParams),
     Rope(RopeCache),
     /// A gated linear unit: `act(x) * g`, from the halves of src0's rows or from two operands.
     Glu {
         act: UnaryRow,
         swapped: bool,
     },
+}
+
+/// The kernel of a node and its operands, as [`compute`] runs them.
+struct Choice {
+    kernel: Kernel,
+    a: Rows,
+    b: Option<Rows>,
+}
+
+/// Why the vectorized rows leave `op` with these operands to the reference (`None`: they take
+/// it). The same rule as [`compute`]'s, asked once when a plan is made.
+pub(super) fn refusal(op: &Op, dst: &HostTensor, srcs: &[HostTensor]) -> Option<&'static str> {
+    choose(op, dst, srcs).err()
+}
+
+/// The vectorized rows' kernel of `op` with these operands, or why there is none.
+fn choose(
+    op: &Op,
+    dst: &HostTensor,
+    srcs: &[HostTensor],
+) -> std::result::Result<Choice, &'static str> {
+    let kernel = match op {
+        Op::Unary(UnaryOp::Silu) => Kernel::Unary(ew::silu),
+        Op::Unary(UnaryOp::Gelu) => Kernel::Unary(ew::gelu),
+        Op::Scale { scale, bias } => Kernel::Scale { scale: *scale, bias: *bias },
+        Op::Add | Op::Mul => Kernel::Binary(if matches!(op, Op::Add) { ew::add } else { ew::mul }),
+        Op::RmsNorm { eps } => Kernel::RmsNorm(*eps),
+        Op::SoftMax { scale, max_bias } => {
+            Kernel::SoftMax { scale: *scale, max_bias: *max_bias, mask: None }
+        }
+        Op::Rope(p) => Kernel::RopeOf(*p),
+        Op::Glu { op, .. } if !matches!(op.activation(), UnaryOp::Silu | UnaryOp::Gelu) => {
+            return Err("vectorized rows: a gated unit other than SiLU or GELU");
+        }
+        Op::Glu { op, swapped } => Kernel::Glu {
+            act: if op.activation() == UnaryOp::Silu { ew::silu } else { ew::gelu },
+            swapped: *swapped,
+        },
+        _ => return Err("no vectorized kernel for the op"),
+    };
+    if !rows_ok(dst, DType::F32) || srcs.is_empty() || !rows_ok(&srcs[0], DType::F32) {
+        return Err("vectorized rows: result or first operand not F32 with contiguous rows");
+    }
+    let ne0 = dst.layout.ne[0];
+    let kernel = match kernel {
+        Kernel::Binary(_) => {
+            let b = srcs[1].layout.ne[0];
+            if !rows_ok(&srcs[1], DType::F32) {
+                return Err("vectorized rows: second operand not F32 with contiguous rows");
+            }
+            if b != ne0 && b < MIN_BROADCAST_ROW {
+                return Err("vectorized rows: a broadcast row shorter than 32");
+            }
+            kernel
+        }
+        Kernel::SoftMax { scale, max_bias, .. } => {
+            let mask = match srcs.get(1) {
+                None => None,
+                Some(m) if rows_ok(m, DType::F32) => Some((*m, DType::F32)),
+                Some(m) if rows_ok(m, DType::F16) => Some((*m, DType::F16)),
+                Some(_) => {
+                    return Err("vectorized rows: a mask not F32 or F16 with contiguous rows")
+                }
+            };
+            Kernel::SoftMax { scale, max_bias, mask }
+        }
+        Kernel::RopeOf(p) => {
+            let pos = srcs.get(1).ok_or("ROPE: no positions")?;
+            if pos.layout.dtype != DType::I32
+                || !(p.mode == ROPE_MODE_NORMAL || p.mode == ROPE_MODE_NEOX)
+                || srcs.get(2).is_some_and(|f| f.layout.dtype != DType::F32)
+            {
+                return Err("vectorized rows: ROPE of a mode other than normal or NeoX");
+            }
+            kernel
+        }
+        Kernel::Glu { .. } => {
+            if srcs.get(1).is_some_and(|g| !rows_ok(g, DType::F32)) {
+                return Err("vectorized rows: a gate not F32 with contiguous rows");
+            }
+            kernel
+        }
+        other => other,
+    };
+    let overlap = "vectorized rows: the result overlaps an operand other than in place";
+    let a = operand(dst, srcs[0]).ok_or(overlap)?;
+    let b = match kernel {
+        Kernel::Binary(_) => Some(operand(dst, srcs[1]).ok_or(overlap)?),
+        Kernel::Glu { .. } if srcs.len() > 1 => Some(operand(dst, srcs[1]).ok_or(overlap)?),
+        _ => None,
+    };
+    if let Kernel::SoftMax { mask: Some((m, _)), .. } = &kernel {
+        // The mask is only read; it must not overlap the result at all.
+        if operand(dst, *m).ok_or(overlap)?.aliased {
+            return Err(overlap);
+        }
+    }
+    Ok(Choice { kernel, a, b })
 }
 
 /// Computes `op` with the vectorized rows when its operands allow, split over `threads`;
@@ -109,63 +210,18 @@ pub(super) unsafe fn compute(
     rope_tables: &RopeTables,
     aborted: AbortFn<'_>,
 ) -> Option<Result<()>> {
-    if !rows_ok(&dst, DType::F32) || srcs.is_empty() || !rows_ok(&srcs[0], DType::F32) {
-        return None;
-    }
-    let ne0 = dst.layout.ne[0];
-    let kernel = match op {
-        Op::Unary(UnaryOp::Silu) => Kernel::Unary(ew::silu),
-        Op::Unary(UnaryOp::Gelu) => Kernel::Unary(ew::gelu),
-        Op::Scale { scale, bias } => Kernel::Scale { scale: *scale, bias: *bias },
-        Op::Add | Op::Mul => {
-            let b = srcs[1].layout.ne[0];
-            if !rows_ok(&srcs[1], DType::F32) || (b != ne0 && b < MIN_BROADCAST_ROW) {
-                return None;
-            }
-            Kernel::Binary(if matches!(op, Op::Add) { ew::add } else { ew::mul })
-        }
-        Op::RmsNorm { eps } => Kernel::RmsNorm(*eps),
-        Op::SoftMax { scale, max_bias } => {
-            let mask = match srcs.get(1) {
-                None => None,
-                Some(m) if rows_ok(m, DType::F32) => Some((*m, DType::F32)),
-                Some(m) if rows_ok(m, DType::F16) => Some((*m, DType::F16)),
-                Some(_) => return None,
-            };
-            Kernel::SoftMax { scale: *scale, max_bias: *max_bias, mask }
-        }
-        Op::Rope(p) => {
+    let Choice { kernel, a, b } = choose(op, &dst, srcs).ok()?;
+    let kernel = match kernel {
+        Kernel::RopeOf(p) => {
             let (pos, factors) = (srcs.get(1)?, srcs.get(2));
             // SAFETY: (caller) the positions and factors are valid for reads of their layouts.
-            Kernel::Rope(unsafe { RopeCache::new(p, pos, factors, rope_tables)? })
+            Kernel::Rope(unsafe { RopeCache::new(&p, pos, factors, rope_tables)? })
         }
-        Op::Glu { op, swapped } => {
-            let act: UnaryRow = match op.activation() {
-                UnaryOp::Silu => ew::silu,
-                UnaryOp::Gelu => ew::gelu,
-                _ => return None,
-            };
-            if srcs.get(1).is_some_and(|g| !rows_ok(g, DType::F32)) {
-                return None;
-            }
-            Kernel::Glu { act, swapped: *swapped }
-        }
-        _ => return None,
+        other => other,
     };
-    let a = operand(&dst, srcs[0])?;
-    let b = match kernel {
-        Kernel::Binary(_) => Some(operand(&dst, srcs[1])?),
-        Kernel::Glu { .. } if srcs.len() > 1 => Some(operand(&dst, srcs[1])?),
-        _ => None,
-    };
+    let ne0 = dst.layout.ne[0];
     // src0's row length: dst's, except for a GLU on halves (twice as long).
     let a_len = a.t.layout.ne[0];
-    if let Kernel::SoftMax { mask: Some((m, _)), .. } = &kernel {
-        // The mask is only read; it must not overlap the result at all.
-        if operand(&dst, *m)?.aliased {
-            return None;
-        }
-    }
     let ne = dst.layout.ne;
     let n_rows = ne[1] * ne[2] * ne[3];
     let run = |rows: Range<usize>| -> Result<()> {
@@ -207,6 +263,9 @@ pub(super) unsafe fn compute(
                     unsafe { soft_max_row(x, y, i, ne[2], *scale, *max_bias, mask, &mut tmp)? }
                 }
                 Kernel::Rope(rc) => rc.row(x, y, i[1])?,
+                Kernel::RopeOf(_) => {
+                    return Err(Error::InvalidArgument("ROPE without its table".into()))
+                }
                 Kernel::Glu { act, swapped } => {
                     let (v, g) = match bx {
                         Some(g) => (x, g),

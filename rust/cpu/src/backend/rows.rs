@@ -40,6 +40,26 @@ unsafe fn index(op: &str, idx: &HostTensor, i: [usize; 3], len: usize) -> Result
     }
 }
 
+/// Why [`get_rows`] leaves a GET_ROWS to the reference (`None`: it takes it).
+pub(super) fn get_rows_refusal(
+    dst: &HostTensor,
+    srcs: &[HostTensor],
+    packed: Option<PackLayout>,
+) -> Option<&'static str> {
+    let a = &srcs[0];
+    if packed.is_some() {
+        None
+    } else if dst.layout.dtype != DType::F32 {
+        Some("GET_ROWS rows: the result is not F32")
+    } else if !dense(dst) || !dense(a) {
+        Some("GET_ROWS rows: strided or unaligned rows")
+    } else if a.layout.dtype == DType::I32 {
+        Some("GET_ROWS rows: an I32 table")
+    } else {
+        None
+    }
+}
+
 /// GET_ROWS into an F32 destination; `None` when the layouts do not suit it. `packed`: the
 /// table is a repacked weight matrix stored in that layout (a tied output's embeddings, read
 /// from the copy the output product uses): each row comes out of its group
@@ -59,8 +79,7 @@ pub(super) unsafe fn get_rows(
         // SAFETY: caller's contract.
         return Some(unsafe { get_packed_rows(dst, a, idx, pl) });
     }
-    if dst.layout.dtype != DType::F32 || !dense(&dst) || !dense(&a) || a.layout.dtype == DType::I32
-    {
+    if get_rows_refusal(&dst, srcs, packed).is_some() {
         return None;
     }
     let (na, ni) = (a.layout.ne, idx.layout.ne);
@@ -140,6 +159,24 @@ unsafe fn get_packed_rows(
     Ok(())
 }
 
+/// Why [`set_rows`] leaves a SET_ROWS to the reference (`None`: it takes it).
+pub(super) fn set_rows_refusal(dst: &HostTensor, srcs: &[HostTensor]) -> Option<&'static str> {
+    let b = &srcs[1];
+    let dt = dst.layout.dtype;
+    let quantized = matches!(dt, DType::Q8_0 | DType::Q4_0);
+    // Block rows are written through byte slices: any alignment will do.
+    let dst_ok = if quantized { dst.layout.rows_contiguous() } else { dense(dst) };
+    if !(matches!(dt, DType::F32 | DType::F16) || quantized) {
+        Some("SET_ROWS rows: a destination type other than F32, F16, Q8_0, Q4_0")
+    } else if !dst_ok || !dense(b) {
+        Some("SET_ROWS rows: strided or unaligned rows")
+    } else if b.layout.dtype != DType::F32 {
+        Some("SET_ROWS rows: source rows not F32")
+    } else {
+        None
+    }
+}
+
 /// SET_ROWS from F32 rows into an F32, F16, Q8_0 or Q4_0 destination (the KV cache types;
 /// block types quantized as ggml's `quantize_row_*_ref`); `None` when the layouts do not suit
 /// it.
@@ -151,16 +188,10 @@ unsafe fn get_packed_rows(
 pub(super) unsafe fn set_rows(dst: HostTensor, srcs: &[HostTensor]) -> Option<Result<()>> {
     let (b, idx) = (srcs[1], srcs[2]);
     let dt = dst.layout.dtype;
-    let quantized = matches!(dt, DType::Q8_0 | DType::Q4_0);
-    // Block rows are written through byte slices: any alignment will do.
-    let dst_ok = if quantized { dst.layout.rows_contiguous() } else { dense(&dst) };
-    if !(matches!(dt, DType::F32 | DType::F16) || quantized)
-        || !dst_ok
-        || !dense(&b)
-        || b.layout.dtype != DType::F32
-    {
+    if set_rows_refusal(&dst, srcs).is_some() {
         return None;
     }
+    let quantized = matches!(dt, DType::Q8_0 | DType::Q4_0);
     let row_bytes = dst.layout.row_bytes();
     let (nd, nb, ni) = (dst.layout.ne, b.layout.ne, idx.layout.ne);
     let ne0 = nb[0];

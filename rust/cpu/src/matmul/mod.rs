@@ -294,6 +294,15 @@ pub fn supports(dst: &Layout, a: &Layout, b: &Layout) -> bool {
     check_shapes(dst, a, b).is_ok() && kernels::matmul_kernel(a.dtype).is_ok()
 }
 
+/// The active tier's kernel for weights of `dtype`, repacked in `packed` when set.
+pub(crate) fn kernel_for(dtype: DType, packed: Option<PackLayout>) -> Result<MatKernel> {
+    Ok(match packed {
+        None => kernels::matmul_kernel(dtype)?,
+        Some(pl) => kernels::repack::kernel_for(pl, dtype)
+            .ok_or_else(|| CpuError::TierUnsupported(format!("of repacked layout {pl:?}")))?,
+    })
+}
+
 impl MatMul {
     /// A driver with an empty work buffer.
     pub fn new() -> MatMul {
@@ -335,11 +344,7 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
-        let kernel = match a.packed {
-            None => kernels::matmul_kernel(a.layout.dtype)?,
-            Some(pl) => kernels::repack::kernel_for(pl, a.layout.dtype)
-                .ok_or_else(|| CpuError::TierUnsupported(format!("of repacked layout {pl:?}")))?,
-        };
+        let kernel = kernel_for(a.layout.dtype, a.packed)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.run_kernel(&kernel, threads, dst, a, b, abort) }
     }
@@ -378,11 +383,33 @@ impl MatMul {
         b: TensorRef,
         abort: AbortFn<'_>,
     ) -> Result<()> {
-        let (dl, dp) = dst;
-        let (k, _, _) = check_shapes(&dl, &a.layout, &b.layout)?;
+        let (k, _, _) = check_shapes(&dst.0, &a.layout, &b.layout)?;
         if kernel.weight != a.layout.dtype {
             return Err(Error::InvalidArgument("mul_mat: kernel for another weight type".into()));
         }
+        // SAFETY: forwarded caller contract; the shapes were checked above.
+        unsafe { self.run_planned(kernel, threads, dst, a, b, k, abort) }
+    }
+
+    /// As [`MatMul::run_on`] with the kernel and the shared dimension `k` (`a`'s row length)
+    /// chosen once, when a graph plan was made: no shape rule runs here.
+    ///
+    /// # Safety
+    ///
+    /// As [`MatMul::run`]; besides, the layouts passed [`supports`] and `kernel` is for `a`'s
+    /// weight type (and its repacked layout, when it has one).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn run_planned(
+        &self,
+        kernel: &MatKernel,
+        threads: &Threads<'_>,
+        dst: (Layout, *mut u8),
+        a: TensorRef,
+        b: TensorRef,
+        k: usize,
+        abort: AbortFn<'_>,
+    ) -> Result<()> {
+        let (dl, dp) = dst;
         let mut guard = self.work.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: forwarded caller contract (b's bytes are readable).
         let acts = unsafe { convert::activations(kernel, k, &b, &mut guard, threads)? };
