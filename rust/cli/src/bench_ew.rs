@@ -10,6 +10,7 @@
 //! with each thread count, interleaved run by run; the median of `R` runs (default 20, after 2
 //! warm-ups) is reported in microseconds, with the speed-up over the reference.
 
+use crate::args;
 use std::time::Instant;
 use tessera_core::backend::Backend;
 use tessera_core::op::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
@@ -29,10 +30,6 @@ const OPS: [&str; 10] = [
     "rope_neox",
     "swiglu",
 ];
-
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
-}
 
 /// Builds the graph of `op` on `rows` rows, with its inputs set; returns it and its node.
 fn build(op: &str, rows: usize) -> Result<(Graph, TensorId), String> {
@@ -106,15 +103,9 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// Runs `tessera bench ew <args>`.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let threads: Vec<usize> = flag(args, "--threads")
-        .unwrap_or_else(|| "1,2".into())
-        .split(',')
-        .map(|t| t.trim().parse().map_err(|_| format!("bad thread count {t:?}")))
-        .collect::<Result<_, _>>()?;
-    let runs: usize =
-        flag(args, "--runs").map_or(Ok(20), |r| r.parse()).map_err(|_| "bad --runs")?;
-    let rows: usize =
-        flag(args, "--rows").map_or(Ok(32), |r| r.parse()).map_err(|_| "bad --rows")?;
+    let threads = args::thread_list(args, "1,2")?;
+    let runs = args::count(args, "--runs", 20)?;
+    let rows = args::count(args, "--rows", 32)?;
     let mut backends = threads
         .iter()
         .map(|&t| CpuBackend::new(Some(t)).map_err(|e| e.to_string()))

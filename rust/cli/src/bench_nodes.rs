@@ -13,6 +13,7 @@
 //! and the process's threads (`Threads` of `/proc/self/status`, sampled during the computes,
 //! less the sampling thread).
 
+use crate::args;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,10 +22,6 @@ use tessera_core::sched::Scheduler;
 use tessera_core::tensor_data::set_f32;
 use tessera_core::{DType, Graph, TensorId};
 use tessera_cpu::CpuBackend;
-
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
-}
 
 /// The chain of `nodes` element-wise nodes on vectors of `width`: its graph, its two inputs
 /// and its result.
@@ -63,17 +60,10 @@ fn median(v: &mut [f64]) -> f64 {
 /// Runs `tessera bench nodes <args>`.
 pub fn run(args: &[String]) -> Result<(), String> {
     let e = |e: tessera_core::Error| e.to_string();
-    let threads: Vec<usize> = flag(args, "--threads")
-        .unwrap_or_else(|| "1,2".into())
-        .split(',')
-        .map(|t| t.trim().parse().map_err(|_| format!("bad thread count {t:?}")))
-        .collect::<Result<_, _>>()?;
-    let runs: usize =
-        flag(args, "--runs").map_or(Ok(200), |r| r.parse()).map_err(|_| "bad --runs")?;
-    let nodes: usize =
-        flag(args, "--nodes").map_or(Ok(1000), |r| r.parse()).map_err(|_| "bad --nodes")?;
-    let width: usize =
-        flag(args, "--width").map_or(Ok(16), |r| r.parse()).map_err(|_| "bad --width")?;
+    let threads = args::thread_list(args, "1,2")?;
+    let runs = args::count(args, "--runs", 200)?;
+    let nodes = args::count(args, "--nodes", 1000)?;
+    let width = args::count(args, "--width", 16)?;
     if runs == 0 || nodes == 0 || width == 0 || nodes > 1_000_000 || width > 1 << 20 {
         return Err("--runs, --nodes (up to 1e6) and --width (up to 2^20) must be positive".into());
     }

@@ -3,6 +3,7 @@
 //! library by tests.
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod backend_ops;
 pub mod bench;
 pub mod bench_constrained;

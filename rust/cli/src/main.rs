@@ -2,6 +2,7 @@
 
 use std::io::Write as _;
 use std::process::ExitCode;
+use tessera_cli::args::flag;
 use tessera_cli::{
     backend_ops, bench, bench_constrained, bench_ew, bench_nodes, bench_session, gguf, info, llm,
     perplexity, registry,
@@ -30,10 +31,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn flag(args: &[String], names: &[&str]) -> Option<String> {
-    args.windows(2).find(|w| names.contains(&w[0].as_str())).map(|w| w[1].clone())
 }
 
 fn run(args: &[String]) -> Result<ExitCode, String> {

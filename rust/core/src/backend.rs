@@ -177,6 +177,15 @@ pub trait Buffer: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// The entries `range` of a plan's `steps` (its nodes, or a backend's own per-node steps), or
+/// the error naming the range and the plan's size ([`Backend::graph_plan_compute_range`]).
+pub fn plan_range<T>(steps: &[T], range: std::ops::Range<usize>) -> Result<&[T]> {
+    let n = steps.len();
+    steps
+        .get(range.clone())
+        .ok_or_else(|| Error::InvalidArgument(format!("nodes {range:?} of a plan of {n} nodes")))
+}
+
 /// Checks that `len` bytes from `offset` lie within `size` bytes.
 pub fn check_range(size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
@@ -491,13 +500,7 @@ pub trait Backend: Send {
         plan: &dyn GraphPlan,
         range: std::ops::Range<usize>,
     ) -> Result<()> {
-        let nodes = plan.nodes().get(range.clone()).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "nodes {range:?} of a plan of {} nodes",
-                plan.nodes().len()
-            ))
-        })?;
-        let nodes = nodes.to_vec();
+        let nodes = plan_range(plan.nodes(), range)?.to_vec();
         self.compute_nodes(graph, &nodes)
     }
     /// Computes `nodes` (ids of `graph`, in order) whose operands are already computed.

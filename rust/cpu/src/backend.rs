@@ -95,12 +95,7 @@ impl CpuBackend {
         range: std::ops::Range<usize>,
         aborted: AbortFn<'_>,
     ) -> Result<()> {
-        let steps = plan.steps().get(range.clone()).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "nodes {range:?} of a plan of {} nodes",
-                plan.steps().len()
-            ))
-        })?;
+        let steps = tessera_core::backend::plan_range(plan.steps(), range)?;
         for step in steps {
             if aborted() {
                 return Err(Error::Aborted);

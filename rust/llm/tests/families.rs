@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{argmax, context, load, load_bytes, max_diff, patch, repo_root, tiny_model};
+use common::{argmax, context, load, load_bytes, max_diff, patch, repo_root, set_u32, tiny_model};
 use serde_json::Value;
 use std::sync::Arc;
 use tessera_llm::chat::ChatMessage;
@@ -64,13 +64,6 @@ fn batches_chunks_and_single_tokens_agree() {
         let d = max_diff(reused.last(), fresh.last());
         assert!(d <= BATCH_TOL, "{name}: after a reused prefix, {d} from a fresh context");
     }
-}
-
-/// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
-fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
-    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
 }
 
 fn expect_missing(bytes: Vec<u8>, arch: &str, name: &str) {

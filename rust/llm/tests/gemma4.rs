@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{context, hybrid, load, load_bytes, patch, tiny_model};
+use common::{
+    context, expect_load_error, hybrid, load, patch, set_bool_entry, set_u32, tiny_model,
+};
 use std::sync::Arc;
 use tessera_llm::{LlmError, Model, Rows};
 
@@ -98,27 +100,6 @@ fn a_session_round_trip_continues_bit_for_bit() {
     }
 }
 
-/// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
-fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
-    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-/// Sets the `index`-th entry of the BOOL array `key` (GGUF: key, type 9, item type 7, count).
-fn set_bool_entry(bytes: &mut [u8], key: &str, index: usize, value: bool) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 8], &[9, 0, 0, 0, 7, 0, 0, 0], "{key} is a BOOL array");
-    bytes[at + 16 + index] = u8::from(value);
-}
-
-fn expect(bytes: Vec<u8>, check: impl Fn(&LlmError) -> bool, what: &str) {
-    match load_bytes(bytes) {
-        Err(e) if check(&e) => {}
-        other => panic!("expected {what}, got {:?}", other.err()),
-    }
-}
-
 #[test]
 fn bad_gemma4_files_name_the_tensor_or_key() {
     let original = std::fs::read(tiny_model("tiny-gemma4")).unwrap();
@@ -126,35 +107,55 @@ fn bad_gemma4_files_name_the_tensor_or_key() {
     let key = |key: &'static str| move |e: &LlmError| matches!(e, LlmError::BadHyperParameter { key: k, .. } if k == key);
     let mut b = original.clone();
     patch(&mut b, b"per_layer_token_embd.weight", b"per_layer_token_embd.weighs");
-    expect(b, missing("per_layer_token_embd.weight"), "the per-layer embeddings missing");
+    expect_load_error(
+        b,
+        missing("per_layer_token_embd.weight"),
+        "the per-layer embeddings missing",
+    );
     let mut b = original.clone();
     patch(&mut b, b"blk.4.inp_gate.weight", b"blk.4.inp_gate.weighs");
-    expect(b, missing("blk.4.inp_gate.weight"), "a layer's per-layer gate missing");
+    expect_load_error(b, missing("blk.4.inp_gate.weight"), "a layer's per-layer gate missing");
     let mut b = original.clone();
     patch(&mut b, b"rope_freqs.weight", b"rope_freqs.weighs");
-    expect(b, missing("rope_freqs.weight"), "the global layers' RoPE factors missing");
+    expect_load_error(b, missing("rope_freqs.weight"), "the global layers' RoPE factors missing");
     // No shared layers: layer 3 then writes its own cache, and the file has no attn_k for it.
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.shared_kv_layers", 0);
-    expect(b, missing("blk.3.attn_k.weight"), "a KV layer without its keys");
+    expect_load_error(b, missing("blk.3.attn_k.weight"), "a KV layer without its keys");
     // Two shared layers leave layers 0-3, ending with a global then a sliding one.
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.shared_kv_layers", 2);
-    expect(b, key("gemma4.attention.shared_kv_layers"), "the KV layers ending with a sliding one");
+    expect_load_error(
+        b,
+        key("gemma4.attention.shared_kv_layers"),
+        "the KV layers ending with a sliding one",
+    );
     // Four shared layers leave layers 0 and 1, both sliding: no global layer to share.
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.shared_kv_layers", 4);
-    expect(b, key("gemma4.attention.shared_kv_layers"), "no global layer below the shared ones");
+    expect_load_error(
+        b,
+        key("gemma4.attention.shared_kv_layers"),
+        "no global layer below the shared ones",
+    );
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.shared_kv_layers", 7);
-    expect(b, key("gemma4.attention.shared_kv_layers"), "more shared layers than layers");
+    expect_load_error(
+        b,
+        key("gemma4.attention.shared_kv_layers"),
+        "more shared layers than layers",
+    );
     // Layer 1 made global: its heads are 32 wide where the file has 16.
     let mut b = original.clone();
     set_bool_entry(&mut b, "gemma4.attention.sliding_window_pattern", 1, false);
-    expect(b, key("gemma4.attention.shared_kv_layers"), "the last KV layers both global");
+    expect_load_error(
+        b,
+        key("gemma4.attention.shared_kv_layers"),
+        "the last KV layers both global",
+    );
     let mut b = original.clone();
     set_bool_entry(&mut b, "gemma4.attention.sliding_window_pattern", 0, false);
-    expect(
+    expect_load_error(
         b,
         |e| {
             matches!(e, LlmError::TensorShape { name, expected, found, .. }
@@ -164,7 +165,7 @@ fn bad_gemma4_files_name_the_tensor_or_key() {
     );
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.embedding_length_per_layer_input", 8);
-    expect(
+    expect_load_error(
         b,
         |e| {
             matches!(e, LlmError::TensorShape { name, expected, found, .. }
@@ -174,18 +175,30 @@ fn bad_gemma4_files_name_the_tensor_or_key() {
     );
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.key_length_swa", 0);
-    expect(b, key("gemma4.attention.key_length_swa"), "an empty sliding head");
+    expect_load_error(b, key("gemma4.attention.key_length_swa"), "an empty sliding head");
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.attention.value_length_swa", 8);
-    expect(b, key("gemma4.attention.value_length_swa"), "sliding values of another width");
+    expect_load_error(
+        b,
+        key("gemma4.attention.value_length_swa"),
+        "sliding values of another width",
+    );
     let mut b = original.clone();
     set_u32(&mut b, "gemma4.rope.dimension_count_swa", 18);
-    expect(b, key("gemma4.rope.dimension_count_swa"), "more rotated dimensions than the head");
+    expect_load_error(
+        b,
+        key("gemma4.rope.dimension_count_swa"),
+        "more rotated dimensions than the head",
+    );
     let mut b = original;
     patch(
         &mut b,
         b"gemma4.attention.sliding_window_pattern",
         b"gemma4.attention.sliding_window_patterx",
     );
-    expect(b, key("gemma4.attention.sliding_window_pattern"), "no sliding-window pattern");
+    expect_load_error(
+        b,
+        key("gemma4.attention.sliding_window_pattern"),
+        "no sliding-window pattern",
+    );
 }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{hybrid, load, load_bytes, patch, tiny_model};
+use common::{expect_load_error, hybrid, load, patch, set_i32_entry, set_u32, tiny_model};
 use std::sync::Arc;
 use tessera_llm::{LlmError, Model};
 
@@ -30,28 +30,6 @@ fn a_cancelled_decode_goes_back_to_a_checkpoint() {
     hybrid::a_cancelled_decode_goes_back_to_a_checkpoint(&model());
 }
 
-/// Sets the `index`-th entry of the INT32 array `key` (GGUF: key, type 9, item type 5, count).
-fn set_i32_entry(bytes: &mut [u8], key: &str, index: usize, value: i32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 8], &[9, 0, 0, 0, 5, 0, 0, 0], "{key} is an INT32 array");
-    let v = at + 16 + 4 * index;
-    bytes[v..v + 4].copy_from_slice(&value.to_le_bytes());
-}
-
-/// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
-fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
-    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-fn expect(bytes: Vec<u8>, check: impl Fn(&LlmError) -> bool, what: &str) {
-    match load_bytes(bytes) {
-        Err(e) if check(&e) => {}
-        other => panic!("expected {what}, got {:?}", other.err()),
-    }
-}
-
 #[test]
 fn bad_lfm2_files_name_the_tensor_or_key() {
     let original = std::fs::read(tiny_model("tiny-lfm2")).unwrap();
@@ -59,22 +37,26 @@ fn bad_lfm2_files_name_the_tensor_or_key() {
     let key = |key: &'static str| move |e: &LlmError| matches!(e, LlmError::BadHyperParameter { key: k, .. } if k == key);
     let mut b = original.clone();
     patch(&mut b, b"blk.3.shortconv.conv.weight", b"blk.3.shortconv.conv.weighs");
-    expect(b, missing("blk.3.shortconv.conv.weight"), "the convolution's taps missing");
+    expect_load_error(b, missing("blk.3.shortconv.conv.weight"), "the convolution's taps missing");
     let mut b = original.clone();
     patch(&mut b, b"token_embd_norm.weight", b"token_embd_norm.weighs");
-    expect(b, missing("token_embd_norm.weight"), "the final norm missing");
+    expect_load_error(b, missing("token_embd_norm.weight"), "the final norm missing");
     // Layer 2 made a convolution layer (no KV heads): it has no convolution tensors.
     let mut b = original.clone();
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 2, 0);
-    expect(b, missing("blk.2.shortconv.in_proj.weight"), "a convolution layer without its tensors");
+    expect_load_error(
+        b,
+        missing("blk.2.shortconv.in_proj.weight"),
+        "a convolution layer without its tensors",
+    );
     // Layer 0 made an attention layer: it has no attention tensors.
     let mut b = original.clone();
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 0, 2);
-    expect(b, missing("blk.0.attn_q.weight"), "an attention layer without its tensors");
+    expect_load_error(b, missing("blk.0.attn_q.weight"), "an attention layer without its tensors");
     // Four taps where the file's convolutions have three.
     let mut b = original.clone();
     set_u32(&mut b, "lfm2.shortconv.l_cache", 4);
-    expect(
+    expect_load_error(
         b,
         |e| {
             matches!(e, LlmError::TensorShape { name, expected, found, .. }
@@ -84,17 +66,21 @@ fn bad_lfm2_files_name_the_tensor_or_key() {
     );
     let mut b = original.clone();
     set_u32(&mut b, "lfm2.shortconv.l_cache", 1);
-    expect(b, key("lfm2.shortconv.l_cache"), "one tap");
+    expect_load_error(b, key("lfm2.shortconv.l_cache"), "one tap");
     let mut b = original.clone();
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 4, 4);
-    expect(b, key("lfm2.attention.head_count_kv"), "attention layers of 2 and 4 KV heads");
+    expect_load_error(
+        b,
+        key("lfm2.attention.head_count_kv"),
+        "attention layers of 2 and 4 KV heads",
+    );
     let mut b = original.clone();
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 1, -1);
-    expect(b, key("lfm2.attention.head_count_kv"), "a negative head count");
+    expect_load_error(b, key("lfm2.attention.head_count_kv"), "a negative head count");
     let mut b = original;
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 2, 3);
     set_i32_entry(&mut b, "lfm2.attention.head_count_kv", 4, 3);
-    expect(b, key("lfm2.attention.head_count_kv"), "3 KV heads for 4 query heads");
+    expect_load_error(b, key("lfm2.attention.head_count_kv"), "3 KV heads for 4 query heads");
 }
 
 /// The file's template (the official LFM2.5-Instruct one) renders what Python's jinja2 rendered

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{hybrid, load, load_bytes, patch, tiny_model};
+use common::{expect_load_error, hybrid, load, patch, set_i32_entry, set_u32, tiny_model};
 use std::sync::Arc;
 use tessera_llm::{LlmError, Model};
 
@@ -30,28 +30,6 @@ fn a_cancelled_decode_goes_back_to_a_checkpoint() {
     hybrid::a_cancelled_decode_goes_back_to_a_checkpoint(&model());
 }
 
-/// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
-fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
-    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-/// Sets the `index`-th entry of the INT32 array `key` (GGUF: key, type 9, item type 5, count).
-fn set_i32_entry(bytes: &mut [u8], key: &str, index: usize, value: i32) {
-    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
-    assert_eq!(&bytes[at..at + 8], &[9, 0, 0, 0, 5, 0, 0, 0], "{key} is an INT32 array");
-    let v = at + 16 + 4 * index;
-    bytes[v..v + 4].copy_from_slice(&value.to_le_bytes());
-}
-
-fn expect(bytes: Vec<u8>, check: impl Fn(&LlmError) -> bool, what: &str) {
-    match load_bytes(bytes) {
-        Err(e) if check(&e) => {}
-        other => panic!("expected {what}, got {:?}", other.err()),
-    }
-}
-
 #[test]
 fn bad_qwen35_files_name_the_tensor_or_key() {
     let original = std::fs::read(tiny_model("tiny-qwen35")).unwrap();
@@ -59,21 +37,21 @@ fn bad_qwen35_files_name_the_tensor_or_key() {
     let key = |key: &'static str| move |e: &LlmError| matches!(e, LlmError::BadHyperParameter { key: k, .. } if k == key);
     let mut b = original.clone();
     patch(&mut b, b"blk.3.ssm_conv1d.weight", b"blk.3.ssm_conv1d.weighs");
-    expect(b, missing("blk.3.ssm_conv1d.weight"), "the convolution's taps missing");
+    expect_load_error(b, missing("blk.3.ssm_conv1d.weight"), "the convolution's taps missing");
     let mut b = original.clone();
     patch(&mut b, b"blk.1.ssm_a", b"blk.1.ssm_b");
-    expect(b, missing("blk.1.ssm_a"), "the decay scale missing");
+    expect_load_error(b, missing("blk.1.ssm_a"), "the decay scale missing");
     let mut b = original.clone();
     patch(&mut b, b"blk.5.post_attention_norm.weight", b"blk.5.post_attention_norm.weighs");
-    expect(b, missing("blk.5.post_attention_norm.weight"), "the FFN's norm missing");
+    expect_load_error(b, missing("blk.5.post_attention_norm.weight"), "the FFN's norm missing");
     // Every second layer full attention: layer 1 (a delta-net in the file) has no attn_q.
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.full_attention_interval", 2);
-    expect(b, missing("blk.1.attn_q.weight"), "an attention layer without its tensors");
+    expect_load_error(b, missing("blk.1.attn_q.weight"), "an attention layer without its tensors");
     // Five taps where the file's convolutions have four.
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.ssm.conv_kernel", 5);
-    expect(
+    expect_load_error(
         b,
         |e| {
             matches!(e, LlmError::TensorShape { name, expected, found, .. }
@@ -83,23 +61,31 @@ fn bad_qwen35_files_name_the_tensor_or_key() {
     );
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.ssm.conv_kernel", 1);
-    expect(b, key("qwen35.ssm.conv_kernel"), "one tap");
+    expect_load_error(b, key("qwen35.ssm.conv_kernel"), "one tap");
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.ssm.inner_size", 48);
-    expect(b, key("qwen35.ssm.inner_size"), "an inner size other than value heads x state");
+    expect_load_error(
+        b,
+        key("qwen35.ssm.inner_size"),
+        "an inner size other than value heads x state",
+    );
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.ssm.group_count", 3);
-    expect(b, key("qwen35.ssm.time_step_rank"), "4 value heads over 3 key heads");
+    expect_load_error(b, key("qwen35.ssm.time_step_rank"), "4 value heads over 3 key heads");
     let mut b = original.clone();
     set_u32(&mut b, "qwen35.ssm.state_size", 0);
-    expect(b, key("qwen35.ssm.state_size"), "an empty state");
+    expect_load_error(b, key("qwen35.ssm.state_size"), "an empty state");
     // Sections [2, 0, 1, 0] leave rotated pair 1 of 4 to the fourth (vision) position.
     let mut b = original.clone();
     set_i32_entry(&mut b, "qwen35.rope.dimension_sections", 1, 0);
-    expect(b, key("qwen35.rope.dimension_sections"), "sections not covering the rotation");
+    expect_load_error(
+        b,
+        key("qwen35.rope.dimension_sections"),
+        "sections not covering the rotation",
+    );
     let mut b = original;
     set_i32_entry(&mut b, "qwen35.rope.dimension_sections", 2, -1);
-    expect(b, key("qwen35.rope.dimension_sections"), "a negative section");
+    expect_load_error(b, key("qwen35.rope.dimension_sections"), "a negative section");
 }
 
 /// The file's template (Qwen3.5-4B's, from the llama-cpp-python source package) renders what

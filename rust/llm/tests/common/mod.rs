@@ -81,6 +81,37 @@ pub fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
     bytes[at..at + to.len()].copy_from_slice(to);
 }
 
+/// Sets the u32 metadata value of `key` (GGUF: key, type 4, value).
+pub fn set_u32(bytes: &mut [u8], key: &str, value: u32) {
+    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
+    assert_eq!(&bytes[at..at + 4], &[4, 0, 0, 0], "{key} is a u32");
+    bytes[at + 4..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Sets the `index`-th entry of the INT32 array `key` (GGUF: key, type 9, item type 5, count).
+pub fn set_i32_entry(bytes: &mut [u8], key: &str, index: usize, value: i32) {
+    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
+    assert_eq!(&bytes[at..at + 8], &[9, 0, 0, 0, 5, 0, 0, 0], "{key} is an INT32 array");
+    let v = at + 16 + 4 * index;
+    bytes[v..v + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Sets the `index`-th entry of the BOOL array `key` (GGUF: key, type 9, item type 7, count).
+pub fn set_bool_entry(bytes: &mut [u8], key: &str, index: usize, value: bool) {
+    let at = bytes.windows(key.len()).position(|w| w == key.as_bytes()).expect("key") + key.len();
+    assert_eq!(&bytes[at..at + 8], &[9, 0, 0, 0, 7, 0, 0, 0], "{key} is a BOOL array");
+    bytes[at + 16 + index] = u8::from(value);
+}
+
+/// Loads the model file `bytes` and checks that it fails with an error `check` accepts
+/// (`what`: the expected error, for the message).
+pub fn expect_load_error(bytes: Vec<u8>, check: impl Fn(&LlmError) -> bool, what: &str) {
+    match load_bytes(bytes) {
+        Err(e) if check(&e) => {}
+        other => panic!("expected {what}, got {:?}", other.err()),
+    }
+}
+
 /// The Gemma 3 270M Q4_K_M file.
 pub fn gemma_path() -> PathBuf {
     if let Some(p) = std::env::var_os("TESSERA_GEMMA_GGUF") {
