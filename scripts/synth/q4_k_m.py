@@ -7,9 +7,13 @@ llama-cpp-python 0.3.36), written again for the dense architectures the syntheti
 - Tensors are visited in llama-quantize's order: tensors outside the blocks first, then block by
   block, each group by name (the loader's `weight_name_comparer`). The counters below follow that
   order.
-- Quantized: tensors of two or more dimensions whose name ends in `weight`, except norms (and
-  the other exclusions of `tensor_allows_quantization` that these architectures never have).
-  Everything else keeps its type (F32).
+- Quantized: tensors of two or more dimensions whose name ends in `weight`, except norms, the
+  convolutions' taps (`ssm_conv1d`, `shortconv.conv.weight`: Qwen 3.5's and LFM2's) and the
+  other exclusions of `tensor_allows_quantization` that these architectures never have.
+  Everything else keeps its type (F32). The other new kinds of LFM2 and Qwen 3.5 have no rule
+  of their own: `shortconv.in_proj` / `out_proj`, `attn_gate`, `ssm_alpha`, `ssm_beta` and
+  `ssm_out` are "other" (Q4_K), and Qwen 3.5's delta-net `attn_qkv` is counted with `attn_v`
+  (its category is attention-V-like), as llama-quantize does.
 - `output.weight`, and `token_embd.weight` when there is no `output.weight` (tied embeddings):
   Q8_0 when the row length is not a multiple of 256 (or for Falcon), else Q6_K.
 - `token_embd.weight` of an untied model: the default, Q4_K.
@@ -66,7 +70,8 @@ def allows_quantization(name: str, n_dims: int) -> bool:
     """Whether llama-quantize quantizes this tensor (the exclusions these architectures meet)."""
     if n_dims < 2 or not name.endswith("weight"):
         return False
-    excluded = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj")
+    excluded = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
+                "ssm_conv1d", "shortconv.conv.weight")
     return not any(part in name for part in excluded) and name not in (
         "position_embd.weight",
         "token_types.weight",

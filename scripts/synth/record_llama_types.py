@@ -6,7 +6,7 @@ rules of q4_k_m.py against).
 Usage (an interpreter with llama-cpp-python 0.3.36 and gguf, e.g. the anchor's):
     /tmp/anchor/venv/bin/python scripts/synth/record_llama_types.py [--sdist TARBALL]
 
-For each shape (at its real layer count, and at 2 and 5 layers) it writes a sparse F16 twin
+For each shape (at its real layer count, at 5 layers and at its test_layers) it writes a sparse F16 twin
 (synth_model.py --twin: the header, then a hole as long as the data) and runs llama.cpp's
 llama_model_quantize with ftype MOSTLY_Q4_K_M and dry_run on it, which decides every tensor's
 type as a real quantization does and logs it without quantizing; its log (on standard error)
@@ -77,8 +77,8 @@ def main() -> None:
     out: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, s in sm.SHAPES.items():
-            tok = sm.tokenizer_fields(sm.vocab_file(s, args), s.n_vocab)
-            for layers in sorted({s.n_layer, 2, 5}):
+            tok = sm.shape_tokenizer(s, args)
+            for layers in sorted({s.n_layer, s.test_layers, 5}):
                 path = Path(tmp) / f"{name}-{layers}.gguf"
                 sm.write_twin(s, path, layers, tok)
                 types = dry_run(path)

@@ -18,7 +18,9 @@ same shape (no data on disk), the input llama-quantize's dry run takes (record_l
 The shapes are the real models' hyper-parameters (their Hugging Face configs and the GGUF
 files llama.cpp's converter writes from them): widths, heads, layers, feed-forward width,
 RoPE bases (Llama 3's frequency factors as rope_freqs.weight, from its rope_scaling), context
-length, tied output (no output.weight: the token embeddings serve as output, as in all three).
+length, tied output (no output.weight: the token embeddings serve as output, as in all of them);
+LFM2's layer pattern (short convolutions and attention) and Qwen 3.5's (gated delta-nets and
+gated full attention) with their tensors as llama.cpp's loader names them.
 The vocabularies are real:
   llama-3.2-1b   llama.cpp's models/ggml-vocab-llama-bpe.gguf (Llama 3's tokenizer, 128256
                  tokens = Llama 3.2's vocab_size) from the llama-cpp-python 0.3.36 sdist
@@ -27,6 +29,13 @@ The vocabularies are real:
   gemma-3-1b     the tokenizer of Gemma 3 270M (target/models/gemma3-270m-q4_k_m.gguf from
                  scripts/setup.sh), which is Gemma 3's one tokenizer (262144 tokens, = the 1B's
                  vocab_size)
+and, where the sdist lacks the family's own vocabulary, stand-ins of the right size
+(standin_vocab):
+  lfm2-350m      LFM2's vocabulary (65536 tokens) is in no package the project fetches: Llama 3's
+                 BPE cut to 65536 tokens, pre-tokenizer lfm2, LFM2's special tokens
+  qwen3.5-0.8b   models/ggml-vocab-qwen35.gguf (llama.cpp's Qwen 3.5 tokenizer test file:
+                 151936 tokens, pre-tokenizer qwen35) padded with unused tokens to Qwen 3.5's
+                 248320
 The sdist is taken from --sdist, else target/downloads/, else fetched there from PyPI (the URL
 its simple index lists, sha256 pinned).
 
@@ -36,7 +45,8 @@ with any NumPy), block scales chosen so that a row's values have a standard devi
 1/sqrt(row length) (0.02 for the token embeddings), finite everywhere, with sub-block scales
 spanning the upper half of their range as llama.cpp's quantizers fill it (so block scales d are
 as small as real files', subnormal F16 in some Q6_K and Q4_K tensors as there); norms 1, biases
-small.
+small, convolution taps (F32, as llama-quantize leaves them) uniform of standard deviation
+1/sqrt(taps), Qwen 3.5's ssm_a (= -exp(A_log)) between -1 and -0.1.
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from q4_k_m import Tensor, q4_k_m_types, sort_key  # noqa: E402
+from q4_k_m import Tensor, allows_quantization, q4_k_m_types, sort_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SDIST_NAME = "llama_cpp_python-0.3.36.tar.gz"
@@ -97,6 +107,18 @@ class Shape:
     qkv_bias: bool = False
     extra: dict = field(default_factory=dict)  # further GGUF keys (without the arch prefix)
     llama3_rope: dict | None = None  # Llama 3 rope_scaling -> rope_freqs.weight
+    attn_layers: tuple[int, ...] | None = None  # LFM2: the attention layers (the rest convolve)
+    l_cache: int = 0  # LFM2: the short convolutions' taps
+    ssm: dict | None = None  # Qwen 3.5: the gated delta-nets' sizes
+    test_layers: int = 2  # the layers of test_synth.py's small model of the shape
+
+    def layer_kind(self, il: int) -> str:
+        """"attn", "conv" (LFM2's short convolution) or "deltanet" (Qwen 3.5's gated delta-net)."""
+        if self.attn_layers is not None:
+            return "attn" if il in self.attn_layers else "conv"
+        if self.ssm is not None:
+            return "attn" if (il + 1) % self.ssm["full_attention_interval"] == 0 else "deltanet"
+        return "attn"
 
     def file_name(self, layers: int | None) -> str:
         return f"synth-{self.name}-q4_k_m" + (f"-{layers}l" if layers else "") + ".gguf"
@@ -131,6 +153,38 @@ SHAPES = {
             1e-6, 1000000.0, "gemma",
             extra={"attention.sliding_window": 512},
         ),
+        # LiquidAI/LFM2-350M: hidden 1024, 16 layers, full_attn_idxs [2, 5, 8, 10, 12, 14] (the
+        # other 10 are gated short convolutions, conv_L_cache 3 taps), 16 / 8 heads of 64 with
+        # Q/K RMS norms, block_ff_dim 6656 auto-adjusted (int(2 * 6656 / 3) = 4437, times
+        # block_ffn_dim_multiplier 1.0, rounded up to block_multiple_of 256) to 4608,
+        # rope_theta 1e6, max_position_embeddings 128000, norm_eps 1e-5, vocab 65536, tied
+        # embeddings; the final norm is token_embd_norm in llama.cpp's names.
+        Shape(
+            "lfm2-350m", "LFM2 350M", "lfm2", 1024, 16, 16, 8, 64, 4608, 65536, 128000,
+            1e-5, 1000000.0, "lfm2-standin",
+            extra={"rope.dimension_count": 64, "shortconv.l_cache": 3, "vocab_size": 65536},
+            attn_layers=(2, 5, 8, 10, 12, 14), l_cache=3, test_layers=3,
+        ),
+        # Qwen/Qwen3.5-0.8B (text model): hidden 1024, 24 layers, full_attention_interval 4
+        # (layers 3, 7, ..., 23 gated full attention, the other 18 gated delta-nets),
+        # attention 8 / 2 heads of 256 with attn_output_gate (attn_q twice as wide) and Q/K
+        # norms, partial_rotary_factor 0.25 (64 of 256 dimensions rotated), mrope_section
+        # [11, 11, 10], rope_theta 1e7; delta-nets linear_conv_kernel_dim 4, 16 key heads and
+        # 16 value heads of 128; intermediate 3584, max_position_embeddings 262144,
+        # rms_norm_eps 1e-6, vocab 248320, tied embeddings. GGUF keys as llama.cpp's converter
+        # writes them: ssm.state_size = key head dim, group_count = key heads, time_step_rank =
+        # value heads, inner_size = value heads x value head dim.
+        Shape(
+            "qwen3.5-0.8b", "Qwen3.5 0.8B", "qwen35", 1024, 24, 8, 2, 256, 3584, 248320, 262144,
+            1e-6, 10000000.0, "qwen35-padded",
+            extra={"rope.dimension_count": 64, "rope.dimension_sections": [11, 11, 10, 0],
+                   "full_attention_interval": 4, "ssm.conv_kernel": 4, "ssm.state_size": 128,
+                   "ssm.group_count": 16, "ssm.time_step_rank": 16, "ssm.inner_size": 2048,
+                   "vocab_size": 248320},
+            ssm={"full_attention_interval": 4, "d_conv": 4, "head_k_dim": 128, "n_k_heads": 16,
+                 "head_v_dim": 128, "n_v_heads": 16},
+            test_layers=4,
+        ),
     ]
 }
 
@@ -139,11 +193,15 @@ def tensor_list(s: Shape, n_layer: int) -> list[Tensor]:
     """Every tensor of the shape (ggml `ne` order), in llama-quantize's order."""
     e, hd = s.n_embd, s.head_dim
     nq, nkv = s.n_head * hd, s.n_head_kv * hd
-    ts = [Tensor("token_embd.weight", (e, s.n_vocab)), Tensor("output_norm.weight", (e,))]
+    final_norm = "token_embd_norm.weight" if s.arch == "lfm2" else "output_norm.weight"
+    ts = [Tensor("token_embd.weight", (e, s.n_vocab)), Tensor(final_norm, (e,))]
     if s.llama3_rope:
         ts.append(Tensor("rope_freqs.weight", (hd // 2,)))
     for il in range(n_layer):
         b = f"blk.{il}."
+        if s.arch in ("lfm2", "qwen35"):
+            ts += hybrid_layer(s, b, s.layer_kind(il))
+            continue
         ts += [
             Tensor(b + "attn_norm.weight", (e,)),
             Tensor(b + "attn_q.weight", (e, nq)),
@@ -165,6 +223,44 @@ def tensor_list(s: Shape, n_layer: int) -> list[Tensor]:
     return sorted(ts, key=lambda t: sort_key(t.name))
 
 
+def hybrid_layer(s: Shape, b: str, kind: str) -> list[Tensor]:
+    """One LFM2 or Qwen 3.5 layer (prefix b), in the names and shapes of llama.cpp's loader."""
+    e, hd = s.n_embd, s.head_dim
+    nq, nkv = s.n_head * hd, s.n_head_kv * hd
+    ffn = [Tensor(b + "ffn_gate.weight", (e, s.n_ff)), Tensor(b + "ffn_up.weight", (e, s.n_ff)),
+           Tensor(b + "ffn_down.weight", (s.n_ff, e))]
+    # Qwen 3.5's full attention: attn_q holds each head's query then its output gate.
+    q_width = 2 * nq if s.arch == "qwen35" else nq
+    attn = [Tensor(b + "attn_q.weight", (e, q_width)), Tensor(b + "attn_k.weight", (e, nkv)),
+            Tensor(b + "attn_v.weight", (e, nkv)), Tensor(b + "attn_q_norm.weight", (hd,)),
+            Tensor(b + "attn_k_norm.weight", (hd,)), Tensor(b + "attn_output.weight", (nq, e))]
+    ts = [Tensor(b + "attn_norm.weight", (e,))]
+    if s.arch == "lfm2":
+        if kind == "conv":
+            ts += [Tensor(b + "shortconv.in_proj.weight", (e, 3 * e)),
+                   Tensor(b + "shortconv.conv.weight", (s.l_cache, e)),
+                   Tensor(b + "shortconv.out_proj.weight", (e, e))]
+        else:
+            ts += attn
+        return ts + [Tensor(b + "ffn_norm.weight", (e,))] + ffn
+    if kind == "deltanet":
+        d = s.ssm
+        assert d is not None
+        key_dim = d["head_k_dim"] * d["n_k_heads"]
+        value_dim = d["head_v_dim"] * d["n_v_heads"]
+        conv_dim = 2 * key_dim + value_dim
+        ts += [Tensor(b + "attn_qkv.weight", (e, conv_dim)), Tensor(b + "attn_gate.weight", (e, value_dim)),
+               Tensor(b + "ssm_conv1d.weight", (d["d_conv"], conv_dim)),
+               Tensor(b + "ssm_dt.bias", (d["n_v_heads"],)), Tensor(b + "ssm_a", (d["n_v_heads"],)),
+               Tensor(b + "ssm_beta.weight", (e, d["n_v_heads"])),
+               Tensor(b + "ssm_alpha.weight", (e, d["n_v_heads"])),
+               Tensor(b + "ssm_norm.weight", (d["head_v_dim"],)),
+               Tensor(b + "ssm_out.weight", (value_dim, e))]
+    else:
+        ts += attn
+    return ts + [Tensor(b + "post_attention_norm.weight", (e,))] + ffn
+
+
 def metadata(s: Shape, n_layer: int) -> list[tuple[str, object, VT]]:
     """The model's GGUF keys (without the tokenizer's)."""
     a = s.arch
@@ -177,14 +273,17 @@ def metadata(s: Shape, n_layer: int) -> list[tuple[str, object, VT]]:
         (f"{a}.block_count", n_layer, VT.UINT32),
         (f"{a}.feed_forward_length", s.n_ff, VT.UINT32),
         (f"{a}.attention.head_count", s.n_head, VT.UINT32),
-        (f"{a}.attention.head_count_kv", s.n_head_kv, VT.UINT32),
+        # LFM2: per layer, 0 in the convolution layers
+        (f"{a}.attention.head_count_kv", s.n_head_kv, VT.UINT32) if s.attn_layers is None else
+        (f"{a}.attention.head_count_kv",
+         [s.n_head_kv if s.layer_kind(il) == "attn" else 0 for il in range(n_layer)], VT.ARRAY),
         (f"{a}.rope.freq_base", s.rope_base, VT.FLOAT32),
         (f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps, VT.FLOAT32),
     ]
     if s.head_dim != s.n_embd // s.n_head or a in ("llama", "gemma3"):
         kv += [(f"{a}.attention.key_length", s.head_dim, VT.UINT32),
                (f"{a}.attention.value_length", s.head_dim, VT.UINT32)]
-    kv += [(f"{a}.{k}", v, VT.UINT32) for k, v in s.extra.items()]
+    kv += [(f"{a}.{k}", v, VT.ARRAY if isinstance(v, list) else VT.UINT32) for k, v in s.extra.items()]
     kv += [("general.file_type", LLAMA_FTYPE_MOSTLY_Q4_K_M, VT.UINT32),
            ("general.quantization_version", 2, VT.UINT32)]
     return kv
@@ -261,7 +360,12 @@ def sdist_vocab(name: str, sdist: str | None) -> Path:
     return out
 
 
+STANDIN_SOURCE = {"lfm2-standin": "ggml-vocab-llama-bpe.gguf", "qwen35-padded": "ggml-vocab-qwen35.gguf"}
+
+
 def vocab_file(s: Shape, args: argparse.Namespace) -> Path:
+    if s.vocab in STANDIN_SOURCE:
+        return sdist_vocab(STANDIN_SOURCE[s.vocab], args.sdist)
     if s.vocab == "gemma":
         if args.gemma_vocab:
             return Path(args.gemma_vocab)
@@ -271,6 +375,11 @@ def vocab_file(s: Shape, args: argparse.Namespace) -> Path:
             sys.exit(f"synth: the Gemma 3 tokenizer comes from {p}: run scripts/setup.sh demo")
         return p
     return sdist_vocab(s.vocab.split(":", 1)[1], args.sdist)
+
+
+def shape_tokenizer(s: Shape, args: argparse.Namespace) -> list[tuple[str, object, VT, VT | None]]:
+    """The shape's tokenizer.* keys: its vocabulary's file, or the stand-in made from it."""
+    return tokenizer_fields(vocab_file(s, args), s.n_vocab, s.vocab if s.vocab in STANDIN_SOURCE else None)
 
 
 # GGUF value types: struct format of the fixed-size ones.
@@ -345,9 +454,69 @@ def weight_bytes_per_token(path: Path) -> int:
     return total
 
 
-def tokenizer_fields(path: Path, n_vocab: int) -> list[tuple[str, object, VT, VT | None]]:
-    """The tokenizer.* keys of a GGUF file, byte for byte; checks the vocabulary's size."""
+TOKEN_CONTROL, TOKEN_UNUSED = 3, 5  # llama.cpp's token types
+
+
+def standin_vocab(kind: str, fields: list, n_vocab: int) -> list[tuple[str, object, VT, VT | None]]:
+    """The stand-in vocabularies of the right size where the sdist lacks the family's own.
+
+    qwen35-padded: llama.cpp's Qwen 3.5 tokenizer test vocabulary (ggml-vocab-qwen35.gguf, 151936
+    tokens: Qwen 2's tokens, pre-tokenizer qwen35), padded with "[PAD<id>]" tokens of type
+    UNUSED to Qwen 3.5's 248320 (as llama.cpp's converter pads a vocabulary to the model's
+    vocab_size), <|im_end|> (151645) as EOS and no BOS added, as tiny-qwen35 has it.
+    lfm2-standin: LFM2's own vocabulary (65536 tokens) is in no package the project fetches:
+    Llama 3's byte-level BPE (ggml-vocab-llama-bpe.gguf) cut to its first 65536 tokens (the
+    merges kept where both halves and the result are among them), LFM2's pre-tokenizer name
+    (lfm2, which llama.cpp maps to Llama 3's split) and LFM2's special tokens written over the
+    last three ids (<|startoftext|> as BOS, <|im_start|>, <|im_end|> as EOS, CONTROL type).
+    """
+    out = []
+    keep = None
+    for key, val, vt, sub in fields:
+        if kind == "qwen35-padded":
+            if key == "tokenizer.ggml.tokens":
+                val = list(val) + [f"[PAD{i}]".encode() for i in range(len(val), n_vocab)]
+            elif key == "tokenizer.ggml.token_type":
+                val = list(val) + [TOKEN_UNUSED] * (n_vocab - len(val))
+            elif key == "tokenizer.ggml.eos_token_id":
+                val = 151645
+        elif kind == "lfm2-standin":
+            if key == "tokenizer.ggml.tokens":
+                val = list(val[:n_vocab])
+                val[n_vocab - 3:] = [b"<|startoftext|>", b"<|im_start|>", b"<|im_end|>"]
+                keep = set(val)
+            elif key == "tokenizer.ggml.token_type":
+                val = list(val[:n_vocab])
+                val[n_vocab - 3:] = [TOKEN_CONTROL] * 3
+            elif key == "tokenizer.ggml.merges":
+                assert keep is not None, "the merges come after the tokens"
+                kept = []
+                for m in val:
+                    a, _, b = m.partition(b" ")
+                    if a in keep and b in keep and a + b in keep:
+                        kept.append(m)
+                val = kept
+            elif key == "tokenizer.ggml.pre":
+                val = b"lfm2"
+            elif key == "tokenizer.ggml.bos_token_id":
+                val = n_vocab - 3
+            elif key == "tokenizer.ggml.eos_token_id":
+                val = n_vocab - 1
+        out.append((key, val, vt, sub))
+    keys = {k for k, _, _, _ in out}
+    if kind == "qwen35-padded" and "tokenizer.ggml.add_bos_token" not in keys:
+        out.append(("tokenizer.ggml.add_bos_token", False, VT.BOOL, None))
+    if kind == "lfm2-standin" and "tokenizer.ggml.add_bos_token" not in keys:
+        out.append(("tokenizer.ggml.add_bos_token", True, VT.BOOL, None))
+    return out
+
+
+def tokenizer_fields(path: Path, n_vocab: int, standin: str | None = None) -> list[tuple[str, object, VT, VT | None]]:
+    """The tokenizer.* keys of a GGUF file, byte for byte (or made into a stand-in of n_vocab
+    tokens: standin_vocab); checks the vocabulary's size."""
     out = [kv for kv in read_header(path)[0] if kv[0].startswith("tokenizer.")]
+    if standin is not None:
+        out = standin_vocab(standin, out, n_vocab)
     tokens = next((v for k, v, _, _ in out if k == "tokenizer.ggml.tokens"), None)
     if tokens is None or len(tokens) != n_vocab:
         sys.exit(f"synth: {path}: {0 if tokens is None else len(tokens)} tokens, the shape needs {n_vocab}")
@@ -423,9 +592,17 @@ def tensor_data(s: Shape, t: Tensor, qtype: str, seed: int) -> np.ndarray:
     if qtype == "F32":
         if t.name == "rope_freqs.weight":
             return llama3_rope_factors(s)
+        n = math.prod(t.ne)
+        uniform = random_bytes(rng, 4 * n).view("<u4").astype(np.float64) / 2**32  # in [0, 1)
         if t.name.endswith(".bias"):
-            raw = random_bytes(rng, 4 * t.ne[0]).view("<u4").astype(np.float64) / 2**32
-            return ((raw - 0.5) * 0.04).astype(np.float32)
+            return ((uniform - 0.5) * 0.04).astype(np.float32)
+        if t.name.endswith(".ssm_a"):
+            # A = -exp(A_log) as the converter stores it: decays exp(A dt) between exp(-1) and
+            # exp(-0.1) per unit of dt
+            return (-np.exp(np.log(0.1) + uniform * (0.0 - np.log(0.1)))).astype(np.float32)
+        if len(t.ne) == 2:
+            # the convolutions' taps (ssm_conv1d, shortconv.conv): uniform, std 1/sqrt(taps)
+            return ((uniform - 0.5) * math.sqrt(12 / t.ne[0])).reshape(t.ne[::-1]).astype(np.float32)
         return np.ones(t.ne[0], dtype=np.float32)
     cols, rows = t.ne
     per_row = cols // gguf.GGML_QUANT_SIZES[QT_OF[qtype]][0]
@@ -478,9 +655,10 @@ def write_twin(s: Shape, path: Path, n_layer: int, tok: list) -> None:
     w.kv_data[0]["general.file_type"] = gguf.GGUFValue(1, VT.UINT32)  # MOSTLY_F16
     total = 0
     for t in ts:
-        if len(t.ne) == 1:
-            w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float32), 4 * t.ne[0])
-            nbytes = 4 * t.ne[0]
+        if len(t.ne) == 1 or not allows_quantization(t.name, len(t.ne)):
+            # F32 as the converter stores vectors and the convolutions' taps
+            nbytes = 4 * math.prod(t.ne)
+            w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float32), nbytes)
         else:
             nbytes = 2 * math.prod(t.ne)
             w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float16), nbytes)
@@ -571,7 +749,7 @@ def main() -> None:
             print(f"{n}\t{path}")
             continue
         if args.force or not path.exists():
-            tok = tokenizer_fields(vocab_file(s, args), s.n_vocab)
+            tok = shape_tokenizer(s, args)
             if args.twin:
                 write_twin(s, path, n_layer, tok)
             else:

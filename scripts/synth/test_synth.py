@@ -4,11 +4,12 @@
 Usage: python scripts/synth/test_synth.py [--tessera PATH] [--keep DIR]
 
 1. The Q4_K_M type rules (q4_k_m.py) against llama.cpp: every tensor of every shape, at its
-   real layer count and at 2 and 5 layers, gets the type that llama.cpp's llama_model_quantize
+   real layer count, at 5 layers and at its test_layers (2; 3 for LFM2 and 4 for Qwen 3.5, the
+   fewest with an attention layer that Tessera accepts), gets the type that llama.cpp's llama_model_quantize
    picked in a dry run (llama-quantize-q4_k_m.json, recorded by record_llama_types.py).
 2. The same rules against a real llama-quantize output: the tensors of Gemma 3 270M Q4_K_M
    (TESSERA_GEMMA_GGUF, else target/models/gemma3-270m-q4_k_m.gguf), read with gguf-py.
-3. Each shape written with 2 layers (synth_model.py --layers 2) reads back right with gguf-py
+3. Each shape written with its test_layers (synth_model.py --layers N) reads back right with gguf-py
    (metadata, vocabulary size, tensor names, shapes and types, dequantized samples finite and of
    the intended scale), is written byte for byte the same by a second run, and (with --tessera)
    loads and generates with Tessera (`tessera run`).
@@ -43,8 +44,9 @@ def check(ok: bool, what: str, detail: object = "") -> None:
 
 def test_rules_match_llama_cpp() -> None:
     recorded = json.loads((HERE / "llama-quantize-q4_k_m.json").read_text())["types"]
-    want_keys = {f"{n}/{layers}" for n, s in sm.SHAPES.items() for layers in {s.n_layer, 2, 5}}
-    check(set(recorded) == want_keys, "the fixture covers every shape at 2, 5 and all layers", sorted(recorded))
+    want_keys = {f"{n}/{layers}" for n, s in sm.SHAPES.items() for layers in {s.n_layer, s.test_layers, 5}}
+    check(set(recorded) == want_keys, "the fixture covers every shape at its test layers, 5 and all layers",
+          sorted(recorded))
     for key, want in sorted(recorded.items()):
         name, layers = key.split("/")
         s = sm.SHAPES[name]
@@ -71,17 +73,18 @@ def test_written_models(tessera: str | None, keep: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(keep or tmp)
         for name, s in sm.SHAPES.items():
-            args = [sys.executable, str(HERE / "synth_model.py"), name, "--layers", "2", "--force"]
+            n = s.test_layers
+            args = [sys.executable, str(HERE / "synth_model.py"), name, "--layers", str(n), "--force"]
             r = subprocess.run(args + ["--out", str(out), "--check"], capture_output=True, text=True)
-            check(r.returncode == 0, f"{name}, 2 layers: written and read back by gguf-py", r.stderr.strip()[-2000:])
-            path = out / s.file_name(2)
+            check(r.returncode == 0, f"{name}, {n} layers: written and read back by gguf-py", r.stderr.strip()[-2000:])
+            path = out / s.file_name(n)
             if not path.exists():
                 continue
             again = out / "again"
             r2 = subprocess.run(args + ["--out", str(again)], capture_output=True, text=True)
-            same = r2.returncode == 0 and filecmp.cmp(path, again / s.file_name(2), shallow=False)
+            same = r2.returncode == 0 and filecmp.cmp(path, again / s.file_name(n), shallow=False)
             check(same, f"{name}: a second run writes the same bytes")
-            (again / s.file_name(2)).unlink(missing_ok=True)
+            (again / s.file_name(n)).unlink(missing_ok=True)
             if tessera:
                 r = subprocess.run([tessera, "run", str(path), "-p", "Hello, world", "-n", "4", "-t", "2"],
                                    capture_output=True, text=True, timeout=600)
