@@ -3,6 +3,7 @@
 
 mod attention;
 mod conv;
+mod copy;
 mod delta_net;
 mod fast_ops;
 mod plan;
@@ -158,6 +159,8 @@ impl CpuBackend {
             Kernel::GatedDeltaNet => unsafe {
                 delta_net::gated_delta_net(dst, srcs, threads, aborted)
             },
+            // SAFETY: see above.
+            Kernel::Copy => unsafe { copy::copy(&step.op, dst, srcs, threads, aborted) },
             // SAFETY: see above.
             Kernel::FastOp => unsafe {
                 fast_ops::compute(&step.op, dst, srcs, threads, &self.rope_tables, aborted)

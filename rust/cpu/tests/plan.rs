@@ -12,7 +12,8 @@ use tessera_cpu::CpuBackend;
 fn reference_fallbacks_are_reported_once_with_the_reason_and_compute_right() {
     // y = (transpose(x) + 1.5 * transpose(x)) - w, with x [3, 4] and w [4, 3]: SCALE reads a
     // transposed view (strided rows: the reference), ADD of two contiguous rows (vectorized),
-    // SUB (no vectorized kernel: the reference).
+    // SUB (no vectorized kernel: the reference), CONT of the transposed view (strided: no byte
+    // copy, the reference).
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, &[3, 4]).unwrap();
     let w = g.input("w", DType::F32, &[4, 3]).unwrap();
@@ -33,7 +34,7 @@ fn reference_fallbacks_are_reported_once_with_the_reason_and_compute_right() {
     assert_eq!(
         seen,
         [
-            ("CONT", "no vectorized kernel for the op"),
+            ("CONT", "copy: a strided operand"),
             ("SCALE", "vectorized rows: result or first operand not F32 with contiguous rows"),
             ("SUB", "no vectorized kernel for the op"),
         ]

@@ -13,7 +13,7 @@
 //! node would. Nodes left to the reference are recorded with the reason
 //! ([`GraphPlan::fallbacks`]).
 
-use super::{attention, conv, delta_net, fast_ops, rows};
+use super::{attention, conv, copy, delta_net, fast_ops, rows};
 use crate::buffer::CPU_NAME;
 use crate::kernels::repack::{PackLayout, Packing, RepackBuffer};
 use crate::kernels::MatKernel;
@@ -46,6 +46,8 @@ pub(super) enum Kernel {
     GatedDeltaNet,
     /// The vectorized element-wise rows (`fast_ops`).
     FastOp,
+    /// DUP, CONT, CPY or CONCAT as byte copies (`copy`).
+    Copy,
     /// The scalar reference, for this reason.
     Reference(&'static str),
     /// The node cannot be computed: the error at this index of the plan's errors.
@@ -382,6 +384,9 @@ fn choose(
         Op::SsmConv => fast(conv::ssm_conv_refusal(&dst, srcs), Kernel::SsmConv),
         Op::GatedDeltaNet => {
             fast(delta_net::gated_delta_net_refusal(&dst, srcs), Kernel::GatedDeltaNet)
+        }
+        Op::Dup | Op::Cont | Op::Cpy | Op::Concat { .. } => {
+            fast(copy::copy_refusal(op, &dst, srcs), Kernel::Copy)
         }
         _ => fast(fast_ops::refusal(op, &dst, srcs), Kernel::FastOp),
     })
