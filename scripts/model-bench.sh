@@ -6,9 +6,10 @@
 #  1. model_compare.py (the anchor's: Tessera and llama.cpp alternating, A B A B) on each model,
 #     pp512 and tg128 at 1 and 2 threads, once per Tessera kernel tier: the tier the CPU has,
 #     and the AVX2 tier forced (TESSERA_CPU_TIER=avx2) where the CPU has AVX-512. llama.cpp is
-#     the same native build in every pass, so the AVX2 rows compare Tessera's AVX2 kernels with
-#     llama.cpp's best (AVX-512 where the CPU has it), and its figures measured in each pass show
-#     the run-to-run noise.
+#     the anchor's native build, except in the forced AVX2 tier's pass when ANCHOR_AVX2 holds an
+#     AVX2-only llama.cpp (scripts/model-bench/build-avx2-peer.sh): then each tier meets
+#     llama.cpp as it runs on a CPU of that tier. Passes with the same build show the run-to-run
+#     noise.
 #  2. Generation after 1024 and 4096 cached tokens (`bench model -d`) against llama.cpp doing
 #     the same (scripts/model-bench/depth_compare.py), on the --depth-models.
 #  3. membw (the anchor's STREAM-like probe) at each thread count, for generation as a fraction
@@ -29,8 +30,10 @@
 #                   other sessions' nice does not yield to a benchmark; a loaded machine gets
 #                   near-quiet figures this way (both engines alike)
 # Env: ANCHOR (default /tmp/anchor: venv/ with llama-cpp-python 0.3.36, membw; made by the
-#      anchor's setup.sh), ANCHOR_SCRIPTS (the folder holding model_compare.py and llama_bench.py,
-#      default /work/shared/anchor).
+#      anchor's setup.sh), ANCHOR_AVX2 (default $ANCHOR-avx2, used where it exists: the anchor
+#      with an AVX2-only llama.cpp, made by scripts/model-bench/build-avx2-peer.sh),
+#      ANCHOR_SCRIPTS (the folder holding model_compare.py and llama_bench.py, default
+#      /work/shared/anchor).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -51,7 +54,7 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --summary-only) SUMMARY_ONLY=1; shift ;;
         --high-priority) HIGH=1; shift ;;
-        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "model-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -63,7 +66,7 @@ if [ -n "${MODEL_BENCH_SESSION:-}" ]; then
 fi
 ANCHOR=${ANCHOR:-/tmp/anchor}
 ANCHOR_SCRIPTS=${ANCHOR_SCRIPTS:-/work/shared/anchor}
-export ANCHOR
+ANCHOR_AVX2=${ANCHOR_AVX2:-$ANCHOR-avx2}
 OUT=${OUT:-target/model-bench/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 PY=target/venv/bin/python
@@ -104,12 +107,26 @@ if [ -z "$TIERS" ]; then
     TIERS=$native
     [ "$native" = avx512_vnni ] && TIERS=$native,avx2
 fi
+# llama.cpp for a tier's pass: the AVX2-only build for the forced AVX2 tier where there is one.
+peer_for() {
+    if [ "$1" = avx2 ] && [ "$native" != avx2 ] && [ -x "$ANCHOR_AVX2/venv/bin/python" ]; then
+        echo "$ANCHOR_AVX2"
+    else
+        echo "$ANCHOR"
+    fi
+}
+IFS=, read -r -a tiers <<<"$TIERS"
 {
     cpuinfo() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -n 1; }
     echo "cpu: $(cpuinfo 'model name') (family $(cpuinfo 'cpu family') model $(cpuinfo model)), $(nproc) CPUs"
     echo "native tier: $native"
     echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- rust || echo ' (modified)')"
     echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); scheduling: nice $(nice), autogroup $(cat /proc/self/autogroup 2>/dev/null || echo none)"
+    for t in "${tiers[@]}"; do
+        p=$(peer_for "$t")
+        kind="native build"; [ "$p" = "$ANCHOR" ] || kind="AVX2-only build"
+        echo "peer for tier $t: llama.cpp, $kind ($p)"
+    done
     for m in "${models[@]}"; do echo "model: $m $(model_path "$m")"; done
 } >"$OUT/meta.txt"
 cat "$OUT/meta.txt"
@@ -122,12 +139,11 @@ if [ -x "$ANCHOR/membw" ]; then
     done
 fi
 
-IFS=, read -r -a tiers <<<"$TIERS"
 IFS=, read -r -a depth_models <<<"$DEPTH_MODELS"
 for tier in "${tiers[@]}"; do
     for m in "${models[@]}"; do
         echo "== $m, tier $tier: pp$PP / tg$TG, threads $THREADS, $ROUNDS rounds ($(date +%T), load $(cut -d" " -f1 /proc/loadavg))"
-        TESSERA_CPU_TIER=$tier python3 "$ANCHOR_SCRIPTS/model_compare.py" --tessera "$TESSERA" \
+        TESSERA_CPU_TIER=$tier ANCHOR=$(peer_for "$tier") python3 "$ANCHOR_SCRIPTS/model_compare.py" --tessera "$TESSERA" \
             --model "$(model_path "$m")" --threads "$THREADS" --pp "$PP" --tg "$TG" --rounds "$ROUNDS" \
             | tee "$OUT/compare-$tier-$m.txt"
     done
@@ -136,7 +152,7 @@ if [ "$DEPTHS" != none ]; then
     for tier in "${tiers[@]}"; do
         for m in "${depth_models[@]}"; do
             echo "== $m, tier $tier: tg$TG after $DEPTHS cached tokens ($(date +%T), load $(cut -d" " -f1 /proc/loadavg))"
-            TESSERA_CPU_TIER=$tier python3 scripts/model-bench/depth_compare.py --tessera "$TESSERA" \
+            TESSERA_CPU_TIER=$tier ANCHOR=$(peer_for "$tier") python3 scripts/model-bench/depth_compare.py --tessera "$TESSERA" \
                 --model "$(model_path "$m")" --depths "$DEPTHS" --threads "$THREADS" --tg "$TG" \
                 --json "$OUT/depth-$tier-$m.jsonl" | tee "$OUT/depth-$tier-$m.txt"
         done

@@ -5,8 +5,8 @@ Reads meta.txt, membw-t*.txt, compare-<tier>-<model>.txt (model_compare.py's tab
 depth-<tier>-<model>.jsonl (depth_compare.py) and prints markdown: every cell with its ratio,
 generation as a share of the DRAM bound (weight bytes per token x tokens/s over membw's DRAM
 read bandwidth at that thread count), the cells below the bar of issue 34 (prompt 1.5x,
-generation 1.25x llama.cpp), and llama.cpp's figures measured again in each tier's pass as the
-noise of the run.
+generation 1.25x llama.cpp), and llama.cpp's figures measured again in another tier's pass
+with the same build as the noise of the run.
 """
 
 import json
@@ -46,6 +46,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     below, llama_again = [], {}
     native = next((line.split(": ", 1)[1] for line in meta if line.startswith("native tier: ")), "")
+    # Which llama.cpp each tier's pass measured (older runs: the native build in every pass).
+    peers = {line.split()[3].rstrip(":"): line.split(": ", 1)[1] for line in meta if line.startswith("peer for tier ")}
     order = list(models)
 
     def key(p: Path) -> tuple:
@@ -60,7 +62,7 @@ def main() -> None:
             if not m:
                 continue
             th, test, tv, lv, ratio = int(m.group(1)), m.group(2), float(m.group(3)), float(m.group(4)), float(m.group(5))
-            llama_again.setdefault((model, th, test), []).append(lv)
+            llama_again.setdefault((peers.get(tier, ""), model, th, test), []).append(lv)
             share = ["", ""]
             if test.startswith("tg") and wb and th in bw:
                 share = [f"{v * wb / bw[th]:.0%}" for v in (tv, lv)]
@@ -85,7 +87,7 @@ def main() -> None:
                 below.append(f"{name} {r['tier']} t={r['threads']} tg@d{r['depth']} {ratio:.2f}")
     spreads = [(max(v) - min(v)) / statistics.mean(v) for v in llama_again.values() if len(v) > 1]
     if spreads:
-        print(f"\nNoise: llama.cpp measured once per tier pass, the same build and settings each time: "
+        print(f"\nNoise: llama.cpp measured once per tier pass, where two passes ran the same build: "
               f"{len(spreads)} cells differ between passes by {statistics.median(spreads):.1%} "
               f"(median), {max(spreads):.1%} (largest).")
     print(f"\nBelow the bar (prompt {BAR['pp']}x, generation {BAR['tg']}x): "
