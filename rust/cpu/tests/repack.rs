@@ -264,6 +264,39 @@ fn check_stored_k16(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored
                     o += 1;
                 }
             }
+            if dtype == DType::Q6_K && pl == PackLayout::R8W8 {
+                // Whole 6-bit values in planes: per half h (rows 4h..4h + 4) and 32 values
+                // tau, three 32-byte planes p; byte 8 q + i of plane p holds row 4h + q's value
+                // 32 tau + 8 p + i in bits 0..6 and bits 2p, 2p + 1 of its value
+                // 32 tau + 24 + i in bits 6, 7.
+                let value = |r: usize, t: usize| {
+                    // ggml's dequantize_row_q6_K order: value 128 n + 32 j + l.
+                    let (n, j, l) = (t / 128, t % 128 / 32, t % 32);
+                    let ql = plain[at(r, 64 * n + l + 32 * (j % 2))];
+                    let qh = plain[at(r, 128 + 32 * n + l)];
+                    let low = if j < 2 { ql & 0xf } else { ql >> 4 };
+                    low | (qh >> (2 * j) & 3) << 4
+                };
+                for h in 0..2 {
+                    for tau in 0..8 {
+                        for p in 0..3 {
+                            for q in 0..4 {
+                                for i in 0..8 {
+                                    let (r, t) = (4 * h + q, 32 * tau + 8 * p + i);
+                                    let top = value(r, 32 * tau + 24 + i) >> (2 * p) & 3;
+                                    let want = value(r, t) | top << 6;
+                                    assert_eq!(
+                                        stored[o], want,
+                                        "{pl:?} Q6_K g{g} b{b} row {r} value {t}"
+                                    );
+                                    o += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             for &(run, len) in runs {
                 for h in 0..len / pl.word {
                     for r in 0..pl.rows {

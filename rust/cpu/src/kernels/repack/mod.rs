@@ -28,7 +28,9 @@
 //! Q2_K: the `d`, the `dmin`, then its 16 `scales` bytes), then the quants in chunks `h`, each
 //! holding bytes `word * h..word * (h + 1)` of the block's quants (`qs`; Q5_K's `qh` and `qs`;
 //! Q6_K's `ql` and `qh`; Q3_K's `hmask` and `qs`) of every row. A group takes exactly the bytes
-//! of its plain rows, so tensors keep their GGUF size and offsets.
+//! of its plain rows, so tensors keep their GGUF size and offsets. One exception: Q6_K in the
+//! AVX2 tier's 8 x 8 layout stores its quants as whole 6-bit values in byte planes
+//! (`q6_planes`), which its matrix-vector kernel unpacks with fewer operations.
 //!
 //! [`RepackBufferType`] allocates buffers whose `write` repacks whole weight tensors and whose
 //! `read` returns the GGUF bytes again. Each buffer remembers how each of its tensors is stored
@@ -36,6 +38,7 @@
 //! layout to the matmul driver, which runs the kernel of that layout ([`kernel_for`]).
 
 mod buffer;
+mod q6_planes;
 
 pub use buffer::{RepackBuffer, RepackBufferType};
 
@@ -424,6 +427,13 @@ fn qh_field(g: &Geometry, pl: PackLayout, b: usize) -> std::ops::Range<usize> {
     start..start + qh[0].1 * rows
 }
 
+/// The bytes of block `b`'s quants (every row's) in a packed group.
+fn quants_region(g: &Geometry, pl: PackLayout, b: usize) -> std::ops::Range<usize> {
+    let rows = g.group(pl).rows;
+    let start = b * g.size * rows + g.fields.iter().map(|f| f.1).sum::<usize>() * rows;
+    start..start + g.quants.1 * rows
+}
+
 /// Where bit `t` of row `r`'s 32 fifth bits goes among the masks of [`qh_to_masks`].
 fn mask_bit(pl: PackLayout, r: usize, t: usize) -> usize {
     // Value t: high nibble (t >= 16) or low, in quant byte t % 16, which is byte t % 16 % word
@@ -477,6 +487,11 @@ pub fn pack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8
                 let qh = qh_field(&g, pl, b);
                 qh_to_masks(pl, &mut dg[qh]);
             }
+            if q6_planes::applies(dtype, pl) {
+                let at = |r: usize| r * row + b * g.size + g.quants.0;
+                let quants = |r: usize| &sg[at(r)..at(r) + q6_planes::ROW_QUANTS];
+                q6_planes::to_planes(quants, &mut dg[quants_region(&g, pl, b)]);
+            }
         }
     }
     Ok(())
@@ -501,6 +516,13 @@ pub fn unpack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [
         };
         for b in 0..k / g.values {
             block_map(&g, pl, row, b, |p, q, n| dg[p..p + n].copy_from_slice(&sg[q..q + n]));
+            if q6_planes::applies(dtype, pl) {
+                let region = quants_region(&g, pl, b);
+                q6_planes::from_planes(&sg[region], 0..pl.rows, |r, quants| {
+                    let at = r * row + b * g.size + g.quants.0;
+                    dg[at..at + quants.len()].copy_from_slice(quants);
+                });
+            }
         }
     }
     Ok(())
@@ -549,6 +571,13 @@ pub fn unpack_row_as(
                 dst[p - lo..p - lo + n].copy_from_slice(&sg[q..q + n]);
             }
         });
+        if q6_planes::applies(dtype, pl) {
+            let region = quants_region(&g, pl, b);
+            q6_planes::from_planes(&sg[region], lane..lane + 1, |_, quants| {
+                let at = b * g.size + g.quants.0;
+                dst[at..at + quants.len()].copy_from_slice(quants);
+            });
+        }
     }
     Ok(())
 }

@@ -433,8 +433,8 @@ const P_Q3_K: u8 = 1;
 /// Packed kernel kind of [`k16_group`]: Q2_K weights.
 const P_Q2_K: u8 = 2;
 
-// The kernels read the high bits' chunks next to the low bits' (both in the repacked quants):
-// Q6_K's `qh` after `ql` (stored by halves, `Q6_K_RUNS`), Q3_K's `hmask` before `qs`.
+// The kernels read the quants after the header: Q6_K's 192 bytes of `ql` and `qh` (as planes),
+// Q3_K's `hmask` then `qs`.
 const _: () = assert!(q6_k::QH == q6_k::QL + 128 && q6_k::SCALES == q6_k::QH + 64);
 const _: () = assert!(q3_k::QS == q3_k::HMASK + 32 && q3_k::SCALES == q3_k::QS + 64);
 
@@ -541,12 +541,9 @@ unsafe fn k16_header<const KIND: u8>(g: *const u8) -> K16Header {
 /// Adds the products of the group block of `KIND` at `g` (header `hd`) with `W` activation
 /// blocks (at `b + j * ldb`) to `acc` (in [`LANES`] order), per 16-value group.
 ///
-/// Q6_K: per half block `n` (values `128 n..128 n + 128`) the group stores its 8 chunks of `ql`
-/// then its 4 chunks of `qh` (`Q6_K_RUNS`). Chunk `e < 4` of `ql` holds values `128 n + 8 e..`
-/// (low nibbles) and `128 n + 64 + 8 e..` (high), chunk `e + 4` values `128 n + 32 + 8 e..`
-/// and `128 n + 96 + 8 e..`; `qh` chunk `e` holds their high bit pairs, pair `m` for values
-/// `128 n + 32 m + 8 e..`. Q3_K: bit pair `m` of `qs` chunk `4 n + e` and bit `4 n + m` of
-/// `hmask` chunk `e`; Q2_K: bit pair `m` of `qs` chunk `4 n + e`. The quants are used as stored
+/// Q6_K: the group stores whole 6-bit values in planes ([`q6_planes_sums`]). Q3_K: per half
+/// block `n` (values `128 n..128 n + 128`) bit pair `m` of `qs` chunk `4 n + e` and bit `4 n + m`
+/// of `hmask` chunk `e`; Q2_K: bit pair `m` of `qs` chunk `4 n + e`. The quants are used as stored
 /// (Q6_K `q + 32`, Q3_K `q + 4`, unsigned): the offset times `sum(scale * bsums)` comes off
 /// each row's integer sum, and Q2_K's `dmin * sum(min * bsums)` off its result, with
 /// `vpmaddwd` on pairs of groups.
@@ -567,8 +564,6 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
     // SAFETY: every load stays within the group block and the activation blocks (caller's
     // contract).
     unsafe {
-        let m0f = _mm256_set1_epi8(0x0f);
-        let m30 = _mm256_set1_epi8(0x30);
         let m03 = _mm256_set1_epi8(0x03);
         let bit2 = _mm256_set1_epi8(0x04);
         let (_, _, q_at) = k16_geometry(KIND);
@@ -609,76 +604,62 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
         }
         let load = |at: usize| _mm256_loadu_si256(q.add(at).cast::<__m256i>());
         let mut isum = [[_mm256_setzero_si256(); W]; 2];
-        // Half by half (rows 0..4, then 4..8): one half's sums live at a time.
-        for h in 0..2 {
-            for n in 0..2 {
-                for ep in 0..2 {
-                    for m in 0..4 {
-                        // Values 128 n + 32 m + 8 (2 ep + i).. of rows 4h..4h + 4, unpacked
-                        // once for the columns.
-                        let w: [__m256i; 2] = std::array::from_fn(|i| {
-                            let e = 2 * ep + i;
-                            let pair = |x: __m256i| match m {
-                                0 => x,
-                                1 => _mm256_srli_epi16::<2>(x),
-                                2 => _mm256_srli_epi16::<4>(x),
-                                _ => _mm256_srli_epi16::<6>(x),
-                            };
-                            match KIND {
-                                P_Q6_K => {
-                                    // The low or high nibbles of ql chunk e (m even) or e + 4
-                                    // (m odd), bit pair m of qh chunk e moved to bits 4, 5.
-                                    let qn = 768 * n + 32 * h;
-                                    let l = load(qn + 64 * (e + 4 * (m % 2)));
-                                    let low = if m < 2 { l } else { _mm256_srli_epi16::<4>(l) };
-                                    let hb = load(qn + 512 + 64 * e);
-                                    let high = match m {
-                                        0 => _mm256_slli_epi16::<4>(hb),
-                                        1 => _mm256_slli_epi16::<2>(hb),
-                                        2 => hb,
-                                        _ => _mm256_srli_epi16::<2>(hb),
-                                    };
-                                    _mm256_or_si256(
-                                        _mm256_and_si256(low, m0f),
-                                        _mm256_and_si256(high, m30),
-                                    )
+        if KIND == P_Q6_K {
+            q6_planes_sums(hd, q, b, ldb, &mut isum);
+        } else {
+            // Half by half (rows 0..4, then 4..8): one half's sums live at a time.
+            for h in 0..2 {
+                for n in 0..2 {
+                    for ep in 0..2 {
+                        for m in 0..4 {
+                            // Values 128 n + 32 m + 8 (2 ep + i).. of rows 4h..4h + 4, unpacked
+                            // once for the columns.
+                            let w: [__m256i; 2] = std::array::from_fn(|i| {
+                                let e = 2 * ep + i;
+                                let pair = |x: __m256i| match m {
+                                    0 => x,
+                                    1 => _mm256_srli_epi16::<2>(x),
+                                    2 => _mm256_srli_epi16::<4>(x),
+                                    _ => _mm256_srli_epi16::<6>(x),
+                                };
+                                match KIND {
+                                    P_Q3_K => {
+                                        // Bit pair m of qs chunk 4n + e, bit 4n + m of hmask chunk
+                                        // e moved to bit 2.
+                                        let low = pair(load(256 + 64 * (4 * n + e) + 32 * h));
+                                        let hm = load(64 * e + 32 * h);
+                                        let high = match 4 * n + m {
+                                            0 => _mm256_slli_epi16::<2>(hm),
+                                            1 => _mm256_slli_epi16::<1>(hm),
+                                            2 => hm,
+                                            3 => _mm256_srli_epi16::<1>(hm),
+                                            4 => _mm256_srli_epi16::<2>(hm),
+                                            5 => _mm256_srli_epi16::<3>(hm),
+                                            6 => _mm256_srli_epi16::<4>(hm),
+                                            _ => _mm256_srli_epi16::<5>(hm),
+                                        };
+                                        _mm256_or_si256(
+                                            _mm256_and_si256(low, m03),
+                                            _mm256_and_si256(high, bit2),
+                                        )
+                                    }
+                                    _ => {
+                                        // Bit pair m of qs chunk 4n + e.
+                                        let qs = load(64 * (4 * n + e) + 32 * h);
+                                        _mm256_and_si256(pair(qs), m03)
+                                    }
                                 }
-                                P_Q3_K => {
-                                    // Bit pair m of qs chunk 4n + e, bit 4n + m of hmask chunk
-                                    // e moved to bit 2.
-                                    let low = pair(load(256 + 64 * (4 * n + e) + 32 * h));
-                                    let hm = load(64 * e + 32 * h);
-                                    let high = match 4 * n + m {
-                                        0 => _mm256_slli_epi16::<2>(hm),
-                                        1 => _mm256_slli_epi16::<1>(hm),
-                                        2 => hm,
-                                        3 => _mm256_srli_epi16::<1>(hm),
-                                        4 => _mm256_srli_epi16::<2>(hm),
-                                        5 => _mm256_srli_epi16::<3>(hm),
-                                        6 => _mm256_srli_epi16::<4>(hm),
-                                        _ => _mm256_srli_epi16::<5>(hm),
-                                    };
-                                    _mm256_or_si256(
-                                        _mm256_and_si256(low, m03),
-                                        _mm256_and_si256(high, bit2),
-                                    )
-                                }
-                                _ => {
-                                    // Bit pair m of qs chunk 4n + e.
-                                    let qs = load(64 * (4 * n + e) + 32 * h);
-                                    _mm256_and_si256(pair(qs), m03)
-                                }
+                            });
+                            let sv = hd.scv[2 * (8 * n + 2 * m + ep) + h];
+                            for j in 0..W {
+                                let p = b.add(j * ldb + q8_k::QS + 128 * n + 32 * m + 16 * ep);
+                                // Two products of at most 2 * 63 * 127 each: the sum fits in i16.
+                                let x = _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(w[0], word(p)),
+                                    _mm256_maddubs_epi16(w[1], word(p.add(8))),
+                                );
+                                isum[h][j] = _mm256_add_epi32(isum[h][j], _mm256_madd_epi16(x, sv));
                             }
-                        });
-                        let sv = hd.scv[2 * (8 * n + 2 * m + ep) + h];
-                        for j in 0..W {
-                            let p = b.add(j * ldb + q8_k::QS + 128 * n + 32 * m + 16 * ep);
-                            // Two products of at most 2 * 63 * 127 each: the sum fits in i16.
-                            let x = _mm256_add_epi16(
-                                _mm256_maddubs_epi16(w[0], word(p)),
-                                _mm256_maddubs_epi16(w[1], word(p.add(8))),
-                            );
-                            isum[h][j] = _mm256_add_epi32(isum[h][j], _mm256_madd_epi16(x, sv));
                         }
                     }
                 }
@@ -688,6 +669,65 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
             let s = _mm256_sub_epi32(_mm256_hadd_epi32(isum[0][j], isum[1][j]), corr[j]);
             let s = _mm256_cvtepi32_ps(s);
             acc[j] = _mm256_fmadd_ps(s, _mm256_mul_ps(hd.d, _mm256_set1_ps(bd[j])), acc[j]);
+        }
+    }
+}
+
+/// Q6_K's part of [`k16_cols`]: the products of a group block's quants, stored as 6-bit planes
+/// (`crate::kernels::repack` `q6_planes`: per half `h` and 32 values `τ`, three 32-byte planes
+/// at `q + 96 (8h + τ)`, words 0..3 in their low six bits, word 3 in their top two bits), with
+/// `W` activation blocks, added per half and column to `isum` (scaled per 16-value group).
+///
+/// # Safety
+///
+/// `q` is the quants of a readable Q6_K group block, `b + j * ldb` (`j < W`) readable Q8_K
+/// blocks; the CPU supports AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn q6_planes_sums<const W: usize>(
+    hd: &K16Header,
+    q: *const u8,
+    b: *const u8,
+    ldb: usize,
+    isum: &mut [[__m256i; W]; 2],
+) {
+    // SAFETY: every load stays within the group block's 1536 bytes of quants and the
+    // activation blocks (caller's contract).
+    unsafe {
+        let m3f = _mm256_set1_epi8(0x3f);
+        let mc0 = _mm256_set1_epi8(0xc0u8 as i8);
+        for h in 0..2 {
+            for tau in 0..8 {
+                let at = q.add(96 * (8 * h + tau));
+                let p: [__m256i; 3] =
+                    std::array::from_fn(|i| _mm256_loadu_si256(at.add(32 * i).cast::<__m256i>()));
+                let w0 = _mm256_and_si256(p[0], m3f);
+                let w1 = _mm256_and_si256(p[1], m3f);
+                let w2 = _mm256_and_si256(p[2], m3f);
+                // Masked before the 16-bit shifts: no bit crosses into the byte below.
+                let w3 = _mm256_or_si256(
+                    _mm256_or_si256(
+                        _mm256_srli_epi16::<6>(_mm256_and_si256(p[0], mc0)),
+                        _mm256_srli_epi16::<4>(_mm256_and_si256(p[1], mc0)),
+                    ),
+                    _mm256_srli_epi16::<2>(_mm256_and_si256(p[2], mc0)),
+                );
+                let (s0, s1) = (hd.scv[2 * (2 * tau) + h], hd.scv[2 * (2 * tau + 1) + h]);
+                for j in 0..W {
+                    let x = b.add(j * ldb + q8_k::QS + 32 * tau);
+                    // Two products of at most 2 * 63 * 128 each: each sum fits in i16.
+                    let x0 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(w0, word(x)),
+                        _mm256_maddubs_epi16(w1, word(x.add(8))),
+                    );
+                    let x1 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(w2, word(x.add(16))),
+                        _mm256_maddubs_epi16(w3, word(x.add(24))),
+                    );
+                    let s = _mm256_add_epi32(_mm256_madd_epi16(x0, s0), _mm256_madd_epi16(x1, s1));
+                    isum[h][j] = _mm256_add_epi32(isum[h][j], s);
+                }
+            }
         }
     }
 }
