@@ -265,10 +265,10 @@ fn check_stored_k16(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored
                 }
             }
             if dtype == DType::Q6_K && pl == PackLayout::R8W8 {
-                // Whole 6-bit values in planes: per half h (rows 4h..4h + 4) and 32 values
-                // tau, three 32-byte planes p; byte 8 q + i of plane p holds row 4h + q's value
-                // 32 tau + 8 p + i in bits 0..6 and bits 2p, 2p + 1 of its value
-                // 32 tau + 24 + i in bits 6, 7.
+                // Whole 6-bit values in planes: per 32 values tau and half h (rows
+                // 4h..4h + 4), three 32-byte planes p; byte 8 q + i of plane p holds row
+                // 4h + q's value 32 tau + 8 p + i in bits 0..6 and bits 2p, 2p + 1 of its
+                // value 32 tau + 24 + i in bits 6, 7.
                 let value = |r: usize, t: usize| {
                     // ggml's dequantize_row_q6_K order: value 128 n + 32 j + l.
                     let (n, j, l) = (t / 128, t % 128 / 32, t % 32);
@@ -277,8 +277,8 @@ fn check_stored_k16(pl: PackLayout, dtype: DType, k: usize, plain: &[u8], stored
                     let low = if j < 2 { ql & 0xf } else { ql >> 4 };
                     low | (qh >> (2 * j) & 3) << 4
                 };
-                for h in 0..2 {
-                    for tau in 0..8 {
+                for tau in 0..8 {
+                    for h in 0..2 {
                         for p in 0..3 {
                             for q in 0..4 {
                                 for i in 0..8 {

@@ -3,9 +3,9 @@
 //! 11 byte-vector operations (three masks for three words, the fourth gathered from the planes'
 //! top bits) instead of the 17-odd that `ql` nibbles and `qh` bit pairs take.
 //!
-//! A group block's quants (after its header, `8 * 192` bytes) are, per half `h` of the group
-//! (rows `4h..4h + 4`) and per 32 values `τ` (`0..8`), three 32-byte planes `π` (`0..3`) at
-//! `((8h + τ) * 3 + π) * 32`. Byte `8q + i` of plane `π` is row `4h + q`'s value `32τ + 8π + i`
+//! A group block's quants (after its header, `8 * 192` bytes) are, per 32 values `τ` (`0..8`)
+//! and half `h` of the group (rows `4h..4h + 4`), three 32-byte planes `π` (`0..3`) at
+//! `((2τ + h) * 3 + π) * 32`. Byte `8q + i` of plane `π` is row `4h + q`'s value `32τ + 8π + i`
 //! (stored as Q6_K stores it, `q + 32` in `0..64`) in bits 0..6, and bits `2π..2π + 2` of its
 //! value `32τ + 24 + i` in bits 6..8.
 //!
@@ -67,7 +67,7 @@ fn store(v: &[u8; QK_K], quants: &mut [u8]) {
 /// and bits `2 plane..2 plane + 2` of its value `32 tau + 24 + i` in its top two.
 fn plane_byte(r: usize, tau: usize, plane: usize, i: usize) -> usize {
     let (h, q) = (r / HALF, r % HALF);
-    ((8 * h + tau) * 3 + plane) * 32 + WORD * q + i
+    ((2 * tau + h) * 3 + plane) * 32 + WORD * q + i
 }
 
 /// Writes one group block's quants as planes into `out` (`ROWS * ROW_QUANTS` bytes) from the

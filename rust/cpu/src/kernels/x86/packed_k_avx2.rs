@@ -674,8 +674,8 @@ unsafe fn k16_cols<const W: usize, const KIND: u8>(
 }
 
 /// Q6_K's part of [`k16_cols`]: the products of a group block's quants, stored as 6-bit planes
-/// (`crate::kernels::repack` `q6_planes`: per half `h` and 32 values `τ`, three 32-byte planes
-/// at `q + 96 (8h + τ)`, words 0..3 in their low six bits, word 3 in their top two bits), with
+/// (`crate::kernels::repack` `q6_planes`: per 32 values `τ` and half `h`, three 32-byte planes
+/// at `q + 96 (2τ + h)`, words 0..3 in their low six bits, word 3 in their top two bits), with
 /// `W` activation blocks, added per half and column to `isum` (scaled per 16-value group).
 ///
 /// # Safety
@@ -696,14 +696,14 @@ unsafe fn q6_planes_sums<const W: usize>(
     unsafe {
         let m3f = _mm256_set1_epi8(0x3f);
         let mc0 = _mm256_set1_epi8(0xc0u8 as i8);
-        for h in 0..2 {
-            for tau in 0..8 {
-                let at = q.add(96 * (8 * h + tau));
+        // Per 32 values: both halves' words unpacked once for the columns, and each column's
+        // activation words broadcast once for both halves (the planes read in order). Against
+        // half by half: 4-9 % faster for one column, 3 % slower for 16 (4096 x 4096, Zen 4).
+        for tau in 0..8 {
+            let w: [[__m256i; 4]; 2] = std::array::from_fn(|h| {
+                let at = q.add(96 * (2 * tau + h));
                 let p: [__m256i; 3] =
                     std::array::from_fn(|i| _mm256_loadu_si256(at.add(32 * i).cast::<__m256i>()));
-                let w0 = _mm256_and_si256(p[0], m3f);
-                let w1 = _mm256_and_si256(p[1], m3f);
-                let w2 = _mm256_and_si256(p[2], m3f);
                 // Masked before the 16-bit shifts: no bit crosses into the byte below.
                 let w3 = _mm256_or_si256(
                     _mm256_or_si256(
@@ -712,17 +712,23 @@ unsafe fn q6_planes_sums<const W: usize>(
                     ),
                     _mm256_srli_epi16::<2>(_mm256_and_si256(p[2], mc0)),
                 );
-                let (s0, s1) = (hd.scv[2 * (2 * tau) + h], hd.scv[2 * (2 * tau + 1) + h]);
-                for j in 0..W {
-                    let x = b.add(j * ldb + q8_k::QS + 32 * tau);
+                let low = |x: __m256i| _mm256_and_si256(x, m3f);
+                [low(p[0]), low(p[1]), low(p[2]), w3]
+            });
+            for j in 0..W {
+                let x = b.add(j * ldb + q8_k::QS + 32 * tau);
+                let x: [__m256i; 4] = std::array::from_fn(|e| word(x.add(8 * e)));
+                for h in 0..2 {
+                    let (s0, s1) = (hd.scv[2 * (2 * tau) + h], hd.scv[2 * (2 * tau + 1) + h]);
+                    let w = &w[h];
                     // Two products of at most 2 * 63 * 128 each: each sum fits in i16.
                     let x0 = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(w0, word(x)),
-                        _mm256_maddubs_epi16(w1, word(x.add(8))),
+                        _mm256_maddubs_epi16(w[0], x[0]),
+                        _mm256_maddubs_epi16(w[1], x[1]),
                     );
                     let x1 = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(w2, word(x.add(16))),
-                        _mm256_maddubs_epi16(w3, word(x.add(24))),
+                        _mm256_maddubs_epi16(w[2], x[2]),
+                        _mm256_maddubs_epi16(w[3], x[3]),
                     );
                     let s = _mm256_add_epi32(_mm256_madd_epi16(x0, s0), _mm256_madd_epi16(x1, s1));
                     isum[h][j] = _mm256_add_epi32(isum[h][j], s);
