@@ -13,7 +13,7 @@ use tessera_core::{Op, Result};
 const PIECE: usize = 16 << 10;
 
 /// How a copy runs.
-enum Copy {
+enum CopyPlan {
     /// Source and result dense, same bytes: one run of bytes.
     Whole,
     /// Source and result of one shape with dense rows: row by row.
@@ -40,7 +40,7 @@ fn choose(
     op: &Op,
     dst: &HostTensor,
     srcs: &[HostTensor],
-) -> std::result::Result<Copy, &'static str> {
+) -> std::result::Result<CopyPlan, &'static str> {
     let dense = |t: &HostTensor| t.layout.is_contiguous();
     let rows = |t: &HostTensor| t.layout.rows_contiguous() && t.layout.dtype.block_size() == 1;
     match op {
@@ -49,9 +49,9 @@ fn choose(
             let how = if src.layout.dtype != dst.layout.dtype {
                 return Err("copy: a conversion between types");
             } else if dense(src) && dense(dst) && src.layout.nbytes() == dst.layout.nbytes() {
-                Copy::Whole
+                CopyPlan::Whole
             } else if src.layout.ne == dst.layout.ne && rows(src) && rows(dst) {
-                Copy::Rows
+                CopyPlan::Rows
             } else {
                 return Err("copy: a strided operand");
             };
@@ -75,7 +75,7 @@ fn choose(
             } else if !disjoint(a, dst) || !disjoint(b, dst) {
                 Err("concat: the result overlaps an operand")
             } else {
-                Ok(Copy::Concat(*dim))
+                Ok(CopyPlan::Concat(*dim))
             }
         }
         _ => Err("no byte copy for the op"),
@@ -115,13 +115,13 @@ pub(super) unsafe fn copy(
     let how = choose(op, &dst, srcs).ok()?;
     let to = dst.ptr as usize;
     let src = srcs[0].ptr as usize;
-    if !matches!(how, Copy::Concat(_)) && src == to {
+    if !matches!(how, CopyPlan::Concat(_)) && src == to {
         return Some(Ok(()));
     }
     // In every case below the runs lie within their operands' layouts, and the result is
     // disjoint from the operands (`choose`).
     Some(match how {
-        Copy::Whole => {
+        CopyPlan::Whole => {
             let n = dst.layout.nbytes();
             split_rows(threads, n.div_ceil(PIECE), PIECE / 4, aborted, &|pieces| {
                 for p in pieces {
@@ -132,7 +132,7 @@ pub(super) unsafe fn copy(
                 Ok(())
             })
         }
-        Copy::Rows => {
+        CopyPlan::Rows => {
             let (ne, sb, db) = (dst.layout.ne, srcs[0].layout.nb, dst.layout.nb);
             let len = ne[0] * dst.layout.dtype.type_size();
             split_rows(threads, ne[1] * ne[2] * ne[3], ne[0], aborted, &|rows| {
@@ -145,7 +145,7 @@ pub(super) unsafe fn copy(
                 Ok(())
             })
         }
-        Copy::Concat(dim) => {
+        CopyPlan::Concat(dim) => {
             let (a, b) = (srcs[0], srcs[1]);
             let block = |t: &HostTensor| {
                 t.layout.ne[..=dim].iter().product::<usize>() * t.layout.dtype.type_size()
