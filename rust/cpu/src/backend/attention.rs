@@ -243,8 +243,9 @@ impl Attn {
         }
         let (kb, vb) = scratch.split_at_mut(K_BLOCK * d);
         let mut mask = vec![0f32; nq * K_BLOCK];
-        // The mask key-major as the scores (padding rows see every key with bias 0).
-        let mut mask_t = vec![0f32; K_BLOCK * r];
+        // The mask key-major as the scores (padding rows see every key with bias 0), for the
+        // lanes path only.
+        let mut mask_t = if lanes { vec![0f32; K_BLOCK * r] } else { Vec::new() };
         // Scores of the block, key-major, then (in place) their softmax weights.
         let mut s = vec![0f32; K_BLOCK * r];
         // Blocks start at multiples of K_BLOCK from key 0, whatever the unit.
