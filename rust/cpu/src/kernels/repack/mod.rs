@@ -475,6 +475,18 @@ fn masks_to_qh(pl: PackLayout, qh: &mut [u8]) {
     }
 }
 
+/// Q5_0 / Q5_1: a copy of the packed group `sg` with its fifth bits back from masks as `qh`
+/// fields ([`masks_to_qh`]), which [`block_map`] then copies out; `None` for the other types.
+fn with_qh_fields(g: &Geometry, pl: PackLayout, k: usize, sg: &[u8]) -> Option<Vec<u8>> {
+    g.qh_masks.then(|| {
+        let mut copy = sg.to_vec();
+        for b in 0..k / g.values {
+            masks_to_qh(pl, &mut copy[qh_field(g, pl, b)]);
+        }
+        copy
+    })
+}
+
 /// Repacks plain rows of `k` values of `dtype` (`src`, a whole number of groups of `pl`) into
 /// `dst` (same length).
 pub fn pack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
@@ -502,18 +514,8 @@ pub fn unpack_as(pl: PackLayout, dtype: DType, k: usize, src: &[u8], dst: &mut [
     let (row, g) = check_len(pl, dtype, k, src.len(), dst.len())?;
     let group = row * g.group(pl).rows;
     for (sg, dg) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
-        // Q5_0: the fifth bits back from masks first (in a copy of the group).
-        let restored;
-        let sg = if g.qh_masks {
-            let mut copy = sg.to_vec();
-            for b in 0..k / g.values {
-                masks_to_qh(pl, &mut copy[qh_field(&g, pl, b)]);
-            }
-            restored = copy;
-            &restored[..]
-        } else {
-            sg
-        };
+        let restored = with_qh_fields(&g, pl, k, sg);
+        let sg = restored.as_deref().unwrap_or(sg);
         for b in 0..k / g.values {
             block_map(&g, pl, row, b, |p, q, n| dg[p..p + n].copy_from_slice(&sg[q..q + n]));
             if q6_planes::applies(dtype, pl) {
@@ -554,17 +556,8 @@ pub fn unpack_row_as(
     let (_, g) = check_len(pl, dtype, k, group, dst.len() * rows)?;
     let lane = r % rows;
     let (lo, hi) = (lane * row, lane * row + row);
-    let restored;
-    let sg = if g.qh_masks {
-        let mut copy = sg.to_vec();
-        for b in 0..k / g.values {
-            masks_to_qh(pl, &mut copy[qh_field(&g, pl, b)]);
-        }
-        restored = copy;
-        &restored[..]
-    } else {
-        sg
-    };
+    let restored = with_qh_fields(&g, pl, k, sg);
+    let sg = restored.as_deref().unwrap_or(sg);
     for b in 0..k / g.values {
         block_map(&g, pl, row, b, |p, q, n| {
             if (lo..hi).contains(&p) {
