@@ -3,9 +3,14 @@
 //! A crew's helpers are threads of their own that outlive the computes: a graph compute (a
 //! token) posts each op's job to them and they wait for the next one between ops and between
 //! computes (spinning, then yielding, then parked), so the next token finds them still spinning
-//! where they ran. Generating a token runs a few hundred ops of tens of microseconds each, about
-//! half of them split over the threads; handing each to a thread woken for it (a rayon job, a
-//! thread spawned per compute) made the first jobs of a token wait for a sleeping thread
+//! where they ran. A helper runs its part of a job only if it joins the job while the caller
+//! still runs its own part, and the caller waits only for the helpers that joined: a helper
+//! that is not running (another process on its core) then costs an op nothing, where waiting
+//! for every helper at every op cost a time slice each (docs/x86-measurements.md).
+//!
+//! Generating a token runs a few hundred ops of tens of microseconds each, about half of them
+//! split over the threads; handing each to a thread woken for it (a rayon job, a thread spawned
+//! per compute) made the first jobs of a token wait for a sleeping thread
 //! (docs/x86-measurements.md). This is the CPU's only way of running on several threads: graph
 //! computes take a crew for all of their ops ([`crate::workers`]), and the matmul driver's
 //! public [`MatMul::run`](crate::matmul::MatMul::run) takes one for its op.
