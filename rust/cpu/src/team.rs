@@ -394,8 +394,8 @@ mod tests {
     }
 
     /// Every chunk of every job runs once; part 0 runs on every job, the helpers' parts at most
-    /// once and only below `parts`; on one thread and on a crew, also on jobs posted after the
-    /// helpers parked.
+    /// once and only below `parts`; on one thread and on a crew, whose parked helpers wake for
+    /// the next job.
     #[test]
     fn each_chunk_runs_once_per_job() {
         let check = |t: &Threads<'_>| {
@@ -420,8 +420,10 @@ mod tests {
         park();
         crew.with_team(3, |t| {
             check(t);
-            // Long enough for the helpers to park.
+            // Long enough for the helpers to park: a job posted then wakes them, and they join
+            // it.
             park();
+            assert_eq!(rendezvous(t, 3, &|_| ()), [true; 3]);
             check(t);
         });
     }
