@@ -470,7 +470,9 @@ pub unsafe fn mul_mat(
 
 #[cfg(test)]
 mod tests {
-    use super::Ranges;
+    use super::{parallel_chunks, Ranges};
+    use crate::team::Crew;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     #[test]
     fn ranges_give_each_chunk_once_own_range_first() {
@@ -488,5 +490,46 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, (0..7).collect::<Vec<_>>());
         assert_eq!(Ranges::new(0, 1).claim(0), None);
+    }
+
+    /// The chunks of an op run once each whether the helpers run or not: with the helpers held
+    /// (as if other processes had their cores) the calling thread takes every thread's range.
+    #[test]
+    fn every_chunk_runs_once_with_helpers_held_or_not() {
+        let crew = Crew::new(3).unwrap();
+        // Should the calling thread wait for the held helpers, they are let go after 10 s (and
+        // the op is then slow, not hung).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let crew = &crew;
+        let watchdog = move || {
+            if rx.recv_timeout(std::time::Duration::from_secs(10)).is_err() {
+                crew.hold_helpers(false);
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(watchdog);
+            for held in [true, false, true] {
+                crew.hold_helpers(held);
+                crew.with_team(3, |t| {
+                    for chunks in [1, 2, 3, 10, 100] {
+                        let hits: Vec<AtomicU64> = (0..chunks).map(|_| AtomicU64::new(0)).collect();
+                        let done = parallel_chunks(
+                            t,
+                            chunks,
+                            &|| false,
+                            || (),
+                            |c, _| {
+                                hits[c].fetch_add(1, Ordering::Relaxed);
+                            },
+                        );
+                        assert!(done);
+                        let hits: Vec<u64> = hits.into_iter().map(AtomicU64::into_inner).collect();
+                        assert_eq!(hits, vec![1; chunks], "{chunks} chunks, helpers held: {held}");
+                    }
+                });
+            }
+            crew.hold_helpers(false);
+            let _ = tx.send(());
+        });
     }
 }
