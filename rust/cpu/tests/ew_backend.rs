@@ -554,15 +554,20 @@ fn sessions_computing_at_once_share_the_pool() -> R {
 }
 
 /// GATED_DELTA_NET (Qwen 3.5's linear attention): q and k as strided views of one wider tensor
-/// (as the graph takes them from the convolution's output), several tokens and sequences, two
-/// value heads per key head, one decay per head or per key dim, with enough heads to split over
-/// threads.
+/// (as the graph takes them from the convolution's output), several tokens (more than one run
+/// of the kernel) and sequences, two or three value heads per key head, one decay per head or
+/// per key dim, head sizes of 16 to 128 and an odd 33, with enough heads to split over threads.
 #[test]
 fn gated_delta_net_matches_the_reference() -> R {
     for threads in [1, 3] {
-        for (s_v, h_k, h_v, n_t, n_s, per_dim) in
-            [(16, 2, 4, 1, 1, false), (16, 2, 4, 7, 2, true), (32, 8, 16, 5, 1, false)]
-        {
+        for (s_v, h_k, h_v, n_t, n_s, per_dim) in [
+            (16, 2, 4, 1, 1, false),
+            (16, 2, 4, 7, 2, true),
+            (32, 8, 16, 5, 1, false),
+            // Past the backend's runs of 16 tokens, S not a multiple of the lanes or groups.
+            (33, 1, 3, 37, 2, true),
+            (128, 2, 4, 20, 1, false),
+        ] {
             let what = format!("gated_delta_net S {s_v}, heads {h_k}/{h_v}, {n_t} x {n_s}");
             let n = check(&what, threads, |g, rng| {
                 let w = 2 * s_v * h_k + s_v * h_v;
