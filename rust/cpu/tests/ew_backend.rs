@@ -1,7 +1,8 @@
-//! The CPU backend's vectorized element-wise ops (SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
-//! ROPE, SWIGLU / GEGLU) and SSM_CONV against the scalar reference `compute_graph`, on odd shapes,
-//! broadcasts, masks, ALiBi, YaRN, strided and permuted inputs and in-place memory, with 1 and
-//! 3 threads; and weights placed in CPU_REPACK by the scheduler.
+//! The CPU backend's vectorized element-wise ops (SiLU, GELU, SIGMOID, SOFTPLUS, ADD, MUL,
+//! RMS_NORM, SOFT_MAX, ROPE, SWIGLU / GEGLU), SSM_CONV and GATED_DELTA_NET against the scalar
+//! reference `compute_graph`, on odd shapes, broadcasts, masks, ALiBi, YaRN, strided and
+//! permuted inputs and in-place memory, with 1 and 3 threads; and weights placed in CPU_REPACK
+//! by the scheduler.
 
 mod common;
 
@@ -124,10 +125,17 @@ fn input(
 fn unary_ops_match_the_reference() -> R {
     for threads in [1, 3] {
         for ne in SHAPES {
-            for (name, gelu) in [("silu", false), ("gelu", true)] {
+            for name in ["silu", "gelu", "sigmoid", "softplus"] {
                 let n = check(&format!("{name} {ne:?}"), threads, |g, rng| {
-                    let (x, xv) = input(g, rng, "x", &ne, -8.0, 8.0)?;
-                    let y = if gelu { g.gelu(x)? } else { g.silu(x)? };
+                    // Past softplus's threshold (20) and where sigmoid's result is tiny.
+                    let r = if name.starts_with('s') && name != "silu" { 30.0 } else { 8.0 };
+                    let (x, xv) = input(g, rng, "x", &ne, -r, r)?;
+                    let y = match name {
+                        "silu" => g.silu(x)?,
+                        "gelu" => g.gelu(x)?,
+                        "sigmoid" => g.sigmoid(x)?,
+                        _ => g.softplus(x)?,
+                    };
                     g.set_output(y)?;
                     Ok((vec![(x, xv)], y))
                 })?;
