@@ -366,12 +366,13 @@ fn strided_rows_are_vectorized_and_permuted_rows_fall_back() -> R {
 
 /// SSM_CONV (LFM2's short convolution): its window contiguous per channel (a CONCAT's result, as
 /// LFM2's graph feeds it) and transposed (tokens along dim 1, as the harness feeds it), with
-/// shapes small and large enough to be split over threads, one token and several.
+/// shapes small and large enough to be split over threads, one token and several (past the
+/// kernel's runs of 64 tokens and blocks of 16 channels).
 #[test]
 fn ssm_conv_matches_the_reference() -> R {
     for threads in [1, 3] {
         for (d_conv, d_inner, n_t, n_s) in
-            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2)]
+            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2), (4, 37, 150, 2)]
         {
             for transposed in [false, true] {
                 let what = format!(
