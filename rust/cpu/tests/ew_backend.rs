@@ -372,7 +372,7 @@ fn strided_rows_are_vectorized_and_permuted_rows_fall_back() -> R {
 fn ssm_conv_matches_the_reference() -> R {
     for threads in [1, 3] {
         for (d_conv, d_inner, n_t, n_s) in
-            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2), (4, 37, 150, 2)]
+            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2), (4, 37, 131, 2)]
         {
             for transposed in [false, true] {
                 let what = format!(

@@ -18,6 +18,8 @@ use tessera_core::{DType, Result};
 const CHANNELS: usize = 16;
 /// Tokens per run of [`ssm_conv`]: a block's outputs for them stay in L1 until written.
 const TOKENS: usize = 64;
+/// Runs shorter than this are summed token by token.
+const FEW: usize = 8;
 
 /// Whether `t` is F32 with every byte stride and its address a multiple of 4.
 pub(super) fn f32_aligned(t: &HostTensor) -> bool {
@@ -107,12 +109,21 @@ pub(super) unsafe fn ssm_conv(
                             }
                             &window
                         };
-                        // Summed in tap order, as before, a run of tokens at a time.
+                        // Summed in tap order (the same sums either way): a run of tokens at
+                        // a time (vectorized over them), or token by token for a few (where a
+                        // vector loop's setup would cost more than the sums: generation).
                         let out = &mut tile[ci * TOKENS..ci * TOKENS + tn];
-                        out.fill(0.0);
-                        for (k, &tap) in taps.iter().enumerate() {
-                            for (o, &x) in out.iter_mut().zip(&win[t0 + k..t0 + k + tn]) {
-                                *o += x * tap;
+                        if tn < FEW {
+                            for (dt, o) in out.iter_mut().enumerate() {
+                                let x = &win[t0 + dt..t0 + dt + d_conv];
+                                *o = x.iter().zip(&taps).fold(0.0, |sum, (x, tap)| sum + x * tap);
+                            }
+                        } else {
+                            out.fill(0.0);
+                            for (k, &tap) in taps.iter().enumerate() {
+                                for (o, &x) in out.iter_mut().zip(&win[t0 + k..t0 + k + tn]) {
+                                    *o += x * tap;
+                                }
                             }
                         }
                     }
