@@ -18,7 +18,8 @@ use tessera_core::{DType, Result};
 const CHANNELS: usize = 16;
 /// Tokens per run of [`ssm_conv`]: a block's outputs for them stay in L1 until written.
 const TOKENS: usize = 64;
-/// Runs shorter than this are summed token by token.
+/// Runs shorter than this are summed token by token; fewer tokens than this in all (generation)
+/// are computed channel by channel, each output written where it goes.
 const FEW: usize = 8;
 
 /// Whether `t` is F32 with every byte stride and its address a multiple of 4.
@@ -77,6 +78,33 @@ pub(super) unsafe fn ssm_conv(
     // Strides in f32 elements.
     let el = |nb: &[usize; 4]| nb.map(|b| b / 4);
     let (xs, cs, ds) = (el(&sx.layout.nb), el(&c.layout.nb), el(&dst.layout.nb));
+    if n_t < FEW {
+        // Generation: channel by channel, each output written where it goes.
+        let run = |channels: std::ops::Range<usize>| -> Result<()> {
+            let (xp, cp, dp) = (f32_ptr(&sx), f32_ptr(&c), f32_ptr(&dst));
+            for i in channels {
+                for s in 0..n_s {
+                    // SAFETY: channel i of sequence s lies within sx (i < d_inner, s < n_s).
+                    let window = unsafe { xp.add(i * xs[1] + s * xs[2]) };
+                    for t in 0..n_t {
+                        let mut sum = 0f32;
+                        for k in 0..d_conv {
+                            // SAFETY: t + k < d_conv - 1 + n_t, sx's first dimension; k <
+                            // d_conv and i < d_inner, within c's shape.
+                            sum += unsafe {
+                                *window.add((t + k) * xs[0]) * *cp.add(k * cs[0] + i * cs[1])
+                            };
+                        }
+                        // SAFETY: [i, t, s] lies within dst; this chunk alone writes channel
+                        // i, and dst overlaps no operand (checked above).
+                        unsafe { *dp.add(i * ds[0] + t * ds[1] + s * ds[2]) = sum };
+                    }
+                }
+            }
+            Ok(())
+        };
+        return Some(split_rows(threads, d_inner, n_t * n_s * d_conv, aborted, &run));
+    }
     let blocks = d_inner.div_ceil(CHANNELS);
     let run = |bs: std::ops::Range<usize>| -> Result<()> {
         // Through the whole tensors (`HostTensor` is `Sync`, a raw pointer alone is not).
