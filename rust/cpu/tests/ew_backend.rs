@@ -1,7 +1,8 @@
-//! The CPU backend's vectorized element-wise ops (SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
-//! ROPE, SWIGLU / GEGLU) and SSM_CONV against the scalar reference `compute_graph`, on odd shapes,
-//! broadcasts, masks, ALiBi, YaRN, strided and permuted inputs and in-place memory, with 1 and
-//! 3 threads; and weights placed in CPU_REPACK by the scheduler.
+//! The CPU backend's vectorized element-wise ops (SiLU, GELU, SIGMOID, SOFTPLUS, ADD, MUL,
+//! RMS_NORM, SOFT_MAX, ROPE, SWIGLU / GEGLU), SSM_CONV and GATED_DELTA_NET against the scalar
+//! reference `compute_graph`, on odd shapes, broadcasts, masks, ALiBi, YaRN, strided and
+//! permuted inputs and in-place memory, with 1 and 3 threads; and weights placed in CPU_REPACK
+//! by the scheduler.
 
 mod common;
 
@@ -124,10 +125,17 @@ fn input(
 fn unary_ops_match_the_reference() -> R {
     for threads in [1, 3] {
         for ne in SHAPES {
-            for (name, gelu) in [("silu", false), ("gelu", true)] {
+            for name in ["silu", "gelu", "sigmoid", "softplus"] {
                 let n = check(&format!("{name} {ne:?}"), threads, |g, rng| {
-                    let (x, xv) = input(g, rng, "x", &ne, -8.0, 8.0)?;
-                    let y = if gelu { g.gelu(x)? } else { g.silu(x)? };
+                    // Past softplus's threshold (20) and where sigmoid's result is tiny.
+                    let r = if name.starts_with('s') && name != "silu" { 30.0 } else { 8.0 };
+                    let (x, xv) = input(g, rng, "x", &ne, -r, r)?;
+                    let y = match name {
+                        "silu" => g.silu(x)?,
+                        "gelu" => g.gelu(x)?,
+                        "sigmoid" => g.sigmoid(x)?,
+                        _ => g.softplus(x)?,
+                    };
                     g.set_output(y)?;
                     Ok((vec![(x, xv)], y))
                 })?;
@@ -358,12 +366,13 @@ fn strided_rows_are_vectorized_and_permuted_rows_fall_back() -> R {
 
 /// SSM_CONV (LFM2's short convolution): its window contiguous per channel (a CONCAT's result, as
 /// LFM2's graph feeds it) and transposed (tokens along dim 1, as the harness feeds it), with
-/// shapes small and large enough to be split over threads, one token and several.
+/// shapes small and large enough to be split over threads, one token and several (past the
+/// kernel's runs of 64 tokens and blocks of 16 channels).
 #[test]
 fn ssm_conv_matches_the_reference() -> R {
     for threads in [1, 3] {
         for (d_conv, d_inner, n_t, n_s) in
-            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2)]
+            [(3, 5, 1, 1), (4, 7, 6, 2), (3, 1024, 1, 1), (3, 300, 40, 2), (4, 37, 131, 2)]
         {
             for transposed in [false, true] {
                 let what = format!(
@@ -554,15 +563,20 @@ fn sessions_computing_at_once_share_the_pool() -> R {
 }
 
 /// GATED_DELTA_NET (Qwen 3.5's linear attention): q and k as strided views of one wider tensor
-/// (as the graph takes them from the convolution's output), several tokens and sequences, two
-/// value heads per key head, one decay per head or per key dim, with enough heads to split over
-/// threads.
+/// (as the graph takes them from the convolution's output), several tokens (more than one run
+/// of the kernel) and sequences, two or three value heads per key head, one decay per head or
+/// per key dim, head sizes of 16 to 128 and an odd 33, with enough heads to split over threads.
 #[test]
 fn gated_delta_net_matches_the_reference() -> R {
     for threads in [1, 3] {
-        for (s_v, h_k, h_v, n_t, n_s, per_dim) in
-            [(16, 2, 4, 1, 1, false), (16, 2, 4, 7, 2, true), (32, 8, 16, 5, 1, false)]
-        {
+        for (s_v, h_k, h_v, n_t, n_s, per_dim) in [
+            (16, 2, 4, 1, 1, false),
+            (16, 2, 4, 7, 2, true),
+            (32, 8, 16, 5, 1, false),
+            // Past the backend's runs of 16 tokens, S not a multiple of the lanes or groups.
+            (33, 1, 3, 37, 2, true),
+            (128, 2, 4, 20, 1, false),
+        ] {
             let what = format!("gated_delta_net S {s_v}, heads {h_k}/{h_v}, {n_t} x {n_s}");
             let n = check(&what, threads, |g, rng| {
                 let w = 2 * s_v * h_k + s_v * h_v;

@@ -1,12 +1,14 @@
 //! DUP, CONT and CPY between tensors of one type whose rows are dense, and CONCAT of dense
 //! tensors: byte copies split over the threads (the recurrent models' state write-backs and
-//! convolution inputs, once per layer and token). Conversions between types and strided rows go
-//! to the reference.
+//! convolution inputs, once per layer and token); CONCAT of strided operands of 4-byte elements
+//! (a transposed one: the convolution window of a prompt) in tiles. Conversions between types
+//! and other strided rows go to the reference.
 
 use super::fast_ops::split_rows;
 use crate::matmul::AbortFn;
 use crate::reference::HostTensor;
 use crate::team::Threads;
+use std::ops::Range;
 use tessera_core::{Op, Result};
 
 /// Bytes per piece a whole-tensor copy is split into between the threads.
@@ -21,10 +23,18 @@ enum CopyPlan {
     /// CONCAT of dense operands along this dim: per index of the dims above it, the first
     /// operand's block then the second's.
     Concat(usize),
+    /// CONCAT along this dim into a dense result of 4-byte elements from operands of any
+    /// (4-byte aligned) strides, such as a transposed one (the recurrent models' convolution
+    /// window: the carried state, then the transposed projection): element by element in tiles
+    /// of [`TILE`] x [`TILE`] of the first two dims, so that both sides stay in cache lines.
+    ConcatStrided(usize),
 }
 
+/// The side of a [`CopyPlan::ConcatStrided`] tile.
+const TILE: usize = 32;
+
 /// The byte range of a tensor's layout.
-fn bytes(t: &HostTensor) -> std::ops::Range<usize> {
+fn bytes(t: &HostTensor) -> Range<usize> {
     let start = t.ptr as usize;
     start..start + t.layout.nbytes()
 }
@@ -43,6 +53,13 @@ fn choose(
 ) -> std::result::Result<CopyPlan, &'static str> {
     let dense = |t: &HostTensor| t.layout.is_contiguous();
     let rows = |t: &HostTensor| t.layout.rows_contiguous() && t.layout.dtype.block_size() == 1;
+    // 4-byte elements at 4-byte aligned addresses and strides.
+    let words = |t: &HostTensor| {
+        t.layout.dtype.block_size() == 1
+            && t.layout.dtype.type_size() == 4
+            && (t.ptr as usize).is_multiple_of(4)
+            && t.layout.nb.iter().all(|b| b.is_multiple_of(4))
+    };
     match op {
         Op::Dup | Op::Cont | Op::Cpy => {
             let src = srcs.first().ok_or("copy: no source")?;
@@ -70,12 +87,14 @@ fn choose(
                 Err("concat: operands of another type than the result")
             } else if dst.layout.dtype.block_size() != 1 || *dim >= 4 {
                 Err("concat: a block type or a dim past 3")
-            } else if !dense(a) || !dense(b) || !dense(dst) {
-                Err("concat: a strided operand")
             } else if !disjoint(a, dst) || !disjoint(b, dst) {
                 Err("concat: the result overlaps an operand")
-            } else {
+            } else if dense(a) && dense(b) && dense(dst) {
                 Ok(CopyPlan::Concat(*dim))
+            } else if dense(dst) && [a, b, dst].into_iter().all(words) {
+                Ok(CopyPlan::ConcatStrided(*dim))
+            } else {
+                Err("concat: a strided operand of other than 4-byte elements")
             }
         }
         _ => Err("no byte copy for the op"),
@@ -166,5 +185,89 @@ pub(super) unsafe fn copy(
                 Ok(())
             })
         }
+        CopyPlan::ConcatStrided(dim) => {
+            // SAFETY: `choose` checked the operands for the strided concat (see above).
+            unsafe { concat_strided(dim, &dst, srcs[0], srcs[1], threads, aborted) }
+        }
+    })
+}
+
+/// Copies the `n0 x n1` 4-byte elements of a 2-D region, element `(i, j)` from `src + i * s0 +
+/// j * s1` to `dst + i * 4 + j * d1` (byte addresses and strides), in [`TILE`] x [`TILE`] tiles.
+///
+/// # Safety
+///
+/// Every such element is readable at its source, writable at its destination, 4-byte aligned,
+/// and the two regions do not overlap.
+unsafe fn tile_copy(src: usize, [s0, s1]: [usize; 2], dst: usize, d1: usize, [n0, n1]: [usize; 2]) {
+    for j0 in (0..n1).step_by(TILE) {
+        for i0 in (0..n0).step_by(TILE) {
+            for j in j0..(j0 + TILE).min(n1) {
+                let (from, to) = (src + j * s1, dst + j * d1);
+                for i in i0..(i0 + TILE).min(n0) {
+                    // SAFETY: element (i, j) of both regions (caller's contract).
+                    unsafe { *((to + i * 4) as *mut u32) = *((from + i * s0) as *const u32) };
+                }
+            }
+        }
+    }
+}
+
+/// [`CopyPlan::ConcatStrided`]: the dense result's rows (dim 1) in blocks of [`TILE`] per index of
+/// dims 2 and 3, split over the threads; each block's part from each operand copied by
+/// [`tile_copy`].
+///
+/// # Safety
+///
+/// As [`copy`], with operands of 4-byte elements at aligned addresses and strides, the result
+/// dense and disjoint from them, and the shape rule of CONCAT checked.
+unsafe fn concat_strided(
+    dim: usize,
+    dst: &HostTensor,
+    a: HostTensor,
+    b: HostTensor,
+    threads: &Threads<'_>,
+    aborted: AbortFn<'_>,
+) -> Result<()> {
+    let ne = dst.layout.ne;
+    let dn = dst.layout.nb;
+    let blocks = ne[1].div_ceil(TILE);
+    let na = a.layout.ne[dim];
+    split_rows(threads, blocks * ne[2] * ne[3], TILE * ne[0], aborted, &|units| {
+        for u in units {
+            let (jb, i2, i3) = (u % blocks, u / blocks % ne[2], u / blocks / ne[2]);
+            let rows = jb * TILE..((jb + 1) * TILE).min(ne[1]);
+            // The part [i0, j, i2, i3] of dst from the first operand or the second (whose index
+            // along `dim` starts at `na` in dst).
+            let part = |second: bool, i0: Range<usize>, j: Range<usize>| {
+                if i0.is_empty() || j.is_empty() {
+                    return;
+                }
+                let mut at = [i0.start, j.start, i2, i3];
+                let t = if second { &b } else { &a };
+                if second {
+                    at[dim] -= na;
+                }
+                let nb = t.layout.nb;
+                let src = t.ptr as usize + (0..4).map(|d| at[d] * nb[d]).sum::<usize>();
+                let to =
+                    dst.ptr as usize + i0.start * dn[0] + j.start * dn[1] + i2 * dn[2] + i3 * dn[3];
+                // SAFETY: the shape rule makes the part's elements lie within `t` and dst; dst
+                // is dense, disjoint from the operands and written here by this unit alone.
+                unsafe { tile_copy(src, [nb[0], nb[1]], to, dn[1], [i0.len(), j.len()]) };
+            };
+            match dim {
+                0 => {
+                    part(false, 0..na, rows.clone());
+                    part(true, na..ne[0], rows);
+                }
+                1 => {
+                    part(false, 0..ne[0], rows.start.min(na)..rows.end.min(na));
+                    part(true, 0..ne[0], rows.start.max(na)..rows.end.max(na));
+                }
+                _ => part([i2, i3][dim - 2] >= na, 0..ne[0], rows),
+            }
+        }
+        Ok(())
     })
 }

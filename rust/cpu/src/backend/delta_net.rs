@@ -1,17 +1,24 @@
-//! The CPU backend's GATED_DELTA_NET (Qwen 3.5's gated delta rule) in f32, as ggml's CPU
-//! kernel computes it (the state scaled by the decay, then each value dim's delta from one dot
-//! product with the key, the rank-one update, the output from one dot product with the query),
-//! the (sequence, value head) pairs split over the backend's threads.
+//! The CPU backend's GATED_DELTA_NET (Qwen 3.5's gated delta rule) with an f32 state: the
+//! (sequence, value head) pairs split over the backend's threads; per pair, the state copied to
+//! its place in the result, then the tokens in runs of [`TOKENS`], each run's keys, queries,
+//! values, decays (`exp(g)`) and betas gathered into contiguous rows for the vectorized kernel
+//! [`delta_rule`] (which takes the state's columns through the run) and its outputs scattered
+//! back.
 //!
 //! [`gated_delta_net`] returns `None` for misaligned operands or a result overlapping an
 //! operand, and the backend falls back to the reference (an f64 state).
 
 use super::conv::{f32_aligned, f32_ptr, overlaps};
 use super::fast_ops::split_rows;
+use crate::kernels::delta_rule::{delta_rule, DeltaTokens};
 use crate::matmul::AbortFn;
 use crate::reference::HostTensor;
 use crate::team::Threads;
 use tessera_core::Result;
+
+/// Tokens gathered per call of the kernel: their keys, queries, values (and decays per key dim)
+/// stay in L1 while the kernel takes the state's columns through them.
+const TOKENS: usize = 16;
 
 /// Why [`gated_delta_net`] leaves a GATED_DELTA_NET to the reference (`None`: it takes it).
 pub(super) fn gated_delta_net_refusal(
@@ -63,9 +70,15 @@ pub(super) unsafe fn gated_delta_net(
         let (qp, kp, vp) = (f32_ptr(&q), f32_ptr(&k), f32_ptr(&v));
         let (gp, bp, sp) = (f32_ptr(&g), f32_ptr(&beta), f32_ptr(&state));
         let dp = f32_ptr(&dst);
-        let mut decay = vec![0f32; s_v];
-        let mut delta = vec![0f32; s_v];
+        let per_token = TOKENS * s_v;
+        let (mut kb, mut qb, mut vb) =
+            (vec![0f32; per_token], vec![0f32; per_token], vec![0f32; per_token]);
+        let mut decay = vec![0f32; if per_dim { per_token } else { TOKENS }];
+        let (mut betas, mut out, mut kd) = (vec![0f32; TOKENS], vec![0f32; per_token], Vec::new());
         for pair in pairs {
+            if aborted() {
+                return Err(tessera_core::Error::Aborted);
+            }
             let (s, h) = (pair / h_v, pair % h_v);
             let hk = h % h_k;
             // The state of (s, h), worked on in place in dst's state rows: element i + j * S
@@ -80,44 +93,55 @@ pub(super) unsafe fn gated_delta_net(
             m.copy_from_slice(unsafe {
                 std::slice::from_raw_parts(sp.add(pair * s_v * s_v), s_v * s_v)
             });
-            for t in 0..n_t {
-                let row = h + h_v * (t + n_t * s);
-                // SAFETY: each row of q, k (head hk) and v (head h) of token t, sequence s has
-                // S contiguous values (row stride of one element, checked by the rule).
-                let (qr, kr, vr) = unsafe {
-                    (
-                        std::slice::from_raw_parts(qp.add(hk * qs[1] + t * qs[2] + s * qs[3]), s_v),
-                        std::slice::from_raw_parts(kp.add(hk * ks[1] + t * ks[2] + s * ks[3]), s_v),
-                        std::slice::from_raw_parts(vp.add(h * vs[1] + t * vs[2] + s * vs[3]), s_v),
-                    )
-                };
-                // SAFETY: g ([1 or S, H, n_t, n_s]) and beta ([1, H, n_t, n_s]) are contiguous.
-                let b = unsafe { *bp.add(row) };
-                if per_dim {
-                    for (i, d) in decay.iter_mut().enumerate() {
-                        // SAFETY: as above, S decays per row.
-                        *d = unsafe { *gp.add(row * s_v + i) }.exp();
+            for t0 in (0..n_t).step_by(TOKENS) {
+                let n = TOKENS.min(n_t - t0);
+                let rows = n * s_v;
+                for dt in 0..n {
+                    let t = t0 + dt;
+                    let row = h + h_v * (t + n_t * s);
+                    let at = dt * s_v..(dt + 1) * s_v;
+                    // SAFETY: each row of q, k (head hk) and v (head h) of token t, sequence s
+                    // has S contiguous values (row stride of one element, checked by the rule);
+                    // g ([1 or S, H, n_t, n_s]) and beta ([1, H, n_t, n_s]) are contiguous.
+                    unsafe {
+                        let src = |p: *mut f32, st: &[usize; 4], head: usize| {
+                            std::slice::from_raw_parts(
+                                p.add(head * st[1] + t * st[2] + s * st[3]),
+                                s_v,
+                            )
+                        };
+                        kb[at.clone()].copy_from_slice(src(kp, &ks, hk));
+                        qb[at.clone()].copy_from_slice(src(qp, &qs, hk));
+                        vb[at.clone()].copy_from_slice(src(vp, &vs, h));
+                        betas[dt] = *bp.add(row);
+                        if per_dim {
+                            let gr = std::slice::from_raw_parts(gp.add(row * s_v), s_v);
+                            for (d, g) in decay[at].iter_mut().zip(gr) {
+                                *d = g.exp();
+                            }
+                        } else {
+                            decay[dt] = (*gp.add(row)).exp();
+                        }
                     }
-                    for col in m.chunks_exact_mut(s_v) {
-                        col.iter_mut().zip(&decay).for_each(|(x, d)| *x *= d);
-                    }
-                } else {
-                    // SAFETY: as above, one decay per row.
-                    let d = unsafe { *gp.add(row) }.exp();
-                    m.iter_mut().for_each(|x| *x *= d);
                 }
-                for (j, col) in m.chunks_exact(s_v).enumerate() {
-                    let mk: f32 = col.iter().zip(kr).map(|(a, b)| a * b).sum();
-                    delta[j] = (vr[j] - mk) * b;
-                }
-                // SAFETY: output row (token t, sequence s) holds S * H values; head h's S of
-                // them are written by this chunk alone.
-                let out = unsafe {
-                    std::slice::from_raw_parts_mut(dp.add((t + n_t * s) * width + h * s_v), s_v)
+                let x = DeltaTokens {
+                    k: &kb[..rows],
+                    q: &qb[..rows],
+                    v: &vb[..rows],
+                    decay: &decay[..if per_dim { rows } else { n }],
+                    beta: &betas[..n],
                 };
-                for ((col, &dj), o) in m.chunks_exact_mut(s_v).zip(&delta).zip(out.iter_mut()) {
-                    col.iter_mut().zip(kr).for_each(|(x, &ki)| *x += ki * dj);
-                    *o = col.iter().zip(qr).map(|(a, b)| a * b).sum::<f32>() * scale;
+                delta_rule(m, s_v, &x, scale, &mut out[..rows], &mut kd)?;
+                for (dt, o) in out[..rows].chunks_exact(s_v).enumerate() {
+                    // SAFETY: output row (token t, sequence s) holds S * H values; head h's S
+                    // of them are written by this chunk alone.
+                    let row = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            dp.add((t0 + dt + n_t * s) * width + h * s_v),
+                            s_v,
+                        )
+                    };
+                    row.copy_from_slice(o);
                 }
             }
         }

@@ -1,6 +1,7 @@
-//! The CPU backend's vectorized element-wise ops: SiLU, GELU, ADD, MUL, RMS_NORM, SOFT_MAX,
-//! ROPE and the SiLU / GELU gated linear units on F32 tensors whose rows are contiguous, computed row by row with the kernels of
-//! [`crate::kernels::ew`] and split over the backend's threads in chunks of rows.
+//! The CPU backend's vectorized element-wise ops: SiLU, GELU, SIGMOID, SOFTPLUS, ADD, MUL,
+//! RMS_NORM, SOFT_MAX, ROPE and the SiLU / GELU gated linear units on F32 tensors whose rows are
+//! contiguous, computed row by row with the kernels of [`crate::kernels::ew`] and split over the
+//! backend's threads in chunks of rows.
 //!
 //! [`compute`] returns `None` for anything else (other ops and types, strided rows, odd
 //! overlaps of the result with an operand), and the backend falls back to the reference.
@@ -117,6 +118,8 @@ fn choose(
     let kernel = match op {
         Op::Unary(UnaryOp::Silu) => Kernel::Unary(ew::silu),
         Op::Unary(UnaryOp::Gelu) => Kernel::Unary(ew::gelu),
+        Op::Unary(UnaryOp::Sigmoid) => Kernel::Unary(ew::sigmoid),
+        Op::Unary(UnaryOp::Softplus) => Kernel::Unary(ew::softplus),
         Op::Scale { scale, bias } => Kernel::Scale { scale: *scale, bias: *bias },
         Op::Add | Op::Mul => Kernel::Binary(if matches!(op, Op::Add) { ew::add } else { ew::mul }),
         Op::RmsNorm { eps } => Kernel::RmsNorm(*eps),

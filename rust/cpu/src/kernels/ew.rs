@@ -1,5 +1,5 @@
 //! Element-wise kernels for the hot paths of a transformer (one row at a time, F32): SiLU, GELU
-//! (tanh approximation), add, mul, RMS norm, the softmax core and the ROPE rotation (normal and
+//! (tanh approximation), sigmoid, softplus, add, mul, RMS norm, the softmax core and the ROPE rotation (normal and
 //! NeoX pairs, from a precomputed cos / sin cache), vectorized with AVX2 (x86_64)
 //! or NEON (aarch64) when the active tier has them, scalar otherwise.
 //!
@@ -68,6 +68,28 @@ pub fn gelu(x: &[f32], y: &mut [f32]) -> Result<()> {
     dispatch!(gelu, x, y)
 }
 
+/// `y = 1 / (1 + exp(-x))` (ggml's SIGMOID), as `1 / (1 + e)` for `x >= 0` and `e / (1 + e)`
+/// below, `e = exp(-|x|)`: no overflow, and the relative accuracy kept where the result is tiny
+/// (0 below `x = -87.3`, where it is under `1.2e-38`).
+pub fn sigmoid(x: &[f32], y: &mut [f32]) -> Result<()> {
+    check("sigmoid", x.len(), y.len())?;
+    dispatch!(sigmoid, x, y)
+}
+
+/// `y = log(1 + exp(x))`, and `x` itself above 20 (ggml's SOFTPLUS): `max(x, 0) + log1p(e)`
+/// with `e = exp(-|x|)` and `log1p(e) = 2 atanh(e / (2 + e))` (a series in `z = e / (2 + e) <=
+/// 1/3`), so no overflow and the relative accuracy kept where the result is tiny.
+pub fn softplus(x: &[f32], y: &mut [f32]) -> Result<()> {
+    check("softplus", x.len(), y.len())?;
+    dispatch!(softplus, x, y)
+}
+
+/// The coefficients `1 / (2n + 1)`, n = 7 down to 0, of `atanh(z) / z` in `z^2` (Horner order):
+/// [`softplus`]'s `log1p(e) = 2 z atanh(z) / z` for `z <= 1/3`, whose first omitted term is under
+/// 1.5e-9 relative.
+pub(crate) const ATANH_SERIES: [f32; 8] =
+    [1.0 / 15.0, 1.0 / 13.0, 1.0 / 11.0, 1.0 / 9.0, 1.0 / 7.0, 1.0 / 5.0, 1.0 / 3.0, 1.0];
+
 /// `y = a + b`.
 pub fn add(a: &[f32], b: &[f32], y: &mut [f32]) -> Result<()> {
     check("add", a.len(), b.len())?;
@@ -125,6 +147,21 @@ pub mod scalar {
     pub fn silu(x: &[f32], y: &mut [f32]) {
         for (o, &v) in y.iter_mut().zip(x) {
             *o = v / (1.0 + (-v).exp());
+        }
+    }
+
+    /// `y = 1 / (1 + exp(-x))` (see [`super::sigmoid`]).
+    pub fn sigmoid(x: &[f32], y: &mut [f32]) {
+        for (o, &v) in y.iter_mut().zip(x) {
+            let e = (-v.abs()).exp();
+            *o = if v >= 0.0 { 1.0 } else { e } / (1.0 + e);
+        }
+    }
+
+    /// `y = log(1 + exp(x))`, `x` above 20 (see [`super::softplus`]).
+    pub fn softplus(x: &[f32], y: &mut [f32]) {
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = if v > 20.0 { v } else { v.max(0.0) + (-v.abs()).exp().ln_1p() };
         }
     }
 
@@ -193,5 +230,112 @@ pub mod scalar {
             y[i] = a * cos[i] - b * sin[i];
             y[i + h] = a * sin[i] + b * cos[i];
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row kernel.
+    type Row = fn(&[f32], &mut [f32]);
+
+    /// The implementations of sigmoid (or softplus) this CPU can run: the scalar one and the
+    /// vector one, by name.
+    fn versions(sigmoid: bool) -> Vec<(&'static str, Row)> {
+        let mut v: Vec<(&'static str, Row)> =
+            vec![("scalar", if sigmoid { scalar::sigmoid } else { scalar::softplus })];
+        #[cfg(target_arch = "x86_64")]
+        if Tier::Avx2.is_supported() {
+            v.push((
+                "avx2",
+                if sigmoid {
+                    // SAFETY: the CPU has AVX2 and FMA (checked above); the test passes slices of
+                    // one length.
+                    |x, y| unsafe { super::super::x86::ew::sigmoid(x, y) }
+                } else {
+                    // SAFETY: as above.
+                    |x, y| unsafe { super::super::x86::ew::softplus(x, y) }
+                },
+            ));
+        }
+        #[cfg(target_arch = "aarch64")]
+        if Tier::Neon.is_supported() {
+            v.push((
+                "neon",
+                if sigmoid {
+                    // SAFETY: the CPU has NEON (checked above); the test passes slices of one
+                    // length.
+                    |x, y| unsafe { super::super::arm::ew::sigmoid(x, y) }
+                } else {
+                    // SAFETY: as above.
+                    |x, y| unsafe { super::super::arm::ew::softplus(x, y) }
+                },
+            ));
+        }
+        v
+    }
+
+    /// Distance from `got` to `want` in units in the last place of `want` rounded to f32 (the
+    /// smallest subnormal's below 2^-126).
+    fn ulps(got: f32, want: f64) -> f64 {
+        let w = want as f32;
+        let ulp = if w.abs() < f32::MIN_POSITIVE {
+            f64::from(f32::from_bits(1))
+        } else {
+            f64::from(f32::from_bits(w.abs().to_bits() + 1) - w.abs())
+        };
+        (f64::from(got) - want).abs() / ulp
+    }
+
+    /// Inputs: a dense sweep of [-100, 100] (each length's tail through the scalar code), the
+    /// thresholds (20, the exp clamp at -87.3), signed zeros and infinities.
+    fn inputs() -> Vec<f32> {
+        let mut x: Vec<f32> = (0..40_001).map(|i| -100.0 + i as f32 * 0.005).collect();
+        x.extend([0.0, -0.0, 20.0, 20.000002, 19.999998, -87.3, -87.4, 1e-30, -1e-30, 88.0]);
+        x.extend([f32::INFINITY, f32::NEG_INFINITY, 5.0, -5.0, 0.5]);
+        x
+    }
+
+    /// Below this, results may be flushed to 0: `exp(-87.3)`, under which the vector exp is 0.
+    const FLUSHED: f64 = 1.28e-38;
+
+    /// Checks every version of `op` against `f` in f64 within `max_ulps`, and results under
+    /// [`FLUSHED`] within that.
+    fn check_op(sigmoid: bool, f: fn(f64) -> f64, max_ulps: f64) {
+        let x = inputs();
+        for (name, op) in versions(sigmoid) {
+            for n in [x.len(), 7, 13] {
+                let mut y = vec![f32::NAN; n];
+                op(&x[..n], &mut y);
+                for (&xi, &yi) in x.iter().zip(&y) {
+                    let want = f(f64::from(xi));
+                    let ok = if want.abs() < FLUSHED {
+                        (f64::from(yi) - want).abs() <= FLUSHED
+                    } else if want.is_infinite() {
+                        yi == want as f32
+                    } else {
+                        ulps(yi, want) <= max_ulps
+                    };
+                    assert!(ok, "{name}({xi}) = {yi}, want {want} ({} ulps)", ulps(yi, want));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sigmoid_is_within_four_ulps_of_f64() {
+        check_op(true, |x| 1.0 / (1.0 + (-x).exp()), 4.0);
+    }
+
+    #[test]
+    fn softplus_is_within_four_ulps_of_f64() {
+        check_op(false, |x| if x > 20.0 { x } else { x.exp().ln_1p() }, 4.0);
+    }
+
+    #[test]
+    fn sigmoid_and_softplus_refuse_mismatched_slices() {
+        assert!(sigmoid(&[1.0, 2.0], &mut [0.0]).is_err());
+        assert!(softplus(&[1.0], &mut [0.0, 0.0]).is_err());
     }
 }

@@ -109,6 +109,7 @@ pub mod tier;
 mod act_x4;
 pub mod attn_tiles;
 mod blocks;
+pub mod delta_rule;
 pub mod ew;
 mod kquant;
 pub mod repack;

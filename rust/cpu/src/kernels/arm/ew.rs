@@ -1,6 +1,6 @@
 //! NEON element-wise kernels (see [`crate::kernels::ew`]); tails in scalar code.
 
-use crate::kernels::ew::{scalar, GELU_A, GELU_C};
+use crate::kernels::ew::{scalar, ATANH_SERIES, GELU_A, GELU_C};
 use std::arch::aarch64::*;
 
 /// `exp` of 4 lanes: range reduction by ln 2 and a degree-6 polynomial (about 1e-7 relative);
@@ -77,6 +77,61 @@ pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
                 vmulq_f32(vmulq_n_f32(v, 0.5), vaddq_f32(one, t))
             },
             scalar::gelu
+        );
+    }
+}
+
+/// Sigmoid (see [`crate::kernels::ew::sigmoid`]).
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn sigmoid(x: &[f32], y: &mut [f32]) {
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let one = vdupq_n_f32(1.0);
+        map4!(
+            x,
+            y,
+            |v| {
+                let e = exp4!(vnegq_f32(vabsq_f32(v)));
+                let neg = vcltq_f32(v, vdupq_n_f32(0.0));
+                vdivq_f32(vbslq_f32(neg, e, one), vaddq_f32(one, e))
+            },
+            scalar::sigmoid
+        );
+    }
+}
+
+/// Softplus (see [`crate::kernels::ew::softplus`]).
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn softplus(x: &[f32], y: &mut [f32]) {
+    // SAFETY: the caller guarantees NEON and the slices' lengths (see the function's contract); every
+    // vector load and store below is at an index `i` with `i + 4 <= n`, within every slice.
+    unsafe {
+        let two = vdupq_n_f32(2.0);
+        map4!(
+            x,
+            y,
+            |v| {
+                let e = exp4!(vnegq_f32(vabsq_f32(v)));
+                let z = vdivq_f32(e, vaddq_f32(two, e));
+                let z2 = vmulq_f32(z, z);
+                let mut p = vdupq_n_f32(ATANH_SERIES[0]);
+                for c in &ATANH_SERIES[1..] {
+                    p = vfmaq_f32(vdupq_n_f32(*c), p, z2);
+                }
+                let l = vmulq_f32(vaddq_f32(z, z), p);
+                let r = vaddq_f32(vmaxq_f32(v, vdupq_n_f32(0.0)), l);
+                vbslq_f32(vcgtq_f32(v, vdupq_n_f32(20.0)), v, r)
+            },
+            scalar::softplus
         );
     }
 }

@@ -1,6 +1,6 @@
 //! AVX2 + FMA element-wise kernels (see [`crate::kernels::ew`]); tails in scalar code.
 
-use crate::kernels::ew::{scalar, GELU_A, GELU_C};
+use crate::kernels::ew::{scalar, ATANH_SERIES, GELU_A, GELU_C};
 use std::arch::x86_64::*;
 
 /// `exp` of 8 lanes: range reduction by ln 2 and a degree-6 polynomial (about 1e-7 relative);
@@ -96,6 +96,55 @@ pub(crate) unsafe fn gelu(x: &[f32], y: &mut [f32]) {
             _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, t))
         },
         scalar::gelu
+    );
+}
+
+/// Sigmoid (see [`crate::kernels::ew::sigmoid`]).
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn sigmoid(x: &[f32], y: &mut [f32]) {
+    let one = _mm256_set1_ps(1.0);
+    let sign = _mm256_set1_ps(-0.0);
+    map8!(
+        x,
+        y,
+        |v| {
+            let e = exp8!(_mm256_or_ps(v, sign));
+            // e where x's sign bit is set, 1 elsewhere (-0 gives e = 1 either way).
+            _mm256_div_ps(_mm256_blendv_ps(one, e, v), _mm256_add_ps(one, e))
+        },
+        scalar::sigmoid
+    );
+}
+
+/// Softplus (see [`crate::kernels::ew::softplus`]).
+///
+/// # Safety
+///
+/// As [`silu`].
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn softplus(x: &[f32], y: &mut [f32]) {
+    let two = _mm256_set1_ps(2.0);
+    let sign = _mm256_set1_ps(-0.0);
+    map8!(
+        x,
+        y,
+        |v| {
+            let e = exp8!(_mm256_or_ps(v, sign));
+            let z = _mm256_div_ps(e, _mm256_add_ps(two, e));
+            let z2 = _mm256_mul_ps(z, z);
+            let mut p = _mm256_set1_ps(ATANH_SERIES[0]);
+            for c in &ATANH_SERIES[1..] {
+                p = _mm256_fmadd_ps(p, z2, _mm256_set1_ps(*c));
+            }
+            let l = _mm256_mul_ps(_mm256_add_ps(z, z), p);
+            let r = _mm256_add_ps(_mm256_max_ps(v, _mm256_setzero_ps()), l);
+            _mm256_blendv_ps(r, v, _mm256_cmp_ps::<_CMP_GT_OQ>(v, _mm256_set1_ps(20.0)))
+        },
+        scalar::softplus
     );
 }
 
