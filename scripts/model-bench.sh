@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tessera against llama.cpp on whole models of the sizes apps ship (a benchmark, not a test):
 # Gemma 3 270M Q4_K_M and the synthetic Q4_K_M models of real shapes (scripts/synth/:
-# Llama 3.2 1B, Qwen2.5 1.5B, Gemma 3 1B, LFM2 350M, Qwen3.5 0.8B), generated if missing.
+# Llama 3.2 1B, Qwen2.5 1.5B, Gemma 3 1B, LFM2 350M, Qwen3.5 0.8B; on request the larger
+# SmolLM3 3B, Phi-4-mini and Gemma 4 E2B), generated if missing.
 #
 #  1. model_compare.py (the anchor's: Tessera and llama.cpp alternating, A B A B) on each model,
 #     pp512 and tg128 at 1 and 2 threads, once per Tessera kernel tier: the tier the CPU has,
@@ -20,7 +21,10 @@
 #            [--rounds 2] [--depths 1024,4096|none] [--depth-models LIST] [--tiers LIST]
 #            [--out DIR] [--summary-only] [--high-priority]
 #   --models        gemma3-270m,llama-3.2-1b,qwen2.5-1.5b,gemma-3-1b,lfm2-350m,qwen3.5-0.8b
-#                   (default: all six; the synthetic ones are synth_model.py's shape names)
+#                   (default: these six; the synthetic ones are synth_model.py's shape names),
+#                   and on request smollm3-3b,phi-4-mini,gemma-4-e2b (1.9-3.4 GB files, each
+#                   written once in about a minute; their cells take several minutes per
+#                   tier, so they stay out of the default run)
 #   --depth-models  default llama-3.2-1b,gemma3-270m
 #   --tiers         Tessera tiers (TESSERA_CPU_TIER), default: the best the CPU has, plus avx2
 #                   where that is avx512_vnni
@@ -54,7 +58,7 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --summary-only) SUMMARY_ONLY=1; shift ;;
         --high-priority) HIGH=1; shift ;;
-        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "model-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done

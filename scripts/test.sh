@@ -76,7 +76,7 @@ cargo run --quiet -p tessera-cli -- backend-ops test > target/backend-ops.txt 2>
     cat target/backend-ops.txt; exit 1; }
 tail -n 1 target/backend-ops.txt
 
-step "synthetic Q4_K_M models (scripts/synth): type rules against llama.cpp's, 2-layer models of each shape read back by gguf-py and run by tessera"
+step "synthetic Q4_K_M models (scripts/synth): type rules against llama.cpp's, few-layer models of each shape read back by gguf-py and run by tessera"
 cargo build --quiet -p tessera-cli
 "$TESSERA_PYTHON" scripts/synth/test_synth.py --tessera target/debug/tessera
 

@@ -8,15 +8,22 @@ llama-cpp-python 0.3.36), written again for the dense architectures the syntheti
   block, each group by name (the loader's `weight_name_comparer`). The counters below follow that
   order.
 - Quantized: tensors of two or more dimensions whose name ends in `weight`, except norms, the
-  convolutions' taps (`ssm_conv1d`, `shortconv.conv.weight`: Qwen 3.5's and LFM2's) and the
-  other exclusions of `tensor_allows_quantization` that these architectures never have.
-  Everything else keeps its type (F32). The other new kinds of LFM2 and Qwen 3.5 have no rule
+  convolutions' taps (`ssm_conv1d`, `shortconv.conv.weight`: Qwen 3.5's and LFM2's), Gemma 4's
+  `per_layer_model_proj` and the other exclusions of `tensor_allows_quantization` that these
+  architectures never have. Everything else keeps the type the converter gave it
+  (`source_type`: F32 for vectors and the convolutions' taps, F16 for the other matrices:
+  Gemma 4's `per_layer_model_proj`). The other new kinds of LFM2 and Qwen 3.5 have no rule
   of their own: `shortconv.in_proj` / `out_proj`, `attn_gate`, `ssm_alpha`, `ssm_beta` and
   `ssm_out` are "other" (Q4_K), and Qwen 3.5's delta-net `attn_qkv` is counted with `attn_v`
-  (its category is attention-V-like), as llama-quantize does.
-- `output.weight`, and `token_embd.weight` when there is no `output.weight` (tied embeddings):
-  Q8_0 when the row length is not a multiple of 256 (or for Falcon), else Q6_K.
-- `token_embd.weight` of an untied model: the default, Q4_K.
+  (its category is attention-V-like), as llama-quantize does; so is Phi-3's fused `attn_qkv`,
+  and Phi-3's fused gate-up `ffn_up` is an `ffn_up` (Q4_K). Gemma 4's per-layer projections
+  `inp_gate` and `proj` are "other" (Q4_K).
+- `output.weight`, and the token embeddings when there is no `output.weight` (tied
+  embeddings): Q8_0 when the row length is not a multiple of 256 (or for Falcon), else Q6_K.
+  llama-quantize counts Gemma 4's per-layer token embeddings (`per_layer_token_embd`, one row
+  of `n_embd_per_layer` values per layer for each token) as token embeddings: in a tied model
+  they are Q6_K too.
+- The token embeddings of an untied model: the default, Q4_K.
 - `attn_v` (and `attn_qkv` / `attn_kv_b`, counted together): Q6_K where
   `use_more_bits(i, n)` holds for its index among them, else Q4_K (llama.cpp's later Q5_K
   branch for `attn_qkv` is never reached: this attention-V-like branch takes those first).
@@ -78,6 +85,14 @@ def allows_quantization(name: str, n_dims: int) -> bool:
     )
 
 
+def source_type(name: str, n_dims: int) -> str:
+    """The type a converter stores an unquantized tensor in: F32 for vectors and the
+    convolutions' taps, F16 for other matrices (the synthetic models' twins and files alike)."""
+    if n_dims < 2 or "ssm_conv1d" in name or "shortconv.conv.weight" in name:
+        return "F32"
+    return "F16"
+
+
 def sort_key(name: str) -> tuple[int, str]:
     """llama-quantize's tensor order: layer (-1 outside the blocks), then name."""
     layer = -1
@@ -98,7 +113,7 @@ class Tensor:
 
 def q4_k_m_types(tensors: list[Tensor], arch: str, n_layer: int, n_expert: int = 0) -> dict[str, str]:
     """The type llama-quantize Q4_K_M gives each tensor (name -> ggml type name); unquantized
-    tensors map to "F32" (the synthetic models store them so)."""
+    tensors keep their `source_type`."""
     if n_expert > 1:
         raise ValueError("the Q4_K_M rules here cover dense models only (no experts)")
     order = sorted(tensors, key=lambda t: sort_key(t.name))
@@ -109,7 +124,7 @@ def q4_k_m_types(tensors: list[Tensor], arch: str, n_layer: int, n_expert: int =
     types: dict[str, str] = {}
     for t in order:
         if not allows_quantization(t.name, len(t.ne)):
-            types[t.name] = "F32"
+            types[t.name] = source_type(t.name, len(t.ne))
             continue
         cat = category(t.name)
         new = "Q4_K"

@@ -20,7 +20,9 @@ files llama.cpp's converter writes from them): widths, heads, layers, feed-forwa
 RoPE bases (Llama 3's frequency factors as rope_freqs.weight, from its rope_scaling), context
 length, tied output (no output.weight: the token embeddings serve as output, as in all of them);
 LFM2's layer pattern (short convolutions and attention) and Qwen 3.5's (gated delta-nets and
-gated full attention) with their tensors as llama.cpp's loader names them.
+gated full attention), Phi-4-mini's fused QKV and gate-up projections and LongRoPE factors,
+Gemma 4 E2B's sliding / full layers of two head sizes, KV-sharing layers with double-wide MLPs
+and per-layer token embeddings, with their tensors as llama.cpp's loader names them.
 The vocabularies are real:
   llama-3.2-1b   llama.cpp's models/ggml-vocab-llama-bpe.gguf (Llama 3's tokenizer, 128256
                  tokens = Llama 3.2's vocab_size) from the llama-cpp-python 0.3.36 sdist
@@ -29,6 +31,11 @@ The vocabularies are real:
   gemma-3-1b     the tokenizer of Gemma 3 270M (target/models/gemma3-270m-q4_k_m.gguf from
                  scripts/setup.sh), which is Gemma 3's one tokenizer (262144 tokens, = the 1B's
                  vocab_size)
+  gemma-4-e2b    models/ggml-vocab-gemma-4.gguf (Gemma 4's tokenizer, 262144 tokens) from the
+                 same sdist
+  smollm3-3b     models/ggml-vocab-llama-bpe.gguf (Llama 3's tokenizer, 128256 tokens =
+                 SmolLM3's vocab_size; SmolLM3 uses it with its own chat tokens written over
+                 two reserved ones, which this file does not have: a fair stand-in)
 and, where the sdist lacks the family's own vocabulary, stand-ins of the right size
 (standin_vocab):
   lfm2-350m      LFM2's vocabulary (65536 tokens) is in no package the project fetches: Llama 3's
@@ -36,6 +43,8 @@ and, where the sdist lacks the family's own vocabulary, stand-ins of the right s
   qwen3.5-0.8b   models/ggml-vocab-qwen35.gguf (llama.cpp's Qwen 3.5 tokenizer test file:
                  151936 tokens, pre-tokenizer qwen35) padded with unused tokens to Qwen 3.5's
                  248320
+  phi-4-mini     Phi-4-mini's own (o200k-based, 200064 tokens) is in no package the project
+                 fetches: models/ggml-vocab-qwen2.gguf (151936) padded the same way to 200064
 The sdist is taken from --sdist, else target/downloads/, else fetched there from PyPI (the URL
 its simple index lists, sha256 pinned).
 
@@ -72,7 +81,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from q4_k_m import Tensor, allows_quantization, q4_k_m_types, sort_key  # noqa: E402
+from q4_k_m import Tensor, q4_k_m_types, sort_key, source_type  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SDIST_NAME = "llama_cpp_python-0.3.36.tar.gz"
@@ -110,6 +119,8 @@ class Shape:
     attn_layers: tuple[int, ...] | None = None  # LFM2: the attention layers (the rest convolve)
     l_cache: int = 0  # LFM2: the short convolutions' taps
     ssm: dict | None = None  # Qwen 3.5: the gated delta-nets' sizes
+    longrope: dict | None = None  # Phi-3: LongRoPE's rotated dimensions and original context
+    gemma4: dict | None = None  # Gemma 4: sliding / global layers, shared KV, per-layer inputs
     test_layers: int = 2  # the layers of test_synth.py's small model of the shape
 
     def layer_kind(self, il: int) -> str:
@@ -119,6 +130,31 @@ class Shape:
         if self.ssm is not None:
             return "attn" if (il + 1) % self.ssm["full_attention_interval"] == 0 else "deltanet"
         return "attn"
+
+    def ff_width(self, il: int, n_layer: int) -> int:
+        """Layer il's feed-forward width: Gemma 4 E2B's KV-sharing layers (the top
+        shared_kv_layers of the n_layer) have a double-wide MLP."""
+        g = self.gemma4
+        if g is not None and g["double_wide_mlp"] and il >= n_layer - self.n_shared_kv(n_layer):
+            return 2 * self.n_ff
+        return self.n_ff
+
+    def n_shared_kv(self, n_layer: int) -> int:
+        """Gemma 4: how many top layers attend over the caches of the layers below them: all
+        above the first kv_layers (the real model's 15 of 35, which end with a sliding then a
+        global layer as the sharing needs), or with fewer layers all above the first period
+        of the pattern."""
+        g = self.gemma4
+        if g is None:
+            return 0
+        kv = g["kv_layers"] if n_layer == self.n_layer else len(g["swa_pattern"])
+        return max(0, n_layer - kv)
+
+    def is_swa(self, il: int) -> bool:
+        """Gemma 4: whether layer il is a sliding-window layer (the pattern repeats)."""
+        g = self.gemma4
+        assert g is not None
+        return g["swa_pattern"][il % len(g["swa_pattern"])]
 
     def file_name(self, layers: int | None) -> str:
         return f"synth-{self.name}-q4_k_m" + (f"-{layers}l" if layers else "") + ".gguf"
@@ -185,6 +221,56 @@ SHAPES = {
                  "head_v_dim": 128, "n_v_heads": 16},
             test_layers=4,
         ),
+        # HuggingFaceTB/SmolLM3-3B: hidden 2048, 36 layers, 16 / 4 heads of 128, intermediate
+        # 11008, rope_theta 5e6 and no RoPE in every fourth layer (no_rope_layer_interval 4:
+        # llama.cpp's n_no_rope_layer_step, which no GGUF key carries), max_position_embeddings
+        # 65536, rms_norm_eps 1e-6, vocab 128256 (Llama 3's tokenizer), tied embeddings.
+        Shape(
+            "smollm3-3b", "SmolLM3 3B", "smollm3", 2048, 36, 16, 4, 128, 11008, 128256, 65536,
+            1e-6, 5000000.0, "sdist:ggml-vocab-llama-bpe.gguf",
+            extra={"rope.dimension_count": 128, "vocab_size": 128256},
+            test_layers=4,
+        ),
+        # microsoft/Phi-4-mini-instruct: hidden 3072, 32 layers, 24 / 8 heads of 128,
+        # intermediate 8192, partial_rotary_factor 0.75 (96 of 128 dimensions rotated),
+        # rope_theta 10000 with LongRoPE (rope_scaling longrope: short_factor and long_factor of
+        # 48 values each, original_max_position_embeddings 4096), max_position_embeddings
+        # 131072, sliding_window 262144, rms_norm_eps 1e-5, vocab 200064, tied embeddings. As
+        # llama.cpp's converter writes it: Q, K and V in one attn_qkv (3072 -> 3072 + 2 x 1024),
+        # gate and up in one ffn_up (3072 -> 2 x 8192), rope_factors_short / _long,
+        # rope.scaling.attn_factor sqrt(1 + ln(131072 / 4096) / ln(4096)).
+        Shape(
+            "phi-4-mini", "Phi-4-mini", "phi3", 3072, 32, 24, 8, 128, 8192, 200064, 131072,
+            1e-5, 10000.0, "phi4-padded",
+            extra={"rope.dimension_count": 96, "rope.scaling.original_context_length": 4096,
+                   "rope.scaling.attn_factor": math.sqrt(1 + math.log(131072 / 4096) / math.log(4096)),
+                   "attention.sliding_window": 262144},
+            longrope={"n_rot": 96, "original_context": 4096},
+        ),
+        # google/gemma-4-E2B (its text model): hidden 1536, 35 layers, layer_types
+        # ([sliding_attention] x 4 + [full_attention]) x 7, 8 query heads and 1 KV head,
+        # head_dim 256 (sliding) and global_head_dim 512 (full), sliding_window 512, RoPE theta
+        # 1e4 on all 256 dimensions (sliding) and 1e6 "proportional" with partial_rotary_factor
+        # 0.25 (full: rope_freqs turns 64 of the 256 pairs and leaves the rest, factor 1e30, as
+        # the converter writes it), num_kv_shared_layers 20 (layers 15-34 attend over the
+        # caches of 13, the last sliding, and 14, the last full layer below them), intermediate
+        # 6144 with use_double_wide_mlp (12288 in the 20 shared layers), per-layer token
+        # embeddings hidden_size_per_layer_input 256 (vocab_size_per_layer_input 262144),
+        # final_logit_softcapping 30, max_position_embeddings 131072, rms_norm_eps 1e-6, vocab
+        # 262144, tied embeddings. The shared layers keep their attn_k / attn_v / attn_k_norm in
+        # the checkpoint and in its GGUF files (unused; llama-quantize counts them).
+        Shape(
+            "gemma-4-e2b", "Gemma 4 E2B", "gemma4", 1536, 35, 8, 1, 512, 6144, 262144, 131072,
+            1e-6, 1000000.0, "sdist:ggml-vocab-gemma-4.gguf",
+            extra={"attention.key_length_swa": 256, "attention.value_length_swa": 256,
+                   "rope.dimension_count": 512, "rope.dimension_count_swa": 256,
+                   "rope.freq_base_swa": 10000.0, "attention.sliding_window": 512,
+                   "embedding_length_per_layer_input": 256, "final_logit_softcapping": 30.0},
+            gemma4={"swa_pattern": (True, True, True, True, False), "kv_layers": 15,
+                    "double_wide_mlp": True, "n_embd_per_layer": 256, "head_dim_swa": 256,
+                    "full_rotary_factor": 0.25},
+            test_layers=10,
+        ),
     ]
 }
 
@@ -197,10 +283,32 @@ def tensor_list(s: Shape, n_layer: int) -> list[Tensor]:
     ts = [Tensor("token_embd.weight", (e, s.n_vocab)), Tensor(final_norm, (e,))]
     if s.llama3_rope:
         ts.append(Tensor("rope_freqs.weight", (hd // 2,)))
+    if s.gemma4:
+        pl = s.gemma4["n_embd_per_layer"] * n_layer
+        ts += [Tensor("per_layer_token_embd.weight", (pl, s.n_vocab)),
+               Tensor("per_layer_model_proj.weight", (e, pl)),
+               Tensor("per_layer_proj_norm.weight", (s.gemma4["n_embd_per_layer"],)),
+               Tensor("rope_freqs.weight", (hd // 2,))]
+    if s.longrope:
+        ts += [Tensor("rope_factors_long.weight", (s.longrope["n_rot"] // 2,)),
+               Tensor("rope_factors_short.weight", (s.longrope["n_rot"] // 2,))]
     for il in range(n_layer):
         b = f"blk.{il}."
         if s.arch in ("lfm2", "qwen35"):
             ts += hybrid_layer(s, b, s.layer_kind(il))
+            continue
+        if s.arch == "gemma4":
+            ts += gemma4_layer(s, b, il, n_layer)
+            continue
+        if s.arch == "phi3":
+            ts += [
+                Tensor(b + "attn_norm.weight", (e,)),
+                Tensor(b + "attn_qkv.weight", (e, nq + 2 * nkv)),
+                Tensor(b + "attn_output.weight", (nq, e)),
+                Tensor(b + "ffn_norm.weight", (e,)),
+                Tensor(b + "ffn_up.weight", (e, 2 * s.n_ff)),
+                Tensor(b + "ffn_down.weight", (s.n_ff, e)),
+            ]
             continue
         ts += [
             Tensor(b + "attn_norm.weight", (e,)),
@@ -221,6 +329,37 @@ def tensor_list(s: Shape, n_layer: int) -> list[Tensor]:
                    Tensor(b + "post_attention_norm.weight", (e,)),
                    Tensor(b + "post_ffw_norm.weight", (e,))]
     return sorted(ts, key=lambda t: sort_key(t.name))
+
+
+def gemma4_layer(s: Shape, b: str, il: int, n_layer: int) -> list[Tensor]:
+    """One Gemma 4 layer (prefix b) as llama.cpp's loader names it: the sliding layers' heads
+    of head_dim_swa, the full ones' of head_dim; K / V kept in the KV-sharing layers too, as
+    the checkpoint has them; the layer's FFN width; the per-layer input gate, projection and
+    norm; the output scale."""
+    g = s.gemma4
+    assert g is not None
+    e, pl = s.n_embd, g["n_embd_per_layer"]
+    hd = g["head_dim_swa"] if s.is_swa(il) else s.head_dim
+    f = s.ff_width(il, n_layer)
+    return [
+        Tensor(b + "attn_norm.weight", (e,)),
+        Tensor(b + "attn_q.weight", (e, s.n_head * hd)),
+        Tensor(b + "attn_k.weight", (e, s.n_head_kv * hd)),
+        Tensor(b + "attn_v.weight", (e, s.n_head_kv * hd)),
+        Tensor(b + "attn_q_norm.weight", (hd,)),
+        Tensor(b + "attn_k_norm.weight", (hd,)),
+        Tensor(b + "attn_output.weight", (s.n_head * hd, e)),
+        Tensor(b + "post_attention_norm.weight", (e,)),
+        Tensor(b + "ffn_norm.weight", (e,)),
+        Tensor(b + "ffn_gate.weight", (e, f)),
+        Tensor(b + "ffn_up.weight", (e, f)),
+        Tensor(b + "ffn_down.weight", (f, e)),
+        Tensor(b + "post_ffw_norm.weight", (e,)),
+        Tensor(b + "inp_gate.weight", (e, pl)),
+        Tensor(b + "proj.weight", (pl, e)),
+        Tensor(b + "post_norm.weight", (e,)),
+        Tensor(b + "layer_output_scale.weight", (1,)),
+    ]
 
 
 def hybrid_layer(s: Shape, b: str, kind: str) -> list[Tensor]:
@@ -271,7 +410,9 @@ def metadata(s: Shape, n_layer: int) -> list[tuple[str, object, VT]]:
         (f"{a}.context_length", s.n_ctx, VT.UINT32),
         (f"{a}.embedding_length", s.n_embd, VT.UINT32),
         (f"{a}.block_count", n_layer, VT.UINT32),
-        (f"{a}.feed_forward_length", s.n_ff, VT.UINT32),
+        # Gemma 4: per layer (the KV-sharing layers' double-wide MLP)
+        (f"{a}.feed_forward_length", s.n_ff, VT.UINT32) if s.gemma4 is None else
+        (f"{a}.feed_forward_length", [s.ff_width(il, n_layer) for il in range(n_layer)], VT.ARRAY),
         (f"{a}.attention.head_count", s.n_head, VT.UINT32),
         # LFM2: per layer, 0 in the convolution layers
         (f"{a}.attention.head_count_kv", s.n_head_kv, VT.UINT32) if s.attn_layers is None else
@@ -283,10 +424,47 @@ def metadata(s: Shape, n_layer: int) -> list[tuple[str, object, VT]]:
     if s.head_dim != s.n_embd // s.n_head or a in ("llama", "gemma3"):
         kv += [(f"{a}.attention.key_length", s.head_dim, VT.UINT32),
                (f"{a}.attention.value_length", s.head_dim, VT.UINT32)]
-    kv += [(f"{a}.{k}", v, VT.ARRAY if isinstance(v, list) else VT.UINT32) for k, v in s.extra.items()]
+    kv += [(f"{a}.{k}", v, value_type(v)) for k, v in s.extra.items()]
+    if s.gemma4:
+        kv += [(f"{a}.attention.sliding_window_pattern", [s.is_swa(il) for il in range(n_layer)], VT.ARRAY),
+               (f"{a}.attention.shared_kv_layers", s.n_shared_kv(n_layer), VT.UINT32)]
     kv += [("general.file_type", LLAMA_FTYPE_MOSTLY_Q4_K_M, VT.UINT32),
            ("general.quantization_version", 2, VT.UINT32)]
     return kv
+
+
+def gemma4_rope_freqs(s: Shape) -> np.ndarray:
+    """Gemma 4's full layers' "proportional" RoPE as llama.cpp's converter writes it: the
+    first partial_rotary_factor of each head's dimension pairs turn (factor 1), the rest keep
+    still (factor 1e30)."""
+    g = s.gemma4
+    assert g is not None
+    half = s.head_dim // 2
+    turning = int(s.head_dim * g["full_rotary_factor"] / 2)
+    return np.array([1.0] * turning + [1e30] * (half - turning), dtype=np.float32)
+
+
+def longrope_factors(s: Shape, name: str) -> np.ndarray:
+    """Phi-3's LongRoPE factors per rotated dimension pair (rope_factors_short.weight for
+    contexts up to the original one, _long beyond). A stand-in of the right length: the
+    published lists are not reproduced here, and speed does not depend on them; short 1,
+    long growing from 1 to 16 along the dimensions (the slow ones stretched most)."""
+    r = s.longrope
+    assert r is not None
+    half = r["n_rot"] // 2
+    if name == "rope_factors_short.weight":
+        return np.ones(half, dtype=np.float32)
+    ramp = np.arange(half, dtype=np.float64) / (half - 1)
+    return (1.0 + 15.0 * ramp**2).astype(np.float32)
+
+
+def value_type(v: object) -> VT:
+    """The GGUF type of a further key's value: arrays, booleans, floats, else UINT32."""
+    if isinstance(v, list):
+        return VT.ARRAY
+    if isinstance(v, bool):
+        return VT.BOOL
+    return VT.FLOAT32 if isinstance(v, float) else VT.UINT32
 
 
 def llama3_rope_factors(s: Shape) -> np.ndarray:
@@ -360,7 +538,8 @@ def sdist_vocab(name: str, sdist: str | None) -> Path:
     return out
 
 
-STANDIN_SOURCE = {"lfm2-standin": "ggml-vocab-llama-bpe.gguf", "qwen35-padded": "ggml-vocab-qwen35.gguf"}
+STANDIN_SOURCE = {"lfm2-standin": "ggml-vocab-llama-bpe.gguf", "qwen35-padded": "ggml-vocab-qwen35.gguf",
+                  "phi4-padded": "ggml-vocab-qwen2.gguf"}
 
 
 def vocab_file(s: Shape, args: argparse.Namespace) -> Path:
@@ -442,12 +621,22 @@ def read_header(path: Path) -> tuple[list[tuple[str, object, VT, VT | None]], li
 
 def weight_bytes_per_token(path: Path) -> int:
     """Bytes of weights one generated token reads: every tensor, the token embeddings only when
-    they are also the output (tied; else one row of them, left out)."""
-    _, tensors = read_header(path)
+    they are also the output (tied; else one row of them, left out), never Gemma 4's per-layer
+    token embeddings (one row per token) nor the K / V projections its KV-sharing layers keep
+    unused."""
+    kv, tensors = read_header(path)
+    meta = {key: val for key, val, _, _ in kv}
+    arch = meta.get("general.architecture", b"").decode()
+    n_layer = int(meta.get(f"{arch}.block_count", 0))
+    first_shared = n_layer - int(meta.get(f"{arch}.attention.shared_kv_layers", 0))
+    unused = {f"blk.{il}.{k}.weight" for il in range(first_shared, n_layer)
+              for k in ("attn_k", "attn_v", "attn_k_norm")}
     names = {name for name, _, _ in tensors}
     total = 0
     for name, ne, t in tensors:
         if name == "token_embd.weight" and "output.weight" in names:
+            continue
+        if name == "per_layer_token_embd.weight" or name in unused:
             continue
         block, size = gguf.GGML_QUANT_SIZES[QT(t)]
         total += math.prod(ne) // block * size
@@ -460,6 +649,9 @@ TOKEN_CONTROL, TOKEN_UNUSED = 3, 5  # llama.cpp's token types
 def standin_vocab(kind: str, fields: list, n_vocab: int) -> list[tuple[str, object, VT, VT | None]]:
     """The stand-in vocabularies of the right size where the sdist lacks the family's own.
 
+    phi4-padded: Phi-4-mini's vocabulary (o200k-based byte-level BPE, 200064 tokens) is in no
+    package the project fetches: Qwen2's byte-level BPE (ggml-vocab-qwen2.gguf, 151936 tokens,
+    pre-tokenizer qwen2) padded the same way to 200064.
     qwen35-padded: llama.cpp's Qwen 3.5 tokenizer test vocabulary (ggml-vocab-qwen35.gguf, 151936
     tokens: Qwen 2's tokens, pre-tokenizer qwen35), padded with "[PAD<id>]" tokens of type
     UNUSED to Qwen 3.5's 248320 (as llama.cpp's converter pads a vocabulary to the model's
@@ -473,12 +665,12 @@ def standin_vocab(kind: str, fields: list, n_vocab: int) -> list[tuple[str, obje
     out = []
     keep = None
     for key, val, vt, sub in fields:
-        if kind == "qwen35-padded":
+        if kind in ("qwen35-padded", "phi4-padded"):
             if key == "tokenizer.ggml.tokens":
                 val = list(val) + [f"[PAD{i}]".encode() for i in range(len(val), n_vocab)]
             elif key == "tokenizer.ggml.token_type":
                 val = list(val) + [TOKEN_UNUSED] * (n_vocab - len(val))
-            elif key == "tokenizer.ggml.eos_token_id":
+            elif key == "tokenizer.ggml.eos_token_id" and kind == "qwen35-padded":
                 val = 151645
         elif kind == "lfm2-standin":
             if key == "tokenizer.ggml.tokens":
@@ -530,7 +722,7 @@ def tokenizer_fields(path: Path, n_vocab: int, standin: str | None = None) -> li
 # Bytes per block, and the standard deviation of one block's values per unit of its scale d
 # (with the sub-block scales drawn below).
 BLOCK_BYTES = {"Q4_K": 144, "Q6_K": 210, "Q5_0": 22, "Q8_0": 34}
-QT_OF = {"Q4_K": QT.Q4_K, "Q6_K": QT.Q6_K, "Q5_0": QT.Q5_0, "Q8_0": QT.Q8_0, "F32": QT.F32}
+QT_OF = {"Q4_K": QT.Q4_K, "Q6_K": QT.Q6_K, "Q5_0": QT.Q5_0, "Q8_0": QT.Q8_0, "F32": QT.F32, "F16": QT.F16}
 STD_PER_D = {
     # Q4_K: d * sc * q - dmin * m with q uniform in 0..15 (std 4.61), sc = m uniform in 32..63
     # (rms 48.3) and dmin = 7.5 d: each sub-block centred, std 4.61 * 48.3 d.
@@ -589,9 +781,17 @@ def blocks(qtype: str, n_blocks: int, std: float, rng: np.random.Generator) -> n
 def tensor_data(s: Shape, t: Tensor, qtype: str, seed: int) -> np.ndarray:
     """The tensor's bytes (quantized: uint8 rows x row bytes; else float32)."""
     rng = rng_for(seed, t.name)
+    if qtype == "F16":
+        # a matrix llama-quantize leaves as the converter wrote it (Gemma 4's
+        # per_layer_model_proj): uniform, std 1/sqrt(row length)
+        n = math.prod(t.ne)
+        uniform = random_bytes(rng, 4 * n).view("<u4").astype(np.float64) / 2**32
+        return ((uniform - 0.5) * math.sqrt(12 / t.ne[0])).reshape(t.ne[::-1]).astype(np.float16)
     if qtype == "F32":
         if t.name == "rope_freqs.weight":
-            return llama3_rope_factors(s)
+            return gemma4_rope_freqs(s) if s.gemma4 else llama3_rope_factors(s)
+        if t.name.startswith("rope_factors_"):
+            return longrope_factors(s, t.name)
         n = math.prod(t.ne)
         uniform = random_bytes(rng, 4 * n).view("<u4").astype(np.float64) / 2**32  # in [0, 1)
         if t.name.endswith(".bias"):
@@ -606,8 +806,15 @@ def tensor_data(s: Shape, t: Tensor, qtype: str, seed: int) -> np.ndarray:
         return np.ones(t.ne[0], dtype=np.float32)
     cols, rows = t.ne
     per_row = cols // gguf.GGML_QUANT_SIZES[QT_OF[qtype]][0]
-    std = 0.02 if t.name == "token_embd.weight" else 1.0 / math.sqrt(cols)
-    return blocks(qtype, rows * per_row, std, rng).reshape(rows, per_row * BLOCK_BYTES[qtype])
+    return blocks(qtype, rows * per_row, weight_std(t), rng).reshape(rows, per_row * BLOCK_BYTES[qtype])
+
+
+def weight_std(t: Tensor) -> float:
+    """The standard deviation of a quantized tensor's values: 0.02 for the token embeddings
+    (Gemma 4's per-layer ones too), else 1/sqrt(row length)."""
+    if t.name in ("token_embd.weight", "per_layer_token_embd.weight"):
+        return 0.02
+    return 1.0 / math.sqrt(t.ne[0])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -634,6 +841,8 @@ def write_model(s: Shape, path: Path, n_layer: int, seed: int, tok: list) -> Non
         q = types[t.name]
         if q == "F32":
             w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float32), 4 * math.prod(t.ne))
+        elif q == "F16":
+            w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float16), 2 * math.prod(t.ne))
         else:
             size = gguf.GGML_QUANT_SIZES[QT_OF[q]]
             nbytes = math.prod(t.ne) // size[0] * size[1]
@@ -655,7 +864,7 @@ def write_twin(s: Shape, path: Path, n_layer: int, tok: list) -> None:
     w.kv_data[0]["general.file_type"] = gguf.GGUFValue(1, VT.UINT32)  # MOSTLY_F16
     total = 0
     for t in ts:
-        if len(t.ne) == 1 or not allows_quantization(t.name, len(t.ne)):
+        if source_type(t.name, len(t.ne)) == "F32":
             # F32 as the converter stores vectors and the convolutions' taps
             nbytes = 4 * math.prod(t.ne)
             w.add_tensor_info(t.name, t.ne[::-1], np.dtype(np.float32), nbytes)
@@ -704,11 +913,17 @@ def check_model(s: Shape, path: Path, n_layer: int) -> list[str]:
             if not np.all(np.isfinite(rt.data)):
                 problems.append(f"{t.name}: not finite")
             continue
+        if types[t.name] == "F16":
+            vals = np.asarray(rt.data, dtype=np.float32)
+            std = 1.0 / math.sqrt(t.ne[0])
+            if not np.all(np.isfinite(vals)) or not 0.9 * std < float(np.std(vals)) < 1.1 * std:
+                problems.append(f"{t.name}: F16 values not finite or std {float(np.std(vals)):.3g}, want {std:.3g}")
+            continue
         # A sample of rows (first, middle, last) through gguf-py's dequantization.
         rows = np.asarray(rt.data)
         pick = sorted({0, rows.shape[0] // 2, rows.shape[0] - 1})
         vals = gguf.quants.dequantize(rows[pick], rt.tensor_type)
-        std = 0.02 if t.name == "token_embd.weight" else 1.0 / math.sqrt(t.ne[0])
+        std = weight_std(t)
         # Centred within 0.2 std: Q5_0's and Q8_0's quants sit half a step off centre (0.05 std),
         # a 3-row sample's mean wanders by about 0.02 std, and Q4_K mins that do not cancel the
         # scales (a wrong packing) give 0.5 std.

@@ -5,8 +5,11 @@ Usage: python scripts/synth/test_synth.py [--tessera PATH] [--keep DIR]
 
 1. The Q4_K_M type rules (q4_k_m.py) against llama.cpp: every tensor of every shape, at its
    real layer count, at 5 layers and at its test_layers (2; 3 for LFM2 and 4 for Qwen 3.5, the
-   fewest with an attention layer that Tessera accepts), gets the type that llama.cpp's llama_model_quantize
-   picked in a dry run (llama-quantize-q4_k_m.json, recorded by record_llama_types.py).
+   fewest with an attention layer that Tessera accepts; 4 for SmolLM3, whose fourth layer has
+   no RoPE; 10 for Gemma 4 E2B, whose top 5 then share the KV caches of the first 5, sliding
+   and full layers alike, with their double-wide MLPs), gets the type that llama.cpp's
+   llama_model_quantize picked in a dry run (llama-quantize-q4_k_m.json, recorded by
+   record_llama_types.py).
 2. The same rules against a real llama-quantize output: the tensors of Gemma 3 270M Q4_K_M
    (TESSERA_GEMMA_GGUF, else target/models/gemma3-270m-q4_k_m.gguf), read with gguf-py.
 3. Each shape written with its test_layers (synth_model.py --layers N) reads back right with gguf-py
